@@ -1,0 +1,192 @@
+// gpuopt._core: the CPU references and build facts. Thin: shapes come from the arrays
+// themselves, outputs are allocated here, the GIL is released around compute.
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+
+#include "../common/parallel.hpp"
+#include "../conv/conv2d.hpp"
+#include "../kmeans/kmeans.hpp"
+#include "../matmul/matmul.hpp"
+#include "../nn/nn.hpp"
+#include "../sparse/sparse_conv.hpp"
+#include "array_util.hpp"
+
+namespace py = pybind11;
+using namespace gpuopt;
+using bind::carray;
+
+namespace {
+
+carray<float> conv2d_py(const carray<float>& x, const carray<float>& w, const std::optional<carray<float>>& bias,
+                     std::int64_t stride_h, std::int64_t stride_w, std::int64_t pad_h, std::int64_t pad_w,
+                     const std::string& activation) {
+    const auto xs = bind::shape_of(x, 4, "x");
+    const auto ws = bind::shape_of(w, 4, "w");
+    conv::Conv2dShape s;
+    s.N = xs[0], s.C = xs[1], s.H = xs[2], s.W = xs[3];
+    s.K = ws[0], s.R = ws[2], s.S = ws[3];
+    s.stride_h = stride_h, s.stride_w = stride_w, s.pad_h = pad_h, s.pad_w = pad_w;
+    GPUOPT_REQUIRE(ws[1] == s.C, "w must have as many input channels as x");
+    if (bias) GPUOPT_REQUIRE(bias->ndim() == 1 && bias->shape(0) == s.K, "bias must have shape (K,)");
+    s.validate();
+    const Activation act = activation_from_string(activation);
+    auto y = bind::empty<float>({s.N, s.K, s.P(), s.Q()});
+    const float* b = bias ? bias->data() : nullptr;
+    {
+        py::gil_scoped_release release;
+        conv::conv2d_cpu(x.data(), w.data(), b, y.mutable_data(), s, act);
+    }
+    return y;
+}
+
+carray<float> matmul_py(const carray<float>& a, const carray<float>& b) {
+    const auto as = bind::shape_of(a, 2, "a");
+    const auto bs = bind::shape_of(b, 2, "b");
+    GPUOPT_REQUIRE(as[1] == bs[0], "a and b must have matching inner dimensions");
+    auto c = bind::empty<float>({as[0], bs[1]});
+    {
+        py::gil_scoped_release release;
+        matmul::matmul_cpu(a.data(), b.data(), c.mutable_data(), as[0], bs[1], as[1]);
+    }
+    return c;
+}
+
+py::tuple kmeans_py(const carray<float>& x, const carray<float>& init, float threshold, std::int64_t max_iter) {
+    const auto xs = bind::shape_of(x, 2, "x");
+    const auto is = bind::shape_of(init, 2, "init");
+    GPUOPT_REQUIRE(is[1] == xs[1], "init must have as many coordinates as x");
+    auto centroids = bind::empty<float>({is[0], is[1]});
+    std::copy(init.data(), init.data() + init.size(), centroids.mutable_data());
+    auto membership = bind::empty<std::int32_t>({xs[0]});
+    kmeans::KMeansStats stats;
+    {
+        py::gil_scoped_release release;
+        stats = kmeans::kmeans_cpu(x.data(), xs[0], xs[1], is[0], threshold, max_iter, centroids.mutable_data(),
+                                   membership.mutable_data());
+    }
+    carray<float> delta(static_cast<py::ssize_t>(stats.delta.size()));
+    std::copy(stats.delta.begin(), stats.delta.end(), delta.mutable_data());
+    return py::make_tuple(centroids, membership, stats.iterations, delta);
+}
+
+carray<std::int32_t> sparse_conv_py(const carray<std::int16_t>& x, const carray<std::int16_t>& w) {
+    const auto xs = bind::shape_of(x, 3, "x");
+    const auto ws = bind::shape_of(w, 4, "w");
+    GPUOPT_REQUIRE(ws[1] == xs[0], "w must have as many input channels as x");
+    sparse::SparseConvShape s;
+    s.C = xs[0], s.H = xs[1], s.W = xs[2], s.M = ws[0], s.R = ws[2], s.S = ws[3];
+    auto y = bind::empty<std::int32_t>({s.M, s.out_h(), s.out_w()});
+    bool fits = true;
+    {
+        py::gil_scoped_release release;
+        fits = sparse::sparse_conv_cpu(x.data(), w.data(), y.mutable_data(), s);
+    }
+    if (!fits) throw py::value_error("sparse_conv2d: a convolution sum does not fit in int32 (the lab's accumulator)");
+    return y;
+}
+
+carray<float> activation_py(const carray<float>& x, const std::string& act) {
+    const Activation a = activation_from_string(act);
+    std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
+    auto y = bind::empty<float>(shape);
+    {
+        py::gil_scoped_release release;
+        nn::activation_cpu(x.data(), y.mutable_data(), x.size(), a);
+    }
+    return y;
+}
+
+carray<float> pool2d_py(const carray<float>& x, std::int64_t size, const std::string& kind) {
+    GPUOPT_REQUIRE(x.ndim() >= 2, "x must have at least 2 dimensions (..., H, W)");
+    GPUOPT_REQUIRE(kind == "max" || kind == "avg", "kind must be 'max' or 'avg'");
+    const py::ssize_t nd = x.ndim();
+    const std::int64_t H = x.shape(nd - 2), W = x.shape(nd - 1);
+    GPUOPT_REQUIRE(size >= 1 && H >= size && W >= size, "pooling window larger than the input");
+    std::vector<py::ssize_t> shape(x.shape(), x.shape() + nd);
+    shape[nd - 2] = H / size;
+    shape[nd - 1] = W / size;
+    const std::int64_t planes = H * W == 0 ? 0 : x.size() / (H * W);
+    auto y = bind::empty<float>(shape);
+    {
+        py::gil_scoped_release release;
+        nn::pool2d_cpu(x.data(), y.mutable_data(), planes, H, W, size,
+                       kind == "max" ? nn::PoolKind::Max : nn::PoolKind::Average);
+    }
+    return y;
+}
+
+carray<float> fully_connected_py(const carray<float>& x, const carray<float>& w, const std::optional<carray<float>>& bias) {
+    const auto xs = bind::shape_of(x, 2, "x");
+    const auto ws = bind::shape_of(w, 2, "w");
+    GPUOPT_REQUIRE(xs[1] == ws[0], "w must have shape (in_features, out_features) matching x");
+    if (bias) GPUOPT_REQUIRE(bias->ndim() == 1 && bias->shape(0) == ws[1], "bias must have shape (out_features,)");
+    auto y = bind::empty<float>({xs[0], ws[1]});
+    const float* b = bias ? bias->data() : nullptr;
+    {
+        py::gil_scoped_release release;
+        nn::fully_connected_cpu(x.data(), w.data(), b, y.mutable_data(), xs[0], xs[1], ws[1]);
+    }
+    return y;
+}
+
+carray<std::int64_t> argmax_py(const carray<float>& x) {
+    const auto xs = bind::shape_of(x, 2, "x");
+    auto out = bind::empty<std::int64_t>({xs[0]});
+    {
+        py::gil_scoped_release release;
+        nn::argmax_rows_cpu(x.data(), out.mutable_data(), xs[0], xs[1]);
+    }
+    return out;
+}
+
+py::dict build_info_py() {
+    py::dict d;
+    d["version"] = GPUOPT_VERSION;
+    d["compiler"] = GPUOPT_CXX_COMPILER;
+    d["openmp"] = openmp_enabled();
+    d["cpu_threads"] = cpu_threads();
+#if defined(GPUOPT_CUDA_BUILT)
+    d["cuda"] = true;
+    d["cuda_version"] = GPUOPT_CUDA_VERSION;
+    d["cuda_architectures"] = GPUOPT_CUDA_ARCHS;
+    d["cublas"] = true;
+    d["cublas_version"] = GPUOPT_CUBLAS_VERSION;
+#if defined(GPUOPT_WITH_CUDNN)
+    d["cudnn"] = true;
+    d["cudnn_version"] = GPUOPT_CUDNN_VERSION;
+#else
+    d["cudnn"] = false;
+    d["cudnn_version"] = py::none();
+#endif
+#else
+    d["cuda"] = false;
+    d["cuda_version"] = py::none();
+    d["cuda_architectures"] = py::none();
+    d["cublas"] = false;
+    d["cublas_version"] = py::none();
+    d["cudnn"] = false;
+    d["cudnn_version"] = py::none();
+#endif
+    return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+    m.doc() = "gpuopt CPU references (internal; use the gpuopt package API)";
+    const auto nogil_doc = "Internal: arguments are validated by gpuopt; shapes are read from the arrays.";
+    m.def("conv2d", &conv2d_py, py::arg("x").noconvert(), py::arg("w").noconvert(), py::arg("bias").noconvert(),
+          py::arg("stride_h"), py::arg("stride_w"), py::arg("pad_h"), py::arg("pad_w"), py::arg("activation"), nogil_doc);
+    m.def("matmul", &matmul_py, py::arg("a").noconvert(), py::arg("b").noconvert(), nogil_doc);
+    m.def("kmeans", &kmeans_py, py::arg("x").noconvert(), py::arg("init").noconvert(), py::arg("threshold"),
+          py::arg("max_iter"), nogil_doc);
+    m.def("sparse_conv", &sparse_conv_py, py::arg("x").noconvert(), py::arg("w").noconvert(), nogil_doc);
+    m.def("activation", &activation_py, py::arg("x").noconvert(), py::arg("activation"), nogil_doc);
+    m.def("pool2d", &pool2d_py, py::arg("x").noconvert(), py::arg("size"), py::arg("kind"), nogil_doc);
+    m.def("fully_connected", &fully_connected_py, py::arg("x").noconvert(), py::arg("w").noconvert(),
+          py::arg("bias").noconvert(), nogil_doc);
+    m.def("argmax", &argmax_py, py::arg("x").noconvert(), nogil_doc);
+    m.def("build_info", &build_info_py, "What this build was compiled with.");
+}

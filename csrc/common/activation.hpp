@@ -1,0 +1,42 @@
+// Fused activations shared by conv2d and the nn blocks (host and device).
+#pragma once
+
+#include <cmath>
+#include <string>
+
+#include "error.hpp"
+
+#if defined(__CUDACC__)
+#define GPUOPT_HD __host__ __device__ __forceinline__
+#else
+#define GPUOPT_HD inline
+#endif
+
+namespace gpuopt {
+
+enum class Activation : int { None = 0, Relu = 1, Tanh = 2 };
+
+inline Activation activation_from_string(const std::string& name) {
+    if (name.empty() || name == "none") return Activation::None;
+    if (name == "relu") return Activation::Relu;
+    if (name == "tanh") return Activation::Tanh;
+    detail::fail_argument(__FILE__, __LINE__,
+                          "activation must be 'none', 'relu' or 'tanh', got '" + name + "'");
+}
+
+// ReLU keeps NaN (x < 0 is false for NaN), as PyTorch and NumPy's maximum do.
+template <typename T>
+GPUOPT_HD T apply_activation(T v, Activation act) {
+    switch (act) {
+        case Activation::Relu: return v < T(0) ? T(0) : v;
+        case Activation::Tanh:
+#if defined(__CUDA_ARCH__)
+            return tanh(v);
+#else
+            return std::tanh(v);
+#endif
+        default: return v;
+    }
+}
+
+}  // namespace gpuopt

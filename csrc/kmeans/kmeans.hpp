@@ -1,0 +1,49 @@
+// k-means exactly as Wei-keng Liao's seq_kmeans.c computes it, so that every gpuopt
+// variant can be held to identical memberships and iteration counts.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace gpuopt::kmeans {
+
+struct KMeansStats {
+    int iterations = 0;        // loops run (Liao's loop_iterations)
+    std::vector<float> delta;  // fraction of objects that changed membership, per loop
+};
+
+// x: [n][d] objects. centroids: [k][d], in = initial centres, out = final centres.
+// membership: [n], out. Loops until delta <= threshold or max_iter loops ran.
+// Float32 arithmetic in Liao's order: squared distances summed over coordinates in
+// order, ties to the lower centre index, centre sums accumulated in object order.
+KMeansStats kmeans_cpu(const float* x, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
+                       std::int64_t max_iter, float* centroids, std::int32_t* membership);
+
+// One assignment step (shared by the reference and by host-side parts of GPU variants):
+// the nearest centre of one object.
+inline std::int32_t nearest_centre(const float* object, const float* centroids, std::int64_t k,
+                                   std::int64_t d) {
+    std::int32_t best = 0;
+    float best_dist = 0.f;
+    for (std::int64_t c = 0; c < k; ++c) {
+        const float* centre = centroids + c * d;
+        float dist = 0.f;
+        for (std::int64_t j = 0; j < d; ++j) {
+            const float diff = object[j] - centre[j];
+            dist += diff * diff;  // built with -ffp-contract=off: no fused multiply-add
+        }
+        if (c == 0 || dist < best_dist) {
+            best_dist = dist;
+            best = static_cast<std::int32_t>(c);
+        }
+    }
+    return best;
+}
+
+// Liao's centre update: sums in object order, mean = sum / (float)count, an empty
+// cluster keeps its centre. sums/counts are scratch of size k*d and k.
+void update_centroids(const float* x, const std::int32_t* membership, std::int64_t n, std::int64_t d,
+                      std::int64_t k, float* centroids, std::vector<float>& sums,
+                      std::vector<std::int64_t>& counts);
+
+}  // namespace gpuopt::kmeans

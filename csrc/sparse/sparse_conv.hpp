@@ -1,0 +1,22 @@
+// The sparse convolution layer of the NCTU 2016 lab: "same" RxS convolution (stride 1)
+// over C int16 input maps, int32 accumulation, ReLU, then 2x2 max pooling (stride 2).
+#pragma once
+
+#include <cstdint>
+
+namespace gpuopt::sparse {
+
+struct SparseConvShape {
+    std::int64_t C = 0, H = 0, W = 0;  // input  x[C][H][W]
+    std::int64_t M = 0, R = 3, S = 3;  // filter w[M][C][R][S], R and S odd
+    std::int64_t out_h() const { return H / 2; }
+    std::int64_t out_w() const { return W / 2; }
+};
+
+// Reference on dense filters: y[M][H/2][W/2]. Sums are exact (int64) and the result
+// equals what int32 accumulation gives whenever it fits; returns false (y unspecified)
+// when some pre-activation sum does not fit in int32.
+bool sparse_conv_cpu(const std::int16_t* x, const std::int16_t* w, std::int32_t* y,
+                     const SparseConvShape& s);
+
+}  // namespace gpuopt::sparse
