@@ -1,0 +1,50 @@
+"""gpuopt: hand-written GPU kernels, their CPU references, and the reports they come from.
+
+NumPy in, NumPy out. Every op takes ``variant=`` (see :func:`variants`); ``"cpu"`` is
+the C++ reference every GPU variant is tested against and works without a GPU.
+
+>>> import numpy as np, gpuopt
+>>> x = np.random.rand(1, 3, 32, 32).astype(np.float32)
+>>> w = np.random.rand(8, 3, 3, 3).astype(np.float32)
+>>> gpuopt.conv2d(x, w, padding=1, variant="cpu").shape
+(1, 8, 32, 32)
+"""
+
+from __future__ import annotations
+
+try:
+    from . import _core
+except ImportError as _exc:  # pragma: no cover - only in a source tree without a build
+    raise ImportError(
+        f"gpuopt's compiled module is missing ({_exc}). Install the package with `pip install .` and import "
+        f"it from outside the source tree (this import found {__path__[0]})."
+    ) from None
+
+from ._ext import build_info, cuda_available, cuda_unavailable_reason, device_info
+from .registry import ops, variants
+from .conv import conv2d, conv2d_output_shape
+from .matmul import matmul
+from .kmeans import KMeansResult, kmeans
+from .sparse import sparse_conv2d
+from . import datasets, nn, sparse
+
+__version__: str = _core.build_info()["version"]
+
+__all__ = [
+    "conv2d",
+    "conv2d_output_shape",
+    "matmul",
+    "kmeans",
+    "KMeansResult",
+    "sparse_conv2d",
+    "nn",
+    "sparse",
+    "datasets",
+    "variants",
+    "ops",
+    "cuda_available",
+    "cuda_unavailable_reason",
+    "build_info",
+    "device_info",
+    "__version__",
+]

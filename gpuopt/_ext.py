@@ -1,0 +1,91 @@
+"""Loading of the compiled modules, and what this build and machine can do.
+
+``gpuopt._core`` (CPU references) is always built. ``gpuopt._cuda`` exists when nvcc
+was found at install time; it links the CUDA runtime statically, so it imports on
+machines without a driver and then reports that no device is usable. It is imported
+on first use, never at ``import gpuopt``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from types import ModuleType
+from typing import Any
+
+from . import _core
+
+__all__ = ["cuda_available", "cuda_unavailable_reason", "require_cuda", "build_info", "device_info", "cuda_module"]
+
+
+@functools.lru_cache(maxsize=None)
+def _load_cuda() -> tuple[ModuleType | None, str]:
+    if not _core.build_info()["cuda"]:
+        return None, "gpuopt was built without CUDA (no nvcc at install time, or GPUOPT_ENABLE_CUDA=OFF)"
+    try:
+        mod = importlib.import_module("gpuopt._cuda")
+    except ImportError as exc:  # e.g. cuBLAS/cuDNN shared libraries missing on this machine
+        return None, f"the CUDA module of gpuopt could not be loaded: {exc}"
+    if mod.device_count() == 0:
+        return None, f"no usable CUDA device: {mod.unavailable_reason()}"
+    return mod, ""
+
+
+def cuda_available() -> bool:
+    """True when gpuopt was built with CUDA and a usable GPU is present.
+
+    Never raises and prints nothing: on a machine without a driver or GPU it is False.
+    """
+    return _load_cuda()[0] is not None
+
+
+def cuda_unavailable_reason() -> str:
+    """Why :func:`cuda_available` is False, in words ("" when it is True)."""
+    return _load_cuda()[1]
+
+
+def require_cuda(what: str) -> ModuleType:
+    """The CUDA module, or RuntimeError saying why ``what`` cannot run here."""
+    mod, reason = _load_cuda()
+    if mod is None:
+        raise RuntimeError(f"{what} needs a CUDA GPU, but {reason}. Use variant='cpu' for the CPU reference.")
+    return mod
+
+
+def cuda_module() -> ModuleType:
+    """The compiled CUDA module (RuntimeError when unusable)."""
+    return require_cuda("this operation")
+
+
+def build_info() -> dict[str, Any]:
+    """What this installation of gpuopt was compiled with.
+
+    Returns
+    -------
+    dict
+        ``version``, ``compiler``, ``openmp`` (bool), ``cpu_threads``, ``cuda`` (bool:
+        CUDA kernels compiled), ``cuda_version``, ``cuda_architectures`` (e.g.
+        ``"80,90"``), ``cublas`` / ``cublas_version``, ``cudnn`` / ``cudnn_version``
+        (versions are None when not built), and ``cuda_usable`` / ``cuda_reason`` for
+        this machine.
+    """
+    info = dict(_core.build_info())
+    info["cuda_usable"] = cuda_available()
+    info["cuda_reason"] = cuda_unavailable_reason()
+    return info
+
+
+def device_info(index: int = 0) -> dict[str, Any] | None:
+    """Properties of CUDA device ``index``, or None when no GPU is usable.
+
+    Keys include ``name``, ``compute_capability`` (major, minor), ``multiprocessors``,
+    ``total_memory_bytes``, ``l2_cache_bytes``, shared-memory limits in bytes,
+    ``driver_version`` / ``runtime_version`` (e.g. 13000 = 13.0) and the cuBLAS and
+    cuDNN versions loaded at run time.
+    """
+    mod, _ = _load_cuda()
+    if mod is None:
+        return None
+    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < mod.device_count():
+        raise ValueError(f"index must be a device number in 0..{mod.device_count() - 1}, got {index!r}")
+    return dict(mod.device_info(index))

@@ -1,0 +1,119 @@
+"""k-means clustering (``gpuopt.kmeans``), compatible with Wei-keng Liao's parallel k-means."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _core
+from ._validate import float_array, integer, real
+from .registry import register, resolve
+
+__all__ = ["kmeans", "KMeansResult"]
+
+
+@dataclass(frozen=True)
+class KMeansResult:
+    """Outcome of :func:`gpuopt.kmeans`.
+
+    Attributes
+    ----------
+    centroids : numpy.ndarray, float32, shape (k, D)
+        Final cluster centres.
+    membership : numpy.ndarray, int32, shape (N,)
+        Index of the centre each object belongs to.
+    iterations : int
+        Loops run (Liao's "Loop iterations").
+    delta : numpy.ndarray, float32, shape (iterations,)
+        Fraction of objects whose membership changed, per loop.
+    converged : bool
+        Whether the last loop met the threshold (False when max_iter stopped it).
+    """
+
+    centroids: np.ndarray
+    membership: np.ndarray
+    iterations: int
+    delta: np.ndarray
+    converged: bool
+
+
+@dataclass(frozen=True)
+class KMeansProblem:
+    """A validated kmeans call: x (N, D) float32, init (k, D) float32 initial centres."""
+
+    x: np.ndarray
+    init: np.ndarray
+    threshold: float
+    max_iter: int
+
+
+def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, variant: str | None = None, **params: Any) -> KMeansResult:
+    """k-means clustering exactly as Wei-keng Liao's ``seq_kmeans`` computes it.
+
+    The initial centres are the first ``k`` objects (or ``init``). Each loop assigns
+    every object to its nearest centre by squared Euclidean distance (float32, summed
+    over coordinates in order; ties go to the lower centre index), sets
+    ``delta`` = fraction of objects whose membership changed (all of them in the first
+    loop), and replaces each centre by the mean of its members (sums in object order;
+    an empty cluster keeps its centre). It stops when ``delta <= threshold`` or after
+    ``max_iter`` loops. (Liao's own loop cap, ``loop++ < 500``, allows 501 loops.)
+
+    Parameters
+    ----------
+    x : array_like, float, shape (N, D)
+        N objects with D coordinates each.
+    k : int
+        Number of clusters, 1 <= k <= N.
+    threshold : float
+        Convergence threshold on delta, finite and >= 0 (compared in float32).
+    max_iter : int
+        Most loops to run, >= 1.
+    init : array_like, float, shape (k, D), optional
+        Initial centres (finite); default: ``x[:k]``.
+    variant : str, optional
+        Implementation (see ``gpuopt.variants("kmeans")``).
+
+    Returns
+    -------
+    KMeansResult
+        ``centroids`` (k, D) float32, ``membership`` (N,) int32, ``iterations``,
+        ``delta`` history.
+
+    Raises
+    ------
+    TypeError
+        Non-float x/init, non-integer k or max_iter, non-real threshold.
+    ValueError
+        Wrong shapes, empty x, non-finite x/init/threshold, k out of range,
+        unknown variant or parameter.
+    """
+    x = float_array(x, "x", 2, "(N, D)")
+    n, d = x.shape
+    k = integer(k, "k", 1)
+    if k > n:
+        raise ValueError(f"k must be <= the number of objects N={n}, got k={k}")
+    threshold = real(threshold, "threshold", 0.0)
+    max_iter = integer(max_iter, "max_iter", 1)
+    if not np.isfinite(x).all():
+        raise ValueError("x must contain only finite values (NaN/inf found)")
+    if init is None:
+        init = x[:k].copy()
+    else:
+        init = float_array(init, "init", 2, "(k, D)")
+        if init.shape != (k, d):
+            raise ValueError(f"init must have shape (k, D) = ({k}, {d}), got {init.shape}")
+        if not np.isfinite(init).all():
+            raise ValueError("init must contain only finite values")
+    impl, resolved = resolve("kmeans", variant, params)
+    centroids, membership, iterations, delta = impl.impl(KMeansProblem(x, init, threshold, max_iter), **resolved)
+    converged = bool(delta[-1] <= np.float32(threshold))
+    return KMeansResult(centroids, membership, int(iterations), delta, converged)
+
+
+@register("kmeans", "cpu", description="CPU reference (C++, OpenMP assignment): Liao's seq_kmeans, bit for bit",
+          report="reference", needs_cuda=False)
+def _kmeans_cpu(p: KMeansProblem) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    # Variants return (centroids, membership, iterations, delta history).
+    return _core.kmeans(p.x, p.init, p.threshold, p.max_iter)

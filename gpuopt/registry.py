@@ -1,0 +1,229 @@
+"""Variant registry: every implementation of every op, selectable by name.
+
+Each op (``"conv2d"``, ``"matmul"``, ...) has named variants. A variant carries a
+one-line description, the report it comes from, whether it needs CUDA, and its
+tunable parameters with their allowed values and defaults. Ops look their variant up
+here, so an unknown variant or parameter is rejected in one place with the valid
+choices listed.
+
+>>> import gpuopt
+>>> list(gpuopt.variants("matmul"))            # doctest: +SKIP
+['cpu', ...]
+>>> gpuopt.variants("matmul")["cpu"].description  # doctest: +SKIP
+'CPU reference (C++, OpenMP), float64 accumulation'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+__all__ = ["Param", "Variant", "register", "variants", "ops", "resolve", "REPORTS"]
+
+#: Short keys of the reports variants come from (the texts are in ../shared/seeds/).
+REPORTS: Mapping[str, str] = MappingProxyType(
+    {
+        "reference": "gpuopt's CPU reference (the oracle every variant is tested against)",
+        "cs6235": "CS6235 CNN-on-GPU convolution report",
+        "ece408-fashion": "ECE408 Fashion-MNIST convolution report",
+        "ece408-mnist": "ECE408 MNIST CNN report (2016 project)",
+        "cmu18645": "CMU 18-645 k-means and matrix-multiply report",
+        "nctu": "NCTU 2016 sparse COO/FAST convolution lab notes",
+        "liao": "Wei-keng Liao's parallel k-means package",
+        "gpuopt": "beyond the reports: gpuopt's own optimisation",
+        "library": "vendor library baseline (cuBLAS / cuDNN)",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Param:
+    """A tunable parameter of a variant.
+
+    Attributes
+    ----------
+    name : str
+        Keyword name, passed to the op as ``op(..., name=value)``.
+    default : Any
+        Value used when the caller does not pass one.
+    allowed : tuple
+        The values the kernel can run (checked before any launch).
+    doc : str
+        One line: what the parameter changes.
+    """
+
+    name: str
+    default: Any
+    allowed: tuple
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        if self.default not in self.allowed:
+            raise ValueError(f"default {self.default!r} of parameter {self.name!r} is not among {self.allowed!r}")
+
+    def check(self, value: Any, where: str) -> Any:
+        """Return the canonical allowed value equal to ``value``, or raise ValueError."""
+        for allowed in self.allowed:
+            if _same_value(value, allowed):
+                return allowed
+        raise ValueError(f"{where}: parameter {self.name}={value!r} is not allowed; choose one of {list(self.allowed)}")
+
+
+def _same_value(value: Any, allowed: Any) -> bool:
+    # bool is an int in Python, but a flag passed as a tile size is a mistake; NumPy
+    # integers are fine where ints are expected.
+    if isinstance(value, (bool, np.bool_)) or isinstance(allowed, bool):
+        return type(value) is type(allowed) and value == allowed
+    if isinstance(allowed, int):
+        return isinstance(value, (int, np.integer)) and value == allowed
+    if isinstance(allowed, str):
+        return isinstance(value, str) and value == allowed
+    return value == allowed
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One implementation of an op.
+
+    Attributes
+    ----------
+    op, name : str
+        ``gpuopt.<op>(..., variant=name)`` selects it.
+    description : str
+        One line: what the variant does differently.
+    report : str
+        Key of :data:`REPORTS`: where the variant comes from.
+    needs_cuda : bool
+        True when it runs on the GPU.
+    params : Mapping[str, Param]
+        Tunable parameters by name.
+    """
+
+    op: str
+    name: str
+    description: str
+    report: str
+    needs_cuda: bool
+    params: Mapping[str, Param] = field(default_factory=dict)
+    impl: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def available(self) -> bool:
+        """Whether it can run here (CPU variants always; CUDA ones need a usable GPU)."""
+        if not self.needs_cuda:
+            return True
+        from ._ext import cuda_available
+
+        return cuda_available()
+
+    def defaults(self) -> dict[str, Any]:
+        return {p.name: p.default for p in self.params.values()}
+
+    def __str__(self) -> str:
+        where = "CUDA" if self.needs_cuda else "CPU"
+        params = ", ".join(f"{p.name}={p.default!r} in {list(p.allowed)}" for p in self.params.values())
+        return f"{self.op}/{self.name} [{where}, {self.report}] {self.description}" + (f" ({params})" if params else "")
+
+
+_REGISTRY: dict[str, dict[str, Variant]] = {}
+_PREFERRED: dict[str, list[str]] = {}
+
+
+def register(
+    op: str,
+    name: str,
+    *,
+    description: str,
+    report: str,
+    needs_cuda: bool,
+    params: tuple[Param, ...] = (),
+    preferred: bool = False,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator registering ``impl`` as variant ``name`` of ``op``.
+
+    ``preferred`` marks the variants an op uses when called with ``variant=None``
+    (the first available one wins, in registration order; ``"cpu"`` is the fallback).
+    """
+    if report not in REPORTS:
+        raise ValueError(f"unknown report {report!r}; known: {sorted(REPORTS)}")
+
+    def deco(impl: Callable[..., Any]) -> Callable[..., Any]:
+        table = _REGISTRY.setdefault(op, {})
+        if name in table:
+            raise ValueError(f"variant {op}/{name} registered twice")
+        table[name] = Variant(op, name, description, report, needs_cuda,
+                              MappingProxyType({p.name: p for p in params}), impl)
+        if preferred:
+            _PREFERRED.setdefault(op, []).append(name)
+        return impl
+
+    return deco
+
+
+def ops() -> list[str]:
+    """Names of the ops that have variants."""
+    return list(_REGISTRY)
+
+
+def variants(op: str | None = None) -> Mapping[str, Variant] | Mapping[str, Mapping[str, Variant]]:
+    """The variants of ``op`` by name (simple to fast), or of every op when ``op`` is None.
+
+    Each :class:`Variant` has ``description``, ``params`` (name -> :class:`Param` with
+    ``default`` and ``allowed``), ``needs_cuda``, ``report`` and ``available``.
+    """
+    if op is None:
+        return MappingProxyType({o: MappingProxyType(dict(t)) for o, t in _REGISTRY.items()})
+    _check_op(op)
+    return MappingProxyType(dict(_REGISTRY[op]))
+
+
+def _check_op(op: str) -> None:
+    if op not in _REGISTRY:
+        raise ValueError(f"unknown op {op!r}; ops with variants: {ops()}")
+
+
+def default_variant(op: str) -> str:
+    """The variant ``op`` runs when called with ``variant=None``."""
+    _check_op(op)
+    for name in _PREFERRED.get(op, []):
+        if _REGISTRY[op][name].available:
+            return name
+    return "cpu"
+
+
+def resolve(op: str, variant: str | None, params: Mapping[str, Any]) -> tuple[Variant, dict[str, Any]]:
+    """Look up ``variant`` of ``op`` and complete ``params`` with defaults.
+
+    Raises
+    ------
+    ValueError
+        Unknown variant (valid ones listed), unknown parameter or disallowed value.
+    TypeError
+        ``variant`` is not a string.
+    RuntimeError
+        The variant needs CUDA and no usable GPU is present (the reason is given).
+    """
+    _check_op(op)
+    if variant is None:
+        variant = default_variant(op)
+    if not isinstance(variant, str):
+        raise TypeError(f"{op}: variant must be a string, got {type(variant).__name__}")
+    table = _REGISTRY[op]
+    if variant not in table:
+        raise ValueError(f"{op}: unknown variant {variant!r}; valid variants: {list(table)}")
+    v = table[variant]
+    unknown = sorted(set(params) - set(v.params))
+    if unknown:
+        valid = list(v.params) or "none"
+        raise ValueError(f"{op}/{variant}: unknown parameter(s) {unknown}; valid parameters: {valid}")
+    resolved = v.defaults()
+    for key, value in params.items():
+        resolved[key] = v.params[key].check(value, f"{op}/{variant}")
+    if v.needs_cuda:
+        from ._ext import require_cuda
+
+        require_cuda(f"{op}/{variant}")
+    return v, resolved
