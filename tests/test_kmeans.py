@@ -1,0 +1,68 @@
+import numpy as np
+import pytest
+
+import gpuopt
+from gpuopt import datasets
+import oracles
+
+
+def assert_same_as_liao(x, k, threshold=0.001, max_iter=500, init=None, variant="cpu"):
+    res = gpuopt.kmeans(x, k, threshold=threshold, max_iter=max_iter, init=init, variant=variant)
+    cen, mem, iters, deltas = oracles.liao_kmeans(x, k, threshold, max_iter, init)
+    np.testing.assert_array_equal(res.membership, mem)
+    assert res.iterations == iters
+    np.testing.assert_array_equal(res.delta, deltas)
+    np.testing.assert_array_equal(res.centroids, cen)  # same float32 operations, same order
+    return res
+
+
+@pytest.mark.parametrize("n,d,k", [(1, 1, 1), (2, 3, 2), (97, 5, 3), (351, 34, 3), (1000, 4, 7), (7089, 4, 3)])
+def test_cpu_matches_numpy_liao_on_blobs(n, d, k):
+    x, _ = datasets.make_kmeans_blobs(n, d, k=k, seed=n * 31 + d)
+    res = assert_same_as_liao(x, k)
+    assert res.membership.dtype == np.int32 and res.centroids.dtype == np.float32
+    assert res.converged == (res.delta[-1] <= np.float32(0.001))
+
+
+def test_cpu_matches_numpy_liao_on_uniform_noise(rng):
+    # No cluster structure: many loops, many near-ties.
+    x = rng.uniform(0, 1, (3000, 3)).astype(np.float32)
+    res = assert_same_as_liao(x, 8, threshold=0.0)
+    assert res.iterations > 5
+
+
+def test_ties_go_to_lower_index():
+    x = np.array([[0.0], [2.0], [1.0]], dtype=np.float32)  # object 2 is equidistant
+    res = gpuopt.kmeans(x, 2, max_iter=1, variant="cpu")
+    assert res.membership.tolist() == [0, 1, 0]
+
+
+def test_empty_cluster_keeps_its_centre():
+    x = np.array([[0.0], [0.1], [0.2]], dtype=np.float32)
+    init = np.array([[0.1], [100.0]], dtype=np.float32)
+    res = gpuopt.kmeans(x, 2, init=init, variant="cpu")
+    assert res.centroids[1, 0] == 100.0 and (res.membership == 0).all()
+    assert_same_as_liao(x, 2, init=init)
+
+
+def test_max_iter_caps_loops(rng):
+    x = rng.uniform(0, 1, (2000, 2)).astype(np.float32)
+    res = gpuopt.kmeans(x, 16, threshold=0.0, max_iter=3, variant="cpu")
+    assert res.iterations == 3 and len(res.delta) == 3
+    assert res.delta[0] == 1.0  # every object leaves membership -1 in the first loop
+
+
+def test_threshold_zero_runs_to_a_fixed_point():
+    x, _ = datasets.make_kmeans_blobs(500, 3, k=4, seed=5)
+    res = gpuopt.kmeans(x, 4, threshold=0.0, variant="cpu")
+    assert res.delta[-1] == 0.0 and res.converged
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("name,dim", [("color17695.bin", 9), ("edge17695.bin", 18), ("texture17695.bin", 20),
+                                      ("color100.txt", 9), ("edge100.txt", 18), ("texture100.txt", 20)])
+@pytest.mark.parametrize("k", [3, 4])
+def test_cpu_matches_numpy_liao_on_liao_data(data_root, name, dim, k):
+    x = datasets.read_liao(data_root / "kmeans_liao" / name)
+    assert x.shape[1] == dim
+    assert_same_as_liao(x, k)
