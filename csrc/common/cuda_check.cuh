@@ -5,7 +5,6 @@
 
 #include <cuda_runtime.h>
 
-#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -19,9 +18,8 @@ public:
 namespace detail {
 [[noreturn]] inline void fail_cuda(const char* lib, const char* what, const char* expr,
                                    const char* file, int line) {
-    std::ostringstream os;
-    os << lib << " error: " << what << " in '" << expr << "' at " << file << ":" << line;
-    throw CudaError(os.str());
+    throw CudaError(std::string(lib) + " error: " + what + " in '" + expr + "' at " + file + ":" +
+                    std::to_string(line));
 }
 }  // namespace detail
 

@@ -2,7 +2,6 @@
 // InvalidArgument to ValueError and std::runtime_error (CudaError included) to RuntimeError.
 #pragma once
 
-#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -17,10 +16,10 @@ public:
 };
 
 namespace detail {
+// Messages are built with std::string, not iostreams: an ostringstream crashed in the
+// H200 image's Python (GCC 13 build), and string concatenation needs no locale.
 [[noreturn]] inline void fail_argument(const char* file, int line, const std::string& msg) {
-    std::ostringstream os;
-    os << msg << " (" << file << ":" << line << ")";
-    throw InvalidArgument(os.str());
+    throw InvalidArgument(msg + " (" + file + ":" + std::to_string(line) + ")");
 }
 }  // namespace detail
 

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build gpuopt for the H200, run the GPU tests, optionally the
+# quick benchmarks and a compute-sanitizer pass, and gather logs and results under $OUT.
+#
+#   bash scripts/device_run.sh [tests] [sanitizer] [bench[=NAME,...]] [full]
+#
+# With no arguments: tests. The machine has no network: the build uses the Python
+# packages already there (pip install --no-build-isolation --no-deps). Real data travels
+# in the git-ignored _device/data folder (copy ../shared/data there, carry it); set
+# GPUOPT_DATA_DIR otherwise.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/_device/out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+[ -d _device/data ] && export GPUOPT_DATA_DIR=${GPUOPT_DATA_DIR:-$PWD/_device/data}
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(tests)
+status=0
+
+echo "== device"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/nvidia-smi.csv"
+
+echo "== build (sm_90)"
+start=$(date +%s)
+if ! GPUOPT_CUDA_ARCHITECTURES=${GPUOPT_CUDA_ARCHITECTURES:-90} GPUOPT_PTXAS_VERBOSE=ON \
+     python3 -m pip install --no-build-isolation --no-deps -v . >"$OUT/build.log" 2>&1; then
+    tail -60 "$OUT/build.log"
+    exit 1
+fi
+echo "built in $(( $(date +%s) - start )) s"
+grep -E "ptxas info|bytes stack frame|spill" "$OUT/build.log" >"$OUT/ptxas.txt" || true
+(cd /tmp && python3 -m gpuopt info) | tee "$OUT/info.json"
+
+for step in "${steps[@]}"; do
+    case "$step" in
+    tests)
+        echo "== GPU and CPU tests"
+        python3 -m pytest -q -ra --junitxml="$OUT/pytest.xml" tests 2>&1 | tee "$OUT/pytest.log"
+        [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+        ;;
+    sanitizer)
+        echo "== compute-sanitizer memcheck on the GPU tests"
+        compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 \
+            python3 -m pytest -q -m gpu -p no:cacheprovider tests >"$OUT/memcheck.log" 2>&1
+        rc=$?
+        tail -25 "$OUT/memcheck.log"
+        [ $rc -eq 0 ] || status=1
+        ;;
+    bench*)
+        names=${step#bench}; names=${names#=}
+        echo "== benchmarks ${names:-all} (quick unless 'full' given)"
+        quick=--quick
+        for s in "${steps[@]}"; do [ "$s" = full ] && quick=; done
+        python3 -m gpuopt.bench ${names:+${names//,/ }} $quick --out "$OUT/bench" || status=1
+        ;;
+    full) ;;
+    *) echo "unknown step $step"; status=2 ;;
+    esac
+done
+exit $status
