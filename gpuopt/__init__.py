@@ -26,7 +26,9 @@ from .conv import conv2d, conv2d_output_shape
 from .matmul import matmul
 from .kmeans import KMeansResult, kmeans
 from .sparse import sparse_conv2d
-from . import datasets, nn, sparse
+from ._exec import Timing
+from .cuda import DeviceArray, synchronize, to_device
+from . import cuda, datasets, nn, sparse
 
 __version__: str = _core.build_info()["version"]
 
@@ -37,6 +39,11 @@ __all__ = [
     "kmeans",
     "KMeansResult",
     "sparse_conv2d",
+    "to_device",
+    "DeviceArray",
+    "synchronize",
+    "Timing",
+    "cuda",
     "nn",
     "sparse",
     "datasets",

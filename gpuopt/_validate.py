@@ -8,6 +8,9 @@ Rules (the same for every public function):
 * Integer, boolean, complex, string and object arrays where floats are expected raise
   TypeError; a wrong number of dimensions, an empty dimension or a shape mismatch
   raises ValueError. Messages name the argument and say what was expected.
+* Device arrays (anything with ``__cuda_array_interface__``) are used in place, never
+  copied or converted: they must already have the kernel's dtype (float32, or int16 for
+  the sparse layer) and be C-contiguous. Their values are not scanned on the host.
 """
 
 from __future__ import annotations
@@ -46,8 +49,24 @@ def _check_shape(arr: np.ndarray, name: str, ndim: int, layout: str) -> None:
         raise ValueError(f"{name} must not have an empty dimension {layout}; got shape {arr.shape}")
 
 
-def float_array(a: Any, name: str, ndim: int, layout: str = "") -> np.ndarray:
-    """``a`` as a C-contiguous float32 array of ``ndim`` dimensions (see module rules)."""
+def _device_array(a: Any, name: str, ndim: int, layout: str, dtype: Any):
+    from .cuda import as_device_array
+
+    arr = as_device_array(a, name)
+    if arr.dtype != np.dtype(dtype):
+        raise TypeError(f"{name} is a device array of dtype {arr.dtype}; gpuopt's kernels take {np.dtype(dtype).name} "
+                        f"device arrays (convert on the device first, e.g. {name}.astype('{np.dtype(dtype).name}'))")
+    _check_shape(arr, name, ndim, layout)  # type: ignore[arg-type]
+    return arr
+
+
+def float_array(a: Any, name: str, ndim: int, layout: str = ""):
+    """``a`` as a C-contiguous float32 array of ``ndim`` dimensions (see module rules).
+
+    Returns a NumPy array, or a :class:`gpuopt.cuda.DeviceArray` for device inputs.
+    """
+    if hasattr(a, "__cuda_array_interface__"):
+        return _device_array(a, name, ndim, layout, np.float32)
     arr = _as_array(a, name)
     if arr.dtype.kind != "f":
         hint = f" (convert explicitly, e.g. {name}.astype(np.float32))" if arr.dtype.kind in "iub" else ""
@@ -56,8 +75,13 @@ def float_array(a: Any, name: str, ndim: int, layout: str = "") -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.float32)
 
 
-def int_array(a: Any, name: str, ndim: int, layout: str = "", dtype: Any = np.int16) -> np.ndarray:
-    """``a`` as a C-contiguous integer array of ``dtype``; values must fit (ValueError)."""
+def int_array(a: Any, name: str, ndim: int, layout: str = "", dtype: Any = np.int16):
+    """``a`` as a C-contiguous integer array of ``dtype``; values must fit (ValueError).
+
+    Device inputs must already have ``dtype`` and are returned as DeviceArray views.
+    """
+    if hasattr(a, "__cuda_array_interface__"):
+        return _device_array(a, name, ndim, layout, dtype)
     arr = _as_array(a, name)
     if arr.dtype.kind not in "iu":
         raise TypeError(f"{name} must be an integer array ({np.dtype(dtype).name} values); got {_describe(arr)}")

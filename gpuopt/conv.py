@@ -9,7 +9,8 @@ import numpy as np
 
 from . import _core
 from ._validate import choice, float_array, pair
-from .registry import register, resolve
+from ._exec import ExecContext, dispatch
+from .registry import register
 
 __all__ = ["conv2d", "conv2d_output_shape", "Conv2dProblem"]
 
@@ -23,9 +24,9 @@ class Conv2dProblem:
     "none", "relu" or "tanh".
     """
 
-    x: np.ndarray
-    w: np.ndarray
-    bias: np.ndarray | None
+    x: Any  # numpy.ndarray or DeviceArray
+    w: Any
+    bias: Any
     stride: tuple[int, int]
     padding: tuple[int, int]
     activation: str
@@ -43,7 +44,8 @@ def conv2d_output_shape(x_shape, w_shape, stride=1, padding=0) -> tuple[int, int
     return n, k, (h + 2 * ph - r) // u + 1, (w + 2 * pw - s) // v + 1
 
 
-def conv2d(x, w, *, stride=1, padding=0, bias=None, activation=None, variant: str | None = None, **params: Any):
+def conv2d(x, w, *, stride=1, padding=0, bias=None, activation=None, variant: str | None = None, timing: bool = False,
+           **params: Any):
     """2-D convolution (cross-correlation, as in cuDNN and every report) of a batch.
 
     ``y[n, k, p, q] = act(bias[k] + sum_{c, r, s} x[n, c, p*u - ph + r, q*v - pw + s] * w[k, c, r, s])``
@@ -66,13 +68,16 @@ def conv2d(x, w, *, stride=1, padding=0, bias=None, activation=None, variant: st
     variant : str, optional
         Implementation (see ``gpuopt.variants("conv2d")``); None picks the fastest
         available one, or "cpu" without a GPU.
+    timing : bool
+        Also return a :class:`gpuopt.Timing` of the call's phases (ms).
     **params
         Tunable parameters of the variant (``gpuopt.variants("conv2d")[variant].params``).
 
     Returns
     -------
-    numpy.ndarray, float32, shape (N, K, P, Q)
-        P = (H + 2*ph - R) // u + 1 and Q = (W + 2*pw - S) // v + 1.
+    numpy.ndarray or DeviceArray, float32, shape (N, K, P, Q)
+        P = (H + 2*ph - R) // u + 1 and Q = (W + 2*pw - S) // v + 1; a DeviceArray when
+        any input is a device array. With ``timing=True``: ``(y, Timing)``.
 
     Raises
     ------
@@ -87,7 +92,9 @@ def conv2d(x, w, *, stride=1, padding=0, bias=None, activation=None, variant: st
 
     Notes
     -----
-    Other float dtypes are converted to float32 and non-contiguous inputs are copied.
+    Other float dtypes are converted to float32 and non-contiguous inputs are copied;
+    device arrays (``__cuda_array_interface__``) must be float32 and C-contiguous and are
+    used without a copy (see :mod:`gpuopt.cuda` for the stream rules).
     """
     x = float_array(x, "x", 4, "(N, C, H, W)")
     w = float_array(w, "w", 4, "(K, C, R, S)")
@@ -104,11 +111,14 @@ def conv2d(x, w, *, stride=1, padding=0, bias=None, activation=None, variant: st
         if bias.shape[0] != w.shape[0]:
             raise ValueError(f"bias must have shape ({w.shape[0]},) to match w, got {bias.shape}")
     act = choice(activation, "activation", (None, "none", "relu", "tanh")) or "none"
-    impl, resolved = resolve("conv2d", variant, params)
-    return impl.impl(Conv2dProblem(x, w, bias, stride_hw, pad_hw, act), **resolved)
+    return dispatch("conv2d", variant, params, timing, (x, w, bias), Conv2dProblem(x, w, bias, stride_hw, pad_hw, act))
 
 
 @register("conv2d", "cpu", description="CPU reference (C++, OpenMP): direct loops, float64 accumulation",
           report="reference", needs_cuda=False)
-def _conv2d_cpu(p: Conv2dProblem) -> np.ndarray:
-    return _core.conv2d(p.x, p.w, p.bias, p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.activation)
+def _conv2d_cpu(ctx: ExecContext, p: Conv2dProblem) -> np.ndarray:
+    x, w = ctx.host(p.x), ctx.host(p.w)
+    bias = None if p.bias is None else ctx.host(p.bias)
+    with ctx.kernel():
+        y = _core.conv2d(x, w, bias, p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.activation)
+    return ctx.finish(y)

@@ -9,7 +9,8 @@ import numpy as np
 
 from . import _core
 from ._validate import float_array, integer, real
-from .registry import register, resolve
+from ._exec import ExecContext, dispatch
+from .registry import register
 
 __all__ = ["kmeans", "KMeansResult"]
 
@@ -20,9 +21,9 @@ class KMeansResult:
 
     Attributes
     ----------
-    centroids : numpy.ndarray, float32, shape (k, D)
+    centroids : numpy.ndarray (or DeviceArray for device input), float32, shape (k, D)
         Final cluster centres.
-    membership : numpy.ndarray, int32, shape (N,)
+    membership : numpy.ndarray (or DeviceArray for device input), int32, shape (N,)
         Index of the centre each object belongs to.
     iterations : int
         Loops run (Liao's "Loop iterations").
@@ -32,8 +33,8 @@ class KMeansResult:
         Whether the last loop met the threshold (False when max_iter stopped it).
     """
 
-    centroids: np.ndarray
-    membership: np.ndarray
+    centroids: Any
+    membership: Any
     iterations: int
     delta: np.ndarray
     converged: bool
@@ -43,13 +44,14 @@ class KMeansResult:
 class KMeansProblem:
     """A validated kmeans call: x (N, D) float32, init (k, D) float32 initial centres."""
 
-    x: np.ndarray
+    x: Any  # numpy.ndarray or DeviceArray
     init: np.ndarray
     threshold: float
     max_iter: int
 
 
-def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, variant: str | None = None, **params: Any) -> KMeansResult:
+def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, variant: str | None = None, timing: bool = False,
+           **params: Any):
     """k-means clustering exactly as Wei-keng Liao's ``seq_kmeans`` computes it.
 
     The initial centres are the first ``k`` objects (or ``init``). Each loop assigns
@@ -74,12 +76,16 @@ def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, variant: str | Non
         Initial centres (finite); default: ``x[:k]``.
     variant : str, optional
         Implementation (see ``gpuopt.variants("kmeans")``).
+    timing : bool
+        Also return a :class:`gpuopt.Timing` (its ``kernel_ms`` is Liao's "computation
+        timing": the whole loop).
 
     Returns
     -------
     KMeansResult
         ``centroids`` (k, D) float32, ``membership`` (N,) int32, ``iterations``,
-        ``delta`` history.
+        ``delta`` history; device arrays for a device ``x``. With ``timing=True``:
+        ``(result, Timing)``.
 
     Raises
     ------
@@ -96,24 +102,28 @@ def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, variant: str | Non
         raise ValueError(f"k must be <= the number of objects N={n}, got k={k}")
     threshold = real(threshold, "threshold", 0.0)
     max_iter = integer(max_iter, "max_iter", 1)
-    if not np.isfinite(x).all():
+    on_device = not isinstance(x, np.ndarray)
+    if not on_device and not np.isfinite(x).all():
         raise ValueError("x must contain only finite values (NaN/inf found)")
     if init is None:
-        init = x[:k].copy()
+        init = x.rows(k) if on_device else x[:k].copy()
     else:
         init = float_array(init, "init", 2, "(k, D)")
         if init.shape != (k, d):
             raise ValueError(f"init must have shape (k, D) = ({k}, {d}), got {init.shape}")
         if not np.isfinite(init).all():
             raise ValueError("init must contain only finite values")
-    impl, resolved = resolve("kmeans", variant, params)
-    centroids, membership, iterations, delta = impl.impl(KMeansProblem(x, init, threshold, max_iter), **resolved)
-    converged = bool(delta[-1] <= np.float32(threshold))
-    return KMeansResult(centroids, membership, int(iterations), delta, converged)
+    out = dispatch("kmeans", variant, params, timing, (x,), KMeansProblem(x, init, threshold, max_iter))
+    centroids, membership, iterations, delta = out[0] if timing else out
+    result = KMeansResult(centroids, membership, int(iterations), delta, bool(delta[-1] <= np.float32(threshold)))
+    return (result, out[1]) if timing else result
 
 
 @register("kmeans", "cpu", description="CPU reference (C++, OpenMP assignment): Liao's seq_kmeans, bit for bit",
           report="reference", needs_cuda=False)
-def _kmeans_cpu(p: KMeansProblem) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+def _kmeans_cpu(ctx: ExecContext, p: KMeansProblem) -> tuple[Any, Any, int, np.ndarray]:
     # Variants return (centroids, membership, iterations, delta history).
-    return _core.kmeans(p.x, p.init, p.threshold, p.max_iter)
+    x = ctx.host(p.x)
+    with ctx.kernel():
+        centroids, membership, iterations, delta = _core.kmeans(x, p.init, p.threshold, p.max_iter)
+    return ctx.finish(centroids), ctx.finish(membership), iterations, delta

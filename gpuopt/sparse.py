@@ -20,7 +20,8 @@ import numpy as np
 
 from . import _core
 from ._validate import int_array
-from .registry import register, resolve
+from ._exec import ExecContext, dispatch
+from .registry import register
 
 __all__ = ["COOFilters", "FASTFilters", "sparse_conv2d", "to_coo", "to_fast", "to_dense"]
 
@@ -218,19 +219,25 @@ class FASTFilters:
 Filters = Union[np.ndarray, COOFilters, FASTFilters]
 
 
-def to_dense(w) -> np.ndarray:
+def to_dense(w):
     """Dense int16 (M, C, R, S) filters from a dense array, COOFilters or FASTFilters."""
     if isinstance(w, (COOFilters, FASTFilters)):
         return w.to_dense()
+    if hasattr(w, "__cuda_array_interface__"):
+        return int_array(w, "w", 4, "(M, C, R, S)")
     return int_array(w, "w", 4, "(M, C, R, S)")
 
 
 def to_coo(w) -> COOFilters:
-    """COOFilters from a dense array, COOFilters or FASTFilters."""
+    """COOFilters from a dense array (host or device), COOFilters or FASTFilters."""
     if isinstance(w, COOFilters):
         return w
     if isinstance(w, FASTFilters):
         return w.to_coo()
+    if hasattr(w, "__cuda_array_interface__"):
+        from .cuda import as_device_array
+
+        w = as_device_array(w, "w").numpy()
     return COOFilters.from_dense(w)
 
 
@@ -245,8 +252,8 @@ def to_fast(w) -> FASTFilters:
 class SparseConvProblem:
     """A validated sparse_conv2d call: x int16 (C, H, W) and the filters in the form given."""
 
-    x: np.ndarray
-    filters: Any
+    x: Any  # numpy.ndarray or DeviceArray (int16)
+    filters: Any  # dense numpy / DeviceArray, COOFilters or FASTFilters
     shape: tuple[int, int, int, int]  # (M, C, R, S)
 
     def dense(self) -> np.ndarray:
@@ -259,7 +266,7 @@ class SparseConvProblem:
         return to_fast(self.filters)
 
 
-def sparse_conv2d(x, w, *, variant: str | None = None, **params: Any) -> np.ndarray:
+def sparse_conv2d(x, w, *, variant: str | None = None, timing: bool = False, **params: Any):
     """The NCTU lab's sparse convolution layer: conv ("same", stride 1) -> ReLU -> 2x2 max pool.
 
     ``y[m, i, j] = max over the 2x2 window at (2i, 2j) of relu(sum_{c, r, s}
@@ -275,11 +282,15 @@ def sparse_conv2d(x, w, *, variant: str | None = None, **params: Any) -> np.ndar
         Filters with odd R and S (3x3 in the lab); values must fit int16.
     variant : str, optional
         Implementation (see ``gpuopt.variants("sparse_conv2d")``).
+    timing : bool
+        Also return a :class:`gpuopt.Timing`: kernels, host-to-device (input maps and
+        filters in the variant's format) and device-to-host, as the lab graded them.
 
     Returns
     -------
-    numpy.ndarray, int32, shape (M, H // 2, W // 2)
-        A trailing odd row/column is dropped by the pooling.
+    numpy.ndarray or DeviceArray, int32, shape (M, H // 2, W // 2)
+        A trailing odd row/column is dropped by the pooling. A DeviceArray when x is a
+        device array (int16, C-contiguous). With ``timing=True``: ``(y, Timing)``.
     """
     x = int_array(x, "x", 3, "(C, H, W)")
     if isinstance(w, (COOFilters, FASTFilters)):
@@ -295,11 +306,13 @@ def sparse_conv2d(x, w, *, variant: str | None = None, **params: Any) -> np.ndar
         raise ValueError(f"filters must have odd sides for 'same' padding, got {r}x{s}")
     if x.shape[1] < 2 or x.shape[2] < 2:
         raise ValueError(f"x maps must be at least 2x2 for the 2x2 max pool, got {x.shape[1]}x{x.shape[2]}")
-    impl, resolved = resolve("sparse_conv2d", variant, params)
-    return impl.impl(SparseConvProblem(x, filters, shape), **resolved)
+    return dispatch("sparse_conv2d", variant, params, timing, (x, filters), SparseConvProblem(x, filters, shape))
 
 
 @register("sparse_conv2d", "cpu", description="CPU reference (C++, OpenMP): dense direct conv, exact int sums, "
           "ReLU, 2x2 max pool", report="reference", needs_cuda=False)
-def _sparse_conv_cpu(p: SparseConvProblem) -> np.ndarray:
-    return _core.sparse_conv(p.x, p.dense())
+def _sparse_conv_cpu(ctx: ExecContext, p: SparseConvProblem) -> np.ndarray:
+    x, w = ctx.host(p.x), ctx.host(p.dense())
+    with ctx.kernel():
+        y = _core.sparse_conv(x, w)
+    return ctx.finish(y)

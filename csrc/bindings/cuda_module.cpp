@@ -1,15 +1,23 @@
 // gpuopt._cuda: the CUDA side. Imported lazily by gpuopt; a machine without a driver can
 // still import it (the CUDA runtime is linked statically) and is told why no device is usable.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include "../common/cuda_check.cuh"
 #include "../common/device.hpp"
+#include "../common/error.hpp"
+#include "../common/memory_pool.hpp"
+#include "../common/runtime.hpp"
+#include "cuda_bindings.hpp"
 
 namespace py = pybind11;
 
+namespace gpuopt::bind {
+
 namespace {
 
-py::dict device_info(int index) {
-    const gpuopt::DeviceInfo d = gpuopt::device_info(index);
+py::dict device_info_py(int index) {
+    const DeviceInfo d = device_info(index);
     py::dict out;
     out["index"] = d.index;
     out["name"] = d.name;
@@ -30,16 +38,117 @@ py::dict device_info(int index) {
     out["memory_bus_width_bits"] = d.memory_bus_width_bits;
     out["driver_version"] = d.driver_version;
     out["runtime_version"] = d.runtime_version;
-    out["cublas_runtime_version"] = gpuopt::cublas_runtime_version();
-    out["cudnn_runtime_version"] = gpuopt::cudnn_runtime_version();
+    out["cublas_runtime_version"] = cublas_runtime_version();
+    out["cudnn_runtime_version"] = cudnn_runtime_version();
     return out;
 }
 
+// A block of device memory from the caching pool; returned to the pool when the Python
+// object dies. gpuopt.DeviceArray wraps it with a shape and dtype.
+class Buffer {
+public:
+    explicit Buffer(std::size_t nbytes) : nbytes_(nbytes), ptr_(pool_alloc(nbytes)) {}
+    ~Buffer() { pool_free(ptr_, nbytes_); }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    std::uintptr_t ptr() const { return reinterpret_cast<std::uintptr_t>(ptr_); }
+    std::size_t nbytes() const { return nbytes_; }
+
+private:
+    std::size_t nbytes_;
+    void* ptr_;
+};
+
+// C-contiguous host array of exactly nbytes (any dtype): the only thing copies accept.
+const void* host_source(const py::array& a, std::size_t nbytes) {
+    GPUOPT_REQUIRE(a.flags() & py::array::c_style, "host array must be C-contiguous");
+    GPUOPT_REQUIRE(static_cast<std::size_t>(a.nbytes()) == nbytes, "host array size does not match the copy");
+    return a.data();
+}
+
+class Event {
+public:
+    Event() { GPUOPT_CUDA_CHECK(cudaEventCreate(&ev_)); }
+    ~Event() { cudaEventDestroy(ev_); }
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+    void record() { GPUOPT_CUDA_CHECK(cudaEventRecord(ev_, nullptr)); }
+    void synchronize() {
+        py::gil_scoped_release release;
+        GPUOPT_CUDA_CHECK(cudaEventSynchronize(ev_));
+    }
+    // Milliseconds from this event to `end` (waits for `end`).
+    float elapsed_ms(Event& end) {
+        end.synchronize();
+        float ms = 0.f;
+        GPUOPT_CUDA_CHECK(cudaEventElapsedTime(&ms, ev_, end.ev_));
+        return ms;
+    }
+
+private:
+    cudaEvent_t ev_ = nullptr;
+};
+
 }  // namespace
+
+void bind_runtime(py::module_& m) {
+    m.def("device_count", &cuda_device_count, "Usable CUDA devices (0 without driver or GPU).");
+    m.def("unavailable_reason", &cuda_unavailable_reason, "Why no device is usable ('' if one is).");
+    m.def("device_info", &device_info_py, py::arg("index") = 0, "Properties of one device.");
+
+    py::class_<Buffer>(m, "Buffer", "Device memory from gpuopt's caching pool.")
+        .def(py::init<std::size_t>(), py::arg("nbytes"))
+        .def_property_readonly("ptr", &Buffer::ptr)
+        .def_property_readonly("nbytes", &Buffer::nbytes);
+
+    m.def("copy_h2d", [](std::uintptr_t dst, const py::array& src, std::size_t nbytes) {
+        const void* p = host_source(src, nbytes);
+        py::gil_scoped_release release;
+        copy_host_to_device(dptr<void>(dst), p, nbytes);
+    }, py::arg("dst"), py::arg("src"), py::arg("nbytes"));
+    m.def("copy_d2h", [](py::array& dst, std::uintptr_t src, std::size_t nbytes) {
+        void* p = const_cast<void*>(host_source(dst, nbytes));
+        GPUOPT_REQUIRE(dst.writeable(), "destination array must be writeable");
+        py::gil_scoped_release release;
+        copy_device_to_host(p, dptr<const void>(src), nbytes);
+    }, py::arg("dst"), py::arg("src"), py::arg("nbytes"));
+    m.def("copy_d2d", [](std::uintptr_t dst, std::uintptr_t src, std::size_t nbytes) {
+        copy_device_to_device(dptr<void>(dst), dptr<const void>(src), nbytes);
+    }, py::arg("dst"), py::arg("src"), py::arg("nbytes"));
+    m.def("memset", [](std::uintptr_t dst, int value, std::size_t nbytes) { memset_device(dptr<void>(dst), value, nbytes); },
+          py::arg("dst"), py::arg("value"), py::arg("nbytes"));
+
+    py::class_<Event>(m, "Event", "A CUDA event on stream 0 (timing enabled).")
+        .def(py::init<>())
+        .def("record", &Event::record)
+        .def("synchronize", &Event::synchronize)
+        .def("elapsed_ms", &Event::elapsed_ms, py::arg("end"));
+
+    m.def("synchronize", [] {
+        py::gil_scoped_release release;
+        device_synchronize();
+    }, "Wait for all queued device work; raises RuntimeError if a kernel failed.");
+    m.def("check_errors", [] {
+        py::gil_scoped_release release;
+        check_device_errors();
+    });
+    m.def("wait_stream", &wait_for_stream, py::arg("stream"),
+          "Order stream 0 after work queued on a producer's stream (device-side wait).");
+    m.def("spin", &spin, py::arg("microseconds"), "Keep the GPU busy (hides launch overhead in timings).");
+    m.def("pool_release_cached", &pool_release_cached);
+    m.def("pool_cached_bytes", &pool_cached_bytes);
+    m.def("pool_in_use_bytes", &pool_in_use_bytes);
+    m.def("set_poison", &pool_set_poison, py::arg("on"));
+    m.def("poison", &pool_poison);
+}
+
+}  // namespace gpuopt::bind
 
 PYBIND11_MODULE(_cuda, m) {
     m.doc() = "gpuopt CUDA kernels (internal; use the gpuopt package API)";
-    m.def("device_count", &gpuopt::cuda_device_count, "Usable CUDA devices (0 without driver or GPU).");
-    m.def("unavailable_reason", &gpuopt::cuda_unavailable_reason, "Why no device is usable ('' if one is).");
-    m.def("device_info", &device_info, py::arg("index") = 0, "Properties of one device.");
+    gpuopt::bind::bind_runtime(m);
+    gpuopt::bind::bind_matmul(m);
+    gpuopt::bind::bind_conv(m);
+    gpuopt::bind::bind_kmeans(m);
+    gpuopt::bind::bind_sparse(m);
 }

@@ -1,4 +1,4 @@
-// Owning, move-only device allocation (cudaMalloc/cudaFree).
+// Owning, move-only device allocation from the caching pool (memory_pool.hpp).
 #pragma once
 
 #include <cstddef>
@@ -6,6 +6,7 @@
 
 #include "cuda_check.cuh"
 #include "error.hpp"
+#include "memory_pool.hpp"
 
 namespace gpuopt {
 
@@ -14,7 +15,7 @@ class DeviceBuffer {
 public:
     DeviceBuffer() = default;
     explicit DeviceBuffer(std::size_t count) : count_(count) {
-        if (count_ > 0) GPUOPT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr_), count_ * sizeof(T)));
+        if (count_ > 0) ptr_ = static_cast<T*>(pool_alloc(count_ * sizeof(T)));
     }
     ~DeviceBuffer() { reset(); }
 
@@ -45,7 +46,7 @@ public:
 
 private:
     void reset() noexcept {
-        if (ptr_) cudaFree(ptr_);  // never throws from a destructor
+        if (ptr_) pool_free(ptr_, count_ * sizeof(T));
         ptr_ = nullptr;
         count_ = 0;
     }

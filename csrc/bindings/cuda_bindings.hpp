@@ -1,0 +1,24 @@
+// One binding function per op family, all registered by cuda_module.cpp. Device pointers
+// cross the boundary as integers (the __cuda_array_interface__ convention).
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+
+namespace gpuopt::bind {
+
+namespace py = pybind11;
+
+template <typename T>
+T* dptr(std::uintptr_t p) {
+    return reinterpret_cast<T*>(p);
+}
+
+void bind_runtime(py::module_& m);
+void bind_matmul(py::module_& m);
+void bind_conv(py::module_& m);
+void bind_kmeans(py::module_& m);
+void bind_sparse(py::module_& m);
+
+}  // namespace gpuopt::bind

@@ -1,0 +1,168 @@
+"""How an op runs: where its arrays live, and the optional phase timing.
+
+Every variant receives an :class:`ExecContext` first. GPU variants call
+``ctx.device(a)`` for each input (a NumPy array is copied in, a device array is used in
+place), ``ctx.empty(...)`` for outputs, run their kernels inside ``with ctx.kernel():``
+and return ``ctx.finish(out)``, which gives NumPy back when the caller passed NumPy and a
+DeviceArray when the caller passed device arrays. CPU variants call ``ctx.host(a)``.
+With ``timing=True`` each phase is measured: with CUDA events on the GPU (the device
+timeline, so the host's own overhead between launches is not counted as kernel time
+unless the GPU sat idle waiting), with ``time.perf_counter`` on the CPU.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import numpy as np
+
+from .cuda import DeviceArray, to_device
+
+__all__ = ["Timing", "ExecContext"]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Phases of one op call, in milliseconds.
+
+    Attributes
+    ----------
+    h2d_ms : float
+        Host-to-device copies of the inputs (0 for device-array inputs).
+    kernel_ms : float
+        The kernel(s); for variants with a host loop (k-means ``liao``) the whole loop.
+    d2h_ms : float
+        Device-to-host copy of the result (0 when a device array is returned).
+    device : str
+        "gpu" or "cpu": which clock measured it (CUDA events or perf_counter).
+    details : dict
+        Variant-specific extra phases (e.g. transfers inside a loop).
+    """
+
+    h2d_ms: float
+    kernel_ms: float
+    d2h_ms: float
+    device: str
+    details: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def transfer_ms(self) -> float:
+        return self.h2d_ms + self.d2h_ms
+
+    @property
+    def total_ms(self) -> float:
+        return self.h2d_ms + self.kernel_ms + self.d2h_ms
+
+
+class _Phase:
+    """One timed phase: a pair of CUDA events, or host clock readings."""
+
+    def __init__(self, gpu: bool) -> None:
+        self.gpu = gpu
+        self.start: Any = None
+        self.end: Any = None
+        self.host_ms = 0.0
+
+    def begin(self) -> None:
+        if self.gpu:
+            from ._ext import cuda_module
+
+            if self.start is None:  # first begin of this phase: later ones extend it
+                self.start = cuda_module().Event()
+                self.start.record()
+        else:
+            self._t0 = time.perf_counter()
+
+    def finish(self) -> None:
+        if self.gpu:
+            from ._ext import cuda_module
+
+            self.end = self.end or cuda_module().Event()
+            self.end.record()
+        else:
+            self.host_ms += (time.perf_counter() - self._t0) * 1e3
+
+    def ms(self) -> float:
+        if self.gpu:
+            return float(self.start.elapsed_ms(self.end)) if self.start is not None else 0.0
+        return self.host_ms
+
+
+class ExecContext:
+    """Placement and timing of one op call (see the module docstring)."""
+
+    def __init__(self, *, timing: bool, device_result: bool, gpu: bool) -> None:
+        self.timing = timing
+        self.device_result = device_result
+        self.gpu = gpu
+        self.details: dict[str, float] = {}
+        self._phases = {name: _Phase(gpu) for name in ("h2d", "kernel", "d2h")} if timing else {}
+
+    @contextmanager
+    def _phase(self, name: str) -> Iterator[None]:
+        if not self.timing:
+            yield
+            return
+        self._phases[name].begin()
+        try:
+            yield
+        finally:
+            self._phases[name].finish()
+
+    def kernel(self):
+        """Context manager around the compute (the 'kernel' phase)."""
+        return self._phase("kernel")
+
+    def device(self, a: Any) -> DeviceArray:
+        """``a`` on the device: device arrays as they are, NumPy copied in (timed as h2d)."""
+        if isinstance(a, DeviceArray):
+            return a
+        with self._phase("h2d"):
+            return to_device(a)
+
+    def host(self, a: Any) -> np.ndarray:
+        """``a`` on the host: NumPy as it is, device arrays copied out (timed as d2h)."""
+        if isinstance(a, DeviceArray):
+            with self._phase("d2h"):
+                return a.numpy()
+        return a
+
+    @staticmethod
+    def empty(shape, dtype=np.float32) -> DeviceArray:
+        return DeviceArray.empty(shape, dtype)
+
+    def finish(self, out: Any) -> Any:
+        """The result in the caller's form: a DeviceArray for device callers, else NumPy."""
+        if isinstance(out, DeviceArray) and not self.device_result:
+            with self._phase("d2h"):
+                return out.numpy()
+        if isinstance(out, np.ndarray) and self.device_result:
+            with self._phase("h2d"):
+                return to_device(out)
+        return out
+
+    def record(self) -> Timing | None:
+        """The Timing of this call (waits for the last event), or None without timing."""
+        if not self.timing:
+            return None
+        ms = {name: phase.ms() for name, phase in self._phases.items()}
+        return Timing(ms["h2d"], ms["kernel"], ms["d2h"], "gpu" if self.gpu else "cpu", dict(self.details))
+
+
+def dispatch(op: str, variant: str | None, params: dict[str, Any], timing: bool, arrays: tuple, *args: Any) -> Any:
+    """Resolve ``variant`` of ``op``, run it on ``args`` and return its result (and Timing).
+
+    ``arrays`` are the caller's array arguments: if any is a DeviceArray the result is
+    returned on the device.
+    """
+    from .registry import resolve
+
+    if not isinstance(timing, bool):
+        raise TypeError(f"{op}: timing must be True or False, got {timing!r}")
+    impl, resolved = resolve(op, variant, params)
+    ctx = ExecContext(timing=timing, device_result=any(isinstance(a, DeviceArray) for a in arrays), gpu=impl.needs_cuda)
+    out = impl.impl(ctx, *args, **resolved)
+    return (out, ctx.record()) if timing else out

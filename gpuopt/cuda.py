@@ -1,0 +1,168 @@
+"""Device arrays and interop with other GPU libraries.
+
+Stream and synchronisation rules
+--------------------------------
+* gpuopt queues all its GPU work on the CUDA legacy default stream ("stream 0"), which
+  orders with the default streams of CuPy and PyTorch.
+* A foreign array whose ``__cuda_array_interface__`` names another stream is waited for
+  on the device (an event, no host sync) before gpuopt reads it.
+* Ops given device arrays return a :class:`DeviceArray` without waiting for the kernel:
+  the result is ready for any later work on stream 0 (gpuopt's, CuPy's or PyTorch's
+  default stream). Call :func:`synchronize` (or :meth:`DeviceArray.numpy`, which waits)
+  before timing on the host or reading it from another stream.
+* Ops given NumPy arrays copy the inputs in, run, copy the result out, and return NumPy.
+* A kernel fault surfaces as RuntimeError at the next synchronising call. Argument errors
+  and bad launch configurations raise before anything runs and leave the process usable;
+  a memory fault inside a kernel poisons the CUDA context until the process restarts
+  (a CUDA property).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ._ext import require_cuda
+
+__all__ = ["DeviceArray", "to_device", "empty", "synchronize", "is_device_array"]
+
+
+def _c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
+    strides, acc = [], itemsize
+    for dim in reversed(shape):
+        strides.append(acc)
+        acc *= max(int(dim), 1)
+    return tuple(reversed(strides))
+
+
+class DeviceArray:
+    """A C-contiguous array in GPU memory.
+
+    Either owns a block from gpuopt's caching pool (returned to the pool when the object
+    is garbage-collected) or views memory owned by another library (kept alive while
+    this view lives). Exposes ``__cuda_array_interface__`` (v3), so CuPy, PyTorch and
+    Numba consume it without a copy, e.g. ``torch.as_tensor(d, device="cuda")``.
+    """
+
+    __slots__ = ("_shape", "_dtype", "_ptr", "_owner", "__weakref__")
+
+    def __init__(self, shape: Sequence[int], dtype: Any, ptr: int, owner: Any) -> None:
+        self._shape = tuple(int(s) for s in shape)
+        self._dtype = np.dtype(dtype)
+        self._ptr = int(ptr)
+        self._owner = owner
+
+    @classmethod
+    def empty(cls, shape: Sequence[int], dtype: Any = np.float32) -> "DeviceArray":
+        """Uninitialised device array (filled with 0xFF bytes while poisoning is on)."""
+        cuda = require_cuda("gpuopt.cuda.empty")
+        shape = tuple(int(s) for s in shape)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        buf = cuda.Buffer(nbytes)
+        return cls(shape, dtype, buf.ptr, buf)
+
+    # ---------------------------------------------------------------- array protocol
+    shape = property(lambda self: self._shape, doc="tuple of ints")
+    dtype = property(lambda self: self._dtype, doc="numpy.dtype")
+    ptr = property(lambda self: self._ptr, doc="device address (int)")
+    ndim = property(lambda self: len(self._shape))
+    size = property(lambda self: int(np.prod(self._shape, dtype=np.int64)))
+    nbytes = property(lambda self: self.size * self._dtype.itemsize)
+
+    def __len__(self) -> int:
+        if not self._shape:
+            raise TypeError("len() of a 0-d device array")
+        return self._shape[0]
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return {"shape": self._shape, "typestr": self._dtype.str, "data": (self._ptr, False), "strides": None,
+                "version": 3, "stream": 1}
+
+    def numpy(self) -> np.ndarray:
+        """Copy to a new NumPy array (waits for the work that produces it)."""
+        out = np.empty(self._shape, dtype=self._dtype)
+        if self.nbytes:
+            require_cuda("DeviceArray.numpy").copy_d2h(out, self._ptr, self.nbytes)
+        return out
+
+    def rows(self, n: int) -> np.ndarray:
+        """Copy the first ``n`` rows (along axis 0) to a new NumPy array."""
+        n = min(int(n), self._shape[0])
+        out = np.empty((n, *self._shape[1:]), dtype=self._dtype)
+        if out.nbytes:
+            require_cuda("DeviceArray.rows").copy_d2h(out, self._ptr, out.nbytes)
+        return out
+
+    def copy(self) -> "DeviceArray":
+        """A new device array with the same contents (device-to-device copy)."""
+        out = DeviceArray.empty(self._shape, self._dtype)
+        if self.nbytes:
+            require_cuda("DeviceArray.copy").copy_d2d(out.ptr, self._ptr, self.nbytes)
+        return out
+
+    def __repr__(self) -> str:
+        return f"DeviceArray(shape={self._shape}, dtype={self._dtype.name}, ptr=0x{self._ptr:x})"
+
+
+def is_device_array(obj: Any) -> bool:
+    """True for objects exposing ``__cuda_array_interface__`` (gpuopt, CuPy, PyTorch, Numba)."""
+    return isinstance(obj, DeviceArray) or hasattr(obj, "__cuda_array_interface__")
+
+
+def as_device_array(obj: Any, name: str) -> DeviceArray:
+    """View a ``__cuda_array_interface__`` object as a DeviceArray without copying.
+
+    Raises ValueError for non-contiguous or masked arrays (gpuopt's kernels read dense
+    C-order memory; make a contiguous copy on the device first).
+    """
+    if isinstance(obj, DeviceArray):
+        return obj
+    iface = obj.__cuda_array_interface__
+    shape = tuple(int(s) for s in iface["shape"])
+    dtype = np.dtype(iface["typestr"])
+    if iface.get("mask") is not None:
+        raise ValueError(f"{name}: masked device arrays are not supported")
+    strides = iface.get("strides")
+    if strides is not None and int(np.prod(shape, dtype=np.int64)) > 1:
+        expected = _c_strides(shape, dtype.itemsize)
+        if any(s != e for s, e, d in zip(strides, expected, shape) if d > 1):
+            raise ValueError(f"{name}: device arrays must be C-contiguous (strides {tuple(strides)}, expected "
+                             f"{expected}); make a contiguous copy on the device first")
+    stream = iface.get("stream")
+    if stream not in (None, 0, 1):
+        require_cuda(name).wait_stream(int(stream))
+    return DeviceArray(shape, dtype, iface["data"][0], obj)
+
+
+def to_device(array: Any) -> DeviceArray:
+    """Copy a host array (anything ``np.asarray`` accepts) to a new device array.
+
+    The dtype is kept; the data is made C-contiguous first. A device array is returned
+    as is (no copy); use :meth:`DeviceArray.copy` for a copy.
+    """
+    if is_device_array(array):
+        return as_device_array(array, "array")
+    host = np.ascontiguousarray(np.asarray(array))
+    if host.dtype.kind not in "biuf":
+        raise TypeError(f"to_device takes numeric arrays, got dtype {host.dtype}")
+    out = DeviceArray.empty(host.shape, host.dtype)
+    if host.nbytes:
+        require_cuda("gpuopt.to_device").copy_h2d(out.ptr, host, host.nbytes)
+    return out
+
+
+def empty(shape: Sequence[int], dtype: Any = np.float32) -> DeviceArray:
+    """Uninitialised device array of ``shape`` and ``dtype``."""
+    return DeviceArray.empty(shape, dtype)
+
+
+def synchronize() -> None:
+    """Wait for all queued GPU work; raises RuntimeError if a kernel failed."""
+    require_cuda("gpuopt.cuda.synchronize").synchronize()
+
+
+def empty_cache() -> None:
+    """Return the device memory cached by gpuopt's pool to the driver."""
+    require_cuda("gpuopt.cuda.empty_cache").pool_release_cached()
