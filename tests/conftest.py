@@ -39,6 +39,25 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _gpu_guard(request):
+    """For gpu-marked tests: poison every device allocation (0xFF bytes: NaN as float32,
+    -1 as int32) so unwritten outputs are caught, and fail on any asynchronous CUDA error
+    the test left behind."""
+    if "gpu" not in request.keywords or not gpuopt.cuda_available():
+        yield
+        return
+    from gpuopt._ext import cuda_module
+
+    cuda = cuda_module()
+    cuda.set_poison(True)
+    try:
+        yield
+        cuda.check_errors()
+    finally:
+        cuda.set_poison(False)
+
+
 @pytest.fixture
 def rng(request):
     # One stream per test, derived from the session seed and the test's name, so a
