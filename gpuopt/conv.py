@@ -8,11 +8,12 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._validate import choice, float_array, pair
+from ._validate import choice, float_array, integer, pair
 from ._exec import ExecContext, dispatch
+from ._ext import cuda_module, require_cuda
 from .registry import register
 
-__all__ = ["conv2d", "conv2d_output_shape", "Conv2dProblem"]
+__all__ = ["conv2d", "conv2d_output_shape", "Conv2dProblem", "cudnn_algorithm"]
 
 
 @dataclass(frozen=True)
@@ -122,3 +123,67 @@ def _conv2d_cpu(ctx: ExecContext, p: Conv2dProblem) -> np.ndarray:
     with ctx.kernel():
         y = _core.conv2d(x, w, bias, p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.activation)
     return ctx.finish(y)
+
+
+def _gpu_conv2d(kernel: str):
+    """Run function of a GPU variant whose binding ``kernel`` takes device pointers and the shape."""
+
+    def run(ctx: ExecContext, p: Conv2dProblem):
+        dx, dw = ctx.device(p.x), ctx.device(p.w)
+        dbias = None if p.bias is None else ctx.device(p.bias)
+        n, c, h, w = dx.shape
+        k, _, r, s = dw.shape
+        dy = ctx.empty(p.output_shape, np.float32)
+        with ctx.kernel():
+            getattr(cuda_module(), kernel)(dx.ptr, dw.ptr, 0 if dbias is None else dbias.ptr, dy.ptr, n, c, h, w, k, r, s,
+                                           p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.activation)
+        return ctx.finish(dy)
+
+    return run
+
+
+register("conv2d", "basic",
+         description="one thread per output (q fastest, then p, k, n), 1-D grid of 256: the starting kernel of both "
+                     "conv reports", report="ece408-fashion", needs_cuda=True)(_gpu_conv2d("conv2d_basic"))
+
+if _core.build_info()["cudnn"]:
+    register("conv2d", "cudnn",
+             description="cuDNN forward, strict FP32 (TF32 off), algorithm found once per shape and cached",
+             report="library", needs_cuda=True, preferred=True)(_gpu_conv2d("conv2d_cudnn"))
+
+
+def cudnn_algorithm(x_shape, w_shape, stride=1, padding=0) -> str:
+    """Name of the cuDNN forward algorithm the ``"cudnn"`` variant uses for this problem.
+
+    The algorithm is found (benchmarked) on the first call for a shape and cached, so this
+    also warms the cache; e.g. ``"IMPLICIT_PRECOMP_GEMM"`` (the suffix of cuDNN's
+    ``CUDNN_CONVOLUTION_FWD_ALGO_*`` name).
+
+    Parameters
+    ----------
+    x_shape : (N, C, H, W)
+    w_shape : (K, C, R, S)
+    stride, padding : int or pair
+        As in :func:`conv2d`.
+
+    Raises
+    ------
+    ValueError
+        Shapes that :func:`conv2d` would reject.
+    RuntimeError
+        No usable GPU, gpuopt built without cuDNN, or a cuDNN error.
+    """
+    shapes = []
+    for shape, name, layout in ((x_shape, "x_shape", "(N, C, H, W)"), (w_shape, "w_shape", "(K, C, R, S)")):
+        if not isinstance(shape, (tuple, list)) or len(shape) != 4:
+            raise ValueError(f"{name} must be a 4-tuple {layout}, got {shape!r}")
+        shapes.append(tuple(integer(d, f"{name}[{i}]", 1) for i, d in enumerate(shape)))
+    (n, c, h, w), (k, wc, r, s) = shapes
+    if wc != c:
+        raise ValueError(f"w_shape has {wc} input channels but x_shape has {c}")
+    (u, v), (ph, pw) = pair(stride, "stride", 1), pair(padding, "padding", 0)
+    if h + 2 * ph < r or w + 2 * pw < s:
+        raise ValueError(f"filter {r}x{s} is larger than the padded input {h + 2 * ph}x{w + 2 * pw}")
+    if not _core.build_info()["cudnn"]:
+        raise RuntimeError("gpuopt was built without cuDNN (not found at install time), so there is no cudnn variant")
+    return require_cuda("gpuopt.conv.cudnn_algorithm").conv2d_cudnn_algorithm(n, c, h, w, k, r, s, u, v, ph, pw)

@@ -1,0 +1,206 @@
+"""conv2d GPU variants against the CPU reference (outputs poisoned by conftest)."""
+
+import numpy as np
+import pytest
+
+import gpuopt
+from conftest import relative_error
+
+pytestmark = pytest.mark.gpu
+
+GPU_VARIANTS = [name for name, v in gpuopt.variants("conv2d").items() if v.needs_cuda]
+HAS_CUDNN = "cudnn" in gpuopt.variants("conv2d")
+CUDNN_ALGORITHMS = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING", "WINOGRAD",
+                    "WINOGRAD_NONFUSED"}
+
+# (N, C, H, W, K, R, S, stride, padding): 1s, primes, non-square, stride > filter, padding
+# (up to the filter size, so some windows lie wholly in the padding), R != S, C = 1 and
+# C = 832, wide and tall inputs.
+SHAPES = [
+    (1, 1, 1, 1, 1, 1, 1, 1, 0),
+    (1, 1, 5, 5, 1, 5, 5, 1, 0),
+    (1, 1, 1, 1, 3, 3, 3, 1, 1),
+    (2, 3, 7, 11, 5, 3, 3, 1, 1),
+    (3, 5, 13, 17, 7, 5, 3, (2, 3), (2, 1)),
+    (1, 3, 23, 23, 4, 3, 3, 2, 0),
+    (2, 7, 9, 9, 3, 1, 1, 1, 0),
+    (1, 2, 8, 8, 2, 3, 3, 4, 3),
+    (1, 3, 17, 19, 2, 2, 2, (5, 7), 0),
+    (2, 4, 6, 6, 3, 4, 2, 1, (3, 0)),
+    (1, 1, 31, 29, 3, 3, 5, 1, (1, 2)),
+    (5, 1, 37, 41, 11, 7, 1, (1, 2), (3, 0)),
+    (2, 832, 9, 9, 5, 3, 3, 1, 1),
+    (3, 832, 7, 7, 13, 1, 1, 1, 0),
+    (1, 2, 3, 250, 3, 3, 3, 1, 0),
+    (1, 13, 257, 3, 2, 3, 3, 1, 1),
+    (7, 3, 64, 64, 17, 5, 5, 1, 2),
+]
+
+# The CS6235 report's four configurations, its `cnn-gpu N C K H W R S u v` arguments.
+CS6235 = {
+    "conf1": (1, 3, 64, 112, 112, 3, 3, 2, 2),
+    "conf2": (1, 832, 128, 7, 7, 1, 1, 1, 1),
+    "conf3": (128, 3, 64, 112, 112, 3, 3, 2, 2),
+    "conf4": (128, 832, 128, 7, 7, 1, 1, 1, 1),
+}
+
+# ECE408 layers, (x shape, w shape): Fashion-MNIST (batch of 10) and the MNIST CNN.
+ECE408 = {
+    "fashion-conv1": ((10, 1, 64, 64), (6, 1, 5, 5)),
+    "fashion-conv2": ((10, 6, 30, 30), (16, 6, 5, 5)),
+    "mnist-conv1": ((10, 1, 28, 28), (32, 1, 5, 5)),
+    "mnist-conv2": ((10, 32, 12, 12), (64, 32, 5, 5)),
+}
+
+
+def uniform(rng, shape):
+    return rng.uniform(-1, 1, shape).astype(np.float32)
+
+
+def check_against_cpu(variant, x, w, *, stride=1, padding=0, bias=None, activation=None, images=None):
+    """Run ``variant`` on the whole batch; compare with the CPU reference on ``images`` (all by default)."""
+    y = gpuopt.conv2d(x, w, stride=stride, padding=padding, bias=bias, activation=activation, variant=variant)
+    assert isinstance(y, np.ndarray) and y.dtype == np.float32
+    assert y.shape == gpuopt.conv2d_output_shape(x.shape, w.shape, stride, padding)
+    assert np.isfinite(y).all(), "unwritten (poisoned) or non-finite outputs"
+    if images is not None:
+        x, y = x[images], y[images]
+    ref = gpuopt.conv2d(x, w, stride=stride, padding=padding, bias=bias, activation=activation, variant="cpu")
+    assert relative_error(y, ref) < 1e-5
+    return y
+
+
+@pytest.mark.parametrize("variant", GPU_VARIANTS)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_matches_cpu_reference(rng, variant, shape):
+    n, c, h, w, k, r, s, stride, padding = shape
+    check_against_cpu(variant, uniform(rng, (n, c, h, w)), uniform(rng, (k, c, r, s)), stride=stride, padding=padding)
+
+
+@pytest.mark.parametrize("variant", GPU_VARIANTS)
+@pytest.mark.parametrize("conf", list(CS6235))
+def test_cs6235_configurations(rng, variant, conf):
+    n, c, k, h, w, r, s, u, v = CS6235[conf]
+    x, wt = uniform(rng, (n, c, h, w)), uniform(rng, (k, c, r, s))
+    # N = 128: the CPU reference checks the first, the last and one random image (every
+    # output is still checked for poison); the GPU runs the whole batch.
+    images = None if n == 1 else [0, int(rng.integers(1, n - 1)), n - 1]
+    check_against_cpu(variant, x, wt, stride=(u, v), images=images)
+
+
+@pytest.mark.parametrize("variant", GPU_VARIANTS)
+@pytest.mark.parametrize("layer", list(ECE408))
+def test_ece408_layers(rng, variant, layer):
+    x_shape, w_shape = ECE408[layer]
+    check_against_cpu(variant, uniform(rng, x_shape), uniform(rng, w_shape))
+
+
+@pytest.mark.parametrize("variant", GPU_VARIANTS)
+@pytest.mark.parametrize("activation", [None, "relu", "tanh"])
+@pytest.mark.parametrize("with_bias", [False, True], ids=["no-bias", "bias"])
+@pytest.mark.parametrize("shape", [(2, 3, 11, 13, 5, 3, 3, 1, 1), (3, 832, 7, 7, 13, 1, 1, 1, 0),
+                                   (1, 2, 8, 8, 2, 3, 3, 4, 3)], ids=str)
+def test_bias_and_activation(rng, variant, activation, with_bias, shape):
+    n, c, h, w, k, r, s, stride, padding = shape
+    bias = uniform(rng, k) if with_bias else None
+    y = check_against_cpu(variant, uniform(rng, (n, c, h, w)), uniform(rng, (k, c, r, s)), stride=stride,
+                          padding=padding, bias=bias, activation=activation)
+    if activation == "relu":
+        assert (y >= 0).all()
+    elif activation == "tanh":
+        assert (np.abs(y) <= 1).all()
+
+
+@pytest.mark.parametrize("variant", GPU_VARIANTS)
+def test_device_arrays_in_device_array_out(rng, variant):
+    x, w, bias = uniform(rng, (2, 3, 15, 13)), uniform(rng, (4, 3, 3, 3)), uniform(rng, 4)
+    w2 = uniform(rng, (6, 4, 2, 2))
+    kwargs = dict(padding=1, bias=bias, activation="tanh", variant=variant)
+    y = gpuopt.conv2d(x, w, **kwargs)
+    dx, dw = gpuopt.to_device(x), gpuopt.to_device(w)
+    dy = gpuopt.conv2d(dx, dw, **{**kwargs, "bias": gpuopt.to_device(bias)})
+    assert isinstance(dy, gpuopt.DeviceArray) and dy.shape == y.shape and dy.dtype == np.float32
+    # Same inputs, same kernel: equal up to a possible change of summation order in
+    # library kernels (exact for deterministic kernels).
+    np.testing.assert_allclose(dy.numpy(), y, rtol=1e-6, atol=1e-6)
+    # One device input is enough for a device result.
+    dmixed = gpuopt.conv2d(x, dw, **kwargs)
+    assert isinstance(dmixed, gpuopt.DeviceArray)
+    np.testing.assert_allclose(dmixed.numpy(), y, rtol=1e-6, atol=1e-6)
+    # Chained on the device: the output of one layer is the input of the next.
+    dz = gpuopt.conv2d(dy, gpuopt.to_device(w2), stride=2, variant=variant)
+    assert isinstance(dz, gpuopt.DeviceArray)
+    ref = gpuopt.conv2d(gpuopt.conv2d(x, w, **{**kwargs, "variant": "cpu"}), w2, stride=2, variant="cpu")
+    assert relative_error(dz.numpy(), ref) < 1e-5
+
+
+@pytest.mark.parametrize("variant", GPU_VARIANTS)
+def test_timing_record(rng, variant):
+    x, w = uniform(rng, (4, 16, 32, 32)), uniform(rng, (32, 16, 3, 3))
+    y, t = gpuopt.conv2d(x, w, padding=1, variant=variant, timing=True)
+    assert isinstance(t, gpuopt.Timing) and t.device == "gpu"
+    assert t.h2d_ms > 0 and t.kernel_ms > 0 and t.d2h_ms > 0
+    assert t.total_ms == pytest.approx(t.h2d_ms + t.kernel_ms + t.d2h_ms)
+    assert relative_error(y, gpuopt.conv2d(x, w, padding=1, variant="cpu")) < 1e-5
+    dy, td = gpuopt.conv2d(gpuopt.to_device(x), gpuopt.to_device(w), padding=1, variant=variant, timing=True)
+    assert isinstance(dy, gpuopt.DeviceArray)
+    assert td.h2d_ms == 0 and td.d2h_ms == 0 and td.kernel_ms > 0
+
+
+def test_launchers_reject_bad_shapes_before_launch(rng):
+    """Direct calls of the bindings (bypassing gpuopt's checks) fail with ValueError, and
+    the process stays usable."""
+    from gpuopt._ext import cuda_module
+
+    cuda = cuda_module()
+    x, w = gpuopt.to_device(uniform(rng, (1, 2, 5, 5))), gpuopt.to_device(uniform(rng, (3, 2, 3, 3)))
+    y = gpuopt.cuda.empty((1, 3, 3, 3))
+    #       N  C  H  W  K  R  S  u  v ph pw
+    good = (1, 2, 5, 5, 3, 3, 3, 1, 1, 0, 0)
+    bad = {
+        "filter larger than the padded input": (1, 2, 5, 5, 3, 7, 3, 1, 1, 0, 0),
+        "stride must be positive": (1, 2, 5, 5, 3, 3, 3, 0, 1, 0, 0),
+        "padding must be non-negative": (1, 2, 5, 5, 3, 3, 3, 1, 1, -1, 0),
+        "every dimension must be positive": (0, 2, 5, 5, 3, 3, 3, 1, 1, 0, 0),
+    }
+    for name in ("conv2d_basic", "conv2d_cudnn"):
+        if not hasattr(cuda, name):
+            continue
+        fn = getattr(cuda, name)
+        for match, shape in bad.items():
+            with pytest.raises(ValueError, match=match):
+                fn(x.ptr, w.ptr, 0, y.ptr, *shape, "none")
+        with pytest.raises(ValueError, match="must be device pointers"):
+            fn(0, w.ptr, 0, y.ptr, *good, "none")
+        with pytest.raises(ValueError, match="activation must be"):
+            fn(x.ptr, w.ptr, 0, y.ptr, *good, "sigmoid")
+        fn(x.ptr, w.ptr, 0, y.ptr, *good, "none")
+        ref = gpuopt.conv2d(x.numpy(), w.numpy(), variant="cpu")
+        assert relative_error(y.numpy(), ref) < 1e-5
+
+
+@pytest.mark.skipif(not HAS_CUDNN, reason="gpuopt was built without cuDNN")
+def test_cudnn_algorithm_is_cached_and_stable(rng):
+    x, w = uniform(rng, (2, 16, 20, 20)), uniform(rng, (8, 16, 3, 3))
+    first = gpuopt.conv.cudnn_algorithm(x.shape, w.shape, stride=1, padding=1)
+    assert first in CUDNN_ALGORITHMS
+    y1 = gpuopt.conv2d(x, w, padding=1, variant="cudnn")
+    assert gpuopt.conv.cudnn_algorithm(x.shape, w.shape, stride=1, padding=1) == first
+    assert gpuopt.conv.cudnn_algorithm(x.shape, w.shape, stride=(1, 1), padding=(1, 1)) == first
+    y2 = gpuopt.conv2d(x, w, padding=1, variant="cudnn")
+    np.testing.assert_allclose(y2, y1, rtol=1e-6, atol=1e-6)
+    assert relative_error(y1, gpuopt.conv2d(x, w, padding=1, variant="cpu")) < 1e-5
+    # Every CS6235 configuration has an algorithm, the same one when asked again.
+    for n, c, k, h, wd, r, s, u, v in CS6235.values():
+        name = gpuopt.conv.cudnn_algorithm((n, c, h, wd), (k, c, r, s), stride=(u, v))
+        assert name in CUDNN_ALGORITHMS
+        assert gpuopt.conv.cudnn_algorithm((n, c, h, wd), (k, c, r, s), stride=(u, v)) == name
+    with pytest.raises(ValueError, match="input channels"):
+        gpuopt.conv.cudnn_algorithm((1, 3, 8, 8), (4, 2, 3, 3))
+
+
+def test_cudnn_registered_iff_built_with_cudnn():
+    assert HAS_CUDNN == bool(gpuopt.build_info()["cudnn"])
+    if HAS_CUDNN:
+        v = gpuopt.variants("conv2d")["cudnn"]
+        assert v.needs_cuda and v.report == "library" and not v.params
