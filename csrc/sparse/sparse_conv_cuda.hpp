@@ -1,0 +1,35 @@
+// The NCTU lab's sparse convolution layer on the GPU: device pointers, stream 0.
+//
+// Every function computes y[M][H/2][W/2] = maxpool2x2(relu(conv_same(x, w))) exactly,
+// like sparse_conv_cpu, from filters in one of the lab's three formats:
+//   dense  w     int16 (M, C, R, S)            (the lab's part I)
+//   coo    data, row, col  int16 (M, C, width)  (COOFilters.padded(): slices padded
+//                                               with value 0 at (0, 0))
+//   fast   codes int32 (M, C, width)            (value*100 + row*10 + col, padded with 0)
+// x is int16 (C, H, W); C, M >= 1, H, W >= 2, R and S odd in 1..9, 1 <= width <= R*S.
+//
+// Each returns true when every pre-activation sum (pooled or not) fits in int32, and
+// false otherwise (y unspecified), as sparse_conv_cpu does. Reading that flag back is a
+// 4-byte device-to-host copy, so these calls SYNCHRONISE with the device: they return
+// after the kernels have finished, and a kernel fault surfaces here as CudaError.
+// Scratch (the pre-pool maps and the flag) comes from the caching pool.
+//
+// COO rows/cols are trusted to lie in the filter (COOFilters checks them); any value
+// still only reads inside x, because every tap's input position is bounds-checked.
+#pragma once
+
+#include <cstdint>
+
+#include "sparse_conv.hpp"
+
+namespace gpuopt::sparse {
+
+bool sparse_conv_dense(const std::int16_t* x, const std::int16_t* w, std::int32_t* y, const SparseConvShape& s);
+
+bool sparse_conv_coo(const std::int16_t* x, const std::int16_t* data, const std::int16_t* row, const std::int16_t* col,
+                     std::int64_t width, std::int32_t* y, const SparseConvShape& s);
+
+bool sparse_conv_fast(const std::int16_t* x, const std::int32_t* codes, std::int64_t width, std::int32_t* y,
+                      const SparseConvShape& s);
+
+}  // namespace gpuopt::sparse
