@@ -10,7 +10,8 @@ import numpy as np
 from . import _core
 from ._validate import float_array, integer, real
 from ._exec import ExecContext, dispatch
-from .registry import register
+from ._ext import cuda_module
+from .registry import Param, register
 
 __all__ = ["kmeans", "KMeansResult"]
 
@@ -126,4 +127,35 @@ def _kmeans_cpu(ctx: ExecContext, p: KMeansProblem) -> tuple[Any, Any, int, np.n
     x = ctx.host(p.x)
     with ctx.kernel():
         centroids, membership, iterations, delta = _core.kmeans(x, p.init, p.threshold, p.max_iter)
+    return ctx.finish(centroids), ctx.finish(membership), iterations, delta
+
+
+_LIAO_THREADS = Param("threads", 128, (32, 64, 128, 256, 512, 1024),
+                      "threads per block of find_nearest_cluster, one object each (Liao: 128)")
+
+
+@register("kmeans", "liao", description="Liao's CUDA port with the CMU report's fix", report="liao", needs_cuda=True,
+          params=(_LIAO_THREADS,))
+def _kmeans_liao(ctx: ExecContext, p: KMeansProblem, *, threads: int) -> tuple[Any, Any, int, np.ndarray]:
+    """Liao's cuda_kmeans: SoA objects on the device, assignment and change count on the
+    GPU, centre update on the host every loop (bit-identical to the "cpu" variant).
+
+    The loop needs x on both sides: the device copy (transposed to SoA on the device) for
+    the assignment and a host copy for the centre update. A device x is therefore also
+    downloaded once (timed as d2h); a NumPy x is copied in (timed as h2d). The kernel
+    phase is the whole loop (Liao's "computation timing"); its parts go to
+    ``Timing.details``: loop_h2d_ms (centre uploads), loop_kernels_ms, loop_d2h_ms
+    (membership downloads) and transpose_ms (x to SoA, once).
+    """
+    cuda = cuda_module()
+    n, d = p.x.shape
+    k = p.init.shape[0]
+    # Shared-memory and block-size limits: rejected before anything is copied or run.
+    cuda.kmeans_liao_check(n, d, k, threads)
+    x_dev = ctx.device(p.x)
+    x_host = ctx.host(p.x)
+    with ctx.kernel():
+        centroids, membership, iterations, delta, phases = cuda.kmeans_liao(
+            x_dev.ptr, x_host, p.init, p.threshold, p.max_iter, threads, timing=ctx.timing)
+    ctx.details.update(phases)
     return ctx.finish(centroids), ctx.finish(membership), iterations, delta

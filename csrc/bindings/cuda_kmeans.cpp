@@ -1,7 +1,57 @@
+#include <algorithm>
+
+#include "../kmeans/kmeans_cuda.hpp"
+#include "array_util.hpp"
 #include "cuda_bindings.hpp"
 
 namespace gpuopt::bind {
 
-void bind_kmeans(py::module_& m) { (void)m; }
+namespace {
+
+// kmeans_liao(x_dev_ptr, x_host, init, threshold, max_iter, threads, timing=True)
+//   -> (centroids (k, D) float32, membership (N,) int32, iterations, delta (iterations,)
+//       float32, timing dict)
+// x_dev_ptr: device address of the (N, D) float32 objects; x_host: the same objects on
+// the host (C-contiguous float32), used for the centre update. The dict holds the loop's
+// phase totals in ms (loop_h2d_ms, loop_kernels_ms, loop_d2h_ms, transpose_ms), empty
+// when timing is False.
+py::tuple kmeans_liao_py(std::uintptr_t x_dev, const carray<float>& x_host, const carray<float>& init, float threshold,
+                         std::int64_t max_iter, int threads, bool timing) {
+    const auto xs = shape_of(x_host, 2, "x_host");
+    const auto is = shape_of(init, 2, "init");
+    GPUOPT_REQUIRE(is[1] == xs[1], "init must have as many coordinates as x");
+    GPUOPT_REQUIRE(x_dev != 0, "x_dev_ptr must be a device address, got 0");
+    auto centroids = empty<float>({is[0], is[1]});
+    std::copy(init.data(), init.data() + init.size(), centroids.mutable_data());
+    auto membership = empty<std::int32_t>({xs[0]});
+    kmeans::KMeansStats stats;
+    kmeans::KMeansLiaoTiming phases;
+    {
+        py::gil_scoped_release release;
+        stats = kmeans::kmeans_liao(dptr<const float>(x_dev), x_host.data(), xs[0], xs[1], is[0], threshold, max_iter,
+                                    centroids.mutable_data(), membership.mutable_data(), threads,
+                                    timing ? &phases : nullptr);
+    }
+    carray<float> delta(static_cast<py::ssize_t>(stats.delta.size()));
+    std::copy(stats.delta.begin(), stats.delta.end(), delta.mutable_data());
+    py::dict times;
+    if (timing) {
+        times["loop_h2d_ms"] = phases.upload_ms;
+        times["loop_kernels_ms"] = phases.kernels_ms;
+        times["loop_d2h_ms"] = phases.download_ms;
+        times["transpose_ms"] = phases.setup_ms;
+    }
+    return py::make_tuple(centroids, membership, stats.iterations, delta, times);
+}
+
+}  // namespace
+
+void bind_kmeans(py::module_& m) {
+    m.def("kmeans_liao", &kmeans_liao_py, py::arg("x_dev_ptr"), py::arg("x_host"), py::arg("init"),
+          py::arg("threshold"), py::arg("max_iter"), py::arg("threads"), py::arg("timing") = true,
+          "Liao's CUDA k-means (see csrc/kmeans/kmeans_cuda.hpp).");
+    m.def("kmeans_liao_check", &kmeans::kmeans_liao_check, py::arg("n"), py::arg("d"), py::arg("k"),
+          py::arg("threads"), "Raise ValueError if kmeans_liao cannot run this configuration (nothing runs).");
+}
 
 }  // namespace gpuopt::bind

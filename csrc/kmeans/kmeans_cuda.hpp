@@ -1,0 +1,46 @@
+// k-means on the GPU. Every variant reproduces kmeans_cpu (Liao's seq_kmeans) bit for
+// bit: same memberships, iterations, delta history and centres. Stream 0 throughout;
+// launchers check their configuration up front and every CUDA call and launch.
+#pragma once
+
+#include <cstdint>
+
+#include "kmeans.hpp"
+
+namespace gpuopt::kmeans {
+
+// Milliseconds accumulated over the loop of kmeans_liao, measured with CUDA events on
+// stream 0 (the device timeline).
+struct KMeansLiaoTiming {
+    double setup_ms = 0.0;     // once, before the loop: transpose of x to SoA, membership = -1
+    double upload_ms = 0.0;    // per loop: centres (SoA) host -> device
+    double kernels_ms = 0.0;   // per loop: find_nearest_cluster + compute_delta
+    double download_ms = 0.0;  // per loop: membership device -> host
+};
+
+// Rejects, before anything is allocated or launched, a configuration kmeans_liao cannot
+// run: n, d, k out of range, `threads` not a power of two in 32..1024, or k*d centre
+// coordinates (plus one int per thread) that do not fit this GPU's shared memory per
+// block (the message names the limit). Needs a current device.
+void kmeans_liao_check(std::int64_t n, std::int64_t d, std::int64_t k, int threads);
+
+// "liao": Wei-keng Liao's cuda_kmeans with the CMU 18-645 report's fix of compute_delta
+// (made deterministic for any number of blocks).
+//   x_dev:  [n][d] row-major float32 on the device (read only; transposed on the device
+//           into a [d][n] SoA scratch copy).
+//   x_host: the same [n][d] objects on the host, for the centre update (Liao updates the
+//           centres on the host every loop; a caller holding only a device copy must
+//           download it once).
+//   centroids_host: [k][d], in: initial centres, out: final centres.
+//   membership_host: [n], out.
+//   threads: threads per block of find_nearest_cluster (power of two, 32..1024).
+//   timing: nullable; when given, phase times are accumulated into it.
+// Each loop uploads the centres, assigns every object on the GPU, downloads the
+// membership and the change count, and updates the centres on the host with
+// update_centroids (object-order float sums, as the CPU reference). Stops when
+// delta = changed / n <= threshold or after max_iter loops.
+KMeansStats kmeans_liao(const float* x_dev, const float* x_host, std::int64_t n, std::int64_t d, std::int64_t k,
+                        float threshold, std::int64_t max_iter, float* centroids_host, std::int32_t* membership_host,
+                        int threads, KMeansLiaoTiming* timing);
+
+}  // namespace gpuopt::kmeans
