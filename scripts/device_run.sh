@@ -4,7 +4,8 @@
 #
 #   bash scripts/device_run.sh [tests] [sanitizer] [bench[=NAME,...]] [full]
 #
-# With no arguments: tests. The machine has no network: the build uses the Python
+# With no arguments: tests. Results are recorded with the commit in $GPUOPT_COMMIT (the
+# copy on the device has no .git). The machine has no network: the build uses the Python
 # packages already there (pip install --no-build-isolation --no-deps). Real data travels
 # in the git-ignored _device/data folder (copy ../shared/data there, carry it); set
 # GPUOPT_DATA_DIR otherwise.
@@ -54,7 +55,9 @@ for step in "${steps[@]}"; do
         echo "== benchmarks ${names:-all} (quick unless 'full' given)"
         quick=--quick
         for s in "${steps[@]}"; do [ "$s" = full ] && quick=; done
-        python3 -m gpuopt.bench ${names:+${names//,/ }} $quick --out "$OUT/bench" || status=1
+        python3 benchmarks/run_all.py ${names:+${names//,/ }} $quick --out "$OUT/bench" || status=1
+        # Only 8 files come back from the device: ship the results folder as one archive.
+        tar -czf "$OUT/bench.tgz" -C "$OUT" bench && rm -rf "$OUT/bench"
         ;;
     full) ;;
     *) echo "unknown step $step"; status=2 ;;

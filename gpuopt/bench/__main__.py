@@ -1,0 +1,183 @@
+"""Command line: ``python -m gpuopt.bench [names...] [--quick] [--out DIR] [--plot-only] [--quiet] [--list]``.
+
+Runs the sweeps (default: all of matmul, conv2d, kmeans, sparse), writes
+``DIR/<name>.csv`` and ``DIR/<name>.json`` and draws ``DIR/<name>.png`` for each, then
+prints a short table per sweep. Without a usable GPU it runs the CPU variants at small
+sizes. ``--plot-only`` redraws the figures (and prints the tables) from the JSON files
+already in DIR, without running anything.
+
+Exit status: 0 when every measurement succeeded, 1 when some failed (they are recorded
+with their error and listed) or a results file is missing for ``--plot-only``, 2 for
+bad arguments (e.g. an unknown sweep name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Sequence
+
+DEFAULT_OUT = Path("benchmarks") / "results"
+TINY_ENV = "GPUOPT_BENCH_TINY"
+
+
+def build_parser(default_out: str | os.PathLike | None = None) -> argparse.ArgumentParser:
+    from .sweeps import SWEEPS
+
+    parser = argparse.ArgumentParser(
+        prog="python -m gpuopt.bench",
+        description="Run gpuopt's benchmark sweeps: CSV + JSON + PNG per sweep.",
+        epilog="sweeps: " + "; ".join(f"{s.name}: {s.description}" for s in SWEEPS.values()),
+    )
+    parser.add_argument("names", nargs="*", metavar="name",
+                        help=f"sweeps to run, from {{{', '.join(SWEEPS)}}} (default: all)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smaller sizes and fewer repeats (all four sweeps: about 5 s of measuring on an H200, "
+                             "against about 20 s for the full set)")
+    parser.add_argument("--out", default=str(default_out or DEFAULT_OUT), metavar="DIR",
+                        help="folder for <name>.csv/.json/.png (default: %(default)s)")
+    parser.add_argument("--plot-only", action="store_true",
+                        help="redraw the figures from the JSON files already in DIR; run nothing")
+    parser.add_argument("--quiet", action="store_true", help="no progress line")
+    parser.add_argument("--list", action="store_true", help="list the sweeps and their variants, then exit")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the random matmul/conv inputs (default: fresh; recorded in the metadata)")
+    # Hidden: the tests' tiny sizes (also GPUOPT_BENCH_TINY=1).
+    parser.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def _parse(argv: Sequence[str] | None, default_out) -> tuple[argparse.Namespace, list[str]]:
+    from .sweeps import SWEEPS
+
+    parser = build_parser(default_out)
+    args = parser.parse_args(argv)
+    names = list(dict.fromkeys(args.names)) or list(SWEEPS)
+    if "all" in names:
+        names = list(SWEEPS)
+    unknown = [n for n in names if n not in SWEEPS]
+    if unknown:
+        parser.error(f"unknown sweep{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+                     f"valid sweeps: {', '.join(SWEEPS)}")
+    if args.seed is not None and args.seed < 0:
+        parser.error("--seed must be >= 0")
+    return args, names
+
+
+def _list() -> int:
+    import gpuopt
+
+    from .sweeps import SWEEPS
+
+    usable = gpuopt.cuda_available()
+    print("GPU: " + ((gpuopt.device_info() or {}).get("name", "?") if usable
+                     else f"none ({gpuopt.cuda_unavailable_reason()})"))
+    for s in SWEEPS.values():
+        table = gpuopt.variants(s.op)
+        states = []
+        for v in dict.fromkeys([*s.gpu_variants, "cpu"]):
+            if v not in table:
+                states.append(f"{v} (not registered)")
+            else:
+                states.append(f"{v} ({'usable' if table[v].available else 'needs a GPU'})")
+        print(f"{s.name:8s} {s.description}\n         variants: {', '.join(states)}")
+    return 0
+
+
+def _plot(name: str, meta: dict, rows: list, out: Path, notes: list[str]) -> Path | None:
+    from . import plot
+
+    if not plot.matplotlib_available():
+        notes.append("matplotlib is not installed: no figure (pip install matplotlib, then --plot-only)")
+        return None
+    try:
+        return plot.plot(name, meta, rows, out / f"{name}.png")
+    except Exception as exc:  # noqa: BLE001 - the results are written; the figure can be redone
+        notes.append(f"figure failed: {type(exc).__name__}: {exc}")
+        return None
+
+
+def _report(name: str, meta: dict, rows: list, paths: list[Path | None], notes: list[str]) -> str:
+    from . import format_metadata
+    from .sweeps import SWEEPS
+
+    lines = [f"== {name}: {SWEEPS[name].title} [{(meta.get('plan') or {}).get('mode', '?')}"
+             f"{', ' + meta['plan']['level'] if (meta.get('plan') or {}).get('level') not in (None, 'full') else ''}]",
+             format_metadata(meta)]
+    lines.append(SWEEPS[name].table(rows) if rows else "(no measurements)")
+    for note in notes:
+        lines.append(f"note: {note}")
+    lines.append("files: " + ", ".join(str(p) for p in paths if p is not None))
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None, *, default_out: str | os.PathLike | None = None) -> int:
+    args, names = _parse(argv, default_out)
+    if args.list:
+        return _list()
+
+    import gpuopt
+
+    from . import metadata, read_results, write_results
+    from .sweeps import SWEEPS, Plan
+
+    out = Path(args.out)
+    reports: list[str] = []
+    status = 0
+
+    if args.plot_only:
+        for name in names:
+            json_path = out / f"{name}.json"
+            if not json_path.is_file():
+                print(f"{name}: no results file {json_path}; run the sweep first", file=sys.stderr)
+                status = 1
+                continue
+            meta, rows = read_results(json_path)
+            notes = list(meta.get("notes") or [])
+            png = _plot(name, meta, rows, out, notes)
+            reports.append(_report(name, meta, rows, [json_path, png], notes))
+        print("\n\n".join(reports))
+        return status
+
+    gpu = gpuopt.cuda_available()
+    if not gpu:
+        print(f"no usable GPU: {gpuopt.cuda_unavailable_reason()}; running the CPU variants at small sizes",
+              flush=True)
+    tiny = args.tiny or os.environ.get(TINY_ENV, "") not in ("", "0")
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    plan = Plan(gpu=gpu, quick=args.quick, tiny=tiny, seed=seed, progress=not args.quiet)
+    base_meta = metadata()
+    for name in names:
+        sweep = SWEEPS[name]
+        t0 = time.perf_counter()
+        try:
+            result = sweep.run(plan)
+        except Exception:  # noqa: BLE001 - a broken sweep must not stop the others
+            status = 1
+            reports.append(f"== {name}: FAILED\n{traceback.format_exc()}")
+            print(f"{name}: failed\n{traceback.format_exc()}", file=sys.stderr)
+            continue
+        meta: dict[str, Any] = {**base_meta, "sweep": name, "title": sweep.title, "description": sweep.description,
+                                "op": sweep.op, "plan": plan.as_dict(), "seed": seed,
+                                "variants": list(dict.fromkeys(r["variant"] for r in result.rows)),
+                                "command": " ".join(["python -m gpuopt.bench", *(argv if argv is not None
+                                                                                 else sys.argv[1:])]),
+                                "elapsed_s": round(time.perf_counter() - t0, 2), **result.meta,
+                                "notes": list(result.notes)}
+        csv_path, json_path = write_results(name, result.rows, meta, out, columns=sweep.columns)
+        notes = list(result.notes)
+        png = _plot(name, meta, result.rows, out, notes)
+        if any(r.get("error") for r in result.rows):
+            status = 1
+        reports.append(_report(name, meta, result.rows, [csv_path, json_path, png], notes))
+    print("\n\n".join(reports))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
