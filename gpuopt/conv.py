@@ -11,7 +11,7 @@ from . import _core
 from ._validate import choice, float_array, integer, pair
 from ._exec import ExecContext, dispatch
 from ._ext import cuda_module, require_cuda
-from .registry import register
+from .registry import Param, register
 
 __all__ = ["conv2d", "conv2d_output_shape", "Conv2dProblem", "cudnn_algorithm"]
 
@@ -128,7 +128,7 @@ def _conv2d_cpu(ctx: ExecContext, p: Conv2dProblem) -> np.ndarray:
 def _gpu_conv2d(kernel: str):
     """Run function of a GPU variant whose binding ``kernel`` takes device pointers and the shape."""
 
-    def run(ctx: ExecContext, p: Conv2dProblem):
+    def run(ctx: ExecContext, p: Conv2dProblem, **params):
         dx, dw = ctx.device(p.x), ctx.device(p.w)
         dbias = None if p.bias is None else ctx.device(p.bias)
         n, c, h, w = dx.shape
@@ -136,7 +136,8 @@ def _gpu_conv2d(kernel: str):
         dy = ctx.empty(p.output_shape, np.float32)
         with ctx.kernel():
             getattr(cuda_module(), kernel)(dx.ptr, dw.ptr, 0 if dbias is None else dbias.ptr, dy.ptr, n, c, h, w, k, r, s,
-                                           p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.activation)
+                                           p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.activation,
+                                           **params)
         return ctx.finish(dy)
 
     return run
@@ -149,10 +150,14 @@ register("conv2d", "basic",
 if _core.build_info()["cudnn"]:
     register("conv2d", "cudnn",
              description="cuDNN forward, strict FP32 (TF32 off), algorithm found once per shape and cached",
-             report="library", needs_cuda=True, preferred=True)(_gpu_conv2d("conv2d_cudnn"))
+             report="library", needs_cuda=True, preferred=True,
+             params=(Param("algorithms", "precise", ("precise", "any"),
+                           "'precise': GEMM-family and direct algorithms only (reference-level accuracy); 'any': "
+                           "also FFT and Winograd, faster on some shapes, ~1e-4 relative error on 5x5 filters"),))(
+        _gpu_conv2d("conv2d_cudnn"))
 
 
-def cudnn_algorithm(x_shape, w_shape, stride=1, padding=0) -> str:
+def cudnn_algorithm(x_shape, w_shape, stride=1, padding=0, algorithms: str = "precise") -> str:
     """Name of the cuDNN forward algorithm the ``"cudnn"`` variant uses for this problem.
 
     The algorithm is found (benchmarked) on the first call for a shape and cached, so this
@@ -165,6 +170,8 @@ def cudnn_algorithm(x_shape, w_shape, stride=1, padding=0) -> str:
     w_shape : (K, C, R, S)
     stride, padding : int or pair
         As in :func:`conv2d`.
+    algorithms : "precise" or "any"
+        The ``cudnn`` variant's parameter of the same name.
 
     Raises
     ------
@@ -186,4 +193,7 @@ def cudnn_algorithm(x_shape, w_shape, stride=1, padding=0) -> str:
         raise ValueError(f"filter {r}x{s} is larger than the padded input {h + 2 * ph}x{w + 2 * pw}")
     if not _core.build_info()["cudnn"]:
         raise RuntimeError("gpuopt was built without cuDNN (not found at install time), so there is no cudnn variant")
-    return require_cuda("gpuopt.conv.cudnn_algorithm").conv2d_cudnn_algorithm(n, c, h, w, k, r, s, u, v, ph, pw)
+    if algorithms not in ("precise", "any"):
+        raise ValueError(f"algorithms must be 'precise' or 'any', got {algorithms!r}")
+    return require_cuda("gpuopt.conv.cudnn_algorithm").conv2d_cudnn_algorithm(n, c, h, w, k, r, s, u, v, ph, pw,
+                                                                             algorithms)

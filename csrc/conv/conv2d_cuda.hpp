@@ -17,14 +17,21 @@ void conv2d_basic(const float* x, const float* w, const float* bias, float* y, c
                   Activation act);
 
 #if defined(GPUOPT_WITH_CUDNN)
+// Which cuDNN algorithms the search may pick. Precise: the GEMM family and DIRECT, which
+// sum products like the reference does (errors ~1e-7 relative). Any: also FFT and Winograd,
+// whose transforms lose accuracy on larger filters (seen on the H200: 3e-4 relative on a
+// 5x5 layer); faster on some shapes, and what a framework's benchmark mode would pick.
+enum class CudnnAlgorithms : int { Precise = 0, Any = 1 };
+CudnnAlgorithms cudnn_algorithms_from_string(const std::string& name);
+
 // cuDNN forward in strict FP32 (no TF32), the algorithm found once per shape and cached;
 // bias and activation by a small epilogue kernel when asked for.
 void conv2d_cudnn(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
-                  Activation act);
+                  Activation act, CudnnAlgorithms algorithms = CudnnAlgorithms::Precise);
 
 // Name of the cuDNN algorithm conv2d_cudnn uses for this shape (e.g. "IMPLICIT_PRECOMP_GEMM");
 // finds and caches it first if this shape has not run yet.
-std::string conv2d_cudnn_algorithm(const Conv2dShape& s);
+std::string conv2d_cudnn_algorithm(const Conv2dShape& s, CudnnAlgorithms algorithms = CudnnAlgorithms::Precise);
 #endif
 
 }  // namespace gpuopt::conv

@@ -60,11 +60,17 @@ struct Plan {
     std::size_t workspace_bytes = 0;
 };
 
-// N, C, H, W, K, R, S, u, v, ph, pw.
-using PlanKey = std::array<std::int64_t, 11>;
+// N, C, H, W, K, R, S, u, v, ph, pw, algorithm set.
+using PlanKey = std::array<std::int64_t, 12>;
 
-PlanKey key_of(const Conv2dShape& s) {
-    return {s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.stride_h, s.stride_w, s.pad_h, s.pad_w};
+PlanKey key_of(const Conv2dShape& s, CudnnAlgorithms algorithms) {
+    return {s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.stride_h, s.stride_w, s.pad_h, s.pad_w, static_cast<int>(algorithms)};
+}
+
+// FFT and Winograd transform the operands; their rounding grows with the filter size.
+bool is_transform_algorithm(cudnnConvolutionFwdAlgo_t algo) {
+    return algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT || algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+           algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD || algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
 }
 
 // Process-wide state behind one mutex: the plan cache, the workspace, and the use of the
@@ -98,7 +104,7 @@ const char* algo_name(cudnnConvolutionFwdAlgo_t algo) {
 }
 
 // Descriptors for shape s and the fastest strict-FP32 algorithm cuDNN finds for it.
-void build_plan(Plan& plan, const Conv2dShape& s) {
+void build_plan(Plan& plan, const Conv2dShape& s, CudnnAlgorithms algorithms) {
     const std::int64_t P = s.P(), Q = s.Q();
     GPUOPT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan.x_desc.get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, as_int(s.N),
                                                   as_int(s.C), as_int(s.H), as_int(s.W)));
@@ -125,7 +131,7 @@ void build_plan(Plan& plan, const Conv2dShape& s) {
                                                   out_k, out_p, out_q));
 
     // Benchmarks every algorithm on scratch buffers of its own (a one-off per shape), fastest
-    // first. Keep the first that ran and stayed in FP32 FMA math.
+    // first. Keep the first that ran, stayed in FP32 FMA math and is in the allowed set.
     int max_algos = 0;
     GPUOPT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(cudnn_handle(), &max_algos));
     std::vector<cudnnConvolutionFwdAlgoPerf_t> results(static_cast<std::size_t>(max_algos > 0 ? max_algos : 1));
@@ -136,7 +142,8 @@ void build_plan(Plan& plan, const Conv2dShape& s) {
                                                             results.data()));
     for (int i = 0; i < returned; ++i) {
         const cudnnConvolutionFwdAlgoPerf_t& r = results[static_cast<std::size_t>(i)];
-        if (r.status == CUDNN_STATUS_SUCCESS && r.mathType == CUDNN_FMA_MATH) {
+        if (r.status == CUDNN_STATUS_SUCCESS && r.mathType == CUDNN_FMA_MATH &&
+            (algorithms == CudnnAlgorithms::Any || !is_transform_algorithm(r.algo))) {
             plan.algo = r.algo;
             plan.workspace_bytes = r.memory;
             return;
@@ -159,15 +166,15 @@ void check_cudnn_limits(const Conv2dShape& s) {
 }
 
 // The cached plan of s, built on first use. Caller holds st.mutex.
-const Plan& plan_for(State& st, const Conv2dShape& s) {
-    const PlanKey key = key_of(s);
+const Plan& plan_for(State& st, const Conv2dShape& s, CudnnAlgorithms algorithms) {
+    const PlanKey key = key_of(s, algorithms);
     auto it = st.plans.find(key);
     if (it != st.plans.end()) return it->second;
     // Built in place (Plan is not movable); removed again if the search fails, so a later
     // call retries instead of finding a half-built plan.
     auto inserted = st.plans.emplace(std::piecewise_construct, std::forward_as_tuple(key), std::forward_as_tuple());
     try {
-        build_plan(inserted.first->second, s);
+        build_plan(inserted.first->second, s, algorithms);
     } catch (...) {
         st.plans.erase(inserted.first);
         throw;
@@ -176,13 +183,19 @@ const Plan& plan_for(State& st, const Conv2dShape& s) {
 }
 }  // namespace
 
+CudnnAlgorithms cudnn_algorithms_from_string(const std::string& name) {
+    if (name == "precise") return CudnnAlgorithms::Precise;
+    if (name == "any") return CudnnAlgorithms::Any;
+    detail::fail_argument(__FILE__, __LINE__, "cuDNN algorithms must be 'precise' or 'any', got '" + name + "'");
+}
+
 void conv2d_cudnn(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
-                  Activation act) {
+                  Activation act, CudnnAlgorithms algorithms) {
     check_cudnn_limits(s);
     GPUOPT_REQUIRE(x != nullptr && w != nullptr && y != nullptr, "conv2d cudnn: x, w and y must be device pointers");
     State& st = state();
     std::lock_guard<std::mutex> lock(st.mutex);
-    const Plan& plan = plan_for(st, s);
+    const Plan& plan = plan_for(st, s, algorithms);
     if (plan.workspace_bytes > st.workspace.size()) st.workspace = DeviceBuffer<char>(plan.workspace_bytes);
 
     // beta = 0: y is written without being read, so its old (poisoned) contents do not matter.
@@ -200,11 +213,11 @@ void conv2d_cudnn(const float* x, const float* w, const float* bias, float* y, c
     GPUOPT_CHECK_LAUNCH("bias_activation_kernel");
 }
 
-std::string conv2d_cudnn_algorithm(const Conv2dShape& s) {
+std::string conv2d_cudnn_algorithm(const Conv2dShape& s, CudnnAlgorithms algorithms) {
     check_cudnn_limits(s);
     State& st = state();
     std::lock_guard<std::mutex> lock(st.mutex);
-    return algo_name(plan_for(st, s).algo);
+    return algo_name(plan_for(st, s, algorithms).algo);
 }
 
 }  // namespace gpuopt::conv

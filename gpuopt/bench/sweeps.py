@@ -299,12 +299,12 @@ CONV_COLUMNS = ("conf", "N", "C", "K", "H", "W", "R", "S", "u", "v", "P", "Q", "
                 "rel_err", "reference", "spin_us", "overhead_hidden", "error")
 
 
-def _cudnn_algorithm(x_shape, w_shape, stride, padding) -> str | None:
+def _cudnn_algorithm(x_shape, w_shape, stride, padding, algorithms="precise") -> str | None:
     fn = getattr(gpuopt.conv, "cudnn_algorithm", None)
     if fn is None:
         return None
     try:
-        return str(fn(tuple(x_shape), tuple(w_shape), stride, padding))
+        return str(fn(tuple(x_shape), tuple(w_shape), stride, padding, algorithms))
     except Exception as exc:  # noqa: BLE001 - informational only
         return f"unknown ({_error(exc)})"
 
@@ -312,6 +312,11 @@ def _cudnn_algorithm(x_shape, w_shape, stride, padding) -> str | None:
 def run_conv2d(plan: Plan) -> SweepResult:
     res = SweepResult()
     names = _select("conv2d", CONV_VARIANTS, plan, res.notes)
+    # (label, variant, params): cuDNN twice, restricted to the precise algorithms (the
+    # baseline) and free to pick FFT/Winograd (what a framework's benchmark mode gets).
+    entries = [(name, name, {}) for name in names]
+    if "cudnn" in names:
+        entries.append(("cudnn-any", "cudnn", {"algorithms": "any"}))
     table = gpuopt.variants("conv2d")
     reps = plan.pick(KERNEL_REPEATS)
     max_n = plan.pick(CONV_MAX_N)
@@ -321,7 +326,7 @@ def run_conv2d(plan: Plan) -> SweepResult:
                     configurations={k: dict(zip("N C K H W R S u v".split(), v)) for k, v in CONV_CONFS.items()})
     if max_n is not None:
         res.notes.append(f"batch N capped at {max_n} in this mode (the report's conf3/conf4 use N=128)")
-    with Progress(len(CONV_CONFS) * len(names), "conv2d", enabled=plan.progress) as prog:
+    with Progress(len(CONV_CONFS) * len(entries), "conv2d", enabled=plan.progress) as prog:
         for conf, (n, c, k, h, w, r, s, u, v) in CONV_CONFS.items():
             if max_n is not None:
                 n = min(n, max_n)
@@ -332,16 +337,17 @@ def run_conv2d(plan: Plan) -> SweepResult:
             dev_in = (gpuopt.to_device(x), gpuopt.to_device(wt)) if plan.gpu else None
             outputs: dict[str, np.ndarray] = {}
             conf_rows = []
-            for name in names:
-                gpu = table[name].needs_cuda
+            for name, variant, params in entries:
+                gpu = table[variant].needs_cuda
                 row: dict[str, Any] = dict(conf=conf, N=n, C=c, K=k, H=h, W=w, R=r, S=s, u=u, v=v, P=p, Q=q,
                                            variant=name, device="gpu" if gpu else "cpu")
-                if name == "cudnn":
-                    row["algorithm"] = _cudnn_algorithm(x.shape, wt.shape, (u, v), (0, 0))
+                if variant == "cudnn":
+                    row["algorithm"] = _cudnn_algorithm(x.shape, wt.shape, (u, v), (0, 0),
+                                                        params.get("algorithms", "precise"))
                 try:
                     ins = dev_in if gpu else (x, wt)
-                    fn = lambda ins=ins, name=name, u=u, v=v: gpuopt.conv2d(  # noqa: E731
-                        *ins, stride=(u, v), padding=0, variant=name)
+                    fn = lambda ins=ins, variant=variant, params=params, u=u, v=v: gpuopt.conv2d(  # noqa: E731
+                        *ins, stride=(u, v), padding=0, variant=variant, **params)
                     st = measure(fn, device=row["device"], **reps)
                     outputs[name] = _host(fn())
                     row.update(st.row(), gflops=flops / (st.median_ms * 1e6), spin_us=st.spin_us,
