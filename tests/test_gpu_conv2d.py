@@ -203,7 +203,8 @@ def test_cudnn_registered_iff_built_with_cudnn():
     assert HAS_CUDNN == bool(gpuopt.build_info()["cudnn"])
     if HAS_CUDNN:
         v = gpuopt.variants("conv2d")["cudnn"]
-        assert v.needs_cuda and v.report == "library" and not v.params
+        assert v.needs_cuda and v.report == "library"
+        assert list(v.params) == ["algorithms"] and v.params["algorithms"].default == "precise"
 
 
 @pytest.mark.skipif(not HAS_CUDNN, reason="gpuopt was built without cuDNN")

@@ -150,7 +150,7 @@ def plot_conv2d(meta, rows, path: Path) -> Path:
     def label(c, v):
         r = by[(c, v)]
         s = f"{r['median_ms']:.3g}"
-        if r.get("speedup_vs_cudnn") and v != "cudnn":
+        if r.get("speedup_vs_cudnn") and not v.startswith("cudnn"):
             s += f"\n{r['speedup_vs_cudnn']:.2f}x cuDNN"
         return s
 
