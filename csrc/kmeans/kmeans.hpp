@@ -12,6 +12,15 @@ struct KMeansStats {
     std::vector<float> delta;  // fraction of objects that changed membership, per loop
 };
 
+// Liao's convergence measure, appended to the history: delta = changed / n in float (he
+// counts in a float in steps of 1.0, then divides by numObjs). Returns delta.
+inline float record_iteration(KMeansStats& stats, std::int64_t changed, std::int64_t n) {
+    const float delta = static_cast<float>(changed) / static_cast<float>(n);
+    stats.delta.push_back(delta);
+    ++stats.iterations;
+    return delta;
+}
+
 // x: [n][d] objects. centroids: [k][d], in = initial centres, out = final centres.
 // membership: [n], out. Loops until delta <= threshold or max_iter loops ran.
 // Float32 arithmetic in Liao's order: squared distances summed over coordinates in

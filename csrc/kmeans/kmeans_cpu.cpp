@@ -47,10 +47,7 @@ KMeansStats kmeans_cpu(const float* x, std::int64_t n, std::int64_t d, std::int6
             membership[i] = idx;
         }
         update_centroids(x, membership, n, d, k, centroids, sums, counts);
-        // Liao: float delta counted in steps of 1.0, then delta /= numObjs.
-        delta = static_cast<float>(changed) / static_cast<float>(n);
-        stats.delta.push_back(delta);
-        ++stats.iterations;
+        delta = record_iteration(stats, changed, n);
     } while (delta > threshold && stats.iterations < max_iter);
     return stats;
 }

@@ -238,9 +238,7 @@ KMeansStats kmeans_liao(const float* x_dev, const float* x_host, std::int64_t n,
         // The host update of the CPU reference itself: sums in object order, so the
         // centres stay bit-identical to kmeans_cpu.
         update_centroids(x_host, membership_host, n, d, k, centroids_host, sums, counts);
-        delta = static_cast<float>(changed) / static_cast<float>(n);
-        stats.delta.push_back(delta);
-        ++stats.iterations;
+        delta = record_iteration(stats, changed, n);
     } while (delta > threshold && stats.iterations < max_iter);
     return stats;
 }
