@@ -197,3 +197,7 @@ def cudnn_algorithm(x_shape, w_shape, stride=1, padding=0, algorithms: str = "pr
         raise ValueError(f"algorithms must be 'precise' or 'any', got {algorithms!r}")
     return require_cuda("gpuopt.conv.cudnn_algorithm").conv2d_cudnn_algorithm(n, c, h, w, k, r, s, u, v, ph, pw,
                                                                              algorithms)
+
+
+# The reports' variant families register themselves (display order: simple to fast).
+from . import _conv_cs6235, _conv_ece408  # noqa: E402,F401

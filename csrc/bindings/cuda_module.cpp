@@ -149,6 +149,8 @@ PYBIND11_MODULE(_cuda, m) {
     gpuopt::bind::bind_runtime(m);
     gpuopt::bind::bind_matmul(m);
     gpuopt::bind::bind_conv(m);
+    gpuopt::bind::bind_conv_cs6235(m);
+    gpuopt::bind::bind_conv_ece408(m);
     gpuopt::bind::bind_kmeans(m);
     gpuopt::bind::bind_sparse(m);
 }
