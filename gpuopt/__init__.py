@@ -23,7 +23,7 @@ except ImportError as _exc:  # pragma: no cover - only in a source tree without 
 from ._ext import build_info, cuda_available, cuda_unavailable_reason, device_info
 from .registry import ops, variants
 from .conv import conv2d, conv2d_output_shape
-from .matmul import matmul
+from .matmul import matmul, matmul_kernel_info
 from .kmeans import KMeansResult, kmeans
 from .sparse import sparse_conv2d
 from ._exec import Timing
@@ -36,6 +36,7 @@ __all__ = [
     "conv2d",
     "conv2d_output_shape",
     "matmul",
+    "matmul_kernel_info",
     "kmeans",
     "KMeansResult",
     "sparse_conv2d",

@@ -10,9 +10,9 @@ from . import _core
 from ._validate import float_array
 from ._exec import ExecContext, dispatch
 from ._ext import cuda_module
-from .registry import register
+from .registry import Param, register, resolve, variants
 
-__all__ = ["matmul"]
+__all__ = ["matmul", "matmul_kernel_info"]
 
 
 def matmul(a, b, *, variant: str | None = None, timing: bool = False, **params: Any):
@@ -66,19 +66,125 @@ def _matmul_cpu(ctx: ExecContext, a, b) -> np.ndarray:
     return ctx.finish(c)
 
 
+def _kernel_args(params: dict[str, Any]) -> dict[str, Any]:
+    """Registry values -> the bindings' arguments ("auto" split_k is 0 there)."""
+    return {k: (0 if k == "split_k" and v == "auto" else v) for k, v in params.items()}
+
+
 def _gpu_matmul(kernel: str):
-    def run(ctx: ExecContext, a, b):
+    def run(ctx: ExecContext, a, b, **params):
         da, db = ctx.device(a), ctx.device(b)
         (m, k), n = da.shape, db.shape[1]
         dc = ctx.empty((m, n), np.float32)
         with ctx.kernel():
-            getattr(cuda_module(), kernel)(da.ptr, db.ptr, dc.ptr, m, n, k)
+            getattr(cuda_module(), kernel)(da.ptr, db.ptr, dc.ptr, m, n, k, **_kernel_args(params))
         return ctx.finish(dc)
 
     return run
 
 
+# The ladder, registered simple to fast (the order gpuopt.variants() and the benchmark
+# tables show). Tile names are "BMxBNxBK": block tile rows x columns x k-step; each is a
+# template instantiation in csrc/matmul/. notes/matmul.md has each step's H200 numbers.
+_TILES_2D = ("128x128x8", "64x64x8")
+_TILES_WARP = ("128x128x16", "128x128x8", "128x64x16", "64x64x16")
+_TILES_ASYNC = ("auto", "128x256x32", "128x256x16", "128x128x32", "128x128x16", "128x64x16", "64x64x16",
+                "64x64x16_k2")
+
 register("matmul", "naive", description="one thread per output, 2-D grid of 16x16 blocks (the report's fixed v0)",
          report="cmu18645", needs_cuda=True)(_gpu_matmul("matmul_naive"))
+register("matmul", "coalesced",
+         description="one thread per output, no shared memory: a warp along a row of c (coalesced) or a column (strided)",
+         report="gpuopt", needs_cuda=True,
+         params=(Param("warp_layout", "row", ("row", "column"),
+                       "row: a warp reads 32 consecutive floats of b per k; column: 32 rows of a, K floats apart"),))(
+    _gpu_matmul("matmul_coalesced"))
+register("matmul", "shared", description="A and B tiles staged in shared memory (the report's shared-memory version)",
+         report="cmu18645", needs_cuda=True,
+         params=(Param("block", 16, (16, 32),
+                       "tile edge: 16 (256 threads) or 32 (1024 threads), the report's occupancy experiment"),))(
+    _gpu_matmul("matmul_shared"))
+register("matmul", "tile_buffer",
+         description="a 16x16 block computes tile_sz output tiles of its row stripe, reusing each A tile (report's Fig. 3)",
+         report="cmu18645", needs_cuda=True,
+         params=(Param("tile_sz", 4, (1, 2, 4), "consecutive output tiles per block sharing one A tile"),))(
+    _gpu_matmul("matmul_tile_buffer"))
+register("matmul", "blocktile_1d", description="1-D register blocking: 64x64x8 block tile, 8 outputs of a column per thread",
+         report="gpuopt", needs_cuda=True)(_gpu_matmul("matmul_blocktile_1d"))
+register("matmul", "blocktile_2d", description="2-D register blocking: 8x8 outputs per thread from register fragments",
+         report="gpuopt", needs_cuda=True,
+         params=(Param("tile", "64x64x8", _TILES_2D, "block tile BMxBNxBK (8x8 per thread)"),))(
+    _gpu_matmul("matmul_blocktile_2d"))
+register("matmul", "vectorized",
+         description="2-D blocking with 16-byte loads and A^T in shared memory (float4 inner loop; scalar where unaligned)",
+         report="gpuopt", needs_cuda=True,
+         params=(Param("tile", "128x128x8", _TILES_2D, "block tile BMxBNxBK (8x8 per thread)"),))(
+    _gpu_matmul("matmul_vectorized"))
+register("matmul", "warptile",
+         description="block tile -> warp tiles -> 8x8 (8x4) thread tiles, conflict-free shared memory, grouped order",
+         report="gpuopt", needs_cuda=True,
+         params=(Param("tile", "128x128x16", _TILES_WARP, "block tile BMxBNxBK (warp and thread tiles follow)"),))(
+    _gpu_matmul("matmul_warptile"))
+register("matmul", "async", description="warp-tiled kernel fed by a multi-stage cp.async pipeline into shared memory",
+         report="gpuopt", needs_cuda=True,
+         params=(Param("tile", "auto", _TILES_ASYNC,
+                       "block tile BMxBNxBK (_k2: two k-slices); auto: per shape, by a tile-quantisation cost model"),
+                 Param("stages", 3, (2, 3, 4), "k-steps in flight in shared memory (cp.async pipeline depth)"),
+                 Param("split_k", "auto", ("auto", 1, 2, 4),
+                       "blocks of a cluster sharing an output tile over k (partial tiles summed in distributed "
+                       "shared memory); auto: per shape")))(
+    _gpu_matmul("matmul_async"))
 register("matmul", "cublas", description="cuBLAS SGEMM, strict FP32 (TF32 off): the baseline",
          report="library", needs_cuda=True, preferred=True)(_gpu_matmul("matmul_cublas"))
+
+# Variants that run no kernel of gpuopt's own.
+_NO_KERNEL = {"cpu": "runs on the CPU", "cublas": "runs cuBLAS's kernels"}
+
+
+def matmul_kernel_info(variant: str, *, shape=(4096, 4096, 4096), **params: Any) -> dict:
+    """Resources of the kernel a matmul variant runs (for registers/shared-memory tables).
+
+    Parameters
+    ----------
+    variant : str
+        A GPU variant with a kernel of gpuopt's own (not "cpu" or "cublas").
+    shape : tuple of 3 ints
+        (M, N, K) of the product: it decides the instantiation where the variant picks one
+        per shape (``async`` with ``tile="auto"``); 16-byte aligned operands are assumed
+        (the vectorized path).
+    **params
+        The variant's parameters (defaults filled in, checked as for :func:`matmul`).
+
+    Returns
+    -------
+    dict
+        ``variant``, ``params`` (resolved), ``shape``, ``kernel`` (the instantiation, e.g.
+        ``"async<128x128x16 w64x32 t8x8 s3 vecN>"``), ``threads`` (per block),
+        ``registers`` (per thread), ``static_shared_bytes``, ``dynamic_shared_bytes`` (per
+        block), ``local_bytes`` (per thread: stack frame and spills; 0 means no spills) and
+        ``max_blocks_per_sm`` (occupancy API, with that dynamic shared memory).
+
+    Raises
+    ------
+    ValueError
+        Unknown variant or parameter, a variant without a kernel of gpuopt's own, or a bad
+        shape.
+    RuntimeError
+        No usable GPU (the attributes are read from the loaded kernel).
+    """
+    if not isinstance(variant, str):
+        raise TypeError(f"matmul_kernel_info: variant must be a string, got {type(variant).__name__}")
+    table = variants("matmul")
+    if variant not in table:
+        raise ValueError(f"matmul_kernel_info: unknown variant {variant!r}; valid variants: {list(table)}")
+    if variant in _NO_KERNEL:
+        raise ValueError(f"matmul_kernel_info: variant {variant!r} {_NO_KERNEL[variant]}; it has no kernel of gpuopt's own")
+    try:
+        m, n, k = (int(d) for d in shape)
+    except (TypeError, ValueError):
+        raise ValueError(f"matmul_kernel_info: shape must be (M, N, K), got {shape!r}") from None
+    if min(m, n, k) < 1:
+        raise ValueError(f"matmul_kernel_info: shape must be positive, got {shape!r}")
+    _, resolved = resolve("matmul", variant, params)  # RuntimeError here without a GPU
+    info = dict(cuda_module().matmul_kernel_info(variant, m, n, k, **_kernel_args(resolved)))
+    return {"variant": variant, "params": resolved, "shape": (m, n, k), **info}

@@ -44,3 +44,82 @@ def test_cancellation_is_accurate():
     a = np.array([[1e8, 1.0, -1e8]], dtype=np.float32)
     b = np.ones((3, 1), dtype=np.float32)
     assert gpuopt.matmul(a, b, variant="cpu")[0, 0] == 1.0
+
+
+# ----------------------------------------------------------------- the GPU ladder's registry entries (no GPU needed)
+
+LADDER = ["naive", "coalesced", "shared", "tile_buffer", "blocktile_1d", "blocktile_2d", "vectorized", "warptile",
+          "async", "cublas"]
+
+
+def test_ladder_registered_simple_to_fast():
+    table = gpuopt.variants("matmul")
+    assert [name for name, v in table.items() if v.needs_cuda] == LADDER
+    for name in LADDER:
+        v = table[name]
+        assert v.description and v.report in ("cmu18645", "gpuopt", "library")
+        for p in v.params.values():
+            assert p.doc and p.default in p.allowed
+
+
+def test_ladder_parameters():
+    table = gpuopt.variants("matmul")
+
+    def allowed(variant, param):
+        p = table[variant].params[param]
+        return p.allowed, p.default
+
+    assert allowed("shared", "block") == ((16, 32), 16)
+    assert allowed("tile_buffer", "tile_sz")[0] == (1, 2, 4)
+    assert allowed("coalesced", "warp_layout") == (("row", "column"), "row")
+    assert allowed("blocktile_2d", "tile")[0] == ("128x128x8", "64x64x8")
+    assert allowed("vectorized", "tile")[0] == ("128x128x8", "64x64x8")
+    assert set(allowed("warptile", "tile")[0]) == {"128x128x16", "128x128x8", "128x64x16", "64x64x16"}
+    tiles, default = allowed("async", "tile")
+    assert "auto" in tiles and default in tiles and "128x256x16" in tiles
+    assert allowed("async", "stages")[0] == (2, 3, 4)
+    assert allowed("async", "split_k") == (("auto", 1, 2, 4), "auto")
+    assert not table["blocktile_1d"].params and not table["naive"].params and not table["cublas"].params
+
+
+def test_default_gpu_variant_is_registered_first_of_the_preferred():
+    from gpuopt import registry
+
+    preferred = registry._PREFERRED["matmul"]
+    assert preferred[-1] == "cublas" and set(preferred) <= {"async", "cublas"}
+
+
+@pytest.mark.parametrize("variant,params", [("shared", {"block": 24}), ("tile_buffer", {"tile_sz": 8}),
+                                            ("async", {"stages": 1}), ("async", {"tile": "32x32x8"}),
+                                            ("async", {"split_k": 8}),
+                                            ("warptile", {"tile": "auto"}), ("blocktile_1d", {"tm": 8})])
+def test_bad_ladder_parameters_rejected_without_a_gpu(variant, params):
+    # Parameters are checked before the GPU is looked for: ValueError on any machine.
+    a = np.ones((3, 3), np.float32)
+    with pytest.raises(ValueError):
+        gpuopt.matmul(a, a, variant=variant, **params)
+
+
+def test_kernel_info_rejections():
+    from gpuopt.matmul import matmul_kernel_info
+
+    for variant in ("cpu", "cublas"):
+        with pytest.raises(ValueError, match="no kernel of gpuopt's own"):
+            matmul_kernel_info(variant)
+    with pytest.raises(ValueError, match="unknown variant 'nope'"):
+        matmul_kernel_info("nope")
+    with pytest.raises(TypeError):
+        matmul_kernel_info(3)
+    with pytest.raises(ValueError, match="shape must be"):
+        matmul_kernel_info("async", shape=(0, 4, 4))
+    with pytest.raises(ValueError, match="stages=7 is not allowed"):
+        matmul_kernel_info("async", stages=7)
+
+
+def test_kernel_info_needs_a_gpu():
+    from gpuopt.matmul import matmul_kernel_info
+
+    if gpuopt.cuda_available():
+        pytest.skip("a GPU is present (tests/test_gpu_matmul.py covers this path)")
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        matmul_kernel_info("async")

@@ -1,18 +1,90 @@
+#include <string>
+
 #include "../matmul/matmul_cuda.hpp"
 #include "cuda_bindings.hpp"
 
 namespace gpuopt::bind {
 
+namespace {
+// The arguments every matmul binding takes: device addresses of a (M x K), b (K x N) and
+// c (M x N), row-major float32, then the shape.
+#define GPUOPT_MATMUL_ARGS py::arg("a"), py::arg("b"), py::arg("c"), py::arg("M"), py::arg("N"), py::arg("K")
+using std::int64_t;
+using std::uintptr_t;
+
+py::dict kernel_info_dict(const matmul::KernelInfo& k) {
+    py::dict d;
+    d["kernel"] = k.kernel;
+    d["threads"] = k.threads_per_block;
+    d["registers"] = k.registers_per_thread;
+    d["static_shared_bytes"] = k.static_shared_bytes;
+    d["dynamic_shared_bytes"] = k.dynamic_shared_bytes;
+    d["local_bytes"] = k.local_bytes_per_thread;
+    d["max_blocks_per_sm"] = k.max_active_blocks_per_sm;
+    return d;
+}
+}  // namespace
+
 void bind_matmul(py::module_& m) {
-    using Fn = void (*)(const float*, const float*, float*, std::int64_t, std::int64_t, std::int64_t);
+    using Fn = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t);
     auto def = [&m](const char* name, Fn fn) {
-        m.def(name, [fn](std::uintptr_t a, std::uintptr_t b, std::uintptr_t c, std::int64_t M, std::int64_t N, std::int64_t K) {
+        m.def(name, [fn](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K) {
             py::gil_scoped_release release;
             fn(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K);
-        }, py::arg("a"), py::arg("b"), py::arg("c"), py::arg("M"), py::arg("N"), py::arg("K"));
+        }, GPUOPT_MATMUL_ARGS);
     };
     def("matmul_naive", &matmul::matmul_naive);
+    def("matmul_blocktile_1d", &matmul::matmul_blocktile_1d);
     def("matmul_cublas", &matmul::matmul_cublas);
+
+    m.def("matmul_coalesced", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K,
+                                 const std::string& warp_layout) {
+        py::gil_scoped_release release;
+        matmul::matmul_coalesced(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, warp_layout);
+    }, GPUOPT_MATMUL_ARGS, py::arg("warp_layout"));
+    m.def("matmul_shared", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K, int block) {
+        py::gil_scoped_release release;
+        matmul::matmul_shared(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, block);
+    }, GPUOPT_MATMUL_ARGS, py::arg("block"));
+    m.def("matmul_tile_buffer", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K, int tile_sz) {
+        py::gil_scoped_release release;
+        matmul::matmul_tile_buffer(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, tile_sz);
+    }, GPUOPT_MATMUL_ARGS, py::arg("tile_sz"));
+
+    using TileFn = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, const std::string&);
+    auto def_tile = [&m](const char* name, TileFn fn) {
+        m.def(name, [fn](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K, const std::string& tile) {
+            py::gil_scoped_release release;
+            fn(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, tile);
+        }, GPUOPT_MATMUL_ARGS, py::arg("tile"));
+    };
+    def_tile("matmul_blocktile_2d", &matmul::matmul_blocktile_2d);
+    def_tile("matmul_vectorized", &matmul::matmul_vectorized);
+    def_tile("matmul_warptile", &matmul::matmul_warptile);
+
+    m.def("matmul_async", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K,
+                             const std::string& tile, int stages, int split_k) {
+        py::gil_scoped_release release;
+        matmul::matmul_async(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, tile, stages,
+                             split_k);
+    }, GPUOPT_MATMUL_ARGS, py::arg("tile"), py::arg("stages"), py::arg("split_k"));
+
+    m.def("matmul_kernel_info", [](const std::string& variant, int64_t M, int64_t N, int64_t K, int block, int tile_sz,
+                                   const std::string& warp_layout, const std::string& tile, int stages, int split_k) {
+        matmul::KernelParams p;
+        p.block = block;
+        p.tile_sz = tile_sz;
+        p.warp_layout = warp_layout;
+        p.tile = tile;
+        p.stages = stages;
+        p.split_k = split_k;
+        return kernel_info_dict(matmul::matmul_kernel_info(variant, p, M, N, K));
+    }, py::arg("variant"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("block") = 16, py::arg("tile_sz") = 1,
+          py::arg("warp_layout") = "row", py::arg("tile") = "auto", py::arg("stages") = 3, py::arg("split_k") = 0,
+          "Registers, shared memory, local memory and occupancy of the kernel `variant` runs for an M x N x K "
+          "product with 16-byte aligned operands.");
 }
+
+#undef GPUOPT_MATMUL_ARGS
 
 }  // namespace gpuopt::bind

@@ -1,8 +1,14 @@
-// matmul on the GPU: device pointers, row-major float32, stream 0. Launchers check their
-// configuration and every launch.
+// matmul on the GPU: device pointers, row-major float32 (a: M x K, b: K x N, c: M x N),
+// stream 0. Launchers check their configuration and every launch; they allocate nothing.
+//
+// The ladder, simple to fast (notes/matmul.md has each step's prediction and outcome):
+//   naive -> coalesced -> shared -> tile_buffer (the CMU report) -> blocktile_1d ->
+//   blocktile_2d -> vectorized -> warptile -> async, with cuBLAS as the baseline.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace gpuopt::matmul {
 
@@ -10,7 +16,70 @@ namespace gpuopt::matmul {
 // of its single-block kernel), correct for any M, N, K.
 void matmul_naive(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K);
 
+// One thread per output, no shared memory; warp_layout "row": a warp takes 32 consecutive
+// columns of one row of c (reads of b and writes of c coalesced); "column": 32 consecutive
+// rows of one column (every read of a and write of c strided): the uncoalesced baseline.
+void matmul_coalesced(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
+                      const std::string& warp_layout);
+
+// Shared-memory tiles of block x block (16: 256 threads, 32: 1024 threads, the report's
+// occupancy experiment).
+void matmul_shared(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K, int block);
+
+// The report's "tile buffering" (its Figure 3): a 16x16 block computes tile_sz (1, 2, 4)
+// consecutive output tiles of its row stripe, loading each A tile once for all of them.
+void matmul_tile_buffer(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
+                        int tile_sz);
+
+// 1-D register blocking: 64x64x8 block tile, each of 512 threads computes 8 outputs of a column.
+void matmul_blocktile_1d(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K);
+
+// 2-D register blocking: each thread computes 8x8 outputs; tile "128x128x8" or "64x64x8".
+void matmul_blocktile_2d(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
+                         const std::string& tile);
+
+// 2-D register blocking with 16-byte global loads and A^T in shared memory (float4 reads
+// in the inner loop); scalar loads where a row is not 16-byte aligned.
+void matmul_vectorized(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
+                       const std::string& tile);
+
+// Block tile -> warp tiles -> 8x8 (or 8x4) thread tiles, conflict-free shared memory.
+void matmul_warptile(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
+                     const std::string& tile);
+
+// The warp-tiled kernel fed by a `stages`-deep cp.async pipeline (2, 3 or 4), with split_k
+// (1, 2, 4) blocks of a cluster sharing each output tile; tile "auto" and split_k 0 pick
+// them from the shape (see matmul_async.cu).
+void matmul_async(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
+                  const std::string& tile, int stages, int split_k);
+
 // cuBLAS SGEMM, strict FP32 (no TF32): the baseline every variant is compared with.
 void matmul_cublas(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K);
+
+// Resources of one kernel instantiation (cudaFuncGetAttributes and the occupancy API).
+struct KernelInfo {
+    std::string kernel;                     // the instantiation, e.g. "async<128x128x16 w64x32 t8x8 s3 vecN>"
+    int threads_per_block = 0;
+    int registers_per_thread = 0;
+    std::size_t static_shared_bytes = 0;
+    std::size_t dynamic_shared_bytes = 0;
+    std::size_t local_bytes_per_thread = 0;  // stack frame + spills
+    int max_active_blocks_per_sm = 0;
+};
+
+// Parameters of every variant (each variant reads its own).
+struct KernelParams {
+    int block = 16;                   // shared
+    int tile_sz = 1;                  // tile_buffer
+    std::string warp_layout = "row";  // coalesced
+    std::string tile = "auto";        // blocktile_2d, vectorized, warptile, async
+    int stages = 3;                   // async
+    int split_k = 0;                  // async (0: auto)
+};
+
+// The kernel `variant` runs for an M x N x K product with 16-byte aligned operands (the
+// fast path). Variants without a kernel of gpuopt's own (cublas, cpu) are rejected.
+KernelInfo matmul_kernel_info(const std::string& variant, const KernelParams& params, std::int64_t M, std::int64_t N,
+                              std::int64_t K);
 
 }  // namespace gpuopt::matmul

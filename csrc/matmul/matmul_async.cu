@@ -1,0 +1,111 @@
+// Ladder step 6, "async": the warp-tiled kernel fed by a multi-stage cp.async pipeline
+// (the kernel is in matmul_async.cuh, its instantiations in matmul_async_<tile>.cu). This
+// file picks the configuration: tile and split-k, each given or "auto".
+#include <algorithm>
+#include <cmath>
+
+#include "matmul_async.cuh"
+
+namespace gpuopt::matmul {
+
+namespace {
+
+// What tile="auto" / split_k=0 choose from: a tile with a split, the blocks of it a
+// multiprocessor holds at once (occupancy), and its throughput on the H200 with every
+// multiprocessor full (GFLOP/s, from the sweep in notes/matmul.md).
+struct AutoConfig {
+    const char* tile;
+    int bm, bn, bk, split, occupancy;
+    double gflops;
+};
+constexpr AutoConfig kAutoConfigs[] = {
+    {"128x256x32", 128, 256, 32, 1, 1, 47800.0},  // large shapes
+    {"128x128x16", 128, 128, 16, 1, 2, 44200.0},
+    {"128x64x16", 128, 64, 16, 1, 4, 43000.0},
+    {"64x64x16", 64, 64, 16, 1, 4, 38600.0},
+    {"128x128x32", 128, 128, 32, 2, 1, 44700.0},  // split-k, for shapes with few tiles
+    {"128x128x16", 128, 128, 16, 4, 2, 44200.0},
+    {"64x64x16", 64, 64, 16, 2, 4, 38600.0},
+    {"64x64x16", 64, 64, 16, 4, 4, 38600.0},
+};
+// A block's fixed cost in units of k-depth: for split-k, the cluster reduction of the
+// partial tiles (pipeline fill and drain proved negligible in the fit).
+constexpr double kFixedK = 0.0, kSplitFixedK = 48.0;
+// A multiprocessor holding fewer blocks than its occupancy runs below its full rate (fewer
+// warps to hide latency): rate x (blocks / occupancy)^0.2. The three constants were
+// fitted to the H200 sweep of squares 512..8192 (notes/matmul.md).
+constexpr double kUnderfillExponent = 0.2;
+
+// Estimated time: blocks are dealt to the multiprocessors in rounds (tile quantisation:
+// a round with one block on one multiprocessor costs as much as a full one), each block
+// doing BM*BN*(K/split + fixed) multiply-adds at the configuration's rate.
+double estimate(const AutoConfig& c, std::int64_t M, std::int64_t N, std::int64_t K, std::int64_t sms) {
+    const std::int64_t blocks = ceil_div<std::int64_t>(M, c.bm) * ceil_div<std::int64_t>(N, c.bn) * c.split;
+    const std::int64_t rounds = ceil_div<std::int64_t>(blocks, sms);
+    const double fill = std::min(1.0, static_cast<double>(rounds) / c.occupancy);
+    const double rate = c.gflops * std::pow(fill, kUnderfillExponent);
+    const double depth = static_cast<double>(ceil_div<std::int64_t>(K, c.split)) + (c.split > 1 ? kSplitFixedK : kFixedK);
+    return static_cast<double>(rounds) * c.bm * c.bn * depth / rate;
+}
+
+struct Choice {
+    std::string tile;
+    int split_k;
+};
+
+// tile "auto" and/or split_k 0 (auto): the cheapest estimate among the table's rows the
+// caller left open (an explicit split_k replaces the rows' split). An explicit tile
+// without a row in the table runs unsplit.
+Choice choose(const std::string& tile, int split_k, std::int64_t M, std::int64_t N, std::int64_t K) {
+    if (tile != "auto" && split_k != 0) return {tile, split_k};
+    const std::int64_t sms = multiprocessor_count();
+    const bool clusters = device_has_clusters();
+    Choice best{tile == "auto" ? kAutoConfigs[0].tile : tile, split_k == 0 ? 1 : split_k};
+    double best_cost = INFINITY;
+    for (AutoConfig c : kAutoConfigs) {
+        if (tile != "auto" && tile != c.tile) continue;
+        if (split_k != 0) c.split = split_k;
+        if (c.split > 1) {
+            if (!clusters) continue;  // split-k reduces through a thread-block cluster (sm_90)
+            // Split only where the unsplit grid leaves multiprocessor slots empty, and
+            // each block keeps at least two k-steps.
+            const std::int64_t tiles = ceil_div<std::int64_t>(M, c.bm) * ceil_div<std::int64_t>(N, c.bn);
+            if (tiles >= sms * c.occupancy || K < 2LL * c.bk * c.split) continue;
+        }
+        const double cost = estimate(c, M, N, K, sms);
+        if (cost < best_cost) best_cost = cost, best = {c.tile, c.split};
+    }
+    return best;
+}
+
+}  // namespace
+
+MatmulLaunch plan_async(const float* /*a*/, const float* b, const float* c, std::int64_t M, std::int64_t N,
+                        std::int64_t K, const std::string& tile_param, int stages, int split_k) {
+    GPUOPT_REQUIRE(split_k == 0 || split_k == 1 || split_k == 2 || split_k == 4,
+                   "matmul async: split_k must be 1, 2, 4 or 0 (auto), got " + std::to_string(split_k));
+    GPUOPT_REQUIRE(split_k <= 1 || device_has_clusters(),
+                   "matmul async: split_k > 1 needs thread-block clusters (compute capability 9.0 or newer)");
+    const bool vec_n = N % 4 == 0 && aligned16(b) && aligned16(c);
+    if (tile_param != "auto") {  // reject unknown tiles before reading a shape off the name
+        bool known = false;
+        for (auto plan : {plan_async_128x256, plan_async_128x128, plan_async_128x64, plan_async_64x64})
+            known = known || plan(tile_param, stages, 1, vec_n, 1, 1).kernel != nullptr;
+        GPUOPT_REQUIRE(known, "matmul async: unknown tile '" + tile_param + "'");
+    }
+    const Choice ch = choose(tile_param, split_k, M, N, K);
+    MatmulLaunch l;
+    for (auto plan : {plan_async_128x256, plan_async_128x128, plan_async_128x64, plan_async_64x64}) {
+        l = plan(ch.tile, stages, ch.split_k, vec_n, M, N);
+        if (l.kernel != nullptr) return l;
+    }
+    ::gpuopt::detail::fail_argument(__FILE__, __LINE__, "matmul async: unknown tile '" + tile_param + "'");
+}
+
+void matmul_async(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
+                  const std::string& tile, int stages, int split_k) {
+    require_shape(M, N, K, "async");
+    run_launch(plan_async(a, b, c, M, N, K, tile, stages, split_k), a, b, c, M, N, K);
+}
+
+}  // namespace gpuopt::matmul
