@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The matmul sweep: naive vs cuBLAS, square n = 128..8192: GFLOP/s (CMU 18-645 report).
+"""The matmul sweep: every GPU matmul variant (the ladder) and cuBLAS, square n = 128..8192: GFLOP/s (CMU 18-645 report).
 
 Same options as `python -m gpuopt.bench` (--quick, --out DIR, --plot-only, --quiet);
 results go to benchmarks/results/ by default. See benchmarks/README.md.

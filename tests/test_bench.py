@@ -7,6 +7,7 @@ import io
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ from gpuopt import bench
 from gpuopt.bench import sweeps
 from gpuopt.bench.__main__ import main
 
-SWEEP_NAMES = ["matmul", "conv2d", "kmeans", "sparse"]
+SWEEP_NAMES = ["matmul", "matmul_report", "conv2d", "kmeans", "sparse"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -195,6 +196,10 @@ def test_cli_quick_tiny_runs_every_sweep_and_replots(tmp_path, capsys, data_env)
     assert {r["n"] for r in mm} == {32, 64} and all(r["gflops"] > 0 for r in mm)
     checked = [r["rel_err"] for r in mm if r.get("rel_err") is not None]
     assert checked and all(e < 1e-5 for e in checked)
+    assert "| step | kernel | GFLOP/s | % cuBLAS |" in (out / "matmul_ladder.md").read_text()
+    _, mr = bench.read_results(out / "matmul_report.json")
+    assert [r["n"] for r in mr if r["label"] == mr[0]["label"]] == list(sweeps.REPORT_SIZES["tiny"])
+    assert all(r["check_ok"] and r["max_rel_err"] < 1e-3 for r in mr)
     _, cv = bench.read_results(out / "conv2d.json")
     assert [r["conf"] for r in cv if r["variant"] == cv[0]["variant"]] == ["conf1", "conf2", "conf3", "conf4"]
     assert all(r["gflops"] > 0 and r["P"] == (r["H"] - r["R"]) // r["u"] + 1 for r in cv)
@@ -214,11 +219,13 @@ def test_cli_quick_tiny_runs_every_sweep_and_replots(tmp_path, capsys, data_env)
     for name in SWEEP_NAMES:
         (out / f"{name}.png").unlink()
     (out / "matmul.csv").unlink()  # not needed for plotting
+    (out / "matmul_ladder.md").unlink()
     assert main(["--plot-only", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     for name in SWEEP_NAMES:
         assert (out / f"{name}.png").read_bytes()[:8] == PNG_MAGIC
         assert f"== {name}" in printed
+    assert (out / "matmul_ladder.md").is_file()  # redrawn from the JSON too
 
 
 def test_cli_plot_only_missing_results(tmp_path, capsys):
@@ -231,7 +238,7 @@ def test_cli_unknown_sweep_exits_2(tmp_path):
                           capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 2
     assert "unknown sweep 'fft'" in proc.stderr
-    assert "valid sweeps: matmul, conv2d, kmeans, sparse" in proc.stderr
+    assert "valid sweeps: matmul, matmul_report, conv2d, kmeans, sparse" in proc.stderr
     assert not list(tmp_path.iterdir())  # nothing ran
 
 
@@ -251,6 +258,7 @@ def test_cli_list(capsys):
     for name in SWEEP_NAMES:
         assert name in printed
     assert "cublas" in printed and "cpu (usable)" in printed
+    assert "matmul_report" in printed and "naive" in printed.split("matmul_report", 1)[1]
 
 
 def test_sweeps_skip_missing_variants(monkeypatch):
@@ -261,6 +269,241 @@ def test_sweeps_skip_missing_variants(monkeypatch):
     chosen = sweeps._select("conv2d", ("no_such_variant", "cpu"), plan, notes)
     assert chosen == ["cpu"]
     assert any("no_such_variant" in n and "not registered" in n for n in notes)
+
+
+# --------------------------------------------------------------------------- matmul: the report, the ladder
+
+H200 = {"name": "NVIDIA H200", "compute_capability": (9, 0), "multiprocessors": 132, "clock_rate_khz": 1980000}
+
+
+def test_report_numbers_transcribed():
+    # Every printed row: five cases, and its "total" is their sum (as the report's column).
+    versions = {v for v, _, _ in sweeps.REPORT_VERSIONS}
+    assert sweeps.REPORT_CASES == (8, 10, 32, 33, 1000)
+    seen = []
+    for t in sweeps.REPORT_TABLES:
+        for r in t["rows"]:
+            assert r["version"] in versions and len(r["gflops"]) == 5
+            if r["total"] is not None:
+                assert sum(r["gflops"]) == pytest.approx(r["total"], rel=5e-4), (t["id"], r["version"])
+            seen.append((t["id"], r["version"]))
+    assert len(seen) == 8 and ("T4c", "TILE_SZ = 4") in seen
+    t4a = sweeps.REPORT_TABLES[1]["rows"][0]
+    assert t4a["version"] == "Original Version" and t4a["gflops"][4] == 63.6513
+    # The cases' reading: n = 8, 10, 32, 33 all imply one fixed ~0.24 ms per call.
+    for t in sweeps.REPORT_TABLES:
+        for r in t["rows"]:
+            ms = [sweeps.report_flops(n) / (g * 1e6) for n, g in zip(sweeps.REPORT_CASES[:4], r["gflops"][:4])]
+            assert all(0.23 < m < 0.29 for m in ms), (t["id"], r["version"], ms)
+    labels = dict((v, lb) for v, lb, _ in sweeps.REPORT_VERSIONS)
+    assert labels["Memory Shared Version"] == "shared block=32"
+    assert labels["Scheduling Throughput Maximized Version"] == "shared block=16"
+    assert labels["TILE_SZ = 2"] == "tile_buffer tile_sz=2" and labels["Original Version"] == "naive"
+
+
+def test_report_gflops_formula():
+    assert sweeps.report_flops(1000) == 1999 * 1000 * 1000
+    assert sweeps.report_gflops(1000, 1.0) == pytest.approx(1999.0)  # 1.999e9 flop in 1 ms
+    assert sweeps.report_gflops(8, 0.24) == pytest.approx(960 / 0.24e6)  # the report's case 1 at 0.24 ms
+    assert sweeps.report_gflops(1, 1e-6) == pytest.approx(1.0)
+
+
+def test_fp32_peak():
+    peak, text = sweeps.fp32_peak(H200)
+    assert peak == pytest.approx(2 * 132 * 128 * 1.98e9 / 1e9) and 66_000 < peak < 68_000
+    assert "132 SMs" in text and "128 FP32 lanes" in text
+    assert sweeps.fp32_peak({**H200, "compute_capability": "9.0"})[0] == peak  # meta["gpu"] spells it "9.0"
+    a100 = {"multiprocessors": 108, "clock_rate_khz": 1410000, "compute_capability": "8.0"}
+    assert sweeps.fp32_peak(a100)[0] == pytest.approx(19_491.84)  # 64 lanes per SM on an A100
+    assert sweeps.fp32_peak(None)[0] is None and sweeps.fp32_peak({"name": "x"})[0] is None
+
+
+def _ladder_rows():
+    rows = []
+    for n, scale in ((1024, 0.5), (4096, 1.0)):
+        for label, variant, g, info in (("naive", "naive", 5000.0, dict(registers=30, static_shared_bytes=0,
+                                                                         local_bytes=0, threads=256)),
+                                        ("shared block=16", "shared", 10000.0, dict(registers=40,
+                                                                                     static_shared_bytes=2048,
+                                                                                     dynamic_shared_bytes=0,
+                                                                                     local_bytes=8, threads=256,
+                                                                                     max_blocks_per_sm=8,
+                                                                                     kernel="shared<16>")),
+                                        ("cublas", "cublas", 50000.0, {})):
+            rows.append({"n": n, "label": label, "variant": variant, "gflops": g * scale, "median_ms": 1.0, **info})
+    rows.append({"n": 4096, "label": "broken", "variant": "broken", "error": "RuntimeError: boom"})
+    return rows
+
+
+def test_matmul_ladder_table(tmp_path):
+    rows = _ladder_rows()
+    meta = {"gpu": {**H200, "compute_capability": "9.0"}, "gpuopt_version": "0", "commit": "abc"}
+    peak = sweeps.fp32_peak(H200)[0]
+    n, steps = sweeps.matmul_ladder(rows, meta)
+    assert n == 4096
+    assert [s["step"] for s in steps] == [1, 2, 3, "ref"]
+    naive, shared, broken, cublas = steps
+    assert naive["pct_cublas"] == pytest.approx(10.0) and shared["pct_cublas"] == pytest.approx(20.0)
+    assert cublas["pct_cublas"] == pytest.approx(100.0)
+    assert naive["pct_peak"] == pytest.approx(100 * 5000 / peak) and cublas["pct_peak"] == pytest.approx(
+        100 * 50000 / peak)
+    assert shared["x_prev"] == pytest.approx(2.0) and naive["x_prev"] is None
+    assert shared["registers"] == 40 and shared["local_bytes"] == 8 and broken["gflops"] is None
+    assert sweeps.matmul_ladder(rows, meta, n=1024)[1][0]["pct_cublas"] == pytest.approx(10.0)
+    no4096 = [r for r in rows if r["n"] == 1024]
+    assert sweeps.matmul_ladder(no4096, meta)[0] == 1024  # the largest measured size instead
+    # A recorded peak wins over the device's numbers.
+    assert sweeps.matmul_ladder(rows, {**meta, "fp32_peak_gflops": 100000.0})[1][0]["pct_peak"] == pytest.approx(5.0)
+
+    text = sweeps.table_matmul(rows, meta)
+    assert "ladder at n = 4096" in text and "66.9 TFLOP/s" in text and "boom" in text
+    [md] = sweeps.extras_matmul(meta, rows, tmp_path)
+    assert md == tmp_path / "matmul_ladder.md"
+    lines = md.read_text().splitlines()
+    assert lines[0] == "### matmul ladder at n = 4096"
+    assert "| 1 | naive | 5000 | 10.0% | 7.5% | - | 30 | 0 | 0 | 256 | - | - |" in lines
+    assert "| 2 | shared block=16 | 10000 | 20.0% | 14.9% | 2.00x | 40 | 2048 | 8 | 256 | 8 | shared<16> |" in lines
+    assert "| ref | cublas | 50000 | 100.0% | 74.7% | - | - | - | - | - | - | - |" in lines
+    assert "| 3 | broken | failed |" in md.read_text()
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """A GPU-like registry and device on any machine: the matmul sweeps' GPU path, run on NumPy.
+
+    Variants naive, cublas (registered second), shared (block 16/32), tile_buffer (tile_sz
+    1/2/4), coalesced (warp_layout row/column) and a 'warptile' that is 1% off; to_device is
+    the identity and measure() times on the CPU.
+    """
+    from gpuopt.registry import Param, Variant
+
+    def v(name, *params):
+        return Variant("matmul", name, f"fake {name}", "gpuopt", True, {p.name: p for p in params})
+
+    table = {"cpu": Variant("matmul", "cpu", "cpu", "reference", False), "naive": v("naive"), "cublas": v("cublas"),
+             "shared": v("shared", Param("block", 16, (16, 32))),
+             "tile_buffer": v("tile_buffer", Param("tile_sz", 1, (1, 2, 4))),
+             "coalesced": v("coalesced", Param("warp_layout", "row", ("row", "column"))), "warptile": v("warptile")}
+    calls = []
+
+    def fake_matmul(a, b, *, variant=None, **params):
+        calls.append((variant, tuple(sorted(params.items()))))
+        spec = table[variant]
+        assert set(params) <= set(spec.params)
+        c = (np.asarray(a, np.float64) @ np.asarray(b, np.float64)).astype(np.float32)
+        return c * np.float32(1.01) if variant == "warptile" else c
+
+    def kernel_info(variant, *, shape=(4096, 4096, 4096), **params):  # gpuopt.matmul's signature
+        calls.append(("kernel_info", variant, tuple(shape)))
+        n = shape[0]
+        if variant == "cublas":
+            raise ValueError("cublas is not one of gpuopt's kernels")
+        return {"registers": 32 + params.get("tile_sz", 0), "static_shared_bytes": 4 * 2 * params.get("block", 0) ** 2,
+                "dynamic_shared_bytes": 0, "local_bytes": 0, "threads": 256, "max_blocks_per_sm": 8,
+                "kernel": f"{variant}<{n}>", "variant": variant}
+
+    real_measure = sweeps.measure
+    monkeypatch.setattr(gpuopt, "variants", lambda op=None: table)
+    monkeypatch.setattr(gpuopt.registry.Variant, "available", property(lambda self: True))
+    monkeypatch.setattr(gpuopt, "matmul", fake_matmul)
+    monkeypatch.setattr(gpuopt, "to_device", lambda x: x)
+    monkeypatch.setattr(gpuopt, "device_info", lambda: dict(H200))
+    monkeypatch.setattr(sweeps, "measure", lambda fn, device=None, **kw: real_measure(fn, device="cpu", **kw))
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module("gpuopt.matmul"), "matmul_kernel_info", kernel_info, raising=False)
+    return calls
+
+
+def test_matmul_sweeps_gpu_path(fake_gpu, tmp_path):
+    plan = sweeps.Plan(gpu=True, tiny=True, progress=False)
+    res = sweeps.SWEEPS["matmul"].run(plan)
+    labels = ["naive", "shared block=32", "shared block=16", "tile_buffer tile_sz=1", "tile_buffer tile_sz=2",
+              "tile_buffer tile_sz=4", "coalesced warp_layout=column", "coalesced warp_layout=row", "warptile",
+              "cublas"]
+    assert [r["label"] for r in res.rows if r["n"] == 32] == labels  # registration order, cuBLAS last
+    assert ("shared", (("block", 32),)) in fake_gpu and ("tile_buffer", (("tile_sz", 4),)) in fake_gpu
+    assert any("not registered" in n and "blocktile_2d" in n for n in res.notes)
+    by = {(r["n"], r["label"]): r for r in res.rows}
+    assert by[(64, "cublas")]["pct_cublas"] == pytest.approx(100.0) and "rel_err" not in by[(64, "cublas")]
+    r = by[(64, "naive")]
+    assert r["pct_cublas"] == pytest.approx(100 * r["gflops"] / by[(64, "cublas")]["gflops"])
+    assert r["pct_peak"] == pytest.approx(100 * r["gflops"] / sweeps.fp32_peak(H200)[0])
+    assert r["reference"] == "cublas" and r["rel_err"] < 1e-6 and by[(64, "warptile")]["rel_err"] > 1e-3
+    assert by[(64, "shared block=32")]["static_shared_bytes"] == 8192 and by[(64, "tile_buffer tile_sz=2")][
+        "registers"] == 34
+    assert by[(64, "cublas")].get("registers") is None and by[(32, "naive")].get("registers") is None
+    assert ("kernel_info", "naive", (64, 64, 64)) in fake_gpu  # at the ladder's size (tiny: the largest)
+    assert by[(64, "warptile")]["kernel"] == "warptile<64>"
+    assert ("coalesced", (("warp_layout", "column"),)) in fake_gpu
+    assert res.meta["fp32_peak_gflops"] == pytest.approx(sweeps.fp32_peak(H200)[0])
+
+    rep = sweeps.SWEEPS["matmul_report"].run(plan)
+    assert not any("not measured" in n for n in rep.notes if "Memory Shared" in n)
+    by = {(r["n"], r["label"]): r for r in rep.rows}
+    r = by[(8, "shared block=16")]
+    assert r["case"] == 1 and r["report_version"] == "Scheduling Throughput Maximized Version"
+    assert r["gflops"] == pytest.approx(sweeps.report_gflops(8, r["median_ms"]))
+    assert r["call_gflops"] == pytest.approx(sweeps.report_gflops(8, r["call_median_ms"])) and r["check_ok"]
+    assert by[(5, "naive")]["case"] is None
+    bad = by[(33, "warptile")]  # 1% off: fails the report's 1e-3 check, recorded as an error
+    assert bad["check_ok"] is False and bad["max_rel_err"] == pytest.approx(0.01, rel=1e-3)
+    assert ">= 0.001" in bad["error"]
+    text = sweeps.table_matmul_report(rep.rows, {"gpu": H200})
+    assert "H200 kernel" in text and "H200 whole call" in text and "GTX 480 [T4c]" in text and "206.939" in text
+
+
+def test_matmul_report_cli_and_plot_only(tmp_path, capsys):
+    # CPU mode, tiny sizes: files, the report's numbers in the table and the meta, --plot-only.
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "res"
+    assert main(["matmul_report", "--tiny", "--quiet", "--seed", "5", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "(2n-1)*n^2 / t" in printed and "GTX 480" in printed
+    for t in sweeps.REPORT_TABLES:  # every number the report printed is in the table
+        for r in t["rows"]:
+            for g in r["gflops"]:
+                assert repr(g) in printed, g
+    with open(out / "matmul_report.csv", newline="") as fh:
+        table = list(csv.DictReader(fh))
+    assert list(table[0])[: len(sweeps.REPORT_COLUMNS)] == list(sweeps.REPORT_COLUMNS)
+    meta, rows = bench.read_results(out / "matmul_report.json")
+    assert meta["report"]["cases"] == {"case 1": 8, "case 2": 10, "case 3": 32, "case 4": 33, "case 5": 1000}
+    assert meta["report"]["tables"][3]["rows"][2]["gflops"][4] == 206.939 and "GTX 480" in meta["report"]["gpu"]
+    for r in rows:
+        assert r["gflops"] == pytest.approx((2 * r["n"] - 1) * r["n"] ** 2 / (r["median_ms"] * 1e6))
+        assert r["check_ok"] and r["max_rel_err"] < 1e-3
+    assert (out / "matmul_report.png").read_bytes()[:8] == PNG_MAGIC
+    assert "| GTX 480 [T4a] | 0.00402569 |" in (out / "matmul_report.md").read_text()
+    for f in ("matmul_report.png", "matmul_report.md", "matmul_report.csv"):
+        (out / f).unlink()
+    assert main(["matmul_report", "--plot-only", "--out", str(out)]) == 0
+    assert (out / "matmul_report.png").read_bytes()[:8] == PNG_MAGIC and (out / "matmul_report.md").is_file()
+    assert "GTX 480 [T4c]" in capsys.readouterr().out
+
+
+def test_plot_only_gpu_like_results(tmp_path, capsys):
+    # Figures and tables of GPU results (written by hand here) redraw on a machine without one.
+    pytest.importorskip("matplotlib")
+    meta = {"gpu": {**H200, "compute_capability": "9.0"}, "plan": {"mode": "gpu", "level": "full"},
+            "gpuopt_version": "0", "commit": "abc"}
+    rows = _ladder_rows()
+    bench.write_results("matmul", rows, {**meta, "sweep": "matmul"}, tmp_path, columns=sweeps.MATMUL_COLUMNS)
+    rrows = []
+    for n in sweeps.REPORT_SIZES[("gpu", "full")]:
+        for label, variant in (("naive", "naive"), ("shared block=32", "shared"), ("cublas", "cublas")):
+            ms = 0.005 + n**3 / 1e9
+            rrows.append({"n": n, "label": label, "variant": variant, "median_ms": ms,
+                          "gflops": sweeps.report_gflops(n, ms), "call_gflops": sweeps.report_gflops(n, ms + 0.05),
+                          "max_rel_err": 1e-7, "repeats": 30})
+    bench.write_results("matmul_report", rrows, {**meta, "sweep": "matmul_report"}, tmp_path)
+    assert main(["matmul", "matmul_report", "--plot-only", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "H200 whole call" in printed and "Memory Shared Version (shared block=32)" in printed
+    assert re.search(r"TILE_SZ = 2 \(tile_buffer tile_sz=2\) +H200: not measured", printed)
+    for f in ("matmul.png", "matmul_report.png"):
+        assert (tmp_path / f).read_bytes()[:8] == PNG_MAGIC
+    assert "| 2 | shared block=16 | 10000 | 20.0% |" in (tmp_path / "matmul_ladder.md").read_text()
 
 
 # --------------------------------------------------------------------------- GPU

@@ -1,10 +1,11 @@
 """Command line: ``python -m gpuopt.bench [names...] [--quick] [--out DIR] [--plot-only] [--quiet] [--list]``.
 
-Runs the sweeps (default: all of matmul, conv2d, kmeans, sparse), writes
-``DIR/<name>.csv`` and ``DIR/<name>.json`` and draws ``DIR/<name>.png`` for each, then
+Runs the sweeps (default: all of matmul, matmul_report, conv2d, kmeans, sparse), writes
+``DIR/<name>.csv`` and ``DIR/<name>.json`` and draws ``DIR/<name>.png`` for each (the
+matmul sweeps also write ``DIR/matmul_ladder.md`` / ``DIR/matmul_report.md``), then
 prints a short table per sweep. Without a usable GPU it runs the CPU variants at small
-sizes. ``--plot-only`` redraws the figures (and prints the tables) from the JSON files
-already in DIR, without running anything.
+sizes. ``--plot-only`` redraws the figures and Markdown tables (and prints the tables)
+from the JSON files already in DIR, without running anything.
 
 Exit status: 0 when every measurement succeeded, 1 when some failed (they are recorded
 with their error and listed) or a results file is missing for ``--plot-only``, 2 for
@@ -37,8 +38,8 @@ def build_parser(default_out: str | os.PathLike | None = None) -> argparse.Argum
     parser.add_argument("names", nargs="*", metavar="name",
                         help=f"sweeps to run, from {{{', '.join(SWEEPS)}}} (default: all)")
     parser.add_argument("--quick", action="store_true",
-                        help="smaller sizes and fewer repeats (all four sweeps: about 5 s of measuring on an H200, "
-                             "against about 20 s for the full set)")
+                        help="smaller sizes and fewer repeats (the full set measures for a few minutes on an H200, "
+                             "most of it the matmul ladder up to 8192; quick: well under a minute)")
     parser.add_argument("--out", default=str(default_out or DEFAULT_OUT), metavar="DIR",
                         help="folder for <name>.csv/.json/.png (default: %(default)s)")
     parser.add_argument("--plot-only", action="store_true",
@@ -77,15 +78,16 @@ def _list() -> int:
     usable = gpuopt.cuda_available()
     print("GPU: " + ((gpuopt.device_info() or {}).get("name", "?") if usable
                      else f"none ({gpuopt.cuda_unavailable_reason()})"))
+    width = max(len(s.name) for s in SWEEPS.values())
     for s in SWEEPS.values():
         table = gpuopt.variants(s.op)
         states = []
-        for v in dict.fromkeys([*s.gpu_variants, "cpu"]):
+        for v in dict.fromkeys([*s.variant_names(), "cpu"]):
             if v not in table:
                 states.append(f"{v} (not registered)")
             else:
                 states.append(f"{v} ({'usable' if table[v].available else 'needs a GPU'})")
-        print(f"{s.name:8s} {s.description}\n         variants: {', '.join(states)}")
+        print(f"{s.name:{width}s} {s.description}\n{'':{width}s} variants: {', '.join(states)}")
     return 0
 
 
@@ -102,6 +104,20 @@ def _plot(name: str, meta: dict, rows: list, out: Path, notes: list[str]) -> Pat
         return None
 
 
+def _extras(name: str, meta: dict, rows: list, out: Path, notes: list[str]) -> list[Path]:
+    """The sweep's further files (Markdown tables), from its meta and rows."""
+    from .sweeps import SWEEPS
+
+    extras = SWEEPS[name].extras
+    if extras is None:
+        return []
+    try:
+        return list(extras(meta, rows, out))
+    except Exception as exc:  # noqa: BLE001 - the results are written; the tables can be redone
+        notes.append(f"writing the extra tables failed: {type(exc).__name__}: {exc}")
+        return []
+
+
 def _report(name: str, meta: dict, rows: list, paths: list[Path | None], notes: list[str]) -> str:
     from . import format_metadata
     from .sweeps import SWEEPS
@@ -109,7 +125,7 @@ def _report(name: str, meta: dict, rows: list, paths: list[Path | None], notes: 
     lines = [f"== {name}: {SWEEPS[name].title} [{(meta.get('plan') or {}).get('mode', '?')}"
              f"{', ' + meta['plan']['level'] if (meta.get('plan') or {}).get('level') not in (None, 'full') else ''}]",
              format_metadata(meta)]
-    lines.append(SWEEPS[name].table(rows) if rows else "(no measurements)")
+    lines.append(SWEEPS[name].table(rows, meta) if rows else "(no measurements)")
     for note in notes:
         lines.append(f"note: {note}")
     lines.append("files: " + ", ".join(str(p) for p in paths if p is not None))
@@ -140,7 +156,8 @@ def main(argv: Sequence[str] | None = None, *, default_out: str | os.PathLike | 
             meta, rows = read_results(json_path)
             notes = list(meta.get("notes") or [])
             png = _plot(name, meta, rows, out, notes)
-            reports.append(_report(name, meta, rows, [json_path, png], notes))
+            extra = _extras(name, meta, rows, out, notes)
+            reports.append(_report(name, meta, rows, [json_path, png, *extra], notes))
         print("\n\n".join(reports))
         return status
 
@@ -172,9 +189,10 @@ def main(argv: Sequence[str] | None = None, *, default_out: str | os.PathLike | 
         csv_path, json_path = write_results(name, result.rows, meta, out, columns=sweep.columns)
         notes = list(result.notes)
         png = _plot(name, meta, result.rows, out, notes)
+        extra = _extras(name, meta, result.rows, out, notes)
         if any(r.get("error") for r in result.rows):
             status = 1
-        reports.append(_report(name, meta, result.rows, [csv_path, json_path, png], notes))
+        reports.append(_report(name, meta, result.rows, [csv_path, json_path, png, *extra], notes))
     print("\n\n".join(reports))
     return status
 

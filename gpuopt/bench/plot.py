@@ -116,24 +116,178 @@ def _grouped_bars(ax, groups: list[str], series: list[str], value: Callable[[str
 # --------------------------------------------------------------------------- per sweep
 
 
+_MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "<", ">", "h", "p", "d")
+
+
+def _label(row: Mapping[str, Any]) -> str:
+    return str(row.get("label") or row.get("variant"))
+
+
+def _colors(labels: Sequence[str]) -> dict[str, Any]:
+    """A distinct colour per row label (cuBLAS black), the same order -> the same colours in both matmul figures."""
+    import matplotlib
+
+    base = list(matplotlib.colormaps["tab10"].colors)
+    base.pop(7)  # tab10's grey: kept for annotations
+    extra = list(matplotlib.colormaps["Dark2"].colors) + list(matplotlib.colormaps["Set1"].colors)
+    palette = base + extra
+    out, i = {}, 0
+    for label in labels:
+        if label == "cublas":
+            out[label] = "black"
+        else:
+            out[label] = palette[i % len(palette)]
+            i += 1
+    return out
+
+
+def _size_ticks(ax, sizes: Sequence[int]) -> None:
+    """Ticks at every size on a log x axis; labels of close sizes (32/33, 1000/1024) on separate lines."""
+    sizes = sorted(set(sizes))
+    lo, hi = math.log2(sizes[0]), math.log2(sizes[-1])
+    gap = max(hi - lo, 1.0) / 30.0  # the smallest spacing (in octaves) two labels on one line may have
+    last: list[float] = []  # the last tick (log2) on each text line
+    labels = []
+    for n in sizes:
+        x = math.log2(n)
+        line = next((i for i, prev in enumerate(last) if x - prev >= gap), None)
+        if line is None:
+            line = len(last)
+            last.append(x)
+        else:
+            last[line] = x
+        labels.append("\n" * line + str(n))
+    ax.set_xticks(sizes)
+    ax.set_xticklabels(labels, fontsize=8)
+    ax.minorticks_off()
+
+
+def _finish_fig(fig, meta: Mapping[str, Any], title: str, path: Path) -> Path:
+    where = "\n".join(textwrap.wrap(_where(meta), 140))
+    fig.suptitle(f"{title}\n{where}", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path
+
+
 def plot_matmul(meta, rows, path: Path) -> Path:
+    """GFLOP/s vs n, one line per kernel and cuBLAS (left); the ladder at 4096 as bars (right)."""
+    from .sweeps import _peak_of, matmul_ladder
+
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(15, 6.8), gridspec_kw={"width_ratios": [1.45, 1]})
     good = _ok(rows, "gflops")
+    title = "matmul: the kernel ladder vs cuBLAS, float32 (GFLOP/s = 2n³ / median kernel time)"
     if not good:
         _empty(ax, "no successful measurements")
-    for variant in dict.fromkeys(r["variant"] for r in good):
-        pts = sorted((r["n"], r["gflops"]) for r in good if r["variant"] == variant)
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=variant)
-    if good:
-        ax.set_xscale("log", base=2)
-        sizes = sorted({r["n"] for r in good})
-        ax.set_xticks(sizes)
-        ax.set_xticklabels([str(n) for n in sizes])
-        log = _log_if_wide(ax, [r["gflops"] for r in good], 30)
-        ax.set_xlabel("matrix size n (n x n times n x n, float32)")
-        ax.set_ylabel("GFLOP/s (2n³ / median kernel time)" + (", log scale" if log else ""))
-    return _finish(fig, ax, meta, "matmul: throughput vs size", path)
+        bx.axis("off")
+        return _finish_fig(fig, meta, title, path)
+    labels = list(dict.fromkeys(_label(r) for r in good))
+    colors = _colors(labels)
+    peak, _ = _peak_of(meta)
+    for i, label in enumerate(labels):
+        pts = sorted((r["n"], r["gflops"]) for r in good if _label(r) == label)
+        ref = label == "cublas"
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=_MARKERS[i % len(_MARKERS)], ms=4,
+                lw=2.6 if ref else 1.5, color=colors[label], label=label, zorder=3 if ref else 2)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    _size_ticks(ax, [r["n"] for r in good])
+    values = [r["gflops"] for r in good]
+    top = max([*values, peak or 0.0])
+    ax.set_ylim(min(values) / 6, top * 1.6)  # room for the legend below the lines, the peak label above
+    if peak:
+        ax.axhline(peak, ls=":", color="grey", lw=1.2)
+        ax.annotate(f"FP32 peak {peak / 1e3:.1f} TFLOP/s", (0.99, peak), xycoords=("axes fraction", "data"),
+                    xytext=(0, 3), textcoords="offset points", ha="right", fontsize=8, color="dimgrey")
+    ax.set_xlabel("matrix size n (n x n times n x n, float32, device-resident)")
+    ax.set_ylabel("GFLOP/s (2n³ / median kernel time, log scale)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right", ncol=2)
+    ax.set_title("throughput vs size", fontsize=9)
+
+    n, steps = matmul_ladder(good, meta)
+    steps = [s for s in steps if s.get("gflops")]
+    ys = list(range(len(steps)))
+    vals = [s["gflops"] for s in steps]
+    bx.barh(ys, vals, color=[colors.get(s["label"], "grey") for s in steps], height=0.7)
+    for y, s in zip(ys, steps):
+        text = f" {s['gflops']:.4g}" if s["gflops"] < 1e4 else f" {s['gflops']:.0f}"
+        if s.get("pct_cublas") is not None:
+            text += f"  {s['pct_cublas']:.0f}% cuBLAS"
+        if s.get("pct_peak") is not None:
+            text += f", {s['pct_peak']:.0f}% peak"
+        bx.annotate(text, (s["gflops"], y), va="center", fontsize=7.5)
+    bx.set_yticks(ys)
+    bx.set_yticklabels([f"{s['step']}. {s['label']}" if s["step"] != "ref" else s["label"] for s in steps],
+                       fontsize=8)
+    bx.set_ylim(max(len(steps), 6) - 0.5, -0.5)  # step 1 on top; thin bars even for few steps
+    top = max([*vals, peak or 0.0])
+    bx.set_xlim(0, top * 1.45)
+    if peak:
+        bx.axvline(peak, ls=":", color="grey", lw=1.2)
+        bx.annotate("FP32 peak", (peak, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12),
+                    textcoords="offset points", fontsize=8, color="dimgrey")
+    bx.set_xlabel(f"GFLOP/s at n = {n} (labels: % of cuBLAS in the same run, % of FP32 peak)")
+    bx.set_title(f"the ladder at n = {n}", fontsize=9)
+    bx.grid(True, which="major", axis="x", alpha=0.3)
+    return _finish_fig(fig, meta, title, path)
+
+
+def plot_matmul_report(meta, rows, path: Path) -> Path:
+    """The report's harness: this GPU's kernels (solid) and the report's GTX 480 numbers (dashed)."""
+    from .sweeps import REPORT_CASES, REPORT_VERSIONS, _device_short, _report_primary
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 6.5))
+    dev = _device_short(meta)
+    good = _ok(rows, "gflops")
+    labels = list(dict.fromkeys(_label(r) for r in good))
+    mapped = [label for _, label, _ in REPORT_VERSIONS]
+    colors = _colors(list(dict.fromkeys([*labels, *mapped])))
+    for i, label in enumerate(labels):
+        pts = sorted((r["n"], r["gflops"]) for r in good if _label(r) == label)
+        ref = label == "cublas"
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "-", marker=_MARKERS[i % len(_MARKERS)], ms=4,
+                lw=2.4 if ref else 1.5, color=colors[label], label=f"{dev}: {label}", zorder=3)
+    first = labels[0] if labels else None
+    call = sorted((r["n"], r["call_gflops"]) for r in _ok(good, "call_gflops") if _label(r) == first)
+    if call:
+        ax.plot([p[0] for p in call], [p[1] for p in call], ":", color=colors[first], lw=1.5,
+                label=f"{dev}: {first}, whole call (NumPy in/out)")
+    primary = _report_primary()
+    for version, label, _ in REPORT_VERSIONS:
+        if version not in primary:
+            continue
+        tid, vals = primary[version]
+        ax.plot(REPORT_CASES, vals, "--", marker="s", mfc="white", ms=6, lw=1.3, color=colors[label],
+                label=f"GTX 480 (report {tid}): {version}", zorder=2)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    _size_ticks(ax, [*(r["n"] for r in good), *REPORT_CASES])
+    ax.set_xlabel("matrix size n (square, float32; the report's cases 1-5 are n = "
+                  + ", ".join(map(str, REPORT_CASES)) + ")")
+    ax.set_ylabel("GFLOP/s = (2n-1)·n² / t (log scale)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    timed = "median event-timed kernel, device-resident inputs" if dev != "CPU" else "the CPU variant, wall time"
+    note = (f"Solid: {dev}, this run ({timed}). Dashed, open squares: the report's own GPU, an NVIDIA GTX 480 "
+            "(2014), GFLOP/s as printed (the first Table 4 of each version). The report's small cases imply "
+            "~0.24 ms of per-call overhead (launch and copies), hence their low GFLOP/s.")
+    ax.text(1.02, 0.0, "\n".join(textwrap.wrap(note, 62)), transform=ax.transAxes, fontsize=7.5, color="dimgrey",
+            va="bottom", ha="left")
+    title = "matmul: the CMU 18-645 report's harness, reproduced (its Table 4 cases, and more)"
+    where = "\n".join(textwrap.wrap(_where(meta), 140))
+    ax.set_title(f"{title}\n{where}", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, bbox_inches="tight")  # the legend and note sit right of the axes
+    plt.close(fig)
+    return path
 
 
 def plot_conv2d(meta, rows, path: Path) -> Path:
@@ -233,6 +387,7 @@ def plot_sparse(meta, rows, path: Path) -> Path:
 
 PLOTTERS: dict[str, Callable[..., Path]] = {
     "matmul": plot_matmul,
+    "matmul_report": plot_matmul_report,
     "conv2d": plot_conv2d,
     "kmeans": plot_kmeans,
     "sparse": plot_sparse,
