@@ -1,1 +1,150 @@
-"""conv2d variants of the CS6235 report (registered on import by gpuopt.conv)."""
+"""conv2d variants of the CS6235 report (registered on import by gpuopt.conv).
+
+The report's kernels (../shared/seeds/cs6235-cnn-gpu-conv-report.txt) as one templated
+CUDA kernel family (csrc/conv/conv2d_cs6235.cu): a 1-D grid, each thread one output or an
+unrolled group of outputs at one (p, q), the flat index mapped q fastest, then p, then k
+and n (or n and k). Unlike the report's kernels every variant is correct for any shape,
+stride and padding (unroll tails, no divisibility conditions), with bias and the fused
+activation.
+
+Defaults: ``block_size`` 128 everywhere, the block size the report found best over its
+four configurations (Sec. 2, Fig 2: N = 1 peaks at 64-128, N = 128 at 128). Unroll
+factors and loop orders as the report found best (see each parameter's doc).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from . import _core
+from ._validate import integer, pair
+from .conv import _gpu_conv2d
+from .registry import Param, register, variants
+
+__all__ = ["cs6235_plan", "BLOCK_SIZES", "GENERAL_MIN_IMAGES", "GENERAL_MIN_MAPS", "GENERAL_MIN_CHANNELS"]
+
+#: Threads per block the variants accept (the report's sweep, Fig 2).
+BLOCK_SIZES = (32, 64, 128, 256, 512, 1024)
+
+#: The ``general`` variant's switch (the thresholds are the C++ ones, conv2d_cs6235.cu):
+#: n and k unrolled (4 x 4) when N >= GENERAL_MIN_IMAGES and K >= GENERAL_MIN_MAPS; else k
+#: and c unrolled (2 x 8) when C >= GENERAL_MIN_CHANNELS; else k unrolled by 2; all rsc.
+GENERAL_MIN_IMAGES = 8
+GENERAL_MIN_MAPS = 4
+GENERAL_MIN_CHANNELS = 256
+
+
+def _block_size() -> Param:
+    return Param("block_size", 128, BLOCK_SIZES,
+                 "threads per block of the 1-D grid; 128: the report's best over its four configurations (Fig 2)")
+
+
+_CS = dict(report="cs6235", needs_cuda=True)
+
+register("conv2d", "plain",
+         description="one thread per output, mapping q,p,k,n (q fastest), loops c,r,s in registers: the report's "
+                     "starting kernel with a tunable block size", params=(_block_size(),), **_CS)(
+    _gpu_conv2d("conv2d_plain"))
+
+register("conv2d", "reorder",
+         description="plain with the thread mapping q,p,n,k instead of q,p,k,n (report Sec. 4.2, Fig 6)",
+         params=(_block_size(),), **_CS)(_gpu_conv2d("conv2d_reorder"))
+
+register("conv2d", "unroll_k",
+         description="each thread computes `unroll` output maps at one (n, p, q): every input value loaded once "
+                     "feeds them all (k unrolled and jammed into the c,r,s loops, tails for any K; Figs 3 and 5)",
+         params=(_block_size(),
+                 Param("unroll", 8, (2, 4, 8, 16),
+                       "output maps per thread; 8: with rsc the report's best at N = 128 (Sec. 4.1)"),
+                 Param("loop_order", "rsc", ("crs", "rsc"),
+                       "order of each thread's c, r, s loops; rsc (c innermost, padding checks once per tap) beat "
+                       "crs in the report (Fig 5)")),
+         **_CS)(_gpu_conv2d("conv2d_unroll_k"))
+
+register("conv2d", "unroll_c",
+         description="plain with the c loop unrolled by `unroll` and jammed into the r, s loops (tail for any C; "
+                     "report Sec. 3.2, Fig 4)",
+         params=(_block_size(),
+                 Param("unroll", 4, (0, 2, 4, 8, 16),
+                       "input channels per step (0: no unrolling); 4: unrolling helped only at C = 832 (Fig 4) and "
+                       "costs nothing at C < 4, where every channel runs in the tail")),
+         **_CS)(_gpu_conv2d("conv2d_unroll_c"))
+
+register("conv2d", "unroll_nk",
+         description="unroll-and-jam of n and k, 4 x 4: each thread computes 4 images x 4 maps at one (p, q), "
+                     "loops r,s,c (tails for any N, K; report Sec. 5, Fig 8)",
+         params=(_block_size(),), **_CS)(_gpu_conv2d("conv2d_unroll_nk"))
+
+register("conv2d", "shared",
+         description="mapping q,p,n,k with the c loop tiled through shared memory: each block stages the filters of "
+                     "the maps it spans, about block_size values per tile (report Sec. 4.2.1, Fig 7); any N, K, C",
+         params=(_block_size(),), **_CS)(_gpu_conv2d("conv2d_shared_cs6235"))
+
+register("conv2d", "general",
+         description=f"the report's switching kernel: n and k unrolled 4 x 4 when N >= {GENERAL_MIN_IMAGES} and "
+                     f"K >= {GENERAL_MIN_MAPS}, else k and c unrolled 2 x 8 when C >= {GENERAL_MIN_CHANNELS}, else k "
+                     "unrolled by 2; rsc loops (Sec. 3, Fig 1)",
+         params=(_block_size(),), **_CS)(_gpu_conv2d("conv2d_general"))
+
+_CPP_NAMES = ("plain", "reorder", "unroll_k", "unroll_c", "unroll_nk", "shared", "general")
+
+
+def cs6235_plan(x_shape, w_shape, stride=1, padding=0, *, variant: str = "general", **params: Any) -> dict[str, Any]:
+    """What a CS6235 variant runs on a problem: the kernel the ``general`` switch picks, the
+    shared variant's tile. Host logic only: needs a CUDA build, not a GPU.
+
+    Parameters
+    ----------
+    x_shape : (N, C, H, W)
+    w_shape : (K, C, R, S)
+    stride, padding : int or pair
+        As in :func:`gpuopt.conv2d`.
+    variant : str
+        One of the CS6235 variants ("plain", "reorder", "unroll_k", "unroll_c", "unroll_nk",
+        "shared", "general").
+    **params
+        The variant's parameters (defaults as in ``gpuopt.variants("conv2d")[variant]``).
+
+    Returns
+    -------
+    dict
+        ``mapping`` ("qpkn" or "qpnk", q fastest), ``k_unroll``, ``n_unroll``, ``c_unroll``
+        (1: none), ``loop_order`` ("crs" or "rsc"), ``shared`` (bool), ``tile_channels``
+        and ``shared_bytes`` (shared variant: input channels per tile and bytes per block).
+
+    Raises
+    ------
+    ValueError
+        Bad shapes, an unknown variant or parameter, or a disallowed value.
+    RuntimeError
+        gpuopt was built without CUDA.
+    """
+    if variant not in _CPP_NAMES:
+        raise ValueError(f"variant must be one of the CS6235 variants {list(_CPP_NAMES)}, got {variant!r}")
+    v = variants("conv2d")[variant]
+    unknown = sorted(set(params) - set(v.params))
+    if unknown:
+        raise ValueError(f"conv2d/{variant}: unknown parameter(s) {unknown}; valid parameters: {list(v.params)}")
+    resolved = v.defaults()
+    for key, value in params.items():
+        resolved[key] = v.params[key].check(value, f"conv2d/{variant}")
+    shapes = []
+    for shape, name, layout in ((x_shape, "x_shape", "(N, C, H, W)"), (w_shape, "w_shape", "(K, C, R, S)")):
+        if not isinstance(shape, (tuple, list)) or len(shape) != 4:
+            raise ValueError(f"{name} must be a 4-tuple {layout}, got {shape!r}")
+        shapes.append(tuple(integer(d, f"{name}[{i}]", 1) for i, d in enumerate(shape)))
+    (n, c, h, w), (k, wc, r, s) = shapes
+    if wc != c:
+        raise ValueError(f"w_shape has {wc} input channels but x_shape has {c}")
+    (u, vv), (ph, pw) = pair(stride, "stride", 1), pair(padding, "padding", 0)
+    if h + 2 * ph < r or w + 2 * pw < s:
+        raise ValueError(f"filter {r}x{s} is larger than the padded input {h + 2 * ph}x{w + 2 * pw}")
+    if not _core.build_info()["cuda"]:
+        raise RuntimeError("gpuopt was built without CUDA, so there are no CS6235 kernels to plan")
+    try:  # imports without a driver (static CUDA runtime); the plan needs no device
+        cuda = importlib.import_module("gpuopt._cuda")
+    except ImportError as exc:
+        raise RuntimeError(f"the CUDA module of gpuopt could not be loaded: {exc}") from None
+    return cuda.conv2d_cs6235_plan(variant, n, c, h, w, k, r, s, u, vv, ph, pw, block_size=resolved["block_size"],
+                                   unroll=resolved.get("unroll", 0), loop_order=resolved.get("loop_order", "crs"))

@@ -44,8 +44,10 @@ for step in "${steps[@]}"; do
         echo "== compute-sanitizer memcheck on the GPU tests"
         # API errors are off: the tests provoke some on purpose (a 1 PiB allocation).
         # No leak check: the caching pool and the cuBLAS/cuDNN handles live until exit.
+        # GPUOPT_SANITIZER_TESTS / GPUOPT_SANITIZER_K narrow the run (memcheck is slow).
         compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
-            python3 -m pytest -q -m gpu -p no:cacheprovider tests >"$OUT/memcheck.log" 2>&1
+            python3 -m pytest -q -m gpu -p no:cacheprovider ${GPUOPT_SANITIZER_K:+-k "$GPUOPT_SANITIZER_K"} \
+            ${GPUOPT_SANITIZER_TESTS:-tests} >"$OUT/memcheck.log" 2>&1
         rc=$?
         tail -25 "$OUT/memcheck.log"
         [ $rc -eq 0 ] || status=1
