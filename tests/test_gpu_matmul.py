@@ -202,9 +202,11 @@ def test_kernel_info_auto_tile_and_rejections():
     assert big["dynamic_shared_bytes"] > 48 * 1024 and big["static_shared_bytes"] == 0
     split = matmul_kernel_info("async", tile="128x128x16", split_k=4)
     assert "split4" in split["kernel"] and split["dynamic_shared_bytes"] >= 128 * 128 * 4
-    for variant in ("cublas", "cpu", "naive"):
-        with pytest.raises(ValueError):
+    for variant in ("cublas", "cpu"):
+        with pytest.raises(ValueError, match="no kernel of gpuopt's own"):
             matmul_kernel_info(variant)
+    naive = matmul_kernel_info("naive")
+    assert naive["kernel"] == "naive<16x16>" and naive["threads"] == 256 and naive["local_bytes"] == 0
     with pytest.raises(ValueError, match="stages=9 is not allowed"):
         matmul_kernel_info("async", stages=9)
 
