@@ -18,9 +18,8 @@ import importlib
 from typing import Any
 
 from . import _core
-from ._validate import integer, pair
-from .conv import _gpu_conv2d
-from .registry import Param, register, variants
+from .conv import _check_problem_shapes, _gpu_conv2d
+from .registry import Param, register, resolve
 
 __all__ = ["cs6235_plan", "BLOCK_SIZES", "GENERAL_MIN_IMAGES", "GENERAL_MIN_MAPS", "GENERAL_MIN_CHANNELS"]
 
@@ -122,24 +121,8 @@ def cs6235_plan(x_shape, w_shape, stride=1, padding=0, *, variant: str = "genera
     """
     if variant not in _CPP_NAMES:
         raise ValueError(f"variant must be one of the CS6235 variants {list(_CPP_NAMES)}, got {variant!r}")
-    v = variants("conv2d")[variant]
-    unknown = sorted(set(params) - set(v.params))
-    if unknown:
-        raise ValueError(f"conv2d/{variant}: unknown parameter(s) {unknown}; valid parameters: {list(v.params)}")
-    resolved = v.defaults()
-    for key, value in params.items():
-        resolved[key] = v.params[key].check(value, f"conv2d/{variant}")
-    shapes = []
-    for shape, name, layout in ((x_shape, "x_shape", "(N, C, H, W)"), (w_shape, "w_shape", "(K, C, R, S)")):
-        if not isinstance(shape, (tuple, list)) or len(shape) != 4:
-            raise ValueError(f"{name} must be a 4-tuple {layout}, got {shape!r}")
-        shapes.append(tuple(integer(d, f"{name}[{i}]", 1) for i, d in enumerate(shape)))
-    (n, c, h, w), (k, wc, r, s) = shapes
-    if wc != c:
-        raise ValueError(f"w_shape has {wc} input channels but x_shape has {c}")
-    (u, vv), (ph, pw) = pair(stride, "stride", 1), pair(padding, "padding", 0)
-    if h + 2 * ph < r or w + 2 * pw < s:
-        raise ValueError(f"filter {r}x{s} is larger than the padded input {h + 2 * ph}x{w + 2 * pw}")
+    _, resolved = resolve("conv2d", variant, params, require_device=False)
+    (n, c, h, w), (k, _, r, s), (u, vv), (ph, pw) = _check_problem_shapes(x_shape, w_shape, stride, padding)
     if not _core.build_info()["cuda"]:
         raise RuntimeError("gpuopt was built without CUDA, so there are no CS6235 kernels to plan")
     try:  # imports without a driver (static CUDA runtime); the plan needs no device

@@ -157,6 +157,25 @@ if _core.build_info()["cudnn"]:
         _gpu_conv2d("conv2d_cudnn"))
 
 
+def _check_problem_shapes(x_shape, w_shape, stride, padding):
+    """Validate shapes given as tuples (no arrays): ((N,C,H,W), (K,C,R,S), (u,v), (ph,pw)).
+
+    The same rules as :func:`conv2d` applies to arrays; used by the planning helpers.
+    """
+    shapes = []
+    for shape, name, layout in ((x_shape, "x_shape", "(N, C, H, W)"), (w_shape, "w_shape", "(K, C, R, S)")):
+        if not isinstance(shape, (tuple, list)) or len(shape) != 4:
+            raise ValueError(f"{name} must be a 4-tuple {layout}, got {shape!r}")
+        shapes.append(tuple(integer(d, f"{name}[{i}]", 1) for i, d in enumerate(shape)))
+    (n, c, h, w), (k, wc, r, s) = shapes
+    if wc != c:
+        raise ValueError(f"w_shape has {wc} input channels but x_shape has {c}")
+    (u, v), (ph, pw) = pair(stride, "stride", 1), pair(padding, "padding", 0)
+    if h + 2 * ph < r or w + 2 * pw < s:
+        raise ValueError(f"filter {r}x{s} is larger than the padded input {h + 2 * ph}x{w + 2 * pw}")
+    return (n, c, h, w), (k, c, r, s), (u, v), (ph, pw)
+
+
 def cudnn_algorithm(x_shape, w_shape, stride=1, padding=0, algorithms: str = "precise") -> str:
     """Name of the cuDNN forward algorithm the ``"cudnn"`` variant uses for this problem.
 
@@ -180,17 +199,7 @@ def cudnn_algorithm(x_shape, w_shape, stride=1, padding=0, algorithms: str = "pr
     RuntimeError
         No usable GPU, gpuopt built without cuDNN, or a cuDNN error.
     """
-    shapes = []
-    for shape, name, layout in ((x_shape, "x_shape", "(N, C, H, W)"), (w_shape, "w_shape", "(K, C, R, S)")):
-        if not isinstance(shape, (tuple, list)) or len(shape) != 4:
-            raise ValueError(f"{name} must be a 4-tuple {layout}, got {shape!r}")
-        shapes.append(tuple(integer(d, f"{name}[{i}]", 1) for i, d in enumerate(shape)))
-    (n, c, h, w), (k, wc, r, s) = shapes
-    if wc != c:
-        raise ValueError(f"w_shape has {wc} input channels but x_shape has {c}")
-    (u, v), (ph, pw) = pair(stride, "stride", 1), pair(padding, "padding", 0)
-    if h + 2 * ph < r or w + 2 * pw < s:
-        raise ValueError(f"filter {r}x{s} is larger than the padded input {h + 2 * ph}x{w + 2 * pw}")
+    (n, c, h, w), (k, _, r, s), (u, v), (ph, pw) = _check_problem_shapes(x_shape, w_shape, stride, padding)
     if not _core.build_info()["cudnn"]:
         raise RuntimeError("gpuopt was built without cuDNN (not found at install time), so there is no cudnn variant")
     if algorithms not in ("precise", "any"):

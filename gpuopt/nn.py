@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from . import _core
 from ._validate import _as_array, float_array, integer
 from ._exec import ExecContext, dispatch

@@ -194,7 +194,8 @@ def default_variant(op: str) -> str:
     return "cpu"
 
 
-def resolve(op: str, variant: str | None, params: Mapping[str, Any]) -> tuple[Variant, dict[str, Any]]:
+def resolve(op: str, variant: str | None, params: Mapping[str, Any], *,
+            require_device: bool = True) -> tuple[Variant, dict[str, Any]]:
     """Look up ``variant`` of ``op`` and complete ``params`` with defaults.
 
     Raises
@@ -204,7 +205,8 @@ def resolve(op: str, variant: str | None, params: Mapping[str, Any]) -> tuple[Va
     TypeError
         ``variant`` is not a string.
     RuntimeError
-        The variant needs CUDA and no usable GPU is present (the reason is given).
+        The variant needs CUDA and no usable GPU is present (the reason is given);
+        not checked with ``require_device=False`` (for planning without a GPU).
     """
     _check_op(op)
     if variant is None:
@@ -222,7 +224,7 @@ def resolve(op: str, variant: str | None, params: Mapping[str, Any]) -> tuple[Va
     resolved = v.defaults()
     for key, value in params.items():
         resolved[key] = v.params[key].check(value, f"{op}/{variant}")
-    if v.needs_cuda:
+    if v.needs_cuda and require_device:
         from ._ext import require_cuda
 
         require_cuda(f"{op}/{variant}")

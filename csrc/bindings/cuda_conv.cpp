@@ -2,26 +2,10 @@
 
 #include "../common/activation.hpp"
 #include "../conv/conv2d_cuda.hpp"
+#include "conv_args.hpp"
 #include "cuda_bindings.hpp"
 
-// The shape arguments every conv binding takes, in the reports' names.
-#define GPUOPT_CONV_SHAPE_ARGS                                                                                     \
-    py::arg("N"), py::arg("C"), py::arg("H"), py::arg("W"), py::arg("K"), py::arg("R"), py::arg("S"), py::arg("u"), \
-        py::arg("v"), py::arg("ph"), py::arg("pw")
-
 namespace gpuopt::bind {
-
-namespace {
-conv::Conv2dShape make_shape(std::int64_t N, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t K,
-                             std::int64_t R, std::int64_t S, std::int64_t u, std::int64_t v, std::int64_t ph,
-                             std::int64_t pw) {
-    conv::Conv2dShape s;
-    s.N = N, s.C = C, s.H = H, s.W = W;
-    s.K = K, s.R = R, s.S = S;
-    s.stride_h = u, s.stride_w = v, s.pad_h = ph, s.pad_w = pw;
-    return s;
-}
-}  // namespace
 
 void bind_conv(py::module_& m) {
     using Fn = void (*)(const float*, const float*, const float*, float*, const conv::Conv2dShape&, Activation);
@@ -32,7 +16,7 @@ void bind_conv(py::module_& m) {
                          std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t K, std::int64_t R,
                          std::int64_t S, std::int64_t u, std::int64_t v, std::int64_t ph, std::int64_t pw,
                          const std::string& activation) {
-            const conv::Conv2dShape s = make_shape(N, C, H, W, K, R, S, u, v, ph, pw);
+            const conv::Conv2dShape s = conv_shape(N, C, H, W, K, R, S, u, v, ph, pw);
             const Activation act = activation_from_string(activation);
             py::gil_scoped_release release;
             fn(dptr<const float>(x), dptr<const float>(w), dptr<const float>(bias), dptr<float>(y), s, act);
@@ -44,7 +28,7 @@ void bind_conv(py::module_& m) {
                              std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t K, std::int64_t R,
                              std::int64_t S, std::int64_t u, std::int64_t v, std::int64_t ph, std::int64_t pw,
                              const std::string& activation, const std::string& algorithms) {
-        const conv::Conv2dShape s = make_shape(N, C, H, W, K, R, S, u, v, ph, pw);
+        const conv::Conv2dShape s = conv_shape(N, C, H, W, K, R, S, u, v, ph, pw);
         const Activation act = activation_from_string(activation);
         const conv::CudnnAlgorithms algos = conv::cudnn_algorithms_from_string(algorithms);
         py::gil_scoped_release release;
@@ -55,7 +39,7 @@ void bind_conv(py::module_& m) {
     m.def("conv2d_cudnn_algorithm", [](std::int64_t N, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t K,
                                        std::int64_t R, std::int64_t S, std::int64_t u, std::int64_t v, std::int64_t ph,
                                        std::int64_t pw, const std::string& algorithms) {
-        const conv::Conv2dShape s = make_shape(N, C, H, W, K, R, S, u, v, ph, pw);
+        const conv::Conv2dShape s = conv_shape(N, C, H, W, K, R, S, u, v, ph, pw);
         const conv::CudnnAlgorithms algos = conv::cudnn_algorithms_from_string(algorithms);
         py::gil_scoped_release release;  // the first call for a shape benchmarks the algorithms
         return conv::conv2d_cudnn_algorithm(s, algos);
@@ -64,6 +48,5 @@ void bind_conv(py::module_& m) {
 #endif
 }
 
-#undef GPUOPT_CONV_SHAPE_ARGS
 
 }  // namespace gpuopt::bind

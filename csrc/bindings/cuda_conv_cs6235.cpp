@@ -8,25 +8,13 @@
 
 #include "../common/activation.hpp"
 #include "../conv/conv2d_cuda.hpp"
+#include "conv_args.hpp"
 #include "cuda_bindings.hpp"
-
-#define GPUOPT_CONV_SHAPE_ARGS                                                                                     \
-    py::arg("N"), py::arg("C"), py::arg("H"), py::arg("W"), py::arg("K"), py::arg("R"), py::arg("S"), py::arg("u"), \
-        py::arg("v"), py::arg("ph"), py::arg("pw")
 
 namespace gpuopt::bind {
 
 namespace {
 
-conv::Conv2dShape cs6235_shape(std::int64_t N, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t K,
-                               std::int64_t R, std::int64_t S, std::int64_t u, std::int64_t v, std::int64_t ph,
-                               std::int64_t pw) {
-    conv::Conv2dShape s;
-    s.N = N, s.C = C, s.H = H, s.W = W;
-    s.K = K, s.R = R, s.S = S;
-    s.stride_h = u, s.stride_w = v, s.pad_h = ph, s.pad_w = pw;
-    return s;
-}
 
 conv::Cs6235Config cs6235_config(conv::Cs6235Variant variant, int block_size, int unroll,
                                  const std::string& loop_order) {
@@ -59,7 +47,7 @@ void bind_conv_cs6235(py::module_& m) {
                               std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t K, std::int64_t R,
                               std::int64_t S, std::int64_t u, std::int64_t v, std::int64_t ph, std::int64_t pw,
                               const std::string& activation, int block_size) {
-            run(variant, x, w, bias, y, cs6235_shape(N, C, H, W, K, R, S, u, v, ph, pw), activation, block_size, 0,
+            run(variant, x, w, bias, y, conv_shape(N, C, H, W, K, R, S, u, v, ph, pw), activation, block_size, 0,
                 "crs");
         }, py::arg("x"), py::arg("w"), py::arg("bias"), py::arg("y"), GPUOPT_CONV_SHAPE_ARGS, py::arg("activation"),
               py::kw_only(), py::arg("block_size"));
@@ -74,7 +62,7 @@ void bind_conv_cs6235(py::module_& m) {
                                 std::int64_t N, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t K,
                                 std::int64_t R, std::int64_t S, std::int64_t u, std::int64_t v, std::int64_t ph,
                                 std::int64_t pw, const std::string& activation, int block_size, int unroll) {
-        run(Cs6235Variant::UnrollC, x, w, bias, y, cs6235_shape(N, C, H, W, K, R, S, u, v, ph, pw), activation,
+        run(Cs6235Variant::UnrollC, x, w, bias, y, conv_shape(N, C, H, W, K, R, S, u, v, ph, pw), activation,
             block_size, unroll, "crs");
     }, py::arg("x"), py::arg("w"), py::arg("bias"), py::arg("y"), GPUOPT_CONV_SHAPE_ARGS, py::arg("activation"),
           py::kw_only(), py::arg("block_size"), py::arg("unroll"));
@@ -84,7 +72,7 @@ void bind_conv_cs6235(py::module_& m) {
                                 std::int64_t R, std::int64_t S, std::int64_t u, std::int64_t v, std::int64_t ph,
                                 std::int64_t pw, const std::string& activation, int block_size, int unroll,
                                 const std::string& loop_order) {
-        run(Cs6235Variant::UnrollK, x, w, bias, y, cs6235_shape(N, C, H, W, K, R, S, u, v, ph, pw), activation,
+        run(Cs6235Variant::UnrollK, x, w, bias, y, conv_shape(N, C, H, W, K, R, S, u, v, ph, pw), activation,
             block_size, unroll, loop_order);
     }, py::arg("x"), py::arg("w"), py::arg("bias"), py::arg("y"), GPUOPT_CONV_SHAPE_ARGS, py::arg("activation"),
           py::kw_only(), py::arg("block_size"), py::arg("unroll"), py::arg("loop_order"));
@@ -96,7 +84,7 @@ void bind_conv_cs6235(py::module_& m) {
                                    const std::string& loop_order) {
         const conv::Cs6235Config cfg =
             cs6235_config(conv::cs6235_variant_from_string(variant), block_size, unroll, loop_order);
-        const conv::Cs6235Plan plan = conv::conv2d_cs6235_plan(cs6235_shape(N, C, H, W, K, R, S, u, v, ph, pw), cfg);
+        const conv::Cs6235Plan plan = conv::conv2d_cs6235_plan(conv_shape(N, C, H, W, K, R, S, u, v, ph, pw), cfg);
         py::dict out;
         out["mapping"] = plan.map_n_before_k ? "qpnk" : "qpkn";
         out["k_unroll"] = plan.k_unroll;
@@ -112,6 +100,5 @@ void bind_conv_cs6235(py::module_& m) {
           "The kernel a CS6235 variant runs on a shape: mapping, unroll factors, loop order, shared tile.");
 }
 
-#undef GPUOPT_CONV_SHAPE_ARGS
 
 }  // namespace gpuopt::bind

@@ -5,6 +5,7 @@
 
 #include "../common/activation.hpp"
 #include "../conv/conv2d_cuda.hpp"
+#include "conv_args.hpp"
 #include "cuda_bindings.hpp"
 
 #define GPUOPT_ECE408_CONV_ARGS                                                                                  \
@@ -21,10 +22,7 @@ template <typename Launch>
 void call(std::uintptr_t x, std::uintptr_t w, std::uintptr_t bias, std::uintptr_t y, std::int64_t N, std::int64_t C,
           std::int64_t H, std::int64_t W, std::int64_t K, std::int64_t R, std::int64_t S, std::int64_t u,
           std::int64_t v, std::int64_t ph, std::int64_t pw, const std::string& activation, Launch launch) {
-    conv::Conv2dShape s;
-    s.N = N, s.C = C, s.H = H, s.W = W;
-    s.K = K, s.R = R, s.S = S;
-    s.stride_h = u, s.stride_w = v, s.pad_h = ph, s.pad_w = pw;
+    const conv::Conv2dShape s = conv_shape(N, C, H, W, K, R, S, u, v, ph, pw);
     const Activation act = activation_from_string(activation);
     py::gil_scoped_release release;
     launch(dptr<const float>(x), dptr<const float>(w), dptr<const float>(bias), dptr<float>(y), s, act);
