@@ -106,8 +106,8 @@ class Sweep:
 
 # Repeats for the kernel-timed conv2d sweep: measure() keywords (matmul: MATMUL_REPEATS, REPORT_REPEATS).
 KERNEL_REPEATS: dict[Any, dict[str, Any]] = {
-    ("gpu", "full"): dict(warmup=5, repeat=50, max_time_s=5.0),
-    ("gpu", "quick"): dict(warmup=3, repeat=20, max_time_s=1.0),
+    ("gpu", "full"): dict(warmup=5, repeat=50, max_time_s=5.0, flush_l2=True),  # inputs fit the L2
+    ("gpu", "quick"): dict(warmup=3, repeat=20, max_time_s=1.0, flush_l2=True),
     ("cpu", "full"): dict(warmup=2, repeat=10, max_time_s=3.0),
     ("cpu", "quick"): dict(warmup=1, repeat=5, max_time_s=1.0),
     "tiny": dict(warmup=1, repeat=3, max_time_s=0.2),
@@ -443,9 +443,12 @@ MATMUL_SIZES: dict[Any, tuple[int, ...]] = {
 #: measure() keywords per plan. Long kernels are capped by the time budget (naive at 8192
 #: takes ~0.22 s a run: ~5 warm-up + ~10 recorded), so the full GPU sweep of the whole
 #: ladder (14 rows x 8 sizes) should take about 1-2 minutes on an H200 (estimated).
+#: On the GPU the L2 is flushed before every run: up to n = 2048 the three matrices fit in
+#: the H200's 60 MB L2, and back-to-back runs on one buffer would measure the cache (an
+#: ncu check at 1000^3: cuBLAS's 4-warps-per-SM kernel gains ~10% from a warm L2, ours ~2%).
 MATMUL_REPEATS: dict[Any, dict[str, Any]] = {
-    ("gpu", "full"): dict(warmup=5, repeat=50, max_time_s=2.0),
-    ("gpu", "quick"): dict(warmup=3, repeat=20, max_time_s=0.5),
+    ("gpu", "full"): dict(warmup=5, repeat=50, max_time_s=2.0, flush_l2=True),
+    ("gpu", "quick"): dict(warmup=3, repeat=20, max_time_s=0.5, flush_l2=True),
     ("cpu", "full"): dict(warmup=2, repeat=10, max_time_s=3.0),
     ("cpu", "quick"): dict(warmup=1, repeat=5, max_time_s=1.0),
     "tiny": dict(warmup=1, repeat=3, max_time_s=0.2),
@@ -508,7 +511,8 @@ def run_matmul(plan: Plan) -> SweepResult:
             for label, name, params in entries:
                 gpu = table[name].needs_cuda
                 row: dict[str, Any] = {"n": n, "label": label, "variant": name, "params": dict(params),
-                                       "device": "gpu" if gpu else "cpu", "flush_l2": False}
+                                       "device": "gpu" if gpu else "cpu",
+                                       "flush_l2": bool(gpu and reps.get("flush_l2"))}
                 try:
                     fn = _call_matmul(dev_in if gpu else (a, b), name, params)
                     st = measure(fn, device=row["device"], **reps)
@@ -610,7 +614,7 @@ def _ladder_body(steps: Sequence[Mapping[str, Any]]) -> list[list[str]]:
 def _ladder_caption(n: int, steps: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] | None) -> str:
     _, peak_text = _peak_of(meta)
     cublas = next((s["gflops"] for s in steps if s["step"] == "ref" and s.get("gflops")), None)
-    return (f"ladder at n = {n}: GFLOP/s = 2n^3 / median kernel time; % cuBLAS against cuBLAS in the same run"
+    return (f"ladder at n = {n}: GFLOP/s = 2n^3 / median kernel time (L2 flushed before each run); % cuBLAS against cuBLAS in the same run"
             + (f" ({cublas:.0f} GFLOP/s)" if cublas else " (not measured)")
             + f"; FP32 peak = {peak_text}; regs / shared memory / local memory (spills) per kernel from "
               "gpuopt.matmul.matmul_kernel_info ('-': unavailable)")
