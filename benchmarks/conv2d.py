@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The conv2d sweep: basic vs cuDNN on the CS6235 report's conf1-conf4: ms, GFLOP/s, speedup vs cuDNN.
+"""The conv2d sweep: every GPU conv2d variant against cuDNN (strict FP32) on the CS6235 configurations.
 
 Same options as `python -m gpuopt.bench` (--quick, --out DIR, --plot-only, --quiet);
 results go to benchmarks/results/ by default. See benchmarks/README.md.

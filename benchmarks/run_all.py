@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Every sweep (matmul, matmul_report, conv2d, kmeans, sparse), or the ones named: CSV + JSON + PNG each.
+"""Every sweep (matmul, matmul_report, conv2d, cs6235, ece408, kmeans, sparse), or the ones named: CSV + JSON + PNG each.
 
     python benchmarks/run_all.py [names...] [--quick] [--out DIR] [--plot-only] [--quiet]
 

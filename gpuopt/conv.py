@@ -209,4 +209,4 @@ def cudnn_algorithm(x_shape, w_shape, stride=1, padding=0, algorithms: str = "pr
 
 
 # The reports' variant families register themselves (display order: simple to fast).
-from . import _conv_cs6235, _conv_ece408  # noqa: E402,F401
+from . import _conv_cs6235, _conv_ece408, _conv_gemm  # noqa: E402,F401

@@ -20,8 +20,15 @@ from gpuopt import bench
 from gpuopt.bench import sweeps
 from gpuopt.bench.__main__ import main
 
-SWEEP_NAMES = ["matmul", "matmul_report", "conv2d", "kmeans", "sparse"]
+SWEEP_NAMES = ["matmul", "matmul_report", "conv2d", "cs6235", "ece408", "kmeans", "sparse"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+#: The figures of the sweeps that draw more than <name>.png.
+FIGURES = {"cs6235": [f"cs6235_fig{i}.png" for i in range(1, 9)],
+           "ece408": ["ece408_op_time.png", "ece408_tile_width.png"]}
+
+
+def figures(name):
+    return FIGURES.get(name, [f"{name}.png"])
 
 
 # --------------------------------------------------------------------------- measure
@@ -190,7 +197,8 @@ def test_cli_quick_tiny_runs_every_sweep_and_replots(tmp_path, capsys, data_env)
         assert meta["sweep"] == name and meta["seed"] == 3 and meta["plan"]["tiny"] is True
         assert "commit" in meta and "gpu" in meta and isinstance(meta["notes"], list)
         assert len(rows) == n_rows and not any(r.get("error") for r in rows)
-        assert (out / f"{name}.png").read_bytes()[:8] == PNG_MAGIC
+        for png in figures(name):
+            assert (out / png).read_bytes()[:8] == PNG_MAGIC, png
     # What each sweep measured, in CPU mode at least the cpu variant.
     _, mm = bench.read_results(out / "matmul.json")
     assert {r["n"] for r in mm} == {32, 64} and all(r["gflops"] > 0 for r in mm)
@@ -202,7 +210,8 @@ def test_cli_quick_tiny_runs_every_sweep_and_replots(tmp_path, capsys, data_env)
     assert all(r["check_ok"] and r["max_rel_err"] < 1e-3 for r in mr)
     _, cv = bench.read_results(out / "conv2d.json")
     assert [r["conf"] for r in cv if r["variant"] == cv[0]["variant"]] == ["conf1", "conf2", "conf3", "conf4"]
-    assert all(r["gflops"] > 0 and r["P"] == (r["H"] - r["R"]) // r["u"] + 1 for r in cv)
+    assert all(r["P"] == (r["H"] - r["R"]) // r["u"] + 1 for r in cv)
+    assert all(r["gflops"] > 0 for r in cv if not r.get("skipped"))  # skipped: a shape the variant rejects
     km_meta, km = bench.read_results(out / "kmeans.json")
     assert km_meta["k"] == 3 and km_meta["threshold"] == 0.001
     assert {r["dataset"] for r in km} >= set(gpuopt.datasets.KMEANS_SHAPES)
@@ -215,17 +224,44 @@ def test_cli_quick_tiny_runs_every_sweep_and_replots(tmp_path, capsys, data_env)
     assert cpu["total_ms"] == pytest.approx(cpu["kernel_ms"] + cpu["transfer_ms"], rel=0.5, abs=1.0)
     assert all(r["exact_vs_cpu"] for r in sp if r["variant"] != "cpu")
 
+    # The report sweeps (CPU mode: the cpu variant on every figure / table); the reports' numbers in the tables.
+    cpu_only = not gpuopt.cuda_available()
+    cs_meta, cs = bench.read_results(out / "cs6235.json")
+    assert {r["figure"] for r in cs} == {f["figure"] for f in sweeps.CS6235_FIGURES}
+    assert all(r["median_ms"] > 0 for r in cs if not r.get("skipped"))
+    assert all(r["variant"] == "cpu" for r in cs) == cpu_only
+    assert {r["conf"] for r in cs if r["figure"] == "fig7"} == {"conf3", "conf4"}
+    assert cs_meta["report"]["gpu"] == "a K80-class card" and "no number" in cs_meta["report"]["numbers"]
+    assert "printed no numbers for this figure" in (out / "cs6235.md").read_text()
+    ec_meta, ec = bench.read_results(out / "ece408.json")
+    assert {r["part"] for r in ec} == {"op_time", "tile_width", "mnist"}
+    assert all(r["variant"] == "cpu" for r in ec) == cpu_only
+    assert all(r["gflops"] > 0 and r["B"] == 10 for r in ec if not r.get("skipped"))
+    m2 = next(r for r in ec if r["part"] == "op_time" and r["layer"] == "conv2")
+    assert m2["report_ms"] == 25.613 and m2["report_gpu"] == "a P100-class card" and "l.132" in m2["report_source"]
+    md = (out / "ece408_op_time.md").read_text()
+    _assert_ece408_numbers(md)
+    checked = [r for r in cs + ec if r.get("rel_err") is not None and r["label"] != "cudnn-any"]
+    assert all(r["rel_err"] < 1e-4 for r in checked), [(r["label"], r["rel_err"]) for r in checked
+                                                        if r["rel_err"] >= 1e-4]
+    assert checked or cpu_only  # on a GPU every variant is checked against cuDNN
+    assert ec_meta["report"]["op_times"]["tiled"]["times"]["10000"]["conv2_s"] == 0.387863
+
     # --plot-only redraws every figure from the JSON alone.
     for name in SWEEP_NAMES:
-        (out / f"{name}.png").unlink()
+        for png in figures(name):
+            (out / png).unlink()
     (out / "matmul.csv").unlink()  # not needed for plotting
     (out / "matmul_ladder.md").unlink()
+    (out / "ece408_op_time.md").unlink()
     assert main(["--plot-only", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     for name in SWEEP_NAMES:
-        assert (out / f"{name}.png").read_bytes()[:8] == PNG_MAGIC
+        for png in figures(name):
+            assert (out / png).read_bytes()[:8] == PNG_MAGIC, png
         assert f"== {name}" in printed
     assert (out / "matmul_ladder.md").is_file()  # redrawn from the JSON too
+    assert (out / "ece408_op_time.md").read_text() == md
 
 
 def test_cli_plot_only_missing_results(tmp_path, capsys):
@@ -238,7 +274,7 @@ def test_cli_unknown_sweep_exits_2(tmp_path):
                           capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 2
     assert "unknown sweep 'fft'" in proc.stderr
-    assert "valid sweeps: matmul, matmul_report, conv2d, kmeans, sparse" in proc.stderr
+    assert "valid sweeps: matmul, matmul_report, conv2d, cs6235, ece408, kmeans, sparse" in proc.stderr
     assert not list(tmp_path.iterdir())  # nothing ran
 
 
@@ -259,6 +295,11 @@ def test_cli_list(capsys):
         assert name in printed
     assert "cublas" in printed and "cpu (usable)" in printed
     assert "matmul_report" in printed and "naive" in printed.split("matmul_report", 1)[1]
+    cs = printed.split("\ncs6235", 1)[1].split("\nece408", 1)[0]
+    assert "general (" in cs and "unroll_nk (" in cs and "cudnn" in cs
+    ec = printed.split("\nece408", 1)[1].split("\nkmeans", 1)[0]
+    assert "tiled_corner_turn (" in ec and "implicit_gemm" in ec and "basic (" in ec
+    assert "unroll_constmem (" in printed.split("\nconv2d", 1)[1].split("\ncs6235", 1)[0]  # every conv2d variant
 
 
 def test_sweeps_skip_missing_variants(monkeypatch):
@@ -504,6 +545,272 @@ def test_plot_only_gpu_like_results(tmp_path, capsys):
     for f in ("matmul.png", "matmul_report.png"):
         assert (tmp_path / f).read_bytes()[:8] == PNG_MAGIC
     assert "| 2 | shared block=16 | 10000 | 20.0% |" in (tmp_path / "matmul_ladder.md").read_text()
+
+
+# --------------------------------------------------------------------------- conv2d: CS6235 figures, ECE408 tables
+
+
+def _assert_ece408_numbers(text):
+    """Every Op Time the ECE408 Fashion-MNIST report printed (as ms) and the MNIST report's times are in ``text``."""
+    for variant, entry in sweeps.ECE408_OP_TIMES.items():
+        for b, (t1, t2, _) in entry["times"].items():
+            for s in (t1, t2):
+                assert sweeps.ms_text(s) in text, (variant, b, s)
+    for variant, layer, ms, tag, _ in sweeps.ECE408_MNIST_TIMES:
+        assert f"{ms:g} [{tag}]" in text, (variant, layer, ms)
+
+
+def test_ece408_report_numbers_transcribed():
+    ops = sweeps.ECE408_OP_TIMES
+    assert list(ops) == ["cpu", "basic", "unroll", "unroll_constmem", "tiled", "tiled_unrolled", "tiled_channels",
+                         "tiled_corner_turn"]
+    assert all(set(e["times"]) == {10, 100, 10000} for e in ops.values())  # 8 steps x 3 sizes x 2 layers
+    assert ops["basic"]["times"][10000][:2] == (0.203084, 0.508383)
+    assert ops["tiled_corner_turn"]["times"][10][:2] == (0.000143, 0.000414)
+    assert ops["unroll_constmem"]["times"][100] == (0.005859, 0.009528, 356)
+    # Op Times are seconds: the 10,000-image runs take ~75-135x the 100-image ones, 100 images ~6-10x 10 images;
+    # layer 2 (6 -> 16 maps) always takes longer than layer 1.
+    for v, e in ops.items():
+        t = e["times"]
+        for layer in (0, 1):
+            assert 70 < t[10000][layer] / t[100][layer] < 140, v
+            assert 3 < t[100][layer] / t[10][layer] < 11, v
+        assert all(t[b][1] > t[b][0] for b in t), v
+    assert sweeps.ms_text(0.203084) == "203.084" and sweeps.ms_text(7.463296) == "7463.296"
+    assert sweeps.ms_text(0.000259) == "0.259" and sweeps.ms_text(25.670930) == "25670.93"
+    ms, where = sweeps.ece408_report_ms("tiled", "conv2", 10000)
+    assert ms == 387.863 and "l.414" in where and "0.387863" in where
+    assert sweeps.ece408_report_ms("cudnn", "conv1", 10) == (None, None)
+    assert sweeps.ece408_report_ms("basic", "conv1", 1000) == (None, None)
+    mnist = {(v, lay, tag): ms for v, lay, ms, tag, _ in sweeps.ECE408_MNIST_TIMES}
+    assert mnist[("tiled", "mnist_conv1", "T4")] == 374.624 and mnist[("unroll", "mnist_conv2", "T5")] == 1057.0
+    assert mnist[("cpu", "mnist_conv2", "T2")] == 798785.0 and len(mnist) == 8
+    # The layers (shared/data/README.md): conv1 64x64 -> 60x60, pooled to 30x30 for conv2 -> 26x26 (16x26x26 = 10816).
+    assert sweeps.ECE408_LAYERS == {"conv1": (1, 64, 64, 6, 5, 5), "conv2": (6, 30, 30, 16, 5, 5)}
+    assert sweeps.MNIST_LAYERS == {"mnist_conv1": (1, 28, 28, 32, 5, 5), "mnist_conv2": (32, 12, 12, 64, 5, 5)}
+    assert sweeps.ECE408_GPU == "a P100-class card" and sweeps.ECE408_MNIST_GPU == "Tesla K80"
+    assert sweeps.CS6235_GPU == "a K80-class card" and "kp359" in sweeps.CS6235_GPU_NOTE
+
+
+def test_cs6235_figure_specs():
+    figs = {f["figure"]: f for f in sweeps.CS6235_FIGURES}
+    assert list(figs) == [f"fig{i}" for i in range(1, 9)]
+    assert figs["fig7"]["confs"] == figs["fig8"]["confs"] == ("conf3", "conf4")
+    assert all(figs[f]["kind"] == "lines" for f in ("fig2", "fig3", "fig4"))
+    assert sweeps.CS6235_BLOCK_SIZES[("gpu", "full")] == (32, 64, 128, 256, 512, 1024)
+    assert sweeps.CS6235_K_UNROLLS[("gpu", "full")] == (2, 4, 8, 16)
+    assert sweeps.CS6235_C_UNROLLS[("gpu", "full")] == (0, 2, 4, 8, 16)
+    assert all(sweeps.REPORT_CONV_REPEATS[("gpu", lv)]["flush_l2"] for lv in ("full", "quick"))
+    assert sweeps.CS6235_FIG3_BLOCK == 512 and sweeps.ECE408_TILE_WIDTHS[("gpu", "full")] == tuple(range(4, 33, 4))
+    for f in figs.values():
+        assert f["report"].startswith(f"Fig {f['figure'][3:]} (Sec.")
+
+
+def _fake_conv_table():
+    """The build's conv2d variants, plus stand-ins for the ones another engineer is adding."""
+    from gpuopt.registry import Param, Variant
+
+    table = dict(gpuopt.variants("conv2d"))
+
+    def v(name, *params):
+        return Variant("conv2d", name, f"fake {name}", "gpuopt", True, {p.name: p for p in params})
+
+    for name in ("unroll", "implicit_gemm", "implicit_gemm_fast", "auto"):
+        table.setdefault(name, v(name))
+    table.setdefault("cudnn", v("cudnn", Param("algorithms", "precise", ("precise", "any"))))
+    return table
+
+
+@pytest.fixture
+def fake_conv_gpu(monkeypatch):
+    """conv2d's GPU path on NumPy: every variant computes with the cpu variant (unroll_c unroll=4 1% off,
+    unroll_constmem rejects filter banks over 64 KB as the real one does); measure() times on the CPU."""
+    table = _fake_conv_table()
+    real_conv2d, real_measure = gpuopt.conv2d, sweeps.measure
+    calls = []
+
+    def fake_conv2d(x, w, *, stride=1, padding=0, variant=None, **params):
+        spec = table[variant]
+        for key, value in params.items():
+            spec.params[key].check(value, f"conv2d/{variant}")
+        if variant == "unroll_constmem" and np.asarray(w).nbytes > 65536:
+            raise ValueError("conv2d/unroll_constmem: the filter bank does not fit the 64 KB constant memory")
+        calls.append((variant, tuple(np.shape(x)), tuple(sorted(params.items()))))
+        y = real_conv2d(x, w, stride=stride, padding=padding, variant="cpu")
+        return y * np.float32(1.01) if variant == "unroll_c" and params.get("unroll") == 4 else y
+
+    monkeypatch.setattr(gpuopt, "variants", lambda op=None: table)
+    monkeypatch.setattr(gpuopt.registry.Variant, "available", property(lambda self: True))
+    monkeypatch.setattr(gpuopt, "conv2d", fake_conv2d)
+    monkeypatch.setattr(gpuopt, "to_device", lambda x: x)
+    monkeypatch.setattr(gpuopt.conv, "cudnn_algorithm", lambda *a, **k: "IMPLICIT_PRECOMP_GEMM")
+    monkeypatch.setattr(sweeps, "measure", lambda fn, device=None, **kw: real_measure(fn, device="cpu", **kw))
+    return calls
+
+
+def test_cs6235_gpu_path(fake_conv_gpu):
+    res = sweeps.SWEEPS["cs6235"].run(sweeps.Plan(gpu=True, tiny=True, progress=False, seed=1))
+    rows = res.rows
+    assert not any(r.get("error") for r in rows)
+    fig = lambda f, conf="conf1": [r for r in rows if r["figure"] == f and r["conf"] == conf]  # noqa: E731
+    assert [r["label"] for r in fig("fig1")] == ["general", "auto", "cudnn", "cudnn-any"]
+    assert [(r["label"], r.get("x")) for r in fig("fig2")] == [("general block_size=64", 64),
+                                                           ("general block_size=128", 128), ("cudnn", None)]
+    assert [r["params"] for r in fig("fig3")][0] == {"block_size": 512, "unroll": 2, "loop_order": "crs"}
+    assert [r["series"] for r in fig("fig5")] == ["crs", "rsc"]
+    assert [r["variant"] for r in fig("fig7", "conf4")] == ["reorder", "plain", "shared"] and not fig("fig7")
+    assert [r["label"] for r in fig("fig8", "conf3")] == ["unroll_nk", "unroll_k unroll=2 loop_order=rsc",
+                                                          "unroll_k unroll=8 loop_order=rsc", "cudnn"]
+    assert {r["panel"] for r in rows if r["conf"] in ("conf3", "conf4")} == {"N=128"}
+    # A point two figures share is measured once: general at its default block size 128 (figs 1 and 2).
+    assert ("general", (("block_size", 128),)) not in {(v, p) for v, _, p in fake_conv_gpu}
+    assert ("general", (("block_size", 64),)) in {(v, p) for v, _, p in fake_conv_gpu}
+    by = {(r["figure"], r["conf"], r["label"]): r for r in rows}
+    assert by[("fig2", "conf2", "general block_size=128")]["median_ms"] == by[("fig1", "conf2", "general")][
+        "median_ms"]
+    for conf in sweeps.CONV_CONFS:
+        ref = by[("fig1", conf, "cudnn")]
+        assert ref["speedup_vs_cudnn"] == pytest.approx(1.0) and ref.get("rel_err") is None
+        assert ref["algorithm"] == "IMPLICIT_PRECOMP_GEMM" and ref["device"] == "gpu"
+        assert by[("fig1", conf, "general")]["rel_err"] < 1e-6 and by[("fig1", conf, "general")]["reference"] == "cudnn"
+        assert by[("fig4", conf, "unroll_c unroll=4")]["rel_err"] == pytest.approx(0.01, rel=1e-3)  # caught
+    assert any("plain has no loop_order" in n for n in res.notes)
+    text = sweeps.table_cs6235(rows, {"gpu": H200})
+    assert "CS6235 Fig 8" in text and "best unroll_k (rsc)" in text and "H200 median kernel time" in text
+    assert "printed no numbers for this figure" in text
+
+
+def test_ece408_gpu_path(fake_conv_gpu):
+    res = sweeps.SWEEPS["ece408"].run(sweeps.Plan(gpu=True, tiny=True, progress=False, seed=2))
+    rows = res.rows
+    assert not any(r.get("error") for r in rows)
+    op = [r for r in rows if r["part"] == "op_time" and r["layer"] == "conv1"]
+    assert [r["label"] for r in op] == [lb for lb, *_ in sweeps.ECE408_STEPS]  # cpu too: B=10 <= 100
+    by = {(r["part"], r["layer"], r["label"]): r for r in rows}
+    cpu = by[("op_time", "conv2", "cpu")]
+    assert cpu["device"] == "cpu" and cpu["report_ms"] == 25.613 and cpu["rel_err"] < 1e-6
+    tiled = by[("op_time", "conv1", "tiled")]
+    assert tiled["report_ms"] == 0.163 and tiled["report_gpu"] == "a P100-class card" and tiled["device"] == "gpu"
+    assert tiled["params"] == {"tile_width": 16} and tiled["gflops"] == pytest.approx(
+        2 * 10 * 6 * 60 * 60 * 25 / (tiled["median_ms"] * 1e6))
+    assert by[("op_time", "conv1", "cudnn-any")].get("report_ms") is None
+    # MNIST conv2's filter bank (64x32x5x5 floats = 200 KB) does not fit constant memory: not applicable, no error.
+    skipped = by[("mnist", "mnist_conv2", "unroll_constmem")]
+    assert "64 KB" in skipped["skipped"] and not skipped.get("error") and skipped.get("median_ms") is None
+    assert by[("mnist", "mnist_conv1", "unroll_constmem")]["median_ms"] > 0
+    tw = [r for r in rows if r["part"] == "tile_width" and r["layer"] == "conv2"]
+    assert [(r["variant"], r.get("x")) for r in tw] == [("tiled", 8), ("tiled", 16), ("tiled_unrolled", 8),
+                                                    ("tiled_unrolled", 16), ("cudnn", None)]
+    text = sweeps.table_ece408(rows, {"gpu": H200})
+    assert "B=10: H200 ms" in text and "B=10: report ms" in text and "not applicable" in text
+    _assert_ece408_numbers(text)
+
+
+def test_conv2d_sweep_runs_every_gpu_variant(fake_conv_gpu):
+    res = sweeps.SWEEPS["conv2d"].run(sweeps.Plan(gpu=True, tiny=True, progress=False))
+    table = gpuopt.variants("conv2d")
+    expected = [n for n, v in table.items() if v.needs_cuda and n != "cudnn"] + ["cudnn", "cudnn-any"]
+    assert [r["variant"] for r in res.rows if r["conf"] == "conf1"] == expected
+    assert {"implicit_gemm", "tiled_corner_turn", "general"} <= set(expected)
+    by = {(r["conf"], r["variant"]): r for r in res.rows}
+    assert "64 KB" in by[("conf2", "unroll_constmem")]["skipped"] and not by[("conf2", "unroll_constmem")].get("error")
+    assert by[("conf1", "unroll_constmem")]["median_ms"] > 0 and by[("conf1", "cudnn")]["speedup_vs_cudnn"] == 1.0
+    text = sweeps.table_conv2d(res.rows)
+    assert "not applicable" in text and "unroll_constmem @ conf=conf2" in text
+
+
+class _ModelPoints(sweeps._ConvPoints):
+    """Synthetic H200-like kernel times (no data, nothing run): for the tables and figures at full size."""
+
+    RATE = {"basic": 2500, "unroll": 1800, "unroll_constmem": 2000, "tiled": 4500, "tiled_unrolled": 5200,
+            "tiled_channels": 4800, "tiled_corner_turn": 5400, "implicit_gemm": 9000, "implicit_gemm_fast": 21000,
+            "auto": 22000, "cudnn": 15000, "cpu": 15, "general": 6000, "plain": 2500, "reorder": 2400,
+            "unroll_k": 4000, "unroll_c": 2500, "unroll_nk": 9000, "shared": 3000}
+    BLOCK = {32: 1.7, 64: 1.1, 128: 1.0, 256: 1.05, 512: 1.25, 1024: 1.6}
+
+    def load(self, key, prob):
+        self.key, self.problem = key, prob
+
+    def release(self):
+        pass
+
+    def measure(self, e):
+        ck = self.cache_key(self.key, e)
+        if ck not in self.cache:
+            prob, params = self.problem, self.full_params(e)
+            gpu = e.variant != "cpu"
+            out = {"params": params, "device": "gpu" if gpu else "cpu", "flush_l2": gpu}
+            if e.variant == "unroll_constmem" and 4 * prob.k * prob.c * prob.r * prob.s > 65536:
+                out["skipped"] = "ValueError: conv2d/unroll_constmem: does not fit the 64 KB constant memory"
+            else:
+                rate = self.RATE.get(e.variant, 3000) * (1.2 if params.get("algorithms") == "any" else 1.0)
+                rate /= self.BLOCK.get(params.get("block_size", 128), 1.0)
+                rate *= {0: 1.0, 2: 0.95, 4: 1.1, 8: 1.2, 16: 0.9}.get(params.get("unroll"), 1.0)
+                rate *= {4: 0.35, 8: 0.8, 12: 0.9, 16: 1.0, 20: 0.85, 24: 0.9, 28: 0.97, 32: 0.95}.get(
+                    params.get("tile_width"), 1.0)
+                rate *= 0.9 if params.get("loop_order") == "crs" else 1.0
+                rate *= 1.0 if prob.c < 100 else 0.6 if e.variant != "unroll_c" else 0.6 * (1 + params["unroll"] / 8)
+                ms = prob.flops / (rate * 1e6) + (0.004 if gpu else 0.05)
+                out.update(median_ms=ms, min_ms=ms * 0.97, max_ms=ms * 1.1, mean_ms=ms * 1.01, std_ms=ms * 0.02,
+                           repeats=30, gflops=prob.flops / (ms * 1e6), spin_us=200.0 if gpu else None,
+                           overhead_hidden=True)
+                if not sweeps._is_reference(e.variant, params):
+                    out.update(rel_err=2e-7, reference="cudnn")
+            self.cache[ck] = out
+        return dict(self.cache[ck])
+
+
+def _synthetic_report_results(monkeypatch, out):
+    """cs6235.json and ece408.json of a full H200 run (model times), written to ``out``."""
+    table = _fake_conv_table()
+    monkeypatch.setattr(gpuopt, "variants", lambda op=None: table)
+    monkeypatch.setattr(gpuopt.registry.Variant, "available", property(lambda self: True))
+    monkeypatch.setattr(sweeps, "_ConvPoints", _ModelPoints)
+    meta = {"gpu": {**H200, "compute_capability": "9.0"}, "plan": {"mode": "gpu", "level": "full"},
+            "gpuopt_version": "0", "commit": "abc", "timestamp_utc": "2026-01-01T00:00:00Z"}
+    plan = sweeps.Plan(gpu=True, progress=False)
+    results = {}
+    for name in ("cs6235", "ece408"):
+        res = sweeps.SWEEPS[name].run(plan)
+        bench.write_results(name, res.rows, {**meta, "sweep": name, **res.meta, "notes": res.notes}, out,
+                            columns=sweeps.SWEEPS[name].columns)
+        results[name] = res
+    return results
+
+
+def test_report_sweeps_full_size_tables_and_plot_only(tmp_path, monkeypatch, capsys):
+    # Full-size GPU plans with synthetic times: what the H200 run's tables and figures will hold.
+    res = _synthetic_report_results(monkeypatch, tmp_path)
+    cs, ec = res["cs6235"].rows, res["ece408"].rows
+    # Budget: unique points per sweep (each capped at ~0.3 s + warm-up on the GPU).
+    assert len({(r["conf"], r["variant"], json.dumps(r["params"], sort_keys=True)) for r in cs}) <= 110
+    assert len({(r["layer"], r["B"], r["variant"], json.dumps(r["params"], sort_keys=True)) for r in ec}) <= 130
+    fig2 = [r for r in cs if r["figure"] == "fig2" and r["conf"] == "conf3"]
+    assert [r.get("x") for r in fig2] == [32, 64, 128, 256, 512, 1024, None]
+    assert {r["B"] for r in ec if r["part"] == "op_time"} == {10, 100, 10000}
+    assert not any(r["variant"] == "cpu" and r["B"] > 100 for r in ec)  # the CPU code only up to 100 images
+    assert {r.get("x") for r in ec if r["part"] == "tile_width"} == {4, 8, 12, 16, 20, 24, 28, 32, None}
+    assert {r["B"] for r in ec if r["part"] in ("tile_width", "mnist")} == {10000}
+    best = sweeps.cs6235_best_k(cs, "conf4")
+    assert best["params"]["unroll"] == 8 and best["params"]["loop_order"] == "rsc"
+
+    pytest.importorskip("matplotlib")
+    assert main(["cs6235", "ece408", "--plot-only", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    for name in ("cs6235", "ece408"):
+        for png in figures(name):
+            assert (tmp_path / png).read_bytes()[:8] == PNG_MAGIC, png
+    assert "best unroll_k (rsc)" in printed and "(unroll=8)" in printed
+    md = (tmp_path / "ece408_op_time.md").read_text()
+    _assert_ece408_numbers(md)
+    assert "| B=10000: H200 ms | B=10000: report ms | H200 GFLOP/s (B=10000) | x cuDNN (B=10000) |" in md
+    assert "| Opt 3: shared memory | tiled | " in md and "| n/a | 1057 [T5] |" not in md
+    assert re.search(r"\| M2: sequential CPU \| cpu \| [0-9.]+ \| 7\.455 \| [0-9.]+ \| 74\.735 \| - \| 7463\.296 \|",
+                     md)
+    assert "| best | 16 | 16 | 16 | 16 |" in md  # the model's fastest tile width
+    assert "conv2: best at TILE_WIDTH 28" in md
+    cs_md = (tmp_path / "cs6235.md").read_text()
+    assert cs_md.count("printed no numbers for this figure") == 8 and "a K80-class card" in cs_md
 
 
 # --------------------------------------------------------------------------- GPU

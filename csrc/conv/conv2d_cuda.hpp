@@ -114,3 +114,51 @@ void conv2d_unroll_constmem(const float* x, const float* w, const float* bias, f
 
 }  // namespace gpuopt::conv
 // ================================================================ end of ECE408 section
+
+// ================================================================ GEMM-based variants
+// (conv2d_gemm.cu; its header comment has the GEMM view, the kernels and the limits). The convolution as
+// Y[K][N*P*Q] = W[K][C*R*S] x X_unrolled[C*R*S][N*P*Q]: W's KCRS memory is already the unrolled mask, row
+// crs = (c*R + r)*S + s; column npq = (n*P + p)*Q + q; X_unrolled[crs][npq] = x[n][c][p*u - ph + r][q*v - pw + s]
+// (zero in the padding). Each launcher validates shape and parameters (InvalidArgument) before anything runs.
+#include <vector>
+
+#include "../matmul/matmul_cuda.hpp"
+
+namespace gpuopt::conv {
+
+// The unroll variant's default scratch budget: X_unrolled and Y' of one batched GEMM.
+constexpr std::int64_t kUnrollScratchBytes = std::int64_t{1} << 30;
+
+// "unroll" (ECE408 Fashion-MNIST, Optimization 1): an im2col kernel writes X_unrolled (pool scratch), ONE
+// gpuopt matmul (gemm: "async", "warptile", "shared" or "naive", the C++ launcher) computes Y' = W x
+// X_unrolled, and a permute kernel writes y[n][k][p][q] = act(Y'[k][npq] + bias[k]). As many images per GEMM
+// as fit scratch_limit_bytes of scratch ((C*R*S + K) * P*Q floats per image), at least one: the whole batch
+// in one GEMM unless it does not fit (then chunks of images, one GEMM each). With one image per GEMM, Y' is
+// y itself (same layout) and the epilogue runs in place, only when there is a bias or an activation.
+void conv2d_unroll(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
+                   Activation act, const std::string& gemm = "async",
+                   std::int64_t scratch_limit_bytes = kUnrollScratchBytes);
+// Images per GEMM conv2d_unroll uses for this shape and budget (host only; validates like the launcher).
+std::int64_t conv2d_unroll_chunk_images(const Conv2dShape& s, std::int64_t scratch_limit_bytes = kUnrollScratchBytes);
+
+// "implicit_gemm" (ECE408 MNIST): the shared-memory tiled matrix multiply (tile x tile threads, tile 16 or 32)
+// of W and X_unrolled where each X tile is gathered from x by index (no unrolled buffer); bias and activation
+// in the store. Int indices: N*P*Q, C*R*S, K, P*Q, H + 2ph and W + 2pw must be < 2^31 - 1024 and C*H*W < 2^31
+// (unroll: the same but N*P*Q, which it splits), else InvalidArgument.
+void conv2d_implicit_gemm(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
+                          Activation act, int tile = 16);
+
+// "implicit_gemm_fast": the matmul ladder's warp-tiled kernel (WarpTiling block/warp/thread tiles, fragment
+// loads and FMA loop of matmul_warptile.cuh) with tile loaders for the convolution: W tiles by 16-byte loads
+// (C*R*S % 4 == 0 and w 16-byte aligned; 4-byte cp.async otherwise), X tiles gathered by 4-byte cp.async
+// with zero fill. tile: "64x64x8" (default), "128x128x8", "128x64x8", "64x128x8", "32x128x8" (BM x BN x BK:
+// output maps x output pixels x taps per k-step). Same index limits as implicit_gemm.
+void conv2d_implicit_gemm_fast(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
+                               Activation act, const std::string& tile = "64x64x8");
+
+// Registers, shared memory and local memory (stack + spills) of every kernel instantiation in conv2d_gemm.cu
+// (the unroll variant's matmul kernels excepted: matmul_kernel_info has those).
+std::vector<matmul::KernelInfo> conv2d_gemm_kernel_info();
+
+}  // namespace gpuopt::conv
+// ================================================================ end of GEMM-based section

@@ -1,8 +1,10 @@
 """Command line: ``python -m gpuopt.bench [names...] [--quick] [--out DIR] [--plot-only] [--quiet] [--list]``.
 
-Runs the sweeps (default: all of matmul, matmul_report, conv2d, kmeans, sparse), writes
-``DIR/<name>.csv`` and ``DIR/<name>.json`` and draws ``DIR/<name>.png`` for each (the
-matmul sweeps also write ``DIR/matmul_ladder.md`` / ``DIR/matmul_report.md``), then
+Runs the sweeps (default: all of matmul, matmul_report, conv2d, cs6235, ece408, kmeans,
+sparse), writes ``DIR/<name>.csv`` and ``DIR/<name>.json`` and draws ``DIR/<name>.png`` for
+each (``cs6235`` draws ``DIR/cs6235_fig1.png`` .. ``fig8.png``, ``ece408`` draws
+``DIR/ece408_op_time.png`` and ``DIR/ece408_tile_width.png``; Markdown tables go to
+``DIR/matmul_ladder.md``, ``matmul_report.md``, ``cs6235.md``, ``ece408_op_time.md``), then
 prints a short table per sweep. Without a usable GPU it runs the CPU variants at small
 sizes. ``--plot-only`` redraws the figures and Markdown tables (and prints the tables)
 from the JSON files already in DIR, without running anything.
@@ -38,8 +40,9 @@ def build_parser(default_out: str | os.PathLike | None = None) -> argparse.Argum
     parser.add_argument("names", nargs="*", metavar="name",
                         help=f"sweeps to run, from {{{', '.join(SWEEPS)}}} (default: all)")
     parser.add_argument("--quick", action="store_true",
-                        help="smaller sizes and fewer repeats (the full set measures for a few minutes on an H200, "
-                             "most of it the matmul ladder up to 8192; quick: well under a minute)")
+                        help="smaller sizes, fewer points per figure and fewer repeats (the full set measures for "
+                             "several minutes on an H200: the matmul ladder up to 8192 and the cs6235 + ece408 "
+                             "figures, each about 1-3 minutes; quick: about a minute)")
     parser.add_argument("--out", default=str(default_out or DEFAULT_OUT), metavar="DIR",
                         help="folder for <name>.csv/.json/.png (default: %(default)s)")
     parser.add_argument("--plot-only", action="store_true",
@@ -91,17 +94,19 @@ def _list() -> int:
     return 0
 
 
-def _plot(name: str, meta: dict, rows: list, out: Path, notes: list[str]) -> Path | None:
+def _plot(name: str, meta: dict, rows: list, out: Path, notes: list[str]) -> list[Path]:
+    """The sweep's figure(s): ``out/<name>.png``, or several beside it (cs6235, ece408)."""
     from . import plot
 
     if not plot.matplotlib_available():
         notes.append("matplotlib is not installed: no figure (pip install matplotlib, then --plot-only)")
-        return None
+        return []
     try:
-        return plot.plot(name, meta, rows, out / f"{name}.png")
+        drawn = plot.plot(name, meta, rows, out / f"{name}.png")
     except Exception as exc:  # noqa: BLE001 - the results are written; the figure can be redone
         notes.append(f"figure failed: {type(exc).__name__}: {exc}")
-        return None
+        return []
+    return list(drawn) if isinstance(drawn, (list, tuple)) else [drawn]
 
 
 def _extras(name: str, meta: dict, rows: list, out: Path, notes: list[str]) -> list[Path]:
@@ -155,9 +160,9 @@ def main(argv: Sequence[str] | None = None, *, default_out: str | os.PathLike | 
                 continue
             meta, rows = read_results(json_path)
             notes = list(meta.get("notes") or [])
-            png = _plot(name, meta, rows, out, notes)
+            pngs = _plot(name, meta, rows, out, notes)
             extra = _extras(name, meta, rows, out, notes)
-            reports.append(_report(name, meta, rows, [json_path, png, *extra], notes))
+            reports.append(_report(name, meta, rows, [json_path, *pngs, *extra], notes))
         print("\n\n".join(reports))
         return status
 
@@ -188,11 +193,11 @@ def main(argv: Sequence[str] | None = None, *, default_out: str | os.PathLike | 
                                 "notes": list(result.notes)}
         csv_path, json_path = write_results(name, result.rows, meta, out, columns=sweep.columns)
         notes = list(result.notes)
-        png = _plot(name, meta, result.rows, out, notes)
+        pngs = _plot(name, meta, result.rows, out, notes)
         extra = _extras(name, meta, result.rows, out, notes)
         if any(r.get("error") for r in result.rows):
             status = 1
-        reports.append(_report(name, meta, result.rows, [csv_path, json_path, png, *extra], notes))
+        reports.append(_report(name, meta, result.rows, [csv_path, json_path, *pngs, *extra], notes))
     print("\n\n".join(reports))
     return status
 

@@ -1,9 +1,10 @@
 """The sweeps that regenerate the reports' measurements.
 
 Each sweep is a :class:`Sweep` in :data:`SWEEPS` (``matmul``, ``matmul_report``, ``conv2d``,
-``kmeans``, ``sparse``); ``SWEEPS[name].run(plan)`` returns a :class:`SweepResult` (one dict per
-measurement, the column order, notes and extra metadata), which the command line
-writes with :func:`gpuopt.bench.write_results` and plots with :mod:`gpuopt.bench.plot`.
+``cs6235``, ``ece408``, ``kmeans``, ``sparse``); ``SWEEPS[name].run(plan)`` returns a
+:class:`SweepResult` (one dict per measurement, the column order, notes and extra
+metadata), which the command line writes with :func:`gpuopt.bench.write_results` and
+plots with :mod:`gpuopt.bench.plot` (``cs6235`` and ``ece408`` draw several figures each).
 
 Variants are looked up by name; one that is not registered in this build (or not usable
 here) is skipped with a note, so the sweeps run on any build. The matmul sweeps discover
@@ -949,6 +950,8 @@ def extras_matmul_report(meta: Mapping[str, Any], rows: list[dict[str, Any]], ou
 
 # --------------------------------------------------------------------------- conv2d
 
+#: The conv2d sweep's minimum (what every CUDA build has); the sweep runs every GPU conv2d
+#: variant registered (:func:`conv_gpu_variants`), each at its defaults, cuDNN last.
 CONV_VARIANTS = ("basic", "cudnn")
 #: The CS6235 report's configurations: N C K H W R S u v (no padding).
 CONV_CONFS: dict[str, tuple[int, ...]] = {
@@ -963,7 +966,7 @@ CONV_MAX_N: dict[Any, int | None] = {
 }
 CONV_COLUMNS = ("conf", "N", "C", "K", "H", "W", "R", "S", "u", "v", "P", "Q", "variant", "device", "median_ms",
                 "min_ms", "max_ms", "mean_ms", "std_ms", "repeats", "gflops", "speedup_vs_cudnn", "algorithm",
-                "rel_err", "reference", "spin_us", "overhead_hidden", "error")
+                "rel_err", "reference", "spin_us", "overhead_hidden", "skipped", "error")
 
 
 def _cudnn_algorithm(x_shape, w_shape, stride, padding, algorithms="precise") -> str | None:
@@ -976,9 +979,24 @@ def _cudnn_algorithm(x_shape, w_shape, stride, padding, algorithms="precise") ->
         return f"unknown ({_error(exc)})"
 
 
+def conv_gpu_variants() -> tuple[str, ...]:
+    """The GPU (``needs_cuda``) conv2d variants of this build, registration order, ``cudnn`` last."""
+    table = gpuopt.variants("conv2d")
+    names = [n for n, v in table.items() if v.needs_cuda and n != "cudnn"]
+    if "cudnn" in table:
+        names.append("cudnn")
+    return tuple(names)
+
+
+def _conv_listed() -> tuple[str, ...]:
+    """For ``--list``: the registered GPU conv2d variants (the minimum ones too when missing)."""
+    names = list(conv_gpu_variants())
+    return tuple(names + [n for n in CONV_VARIANTS if n not in names])
+
+
 def run_conv2d(plan: Plan) -> SweepResult:
     res = SweepResult()
-    names = _select("conv2d", CONV_VARIANTS, plan, res.notes)
+    names = _select("conv2d", _conv_listed(), plan, res.notes)
     # (label, variant, params): cuDNN twice, restricted to the precise algorithms (the
     # baseline) and free to pick FFT/Winograd (what a framework's benchmark mode gets).
     entries = [(name, name, {}) for name in names]
@@ -1019,6 +1037,9 @@ def run_conv2d(plan: Plan) -> SweepResult:
                     outputs[name] = _host(fn())
                     row.update(st.row(), gflops=flops / (st.median_ms * 1e6), spin_us=st.spin_us,
                                overhead_hidden=st.overhead_hidden)
+                except ValueError as exc:  # the variant rejects this shape up front (e.g. constant memory)
+                    row["skipped"] = _error(exc)
+                    res.notes.append(f"conv2d {conf} {name}: not applicable: {row['skipped']}")
                 except Exception as exc:  # noqa: BLE001
                     row["error"] = _error(exc)
                     res.notes.append(f"conv2d {conf} {name}: {row['error']}")
@@ -1037,12 +1058,883 @@ def run_conv2d(plan: Plan) -> SweepResult:
     return res
 
 
+def _skipped(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The rows a variant rejected up front (shape limits), listed under a table."""
+    def where(r: Mapping[str, Any]) -> str:
+        bits = [f"{k}={r[k]}" for k in ("figure", "part", "conf", "layer", "B") if r.get(k) is not None]
+        return f" @ {' '.join(bits)}" if bits else ""
+
+    seen = list(dict.fromkeys(f"  {_row_label(r)}{where(r)}: {r['skipped']}" for r in rows if r.get("skipped")))
+    return ("\nnot applicable (the variant rejects the shape up front):\n" + "\n".join(seen)) if seen else ""
+
+
 def table_conv2d(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
     body = [[r["conf"], f"{r['N']}x{r['C']}x{r['H']}x{r['W']} * {r['K']}x{r['R']}x{r['S']} /{r['u']}", r["variant"],
-             _fmt(r.get("median_ms"), ".4g"), _fmt(r.get("gflops"), ".1f"), _fmt(r.get("speedup_vs_cudnn"), ".2f"),
-             _fmt(r.get("rel_err"), ".1e"), r.get("algorithm") or "-"] for r in rows]
+             "n/a" if r.get("skipped") else _fmt(r.get("median_ms"), ".4g"), _fmt(r.get("gflops"), ".1f"),
+             _fmt(r.get("speedup_vs_cudnn"), ".2f"), _fmt(r.get("rel_err"), ".1e"), r.get("algorithm") or "-"]
+            for r in rows]
     return format_table(["conf", "NxCxHxW * KxRxS /stride", "variant", "ms", "GFLOP/s", "vs cuDNN", "rel.err",
-                         "cuDNN algorithm"], body) + _errors(rows)
+                         "cuDNN algorithm"], body) + _skipped(rows) + _errors(rows)
+
+
+# --------------------------------------------------------------------------- conv2d report sweeps: shared machinery
+#
+# The cs6235 and ece408 sweeps measure many (problem, variant, parameters) points; a point
+# two figures share is measured once (its row appears in both). Per problem the inputs are
+# drawn and uploaded once, and the output of cuDNN in strict FP32 (variant "cudnn",
+# precise algorithms) on its first images is the reference every other output is compared
+# with (rel_err). Times are kernel times from measure() on device-resident inputs with the
+# L2 flushed before every run; the convolution alone (no padding, no bias, no activation).
+
+#: measure() keywords of the report sweeps. Each has ~100-130 points; the big ones (N=128,
+#: B=10,000: ~1-20 ms a run) are capped by max_time_s, so on an H200 the two full sweeps
+#: together should take about 2-3 minutes (estimated from the kernels' expected times).
+REPORT_CONV_REPEATS: dict[Any, dict[str, Any]] = {
+    ("gpu", "full"): dict(warmup=3, repeat=30, max_time_s=0.3, flush_l2=True),
+    ("gpu", "quick"): dict(warmup=2, repeat=10, max_time_s=0.1, flush_l2=True),
+    ("cpu", "full"): dict(warmup=1, repeat=5, max_time_s=1.0),
+    ("cpu", "quick"): dict(warmup=1, repeat=3, max_time_s=0.3),
+    "tiny": dict(warmup=0, repeat=2, max_time_s=0.05),
+}
+#: Outputs of more elements than this are compared with the reference on their first images only.
+CONV_CHECK_ELEMS = 1 << 22
+
+
+@dataclass(frozen=True)
+class ConvProblem:
+    """One convolution of a report sweep: N C H W, K R S, stride u v (no padding)."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    k: int
+    r: int
+    s: int
+    u: int = 1
+    v: int = 1
+
+    @property
+    def p(self) -> int:
+        return (self.h - self.r) // self.u + 1
+
+    @property
+    def q(self) -> int:
+        return (self.w - self.s) // self.v + 1
+
+    @property
+    def flops(self) -> float:
+        """2 N K P Q C R S (one multiply and one add per tap)."""
+        return 2.0 * self.n * self.k * self.p * self.q * self.c * self.r * self.s
+
+    def fields(self) -> dict[str, int]:
+        return dict(N=self.n, C=self.c, K=self.k, H=self.h, W=self.w, R=self.r, S=self.s, u=self.u, v=self.v,
+                    P=self.p, Q=self.q)
+
+
+@dataclass(frozen=True)
+class ConvEntry:
+    """One row of a figure or table: its label, the variant and parameters, more row fields."""
+
+    label: str
+    variant: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _note(notes: list[str], text: str) -> None:
+    if text not in notes:
+        notes.append(text)
+
+
+def _host_rows(out: Any, n: int) -> np.ndarray:
+    """The first ``n`` images of a result (device or host) as a NumPy array."""
+    rows = getattr(out, "rows", None)
+    if isinstance(out, gpuopt.DeviceArray) and callable(rows):
+        return rows(n)
+    return np.asarray(_host(out))[:n]
+
+
+def _is_reference(variant: str, params: Mapping[str, Any]) -> bool:
+    return variant == "cudnn" and params.get("algorithms", "precise") == "precise"
+
+
+def _usable_entries(entries: Sequence[ConvEntry], plan: Plan, notes: list[str], where: str) -> list[ConvEntry]:
+    """The entries this build can run here; the others named in a note (variant or parameter missing)."""
+    table = gpuopt.variants("conv2d")
+    out = []
+    for e in entries:
+        v = table.get(e.variant)
+        if v is None:
+            _note(notes, f"{where}: variant conv2d/{e.variant} is not registered in this build: skipped "
+                         f"(registered: {', '.join(table)})")
+            continue
+        if not v.available:
+            _note(notes, f"{where}: variant conv2d/{e.variant} is not usable here "
+                         f"({gpuopt.cuda_unavailable_reason()}): skipped")
+            continue
+        bad = None
+        for key, value in e.params.items():
+            if key not in v.params:
+                bad = f"conv2d/{e.variant} has no parameter {key!r} (has: {', '.join(v.params) or 'none'})"
+                break
+            try:
+                v.params[key].check(value, f"conv2d/{e.variant}")
+            except ValueError as exc:
+                bad = str(exc)
+                break
+        if bad:
+            _note(notes, f"{where}: {bad}: '{e.label}' skipped")
+            continue
+        out.append(e)
+    return out
+
+
+class _ConvPoints:
+    """Measures conv2d points of one problem at a time, each (problem, variant, parameters) once."""
+
+    def __init__(self, plan: Plan, reps: Mapping[str, Any], notes: list[str], desc: str) -> None:
+        self.plan, self.reps, self.notes, self.desc = plan, dict(reps), notes, desc
+        self.table = gpuopt.variants("conv2d")
+        self.rng = np.random.default_rng(plan.seed)
+        self.cache: dict[tuple, dict[str, Any]] = {}
+        ref = self.table.get("cudnn")
+        self.with_reference = bool(plan.gpu and ref is not None and ref.available)
+        self.key: str | None = None
+        self.problem: ConvProblem | None = None
+        self.x = self.w = self.dev = self.ref = None
+        self.ref_name: str | None = None
+        self.n_check = 0
+
+    def _random(self, shape: tuple[int, ...]) -> np.ndarray:
+        a = self.rng.random(shape, dtype=np.float32)
+        a *= 2.0
+        a -= 1.0  # uniform [-1, 1)
+        return a
+
+    def full_params(self, e: ConvEntry) -> dict[str, Any]:
+        v = self.table.get(e.variant)
+        return {**(v.defaults() if v is not None else {}), **e.params}
+
+    def cache_key(self, key: str, e: ConvEntry) -> tuple:
+        return (key, e.variant, tuple(sorted(self.full_params(e).items())))
+
+    def load(self, key: str, prob: ConvProblem) -> None:
+        self.key, self.problem = key, prob
+        self.x = self._random((prob.n, prob.c, prob.h, prob.w))
+        self.w = self._random((prob.k, prob.c, prob.r, prob.s))
+        self.dev = (gpuopt.to_device(self.x), gpuopt.to_device(self.w)) if self.plan.gpu else None
+        per_image = max(prob.k * prob.p * prob.q, 1)
+        self.n_check = max(1, min(prob.n, CONV_CHECK_ELEMS // per_image))
+        self.ref, self.ref_name = None, None
+        if self.with_reference:
+            try:
+                out = gpuopt.conv2d(*self.dev, stride=(prob.u, prob.v), padding=0, variant="cudnn")
+                self.ref = _host_rows(out, self.n_check)
+                del out
+                self.ref_name = "cudnn" + (f" (first {self.n_check} of {prob.n} images)" if self.n_check < prob.n
+                                           else "")
+            except Exception as exc:  # noqa: BLE001 - the cudnn row records the failure itself
+                _note(self.notes, f"{self.desc} {key}: no cuDNN reference ({_error(exc)})")
+
+    def release(self) -> None:
+        self.x = self.w = self.dev = self.ref = None
+        _release_gpu_cache(self.plan)
+
+    def measure(self, e: ConvEntry) -> dict[str, Any]:
+        """The measurement fields of entry ``e`` on the loaded problem (from the cache when done before)."""
+        ck = self.cache_key(self.key, e)
+        if ck in self.cache:
+            return dict(self.cache[ck])
+        prob = self.problem
+        params = self.full_params(e)
+        gpu = self.table[e.variant].needs_cuda
+        out: dict[str, Any] = {"params": params, "device": "gpu" if gpu else "cpu",
+                               "flush_l2": bool(gpu and self.reps.get("flush_l2"))}
+        reps = dict(self.reps) if gpu else {k: v for k, v in self.reps.items() if k != "flush_l2"}
+        if e.variant == "cudnn" and gpu and self.plan.gpu:
+            out["algorithm"] = _cudnn_algorithm((prob.n, prob.c, prob.h, prob.w), (prob.k, prob.c, prob.r, prob.s),
+                                                (prob.u, prob.v), (0, 0), params.get("algorithms", "precise"))
+        ins = self.dev if gpu else (self.x, self.w)
+
+        def fn(ins=ins, variant=e.variant, kw=dict(e.params), stride=(prob.u, prob.v)):
+            return gpuopt.conv2d(*ins, stride=stride, padding=0, variant=variant, **kw)
+
+        try:
+            st = measure(fn, device=out["device"], **reps)
+            out.update(st.row(), gflops=prob.flops / (st.median_ms * 1e6), spin_us=st.spin_us,
+                       overhead_hidden=st.overhead_hidden)
+            if self.ref is not None and not _is_reference(e.variant, params):
+                got = _host_rows(fn(), self.n_check)
+                out["rel_err"], out["reference"] = _rel_err(got, self.ref), self.ref_name
+        except ValueError as exc:  # the variant rejects this shape up front (e.g. 64 KB of constant memory)
+            out["skipped"] = _error(exc)
+            _note(self.notes, f"{self.desc} {self.key} {e.label}: not applicable: {out['skipped']}")
+        except Exception as exc:  # noqa: BLE001 - recorded, the sweep goes on
+            out["error"] = _error(exc)
+            _note(self.notes, f"{self.desc} {self.key} {e.label}: {out['error']}")
+        self.cache[ck] = out
+        return dict(out)
+
+
+def _run_points(plan: Plan, res: SweepResult, reps: Mapping[str, Any],
+                work: Sequence[tuple[dict[str, Any], str, ConvEntry]], problems: Mapping[str, ConvProblem],
+                desc: str) -> list[dict[str, Any]]:
+    """Measure every ``(row fields, problem key, entry)`` of ``work``; one row each, in ``work``'s order.
+
+    Problems are loaded in order of first appearance; ``speedup_vs_cudnn`` = the strict
+    cuDNN time of the same problem in this run / the row's time (> 1: faster than cuDNN).
+    """
+    points = _ConvPoints(plan, reps, res.notes, desc)
+    unique = {points.cache_key(pk, e) for _, pk, e in work}
+    rows: list[dict[str, Any] | None] = [None] * len(work)
+    cudnn_ms: dict[str, float] = {}
+    with Progress(len(unique), desc, enabled=plan.progress) as prog:
+        for pk in dict.fromkeys(pk for _, pk, _ in work):
+            prob = problems[pk]
+            points.load(pk, prob)
+            try:
+                for i, (base, key, e) in enumerate(work):
+                    if key != pk:
+                        continue
+                    fresh = points.cache_key(pk, e) not in points.cache
+                    m = points.measure(e)
+                    if fresh:
+                        prog.update(f"{pk} {e.label}")
+                    rows[i] = {**base, **prob.fields(), "label": e.label, "variant": e.variant, **e.extra, **m}
+                    if _is_reference(e.variant, m["params"]) and _num(m.get("median_ms")):
+                        cudnn_ms[pk] = m["median_ms"]
+            finally:
+                points.release()
+    for (_, pk, _), row in zip(work, rows):
+        t_ref = cudnn_ms.get(pk)
+        if t_ref and _num(row.get("median_ms")):
+            row["speedup_vs_cudnn"] = t_ref / row["median_ms"]
+    return [r for r in rows if r is not None]
+
+
+def _ms_cell(row: Mapping[str, Any] | None) -> str:
+    if row is None:
+        return "-"
+    if row.get("skipped"):
+        return "n/a"
+    if row.get("error"):
+        return "failed"
+    return _fmt(_num(row.get("median_ms")), ".4g")
+
+
+def _sections_text(sections: Sequence[tuple[str, Sequence[str], Sequence[Sequence[str]], str]]) -> str:
+    return "\n\n".join(textwrap.fill(caption, 120, break_on_hyphens=False) + "\n" + format_table(headers, body, align)
+                       for caption, headers, body, align in sections)
+
+
+def _sections_markdown(title: str, meta: Mapping[str, Any],
+                       sections: Sequence[tuple[str, Sequence[str], Sequence[Sequence[str]], str]]) -> str:
+    from . import format_metadata
+
+    lines = [f"### {title}", "", f"Measured with {format_metadata(meta)}.", ""]
+    for caption, headers, body, _ in sections:
+        lines += [caption.rstrip(".") + ".", "", _md_table(headers, body), ""]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- cs6235: the report's eight figures
+#
+# The CS6235 report (../shared/seeds/cs6235-cnn-gpu-conv-report.txt) shows its results only as
+# plots, which are not in the text: it printed NO numbers for any of its eight figures (the
+# text says only "All performance data ... is reported in milliseconds", l.30). What each
+# figure found is transcribed below (CS6235_FIGURES, "report") and shown under each figure.
+# Its GPU: node kp359 of Utah's CHPC cluster (l.30, l.584); the report does not name the card.
+#
+# gpuopt's variants for the report's kernels (its benchmark script, l.128-597, names the
+# folders): general = "the general kernel"; unroll_k loop_order=crs = unroll_k2..16 (Fig 3) and
+# unroll_k8 (Fig 5 "crs"); loop_order=rsc = unroll_k8_rsc; unroll_c = unroll_c0..16; plain =
+# "Plain" (q,p,k,n), reorder = "Reorder" (q,p,n,k); shared = "SM"; unroll_nk = "unroll_nk".
+# Fig 7's "Plain" bars come from the Reorder folder (SM_vs_Plain, l.533: "To ensure a fair
+# comparison, the plain kernel also kept the q, p, n, k thread index mapping", l.110), so Fig 7
+# shows reorder as the report's "plain", and plain (q,p,k,n) too.
+
+CS6235_GPU = "a K80-class card"
+CS6235_GPU_NOTE = ("the report's numbers came from node kp359 of Utah's CHPC cluster (l.30); the text does not "
+                   "name the GPU (K80-class per the issue)")
+CS6235_SOURCE = "../shared/seeds/cs6235-cnn-gpu-conv-report.txt"
+CS6235_CONFS = tuple(CONV_CONFS)
+#: Block sizes of Fig 2 (the report: 32 .. 1024).
+CS6235_BLOCK_SIZES: dict[Any, tuple[int, ...]] = {
+    ("gpu", "full"): (32, 64, 128, 256, 512, 1024), ("gpu", "quick"): (32, 128, 1024),
+    ("cpu", "full"): (), ("cpu", "quick"): (), "tiny": (64, 128),
+}
+#: k unroll factors of Figs 3 and 8 (the report: 2, 4, 8, 16).
+CS6235_K_UNROLLS: dict[Any, tuple[int, ...]] = {
+    ("gpu", "full"): (2, 4, 8, 16), ("gpu", "quick"): (2, 8, 16), ("cpu", "full"): (), ("cpu", "quick"): (),
+    "tiny": (2, 8),
+}
+#: c unroll factors of Fig 4 (the report: 0, 2, 4, 8, 16; 0 = no unrolling).
+CS6235_C_UNROLLS: dict[Any, tuple[int, ...]] = {
+    ("gpu", "full"): (0, 2, 4, 8, 16), ("gpu", "quick"): (0, 4, 16), ("cpu", "full"): (), ("cpu", "quick"): (),
+    "tiny": (0, 4),
+}
+#: Fig 3's block size: "These results were obtained at Blocksize = 512" (Sec. 3.1, l.58).
+CS6235_FIG3_BLOCK = 512
+#: Fig 5's unroll factor: the report's unroll_k8 (crs) vs unroll_k8_rsc folders (l.364).
+CS6235_FIG5_UNROLL = 8
+
+#: The report's eight figures: id, title, kind ("bars": one bar per series at each
+#: configuration; "lines": a line per configuration over the swept parameter ``x``, panels
+#: N=1 and N=128, cuDNN as dashed lines), configurations, and what the report says.
+CS6235_FIGURES: tuple[dict[str, Any], ...] = (
+    {"figure": "fig1", "kind": "bars", "confs": CS6235_CONFS,
+     "title": "Fig 1: the general kernel (and auto) vs cuDNN",
+     "report": "Fig 1 (Sec. 1, l.26-30): the general kernel beats cuDNN on conf1 and conf2 and approaches it on "
+               "conf3."},
+    {"figure": "fig2", "kind": "lines", "x": "block_size", "confs": CS6235_CONFS,
+     "title": "Fig 2: the general kernel at block sizes 32..1024",
+     "report": "Fig 2 (Sec. 2, l.44-48): at N=1 best around block 64 or 128, then worse or flat; at N=128 steep "
+               "gains up to 128, then worse; 128 best over all four configurations."},
+    {"figure": "fig3", "kind": "lines", "x": "unroll", "confs": CS6235_CONFS,
+     "title": f"Fig 3: k unroll factors (unroll_k, crs loops, block {CS6235_FIG3_BLOCK})",
+     "report": f"Fig 3 (Sec. 3.1, l.56-60, l.76): at block {CS6235_FIG3_BLOCK}, unrolling k helps at N=128 and "
+               "degrades or stagnates at N=1."},
+    {"figure": "fig4", "kind": "lines", "x": "unroll", "confs": CS6235_CONFS,
+     "title": "Fig 4: c unroll factors (unroll_c; 0 = none)",
+     "report": "Fig 4 (Sec. 3.2, l.62-64, l.86): no unrolling is fastest except on conf2 (C=832), where unrolling "
+               "c first helps; at C=3 it cannot help."},
+    {"figure": "fig5", "kind": "bars", "confs": CS6235_CONFS,
+     "title": f"Fig 5: crs vs rsc loop order (unroll_k, unroll {CS6235_FIG5_UNROLL})",
+     "report": "Fig 5 (Sec. 4.1, l.89-95): rsc beats crs on most configurations; its rsc kernels could not unroll "
+               "beyond 8 (registers), yet rsc with 8 beat every crs factor on conf3 and conf4."},
+    {"figure": "fig6", "kind": "bars", "confs": CS6235_CONFS,
+     "title": "Fig 6: thread mapping q,p,k,n (plain) vs q,p,n,k (reorder)",
+     "report": "Fig 6 (Sec. 4.2, l.97-104): no specific trend, so the general kernel keeps q,p,k,n."},
+    {"figure": "fig7", "kind": "bars", "confs": ("conf3", "conf4"),
+     "title": "Fig 7: shared memory vs plain at N=128",
+     "report": "Fig 7 (Sec. 4.2.1, l.106-115): shared memory (c tiled, q,p,n,k) vs the plain kernel with the same "
+               "q,p,n,k mapping: faster at C=832 (conf4), slower at C=3 (conf3); impossible at N=1 under its "
+               "divisibility conditions (gpuopt's shared runs any shape)."},
+    {"figure": "fig8", "kind": "bars", "confs": ("conf3", "conf4"),
+     "title": "Fig 8: n,k unroll-and-jam (4x4) vs the best k unroll at N=128",
+     "report": "Fig 8 (Sec. 5, l.117-122): unrolling n and k by 4 each gives steep gains over the best k unroll, "
+               "up to about double the improvement on conf4; used by the general kernel whenever N=128."},
+)
+CS6235_COLUMNS = ("figure", "panel", "conf", "N", "C", "K", "H", "W", "R", "S", "u", "v", "P", "Q", "label", "series",
+                  "x_name", "x", "variant", "params", "device", "median_ms", "min_ms", "max_ms", "mean_ms", "std_ms",
+                  "repeats", "gflops", "speedup_vs_cudnn", "rel_err", "reference", "algorithm", "spin_us",
+                  "overhead_hidden", "flush_l2", "skipped", "error")
+#: The variants the cs6235 figures use (``auto`` when registered).
+CS6235_VARIANTS = ("general", "auto", "unroll_k", "unroll_c", "plain", "reorder", "shared", "unroll_nk", "cudnn")
+
+
+def _cs6235_panel(conf: str) -> str:
+    return f"N={CONV_CONFS[conf][0]}"
+
+
+def cs6235_entries(plan: Plan, notes: list[str]) -> dict[str, list[ConvEntry]]:
+    """The entries (rows per configuration) of each figure; CPU mode: the ``cpu`` variant only."""
+    if not plan.gpu:
+        _note(notes, "cs6235: no GPU, so every figure shows the cpu variant only (GPU variants not run here: "
+                     + ", ".join(CS6235_VARIANTS) + ")")
+        return {f["figure"]: [ConvEntry("cpu", "cpu", {}, {"series": "cpu"})] for f in CS6235_FIGURES}
+    table = gpuopt.variants("conv2d")
+    ref = ConvEntry("cudnn", "cudnn", {}, {"series": "cuDNN (strict FP32)"})
+
+    def swept(variant: str, x_name: str, values: Sequence[Any], **fixed: Any) -> list[ConvEntry]:
+        return [ConvEntry(matmul_label(variant, {x_name: val, **fixed}), variant, {x_name: val, **fixed},
+                          {"x_name": x_name, "x": val, "series": matmul_label(variant, fixed)}) for val in values]
+
+    def k_unroll(order: str, unroll: int, **fixed: Any) -> ConvEntry:
+        params = {**fixed, "unroll": unroll, "loop_order": order}
+        return ConvEntry(matmul_label("unroll_k", params), "unroll_k", params, {"series": order})
+
+    fig1 = [ConvEntry("general", "general", {}, {"series": "general"})]
+    if "auto" in table:
+        fig1.append(ConvEntry("auto", "auto", {}, {"series": "auto"}))
+    else:
+        _note(notes, "cs6235 fig1: variant conv2d/auto is not registered in this build: Fig 1 shows general only")
+    fig1 += [ref, ConvEntry("cudnn-any", "cudnn", {"algorithms": "any"}, {"series": "cuDNN (any algorithm)"})]
+    fig5 = [k_unroll(order, CS6235_FIG5_UNROLL) for order in ("crs", "rsc")]
+    plain = table.get("plain")
+    if plain is not None and "loop_order" in plain.params:
+        fig5 += [ConvEntry(matmul_label("plain", {"loop_order": o}), "plain", {"loop_order": o},
+                           {"series": f"plain {o}"}) for o in ("crs", "rsc")]
+    else:
+        _note(notes, "cs6235 fig5: plain has no loop_order parameter (its loops are c,r,s), so Fig 5 compares the "
+                     f"loop orders on unroll_k (unroll {CS6235_FIG5_UNROLL}) only, as the report did")
+    k_factors = plan.pick(CS6235_K_UNROLLS)
+    entries = {
+        "fig1": fig1,
+        "fig2": swept("general", "block_size", plan.pick(CS6235_BLOCK_SIZES)) + [ref],
+        "fig3": swept("unroll_k", "unroll", k_factors, block_size=CS6235_FIG3_BLOCK, loop_order="crs") + [ref],
+        "fig4": swept("unroll_c", "unroll", plan.pick(CS6235_C_UNROLLS)) + [ref],
+        "fig5": fig5,
+        "fig6": [ConvEntry("plain", "plain", {}, {"series": "plain: q,p,k,n"}),
+                 ConvEntry("reorder", "reorder", {}, {"series": "reorder: q,p,n,k"})],
+        "fig7": [ConvEntry("reorder", "reorder", {}, {"series": "the report's 'Plain' here: reorder (q,p,n,k)"}),
+                 ConvEntry("plain", "plain", {}, {"series": "plain (q,p,k,n)"}),
+                 ConvEntry("shared", "shared", {}, {"series": "shared (q,p,n,k, c tiled in shared memory)"})],
+        "fig8": [ConvEntry("unroll_nk", "unroll_nk", {}, {"series": "unroll_nk (n, k unrolled 4 x 4)"})]
+                + [k_unroll("rsc", f) for f in k_factors] + [ref],
+    }
+    return {fig: _usable_entries(es, plan, notes, f"cs6235 {fig}") for fig, es in entries.items()}
+
+
+def cs6235_report_meta() -> dict[str, Any]:
+    return {"source": CS6235_SOURCE, "gpu": CS6235_GPU, "gpu_note": CS6235_GPU_NOTE,
+            "numbers": "none: the report shows its results only as plots, which are not in the text; it printed no "
+                       "number for any figure",
+            "figures": [{k: f[k] for k in ("figure", "title", "kind", "confs", "report")} for f in CS6235_FIGURES]}
+
+
+def run_cs6235(plan: Plan) -> SweepResult:
+    res = SweepResult()
+    reps = plan.pick(REPORT_CONV_REPEATS)
+    max_n = plan.pick(CONV_MAX_N)
+    entries = cs6235_entries(plan, res.notes)
+    problems = {conf: ConvProblem(min(n, max_n) if max_n is not None else n, c, h, w, k, r, s, u, v)
+                for conf, (n, c, k, h, w, r, s, u, v) in CONV_CONFS.items()}
+    if max_n is not None:
+        res.notes.append(f"batch N capped at {max_n} in this mode (the report's conf3/conf4 use N=128)")
+    work = [({"figure": f["figure"], "panel": _cs6235_panel(conf), "conf": conf}, conf, e)
+            for f in CS6235_FIGURES for conf in f["confs"] for e in entries[f["figure"]]]
+    res.meta.update(report=cs6235_report_meta(),
+                    inputs="uniform [-1, 1) float32, NCHW / KCRS, no padding, no bias, no activation, "
+                           "device-resident on the GPU",
+                    configurations={k: dict(zip("N C K H W R S u v".split(), v)) for k, v in CONV_CONFS.items()},
+                    flops="2 N K P Q C R S", gflops="2 N K P Q C R S / median kernel time",
+                    timing=f"measure(): {reps} (kernel time, ms; a point two figures share is measured once)",
+                    reference=f"cuDNN strict FP32 (variant cudnn, precise algorithms) in the same run; rel_err = "
+                              f"||y - y_cudnn|| / ||y_cudnn|| over the first images (at most {CONV_CHECK_ELEMS} "
+                              "outputs)",
+                    figures={f["figure"]: [e.label for e in entries[f["figure"]]] for f in CS6235_FIGURES})
+    res.rows = _run_points(plan, res, reps, work, problems, "cs6235")
+    return res
+
+
+def cs6235_best_k(rows: Sequence[Mapping[str, Any]], conf: str) -> Mapping[str, Any] | None:
+    """Fig 8's "best k unroll" at ``conf``: the fastest unroll_k row of fig8."""
+    cands = [r for r in rows if r.get("figure") == "fig8" and r.get("conf") == conf and r.get("variant") == "unroll_k"
+             and _num(r.get("median_ms"))]
+    return min(cands, key=lambda r: r["median_ms"]) if cands else None
+
+
+def _cs6235_sections(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] | None
+                     ) -> list[tuple[str, list[str], list[list[str]], str]]:
+    dev = _device_short(meta)
+    sections = []
+    for f in CS6235_FIGURES:
+        fr = [r for r in rows if r.get("figure") == f["figure"]]
+        confs = [c for c in f["confs"] if any(r["conf"] == c for r in fr)] or list(f["confs"])
+        by = {(_row_label(r), r["conf"]): r for r in fr}
+        body = []
+        for label in dict.fromkeys(_row_label(r) for r in fr):
+            line = [label]
+            for c in confs:
+                r = by.get((label, c))
+                cell = _ms_cell(r)
+                if r is not None and _num(r.get("speedup_vs_cudnn")) and not _is_reference(r["variant"], r.get(
+                        "params") or {}):
+                    cell += f" ({r['speedup_vs_cudnn']:.2f}x)"
+                line.append(cell)
+            body.append(line)
+        if f["figure"] == "fig8":
+            line = ["best unroll_k (rsc)"]
+            for c in confs:
+                b = cs6235_best_k(fr, c)
+                unroll = (b.get("params") or {}).get("unroll") if b is not None else None
+                line.append("-" if b is None else f"{b['median_ms']:.4g} (unroll={unroll})")
+            body.append(line)
+        what = ("median kernel time in ms (x cuDNN strict FP32 in the same run; > 1: faster)" if dev != "CPU"
+                else "median wall time in ms of the cpu variant's call (no GPU here)")
+        caption = (f"CS6235 {f['title']}: {dev} {what}. The report ({CS6235_GPU}) printed no numbers for this "
+                   f"figure; it found: {f['report']}")
+        n_of = {r["conf"]: r.get("N") for r in fr}
+        sections.append((caption, ["row", *[f"{c} (N={n_of.get(c, CONV_CONFS[c][0])})" for c in confs]], body, "l"))
+    return sections
+
+
+def table_cs6235(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
+    return _sections_text(_cs6235_sections(rows, meta)) + _skipped(rows) + _errors(rows)
+
+
+def cs6235_markdown(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
+    return _sections_markdown("conv2d: the CS6235 report's figures, reproduced", meta,
+                              _cs6235_sections(rows, meta))
+
+
+def extras_cs6235(meta: Mapping[str, Any], rows: list[dict[str, Any]], out_dir: Any) -> list[Any]:
+    """``<out>/cs6235.md``: one table per figure, as Markdown."""
+    from pathlib import Path
+
+    path = Path(out_dir) / "cs6235.md"
+    path.write_text(cs6235_markdown(meta, rows), encoding="utf-8")
+    return [path]
+
+
+# --------------------------------------------------------------------------- ece408: the "Op Time" table
+#
+# The ECE408 Fashion-MNIST report (../shared/seeds/ece408-fashion-mnist-conv-report.txt) printed
+# MXNet's "Op Time" of its two convolutions ("Op Time: <layer 1> Op Time: <layer 2>", in
+# SECONDS; l.212 confirms the first is the first layer) for 10, 100 and 10,000 images after
+# each optimisation. Every such pair is transcribed below, as printed, with its line in the
+# text; the tables show them in ms (x 1000). Its layers (shared/data/README.md): conv1
+# Bx1x64x64 -> 6 maps 5x5 (valid, no bias; tanh after it, not timed here), conv2 Bx6x30x30 ->
+# 16 maps 5x5. Its GPU is not named in the text (the course's RAI servers; the issue says
+# P100-class; its Milestone 1 profile lists cuBLAS's sgemm_sm35 kernel, l.11).
+#
+# The ECE408 MNIST report (../shared/seeds/ece408-mnist-cnn-report.txt, a Tesla K80, l.28)
+# printed its two convolutions at 10,000 images (1x28x28 -> 32 maps 5x5; 32x12x12 -> 64 maps
+# 5x5) in Tables 2-5: transcribed in ECE408_MNIST_TIMES.
+
+ECE408_GPU = "a P100-class card"
+ECE408_GPU_NOTE = ("the report does not name its GPU (the course's RAI servers; P100-class per the issue); its "
+                   "Milestone 1 profile lists cuBLAS's sgemm_sm35 kernel (l.11), so take the class as approximate")
+ECE408_SOURCE = "../shared/seeds/ece408-fashion-mnist-conv-report.txt"
+ECE408_MNIST_GPU = "Tesla K80"
+ECE408_MNIST_SOURCE = "../shared/seeds/ece408-mnist-cnn-report.txt"
+#: name -> (C, H, W, K, R, S): valid 5x5 convolutions, no bias.
+ECE408_LAYERS: dict[str, tuple[int, ...]] = {"conv1": (1, 64, 64, 6, 5, 5), "conv2": (6, 30, 30, 16, 5, 5)}
+MNIST_LAYERS: dict[str, tuple[int, ...]] = {"mnist_conv1": (1, 28, 28, 32, 5, 5),
+                                             "mnist_conv2": (32, 12, 12, 64, 5, 5)}
+#: The report's image counts.
+ECE408_REPORT_BATCHES = (10, 100, 10000)
+ECE408_BATCHES: dict[Any, tuple[int, ...]] = {
+    ("gpu", "full"): (10, 100, 10000), ("gpu", "quick"): (10, 100, 10000), ("cpu", "full"): (10, 100),
+    ("cpu", "quick"): (10,), "tiny": (10,),
+}
+#: Images of the TILE_WIDTH sweep and of the MNIST layers (the reports: 10,000).
+ECE408_BIG_BATCH: dict[Any, int] = {
+    ("gpu", "full"): 10000, ("gpu", "quick"): 10000, ("cpu", "full"): 100, ("cpu", "quick"): 10, "tiny": 10,
+}
+#: Optimisation 9's TILE_WIDTH sweep: 4 to 32 in steps of 4 (l.716).
+ECE408_TILE_WIDTHS: dict[Any, tuple[int, ...]] = {
+    ("gpu", "full"): (4, 8, 12, 16, 20, 24, 28, 32), ("gpu", "quick"): (8, 16, 32), ("cpu", "full"): (),
+    ("cpu", "quick"): (), "tiny": (8, 16),
+}
+ECE408_TILE_VARIANTS = ("tiled", "tiled_unrolled")
+#: On the GPU the cpu variant (the report's Milestone 2 sequential code) runs up to this many images.
+ECE408_CPU_MAX_B = 100
+
+#: The rows of the Op Time table, in the report's order: (label, variant, params, the report's step).
+ECE408_STEPS: tuple[tuple[str, str, dict[str, Any], str], ...] = (
+    ("cpu", "cpu", {}, "M2: sequential CPU"),
+    ("basic", "basic", {}, "M3: basic kernel"),
+    ("unroll", "unroll", {}, "Opt 1: unrolling"),
+    ("unroll_constmem", "unroll_constmem", {}, "Opt 2: constant memory"),
+    ("tiled", "tiled", {}, "Opt 3: shared memory"),
+    ("tiled_unrolled", "tiled_unrolled", {}, "Opt 4&5: restrict, unroll"),
+    ("tiled_channels", "tiled_channels", {}, "Opt 6&7: channels, atomics"),
+    ("tiled_corner_turn", "tiled_corner_turn", {}, "Opt 8: corner turning"),
+    ("implicit_gemm", "implicit_gemm", {}, "MNIST report: implicit GEMM"),
+    ("implicit_gemm_fast", "implicit_gemm_fast", {}, "gpuopt: fast implicit GEMM"),
+    ("auto", "auto", {}, "gpuopt: auto"),
+    ("cudnn", "cudnn", {}, "cuDNN, strict FP32"),
+    ("cudnn-any", "cudnn", {"algorithms": "any"}, "cuDNN, any algorithm"),
+)
+#: Every "Op Time" pair the report printed, seconds as printed: B -> (layer 1, layer 2, line of the text).
+ECE408_OP_TIMES: dict[str, dict[str, Any]] = {
+    "cpu": {"step": "Milestone 2 (m2.1.py): sequential CPU forward",
+            "times": {10000: (7.463296, 25.670930, 92), 100: (0.074735, 0.255830, 112), 10: (0.007455, 0.025613, 132)}},
+    "basic": {"step": "Milestone 3 (m3.1.py): basic forward kernel",
+              "times": {10000: (0.203084, 0.508383, 158), 100: (0.001499, 0.004704, 178),
+                        10: (0.000259, 0.000765, 196)},
+              "also": "the text (l.212) quotes 0.002174 and 0.004704 for 100 images; the printed output (l.178) "
+                      "says 0.001499 and 0.004704"},
+    "unroll": {"step": "Optimization 1: matrix unrolling (m4.1.py)",
+               "times": {10000: (0.490018, 0.742920, 260), 100: (0.005656, 0.009813, 278),
+                         10: (0.000926, 0.001081, 296)}},
+    "unroll_constmem": {"step": "Optimization 2: unrolled masks in constant memory (m4.1.py)",
+                        "times": {10000: (0.490576, 0.716588, 338), 100: (0.005859, 0.009528, 356),
+                                  10: (0.000989, 0.001117, 376)}},
+    "tiled": {"step": "Optimization 3: shared-memory convolution, TILE_WIDTH 16 (m4.1.py)",
+              "times": {10000: (0.124374, 0.387863, 414), 100: (0.001269, 0.004807, 434),
+                        10: (0.000163, 0.000521, 454)},
+              "also": "a second 10-image run printed 0.000204 and 0.000487 (l.470-472)"},
+    "tiled_unrolled": {"step": "Optimization 4&5: __restrict__ and loop unrolling (final.py)",
+                       "times": {10000: (0.108973, 0.320080, 518), 100: (0.001077, 0.003857, 536),
+                                 10: (0.000142, 0.000422, 554)}},
+    "tiled_channels": {"step": "Optimization 6&7: input-channel parallelism and atomics (final.py)",
+                       "times": {10000: (0.115499, 0.322260, 590), 100: (0.001215, 0.003804, 606),
+                                 10: (0.000148, 0.000402, 624)}},
+    "tiled_corner_turn": {"step": "Optimization 8: corner turning (final.py)",
+                          "times": {10000: (0.107390, 0.315025, 660), 100: (0.001053, 0.003804, 676),
+                                    10: (0.000143, 0.000414, 694)}},
+}
+#: Optimisation 9 (TILE_WIDTH 4..32 at 10,000 images): its table and chart (Figure 27) are not in
+#: the text; only its reading is (l.724).
+ECE408_TILE_REPORT = {
+    "conv1": "best at TILE_WIDTH 16, 32 a close second",
+    "conv2": "best at TILE_WIDTH 28, 16 a close second, 32 a close third",
+}
+#: The ECE408 MNIST report's convolution times at 10,000 images (Tesla K80), in ms:
+#: (variant, layer, ms, where). Its Table 4/5 conv1 has the ReLU fused in; Table 3 and the
+#: serial times are whole-function times.
+ECE408_MNIST_TIMES: tuple[tuple[str, str, float, str, str], ...] = (
+    ("cpu", "mnist_conv1", 382006.0, "T2", "Table 2 (serial), 'Convolution Forward Valid (1)' 382.006 s (l.59)"),
+    ("cpu", "mnist_conv2", 798785.0, "T2", "Table 2 (serial), 'Convolution Forward Valid (2)' 798.785 s (l.63)"),
+    ("basic", "mnist_conv1", 11523.0, "T3", "Table 3 (basic parallelization), 11.523 s (l.76)"),
+    ("basic", "mnist_conv2", 78431.0, "T3", "Table 3 (basic parallelization), 78.431 s (l.79)"),
+    ("tiled", "mnist_conv1", 374.624, "T4", "Table 4 (optimized parallel: tiled, ReLU fused), 374.624 ms (l.118)"),
+    ("tiled", "mnist_conv2", 2002.0, "T4", "Table 4 (optimized parallel: tiled), 2.002 s (l.120)"),
+    ("tiled", "mnist_conv1", 383.423, "T5", "Table 5 (final), 'Tiled Convolution Forward Valid' 383.423 ms (l.150)"),
+    ("unroll", "mnist_conv2", 1057.0, "T5", "Table 5 (final), 'Unrolled Convolution Reduction' 1.057 s (l.154)"),
+)
+ECE408_COLUMNS = ("part", "layer", "B", "N", "C", "K", "H", "W", "R", "S", "u", "v", "P", "Q", "label", "step",
+                  "x_name", "x", "variant", "params", "device", "median_ms", "min_ms", "max_ms", "mean_ms", "std_ms",
+                  "repeats", "gflops", "speedup_vs_cudnn", "rel_err", "reference", "algorithm", "report_ms",
+                  "report_gpu", "report_source", "spin_us", "overhead_hidden", "flush_l2", "skipped", "error")
+ECE408_PARTS = ("op_time", "tile_width", "mnist")
+
+
+def ms_text(seconds: float) -> str:
+    """Seconds as printed -> the same number in ms, exactly (0.203084 -> "203.084")."""
+    from decimal import Decimal
+
+    d = (Decimal(repr(seconds)) * 1000).normalize()
+    text = format(d, "f")
+    return text
+
+
+def ece408_report_seconds(label: str, layer: str, batch: int) -> tuple[float | None, str | None]:
+    """The report's Op Time (seconds, as printed) of the row ``label`` (a variant name of
+    :data:`ECE408_STEPS`) on ``layer`` ("conv1"/"conv2") at ``batch`` images, and where it
+    was printed; (None, None) when it printed none."""
+    entry = ECE408_OP_TIMES.get(label)
+    if entry is None or batch not in entry["times"] or layer not in ECE408_LAYERS:
+        return None, None
+    t1, t2, line = entry["times"][batch]
+    s = t1 if layer == "conv1" else t2
+    return s, f"{entry['step']}, {batch} images, 'Op Time' {s!r} s (l.{line})"
+
+
+def ece408_report_ms(label: str, layer: str, batch: int) -> tuple[float | None, str | None]:
+    """:func:`ece408_report_seconds` in ms (exactly: 0.203084 s -> 203.084)."""
+    s, where = ece408_report_seconds(label, layer, batch)
+    return (None, None) if s is None else (float(ms_text(s)), where)
+
+
+def ece408_mnist_report(variant: str, layer: str) -> list[tuple[float, str, str]]:
+    """The ECE408 MNIST report's times (ms, table tag, where) of ``variant`` on ``layer``."""
+    return [(ms, tag, where) for v, lay, ms, tag, where in ECE408_MNIST_TIMES if v == variant and lay == layer]
+
+
+def ece408_report_meta() -> dict[str, Any]:
+    return {
+        "source": ECE408_SOURCE, "gpu": ECE408_GPU, "gpu_note": ECE408_GPU_NOTE,
+        "op_time_unit": "seconds as printed (MXNet's Op Time); first = layer 1 (conv1), second = layer 2 (conv2)",
+        "layers": {k: dict(zip("C H W K R S".split(), v)) for k, v in ECE408_LAYERS.items()},
+        "op_times": {v: {"step": e["step"], "also": e.get("also"),
+                         "times": {str(b): {"conv1_s": t1, "conv2_s": t2, "line": line}
+                                   for b, (t1, t2, line) in e["times"].items()}}
+                     for v, e in ECE408_OP_TIMES.items()},
+        "tile_width": {"numbers": "none printed (Figure 27 is not in the text)", "reading": ECE408_TILE_REPORT},
+        "mnist": {"source": ECE408_MNIST_SOURCE, "gpu": ECE408_MNIST_GPU,
+                  "layers": {k: dict(zip("C H W K R S".split(), v)) for k, v in MNIST_LAYERS.items()},
+                  "times_ms": [{"variant": v, "layer": lay, "ms": ms, "table": tag, "where": where}
+                               for v, lay, ms, tag, where in ECE408_MNIST_TIMES]},
+    }
+
+
+def _ece408_step_entries(*, with_cpu: bool) -> list[ConvEntry]:
+    out = []
+    for label, variant, params, step in ECE408_STEPS:
+        if variant == "cpu" and not with_cpu:
+            continue
+        out.append(ConvEntry(label, variant, params, {"step": step}))
+    return out
+
+
+def ece408_work(plan: Plan, notes: list[str]) -> tuple[list[tuple[dict[str, Any], str, ConvEntry]],
+                                                       dict[str, ConvProblem]]:
+    """(work, problems) of the ece408 sweep: the Op Time table, the TILE_WIDTH sweep, the MNIST layers."""
+    batches = plan.pick(ECE408_BATCHES)
+    big = plan.pick(ECE408_BIG_BATCH)
+    widths = plan.pick(ECE408_TILE_WIDTHS)
+    problems: dict[str, ConvProblem] = {}
+    work: list[tuple[dict[str, Any], str, ConvEntry]] = []
+
+    def problem(layer: str, spec: tuple[int, ...], b: int) -> str:
+        c, h, w, k, r, s = spec
+        key = f"{layer} B={b}"
+        problems.setdefault(key, ConvProblem(b, c, h, w, k, r, s))
+        return key
+
+    cpu_only = [ConvEntry("cpu", "cpu", {}, {"step": "gpuopt's CPU reference (no GPU here)"})]
+    if not plan.gpu:
+        _note(notes, "ece408: no GPU, so only the cpu variant runs (at "
+                     f"{', '.join(map(str, batches))} images; the TILE_WIDTH part shows it as a reference line)")
+    for layer, spec in ECE408_LAYERS.items():
+        for b in batches:
+            entries = (_ece408_step_entries(with_cpu=b <= ECE408_CPU_MAX_B) if plan.gpu else cpu_only)
+            entries = _usable_entries(entries, plan, notes, "ece408 op_time")
+            key = problem(layer, spec, b)
+            work += [({"part": "op_time", "layer": layer, "B": b}, key, e) for e in entries]
+    if plan.gpu:
+        ref = ConvEntry("cudnn", "cudnn", {}, {"step": "cuDNN, strict FP32"})
+        tile_entries = [ConvEntry(matmul_label(v, {"tile_width": t}), v, {"tile_width": t},
+                                  {"x_name": "tile_width", "x": t, "step": "Opt 9: TILE_WIDTH sweep"})
+                        for v in ECE408_TILE_VARIANTS for t in widths] + [ref]
+        tile_entries = _usable_entries(tile_entries, plan, notes, "ece408 tile_width")
+    else:
+        tile_entries = cpu_only
+    for layer, spec in ECE408_LAYERS.items():
+        key = problem(layer, spec, big)
+        work += [({"part": "tile_width", "layer": layer, "B": big}, key, e) for e in tile_entries]
+    mnist_entries = (_usable_entries(_ece408_step_entries(with_cpu=big <= ECE408_CPU_MAX_B), plan, notes,
+                                     "ece408 mnist") if plan.gpu else cpu_only)
+    for layer, spec in MNIST_LAYERS.items():
+        key = problem(layer, spec, big)
+        work += [({"part": "mnist", "layer": layer, "B": big}, key, e) for e in mnist_entries]
+    if big < 10000:
+        _note(notes, f"ece408: the TILE_WIDTH sweep and the MNIST layers run at {big} images in this mode "
+                     "(the reports: 10,000)")
+    return work, problems
+
+
+def _attach_ece408_report(row: dict[str, Any]) -> None:
+    if row.get("part") == "op_time":
+        ms, where = ece408_report_ms(row["label"], row["layer"], row["B"])
+        if ms is not None:
+            row.update(report_ms=ms, report_gpu=ECE408_GPU, report_source=where)
+    elif row.get("part") == "mnist" and row.get("B") == 10000:
+        found = ece408_mnist_report(row["label"], row["layer"])
+        if found:
+            row.update(report_ms=found[-1][0], report_gpu=ECE408_MNIST_GPU,
+                       report_source="; ".join(w for _, _, w in found))
+
+
+def run_ece408(plan: Plan) -> SweepResult:
+    res = SweepResult()
+    reps = plan.pick(REPORT_CONV_REPEATS)
+    work, problems = ece408_work(plan, res.notes)
+    res.meta.update(report=ece408_report_meta(),
+                    inputs="uniform [-1, 1) float32, NCHW / KCRS, valid (no padding), stride 1, no bias, no "
+                           "activation (the report's Op Time is the convolution; conv1's tanh is not timed), "
+                           "device-resident on the GPU",
+                    layers={k: dict(zip("C H W K R S".split(), v)) for k, v in {**ECE408_LAYERS,
+                                                                                 **MNIST_LAYERS}.items()},
+                    batches=list(plan.pick(ECE408_BATCHES)), big_batch=plan.pick(ECE408_BIG_BATCH),
+                    tile_widths=list(plan.pick(ECE408_TILE_WIDTHS)),
+                    flops="2 B K P Q C R S", gflops="2 B K P Q C R S / median kernel time",
+                    timing=f"measure(): {reps} (kernel time, ms, L2 flushed before every run; the cpu rows: wall "
+                           "time of the call on NumPy input)",
+                    reference=f"cuDNN strict FP32 (variant cudnn) in the same run; rel_err over the first images "
+                              f"(at most {CONV_CHECK_ELEMS} outputs)")
+    res.rows = _run_points(plan, res, reps, work, problems, "ece408")
+    for row in res.rows:
+        _attach_ece408_report(row)
+    return res
+
+
+def _ece408_sections(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] | None
+                     ) -> list[tuple[str, list[str], list[list[str]], str]]:
+    dev = _device_short(meta)
+    sections = []
+    op = [r for r in rows if r.get("part") == "op_time"]
+    measured_b = sorted({r["B"] for r in op})
+    batches = list(dict.fromkeys([*ECE408_REPORT_BATCHES, *measured_b]))
+    big = max(measured_b) if measured_b else None
+    by = {(r["layer"], r["B"], _row_label(r)): r for r in op}
+    labels = [lb for lb, *_ in ECE408_STEPS]
+    labels += [lb for lb in dict.fromkeys(_row_label(r) for r in op) if lb not in labels]
+    steps = {lb: step for lb, _, _, step in ECE408_STEPS}
+    for layer, (c, h, w, k, r_, s) in ECE408_LAYERS.items():
+        body = []
+        for label in labels:
+            line = [steps.get(label, ""), label]
+            for b in batches:
+                row = by.get((layer, b, label))
+                line.append(_ms_cell(row))
+                if b in ECE408_REPORT_BATCHES:
+                    sec, _ = ece408_report_seconds(label, layer, b)
+                    line.append("-" if sec is None else ms_text(sec))
+            rb = by.get((layer, big, label)) if big else None
+            line += [_g(rb.get("gflops")) if rb else "-",
+                     _fmt(_num(rb.get("speedup_vs_cudnn")), ".2f") if rb else "-"]
+            body.append(line)
+        headers = ["the report's step", "variant"]
+        for b in batches:
+            headers.append(f"B={b}: {dev} ms")
+            if b in ECE408_REPORT_BATCHES:
+                headers.append(f"B={b}: report ms")
+        headers += [f"{dev} GFLOP/s (B={big})", f"x cuDNN (B={big})"]
+        what = ("median kernel time in ms (L2 flushed; the cpu row: this machine's CPU, wall time of the call)"
+                if dev != "CPU" else "median wall time in ms of the cpu variant's call (no GPU here)")
+        caption = (f"ECE408 Fashion-MNIST 'Op Time', {layer}: Bx{c}x{h}x{w} -> {k} maps {r_}x{s} (valid, no bias; the "
+                   f"convolution alone). {dev}: {what}. report: the Op Time the report printed on its GPU, "
+                   f"{ECE408_GPU}, in seconds, shown here x 1000 (ms). '-': not measured / not printed, 'n/a': the "
+                   "variant rejects the shape")
+        sections.append((caption, headers, body, "ll"))
+    notes = [f"{v}: {e['also']}" for v, e in ECE408_OP_TIMES.items() if e.get("also")]
+    if notes:
+        sections[-1] = (sections[-1][0] + ". Also printed: " + "; ".join(notes), *sections[-1][1:])
+
+    tw = [r for r in rows if r.get("part") == "tile_width"]
+    if tw:
+        tb = max(r["B"] for r in tw)
+        by_t = {(r["layer"], r.get("x"), r["variant"]): r for r in tw if r.get("x") is not None}
+        widths = sorted({r["x"] for r in tw if r.get("x") is not None})
+        series = [(layer, v) for layer in ECE408_LAYERS for v in dict.fromkeys(
+            r["variant"] for r in tw if r.get("x") is not None)]
+        body = [[str(t), *[_ms_cell(by_t.get((layer, t, v))) for layer, v in series]] for t in widths]
+        best = ["best"]
+        for layer, v in series:
+            cands = [(r["median_ms"], t) for (lay, t, vv), r in by_t.items() if lay == layer and vv == v
+                     and _num(r.get("median_ms"))]
+            best.append(f"{min(cands)[1]}" if cands else "-")
+        body.append(best)
+        refs = [r for r in tw if r.get("x") is None]
+        for ref in refs:
+            body.append([f"{_row_label(ref)} ({ref['layer']})",
+                         *[_ms_cell(ref) if layer == ref["layer"] else "" for layer, _ in series]])
+        caption = (f"ECE408 Optimisation 9, the TILE_WIDTH sweep at B={tb}: {dev} median time in ms per tile "
+                   f"width (cuDNN for reference). The report ({ECE408_GPU}) printed no numbers (its Figure 27 is not "
+                   "in the text); it read: "
+                   + "; ".join(f"{k}: {v}" for k, v in ECE408_TILE_REPORT.items()))
+        sections.append((caption, ["TILE_WIDTH", *[f"{layer} {v}" for layer, v in series]], body, "l"))
+
+    mn = [r for r in rows if r.get("part") == "mnist"]
+    if mn:
+        mb = max(r["B"] for r in mn)
+        by_m = {(r["layer"], _row_label(r)): r for r in mn}
+        mlabels = [lb for lb in labels if any(_row_label(r) == lb for r in mn)
+                   or any(v == lb for v, *_ in ECE408_MNIST_TIMES)]
+        body = []
+        for label in mlabels:
+            line = [steps.get(label, ""), label]
+            for layer in MNIST_LAYERS:
+                row = by_m.get((layer, label))
+                line.append(_ms_cell(row))
+                rep = ece408_mnist_report(label, layer)
+                line.append(" / ".join(f"{ms:g} [{tag}]" for ms, tag, _ in rep) if rep else "-")
+                line.append(_fmt(_num(row.get("speedup_vs_cudnn")), ".2f") if row else "-")
+            body.append(line)
+        headers = ["step", "variant"]
+        for layer in MNIST_LAYERS:
+            headers += [f"{layer}: {dev} ms", f"{layer}: report ms", f"{layer}: x cuDNN"]
+        caption = (f"ECE408 MNIST layers at B={mb}: mnist_conv1 Bx1x28x28 -> 32 maps 5x5, mnist_conv2 Bx32x12x12 -> "
+                   f"64 maps 5x5 (valid, no bias, no activation). report: the ECE408 MNIST report's times at 10,000 "
+                   f"images on a {ECE408_MNIST_GPU}, in ms, [T2] serial CPU (Table 2), [T3] basic parallelization, "
+                   "[T4] optimized parallel (tiled; conv1 with the ReLU fused in), [T5] final (conv1 tiled with "
+                   "ReLU, conv2 unrolled into a matrix multiply)")
+        sections.append((caption, headers, body, "ll"))
+    return sections
+
+
+def table_ece408(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
+    return _sections_text(_ece408_sections(rows, meta)) + _skipped(rows) + _errors(rows)
+
+
+def ece408_markdown(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
+    return _sections_markdown("conv2d: the ECE408 reports' Op Time table, TILE_WIDTH sweep and MNIST layers", meta,
+                              _ece408_sections(rows, meta))
+
+
+def extras_ece408(meta: Mapping[str, Any], rows: list[dict[str, Any]], out_dir: Any) -> list[Any]:
+    """``<out>/ece408_op_time.md``: the Op Time tables (with the report's numbers), TILE_WIDTH, MNIST layers."""
+    from pathlib import Path
+
+    path = Path(out_dir) / "ece408_op_time.md"
+    path.write_text(ece408_markdown(meta, rows), encoding="utf-8")
+    return [path]
 
 
 # --------------------------------------------------------------------------- kmeans
@@ -1256,8 +2148,20 @@ SWEEPS: dict[str, Sweep] = {
                            _matmul_listed, REPORT_COLUMNS, run_matmul_report, table_matmul_report,
                            extras_matmul_report),
     "conv2d": Sweep("conv2d", "conv2d", "2-D convolution, CS6235 configurations",
-                    "basic vs cuDNN on conf1-conf4: ms, GFLOP/s, speedup vs cuDNN (CS6235 report)",
-                    CONV_VARIANTS, CONV_COLUMNS, run_conv2d, table_conv2d),
+                    "every GPU conv2d variant at its defaults vs cuDNN (strict and any algorithm) on conf1-conf4: "
+                    "ms, GFLOP/s, speedup vs cuDNN (CS6235 report)",
+                    _conv_listed, CONV_COLUMNS, run_conv2d, table_conv2d),
+    "cs6235": Sweep("cs6235", "conv2d", "conv2d: the CS6235 report's eight figures",
+                    "Figs 1-8 of the CS6235 report on conf1-conf4 (general/auto vs cuDNN, block size, k and c "
+                    "unrolling, crs vs rsc, thread mapping, shared memory, n,k unroll-and-jam): kernel ms -> "
+                    "cs6235_fig1..8.png, cs6235.md",
+                    CS6235_VARIANTS, CS6235_COLUMNS, run_cs6235, table_cs6235, extras_cs6235),
+    "ece408": Sweep("ece408", "conv2d", "conv2d: the ECE408 reports' Op Time table and TILE_WIDTH sweep",
+                    "every optimisation of the ECE408 Fashion-MNIST report on its two layers at 10/100/10000 images "
+                    "(next to the report's Op Times), TILE_WIDTH 4..32, the ECE408 MNIST layers at 10000: kernel ms, "
+                    "GFLOP/s -> ece408_op_time.md/.png, ece408_tile_width.png",
+                    tuple(dict.fromkeys(v for _, v, _, _ in ECE408_STEPS)), ECE408_COLUMNS, run_ece408, table_ece408,
+                    extras_ece408),
     "kmeans": Sweep("kmeans", "kmeans", "k-means (Liao's algorithm)",
                     "liao vs cpu on Liao's 17695-object sets and the CMU report's four shapes: computation time, "
                     "iterations, transfer/loop breakdown",
