@@ -13,7 +13,8 @@ from ._exec import ExecContext, dispatch
 from ._ext import cuda_module, require_cuda
 from .registry import Param, register
 
-__all__ = ["conv2d", "conv2d_output_shape", "Conv2dProblem", "cudnn_algorithm"]
+__all__ = ["conv2d", "conv2d_output_shape", "Conv2dProblem", "cudnn_algorithm", "auto_choice", "autotune_cache",
+           "clear_autotune_cache"]
 
 
 @dataclass(frozen=True)
@@ -209,4 +210,5 @@ def cudnn_algorithm(x_shape, w_shape, stride=1, padding=0, algorithms: str = "pr
 
 
 # The reports' variant families register themselves (display order: simple to fast).
-from . import _conv_cs6235, _conv_ece408, _conv_gemm  # noqa: E402,F401
+from . import _conv_cs6235, _conv_ece408, _conv_gemm, _conv_auto  # noqa: E402,F401
+from ._conv_auto import auto_choice, autotune_cache, clear_autotune_cache  # noqa: E402,F401

@@ -1,0 +1,136 @@
+"""conv2d ``auto``: one of gpuopt's own kernels per shape, by a heuristic or by timing.
+
+The heuristic was read off the H200 measurements in benchmarks/results (commit 318a086:
+conv2d.json, ece408.json), fastest of gpuopt's kernels per shape:
+
+1. 1x1 filters, stride 1, no padding: a plain GEMM, so ``unroll`` (its im2col is a copy
+   and the product runs on the matmul ladder's ``async`` kernel): CS6235 conf2 4.5x and
+   conf4 1.15x cuDNN.
+2. Fewer than 16 output maps: GEMM tiles of 64+ rows would be mostly empty, so the
+   direct shared-memory kernel ``tiled_unrolled``: ECE408 Fashion conv1 (K=6) 1.22x cuDNN.
+3. Few output positions (N*P*Q < 65536, e.g. one image): ``implicit_gemm``, whose 16x16
+   tiles still fill the GPU: CS6235 conf1 1.20x cuDNN.
+4. Otherwise ``implicit_gemm_fast`` (register-blocked, the matmul ladder's warp tiles):
+   ECE408 MNIST conv1/conv2 0.76x/0.73x cuDNN, within 6% of the best of ours on conf3.
+
+With ``autotune=True`` the first call for a problem (shapes, stride, padding, bias or
+not, activation) times every GPU variant of gpuopt on the call's own inputs (one warm-up
+run, then the median of three event-timed runs) and caches the fastest, like cuDNN's
+benchmark mode; later calls with that problem run the cached winner.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+from typing import Any
+
+from ._exec import ExecContext
+from ._ext import cuda_module
+from .conv import Conv2dProblem, _check_problem_shapes, conv2d_output_shape
+from .registry import Param, register, resolve, variants
+
+__all__ = ["auto_choice", "autotune_cache", "clear_autotune_cache"]
+
+# Not candidates: the library baseline and the reference.
+_EXCLUDED = ("auto", "cpu", "cudnn")
+
+_cache: dict[tuple, tuple[str, dict[str, Any]]] = {}
+_cache_lock = threading.Lock()
+
+
+def _heuristic(x_shape, w_shape, stride, padding) -> str:
+    n, _, h, w = x_shape
+    k, _, r, s = w_shape
+    _, _, p, q = conv2d_output_shape(x_shape, w_shape, stride, padding)
+    if r == 1 and s == 1 and tuple(stride) == (1, 1) and tuple(padding) == (0, 0):
+        return "unroll"
+    if k < 16:
+        return "tiled_unrolled"
+    if n * p * q < 65536:
+        return "implicit_gemm"
+    return "implicit_gemm_fast"
+
+
+def auto_choice(x_shape, w_shape, stride=1, padding=0) -> tuple[str, dict[str, Any]]:
+    """The variant and parameters ``auto`` runs for this problem.
+
+    The autotuned winner when one is cached for these shapes (any bias/activation),
+    else the heuristic's pick (see the module docstring).
+    """
+    (n, c, h, w), (k, _, r, s), st, pd = _check_problem_shapes(x_shape, w_shape, stride, padding)
+    with _cache_lock:
+        for key, choice in _cache.items():
+            if key[:4] == ((n, c, h, w), (k, c, r, s), st, pd):
+                return choice[0], dict(choice[1])
+    return _heuristic((n, c, h, w), (k, c, r, s), st, pd), {}
+
+
+def autotune_cache() -> dict[tuple, tuple[str, dict[str, Any]]]:
+    """A copy of the autotuned winners: (x shape, w shape, stride, padding, bias?, activation) -> (variant, params)."""
+    with _cache_lock:
+        return {key: (name, dict(params)) for key, (name, params) in _cache.items()}
+
+
+def clear_autotune_cache() -> None:
+    """Forget every autotuned winner."""
+    with _cache_lock:
+        _cache.clear()
+
+
+def _time_variant(name: str, p: Conv2dProblem, dx, dw, dbias) -> float:
+    """Median of three event-timed runs of ``name`` on device inputs (after one warm-up)."""
+    from .conv import conv2d
+
+    cuda = cuda_module()
+    kwargs = dict(stride=p.stride, padding=p.padding, bias=dbias, activation=p.activation, variant=name)
+    conv2d(dx, dw, **kwargs)  # warm-up: first-call setup, and rejects shapes it cannot run
+    times = []
+    for _ in range(3):
+        start, end = cuda.Event(), cuda.Event()
+        start.record()
+        out = conv2d(dx, dw, **kwargs)
+        end.record()
+        times.append(start.elapsed_ms(end))
+        del out
+    return statistics.median(times)
+
+
+def _autotune(ctx: ExecContext, p: Conv2dProblem) -> tuple[str, dict[str, Any]]:
+    key = (tuple(p.x.shape), tuple(p.w.shape), p.stride, p.padding, p.bias is not None, p.activation)
+    with _cache_lock:
+        if key in _cache:
+            return _cache[key]
+    dx, dw = ctx.device(p.x), ctx.device(p.w)
+    dbias = None if p.bias is None else ctx.device(p.bias)
+    timings: dict[str, float] = {}
+    for name, v in variants("conv2d").items():
+        if name in _EXCLUDED or not v.needs_cuda:
+            continue
+        try:
+            timings[name] = _time_variant(name, p, dx, dw, dbias)
+        except ValueError:  # the variant cannot run this shape (e.g. weights over 64 KB of constant memory)
+            continue
+    best = min(timings, key=timings.__getitem__)
+    choice = (best, {})
+    with _cache_lock:
+        _cache[key] = choice
+    ctx.details.update({f"autotune_{name}_ms": ms for name, ms in timings.items()})
+    return choice
+
+
+def _run_auto(ctx: ExecContext, p: Conv2dProblem, autotune: bool) -> Any:
+    if autotune:
+        name, params = _autotune(ctx, p)
+    else:
+        name, params = _heuristic(p.x.shape, p.w.shape, p.stride, p.padding), {}
+    impl, resolved = resolve("conv2d", name, params)
+    return impl.impl(ctx, p, **resolved)
+
+
+register("conv2d", "auto",
+         description="picks one of gpuopt's kernels per shape (documented heuristic from H200 runs); autotune=True "
+                     "times them once per problem and caches the winner", report="gpuopt", needs_cuda=True,
+         params=(Param("autotune", False, (False, True),
+                       "time every gpuopt GPU variant on the first call for a problem and cache the fastest"),))(
+    _run_auto)

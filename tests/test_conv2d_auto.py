@@ -1,0 +1,32 @@
+"""conv2d `auto`: the heuristic (no GPU needed) and its registration."""
+
+import pytest
+
+import gpuopt
+from gpuopt.conv import auto_choice
+
+
+@pytest.mark.parametrize("x_shape,w_shape,stride,expected", [
+    ((1, 832, 7, 7), (128, 832, 1, 1), 1, "unroll"),            # CS6235 conf2: a plain GEMM
+    ((128, 832, 7, 7), (128, 832, 1, 1), 1, "unroll"),          # conf4
+    ((10000, 1, 64, 64), (6, 1, 5, 5), 1, "tiled_unrolled"),    # ECE408 Fashion conv1: K = 6
+    ((1, 3, 112, 112), (64, 3, 3, 3), 2, "implicit_gemm"),      # conf1: one image
+    ((10000, 32, 12, 12), (64, 32, 5, 5), 1, "implicit_gemm_fast"),  # ECE408 MNIST conv2
+    ((128, 3, 112, 112), (64, 3, 3, 3), 2, "implicit_gemm_fast"),    # conf3
+])
+def test_heuristic_picks(x_shape, w_shape, stride, expected):
+    assert auto_choice(x_shape, w_shape, stride) == (expected, {})
+    assert expected in gpuopt.variants("conv2d")
+
+
+def test_auto_is_registered_with_autotune_param():
+    v = gpuopt.variants("conv2d")["auto"]
+    assert v.needs_cuda and v.report == "gpuopt"
+    assert v.params["autotune"].default is False and v.params["autotune"].allowed == (False, True)
+    with pytest.raises(ValueError, match="autotune"):
+        gpuopt.registry.resolve("conv2d", "auto", {"autotune": 1}, require_device=False)
+
+
+def test_auto_choice_checks_shapes():
+    with pytest.raises(ValueError, match="input channels"):
+        auto_choice((1, 3, 8, 8), (4, 2, 3, 3))

@@ -1,0 +1,57 @@
+"""conv2d `auto` on the GPU: correct on every heuristic branch; autotune caches a winner."""
+
+import numpy as np
+import pytest
+
+import gpuopt
+from gpuopt.conv import auto_choice, autotune_cache, clear_autotune_cache
+
+pytestmark = pytest.mark.gpu
+
+
+def check(rng, x_shape, w_shape, stride=1, padding=0, **kwargs):
+    x = rng.uniform(-1, 1, x_shape).astype(np.float32)
+    w = rng.uniform(-1, 1, w_shape).astype(np.float32)
+    y = gpuopt.conv2d(x, w, stride=stride, padding=padding, variant="auto", **kwargs)
+    ref = gpuopt.conv2d(x, w, stride=stride, padding=padding, variant="cpu")
+    scale = gpuopt.conv2d(np.abs(x), np.abs(w), stride=stride, padding=padding, variant="cpu")
+    assert np.isfinite(y).all()
+    assert np.linalg.norm(y.astype(np.float64) - ref) / np.linalg.norm(scale) < 1e-5
+    return x, w
+
+
+@pytest.mark.parametrize("x_shape,w_shape,stride", [
+    ((1, 83, 7, 7), (12, 83, 1, 1), 1),      # unroll
+    ((3, 1, 20, 20), (6, 1, 5, 5), 1),       # tiled_unrolled
+    ((1, 3, 30, 30), (20, 3, 3, 3), 2),      # implicit_gemm
+    ((40, 8, 40, 40), (32, 8, 5, 5), 1),     # implicit_gemm_fast
+])
+def test_each_heuristic_branch_is_correct(rng, x_shape, w_shape, stride):
+    check(rng, x_shape, w_shape, stride)
+
+
+def test_autotune_times_once_and_caches(rng):
+    clear_autotune_cache()
+    x_shape, w_shape = (2, 3, 17, 19), (8, 3, 3, 3)
+    x, w = check(rng, x_shape, w_shape, padding=1, autotune=True)
+    cache = autotune_cache()
+    assert len(cache) == 1
+    (key, (name, params)), = cache.items()
+    assert key[:2] == (x_shape, w_shape) and name in gpuopt.variants("conv2d") and name not in ("cudnn", "cpu", "auto")
+    assert auto_choice(x_shape, w_shape, padding=1) == (name, params)
+    # The second call runs the cached winner: no timing details this time.
+    _, t = gpuopt.conv2d(x, w, padding=1, variant="auto", autotune=True, timing=True)
+    assert not any(k.startswith("autotune_") for k in t.details)
+    clear_autotune_cache()
+    _, t = gpuopt.conv2d(x, w, padding=1, variant="auto", autotune=True, timing=True)
+    timed = {k for k in t.details if k.startswith("autotune_")}
+    assert "autotune_basic_ms" in timed and len(timed) >= 10
+    clear_autotune_cache()
+
+
+def test_autotune_skips_variants_that_reject_the_shape(rng):
+    clear_autotune_cache()
+    # 128x832x1x1 filters (426 KB) do not fit unroll_constmem's 64 KB: it must be skipped.
+    check(rng, (1, 832, 7, 7), (128, 832, 1, 1), autotune=True)
+    assert next(iter(autotune_cache().values()))[0] != "unroll_constmem"
+    clear_autotune_cache()
