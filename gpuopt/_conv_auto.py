@@ -1,17 +1,22 @@
 """conv2d ``auto``: one of gpuopt's own kernels per shape, by a heuristic or by timing.
 
-The heuristic was read off the H200 measurements in benchmarks/results (commit 318a086:
-conv2d.json, ece408.json), fastest of gpuopt's kernels per shape:
+The heuristic was read off the H200 measurements in benchmarks/results (commits 318a086
+and 05c3426: conv2d.json, ece408.json, and a tile sweep of implicit_gemm_fast), fastest
+of gpuopt's kernels per shape. It was fitted on the reports' eight layers, so treat it as
+a starting point; ``autotune=True`` measures instead.
 
 1. 1x1 filters, stride 1, no padding: a plain GEMM, so ``unroll`` (its im2col is a copy
-   and the product runs on the matmul ladder's ``async`` kernel): CS6235 conf2 4.5x and
-   conf4 1.15x cuDNN.
-2. Fewer than 16 output maps: GEMM tiles of 64+ rows would be mostly empty, so the
+   and the product runs on the matmul ladder's ``async`` kernel): CS6235 conf2 4.2x and
+   conf4 1.13x cuDNN.
+2. Fewer than 16 output maps: GEMM tiles of 32+ rows would be mostly empty, so the
    direct shared-memory kernel ``tiled_unrolled``: ECE408 Fashion conv1 (K=6) 1.22x cuDNN.
 3. Few output positions (N*P*Q < 65536, e.g. one image): ``implicit_gemm``, whose 16x16
-   tiles still fill the GPU: CS6235 conf1 1.20x cuDNN.
-4. Otherwise ``implicit_gemm_fast`` (register-blocked, the matmul ladder's warp tiles):
-   ECE408 MNIST conv1/conv2 0.76x/0.73x cuDNN, within 6% of the best of ours on conf3.
+   tiles still fill the GPU: CS6235 conf1 1.17x cuDNN.
+4. Exactly 16 output maps, or a stride above 1, with a batch of 4+ images: the CS6235
+   unroll-and-jam ``unroll_nk`` (Fashion conv2 2.45 ms vs cuDNN 2.50; conf3 level with
+   cuDNN in the tile sweep).
+5. Otherwise ``implicit_gemm_fast``, its tile by the number of output maps: 32x128x8 up to
+   32 maps (MNIST conv1 1.29x cuDNN), 64x128x8 above (MNIST conv2 0.82x).
 
 With ``autotune=True`` the first call for a problem (shapes, stride, padding, bias or
 not, activation) times every GPU variant of gpuopt on the call's own inputs (one warm-up
@@ -39,17 +44,19 @@ _cache: dict[tuple, tuple[str, dict[str, Any]]] = {}
 _cache_lock = threading.Lock()
 
 
-def _heuristic(x_shape, w_shape, stride, padding) -> str:
+def _heuristic(x_shape, w_shape, stride, padding) -> tuple[str, dict[str, Any]]:
     n, _, h, w = x_shape
     k, _, r, s = w_shape
     _, _, p, q = conv2d_output_shape(x_shape, w_shape, stride, padding)
     if r == 1 and s == 1 and tuple(stride) == (1, 1) and tuple(padding) == (0, 0):
-        return "unroll"
+        return "unroll", {}
     if k < 16:
-        return "tiled_unrolled"
+        return "tiled_unrolled", {}
     if n * p * q < 65536:
-        return "implicit_gemm"
-    return "implicit_gemm_fast"
+        return "implicit_gemm", {}
+    if n >= 4 and (k == 16 or tuple(stride) != (1, 1)):
+        return "unroll_nk", {}
+    return "implicit_gemm_fast", {"tile": "32x128x8" if k <= 32 else "64x128x8"}
 
 
 def auto_choice(x_shape, w_shape, stride=1, padding=0) -> tuple[str, dict[str, Any]]:
@@ -63,7 +70,7 @@ def auto_choice(x_shape, w_shape, stride=1, padding=0) -> tuple[str, dict[str, A
         for key, choice in _cache.items():
             if key[:4] == ((n, c, h, w), (k, c, r, s), st, pd):
                 return choice[0], dict(choice[1])
-    return _heuristic((n, c, h, w), (k, c, r, s), st, pd), {}
+    return _heuristic((n, c, h, w), (k, c, r, s), st, pd)
 
 
 def autotune_cache() -> dict[tuple, tuple[str, dict[str, Any]]]:
@@ -123,7 +130,7 @@ def _run_auto(ctx: ExecContext, p: Conv2dProblem, autotune: bool) -> Any:
     if autotune:
         name, params = _autotune(ctx, p)
     else:
-        name, params = _heuristic(p.x.shape, p.w.shape, p.stride, p.padding), {}
+        name, params = _heuristic(p.x.shape, p.w.shape, p.stride, p.padding)
     impl, resolved = resolve("conv2d", name, params)
     return impl.impl(ctx, p, **resolved)
 

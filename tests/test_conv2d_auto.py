@@ -6,17 +6,20 @@ import gpuopt
 from gpuopt.conv import auto_choice
 
 
-@pytest.mark.parametrize("x_shape,w_shape,stride,expected", [
-    ((1, 832, 7, 7), (128, 832, 1, 1), 1, "unroll"),            # CS6235 conf2: a plain GEMM
-    ((128, 832, 7, 7), (128, 832, 1, 1), 1, "unroll"),          # conf4
-    ((10000, 1, 64, 64), (6, 1, 5, 5), 1, "tiled_unrolled"),    # ECE408 Fashion conv1: K = 6
-    ((1, 3, 112, 112), (64, 3, 3, 3), 2, "implicit_gemm"),      # conf1: one image
-    ((10000, 32, 12, 12), (64, 32, 5, 5), 1, "implicit_gemm_fast"),  # ECE408 MNIST conv2
-    ((128, 3, 112, 112), (64, 3, 3, 3), 2, "implicit_gemm_fast"),    # conf3
+@pytest.mark.parametrize("x_shape,w_shape,stride,expected,params", [
+    ((1, 832, 7, 7), (128, 832, 1, 1), 1, "unroll", {}),            # CS6235 conf2: a plain GEMM
+    ((128, 832, 7, 7), (128, 832, 1, 1), 1, "unroll", {}),          # conf4
+    ((10000, 1, 64, 64), (6, 1, 5, 5), 1, "tiled_unrolled", {}),    # ECE408 Fashion conv1: K = 6
+    ((1, 3, 112, 112), (64, 3, 3, 3), 2, "implicit_gemm", {}),      # conf1: one image
+    ((10000, 6, 30, 30), (16, 6, 5, 5), 1, "unroll_nk", {}),        # ECE408 Fashion conv2: K = 16
+    ((128, 3, 112, 112), (64, 3, 3, 3), 2, "unroll_nk", {}),        # conf3: stride 2
+    ((10000, 1, 28, 28), (32, 1, 5, 5), 1, "implicit_gemm_fast", {"tile": "32x128x8"}),   # MNIST conv1
+    ((10000, 32, 12, 12), (64, 32, 5, 5), 1, "implicit_gemm_fast", {"tile": "64x128x8"}),  # MNIST conv2
 ])
-def test_heuristic_picks(x_shape, w_shape, stride, expected):
-    assert auto_choice(x_shape, w_shape, stride) == (expected, {})
-    assert expected in gpuopt.variants("conv2d")
+def test_heuristic_picks(x_shape, w_shape, stride, expected, params):
+    assert auto_choice(x_shape, w_shape, stride) == (expected, params)
+    v = gpuopt.variants("conv2d")[expected]
+    assert all(value in v.params[name].allowed for name, value in params.items())
 
 
 def test_auto_is_registered_with_autotune_param():

@@ -20,13 +20,17 @@ def check(rng, x_shape, w_shape, stride=1, padding=0, **kwargs):
     return x, w
 
 
-@pytest.mark.parametrize("x_shape,w_shape,stride", [
-    ((1, 83, 7, 7), (12, 83, 1, 1), 1),      # unroll
-    ((3, 1, 20, 20), (6, 1, 5, 5), 1),       # tiled_unrolled
-    ((1, 3, 30, 30), (20, 3, 3, 3), 2),      # implicit_gemm
-    ((40, 8, 40, 40), (32, 8, 5, 5), 1),     # implicit_gemm_fast
+@pytest.mark.parametrize("x_shape,w_shape,stride,expected", [
+    ((1, 83, 7, 7), (12, 83, 1, 1), 1, "unroll"),
+    ((3, 1, 20, 20), (6, 1, 5, 5), 1, "tiled_unrolled"),
+    ((1, 3, 30, 30), (20, 3, 3, 3), 2, "implicit_gemm"),
+    ((120, 6, 30, 30), (16, 6, 5, 5), 1, "unroll_nk"),             # K = 16
+    ((200, 3, 41, 41), (24, 3, 3, 3), 2, "unroll_nk"),             # stride 2
+    ((60, 8, 40, 40), (32, 8, 5, 5), 1, "implicit_gemm_fast"),     # tile 32x128x8
+    ((300, 8, 20, 20), (64, 8, 5, 5), 1, "implicit_gemm_fast"),    # tile 64x128x8
 ])
-def test_each_heuristic_branch_is_correct(rng, x_shape, w_shape, stride):
+def test_each_heuristic_branch_is_correct(rng, x_shape, w_shape, stride, expected):
+    assert auto_choice(x_shape, w_shape, stride)[0] == expected
     check(rng, x_shape, w_shape, stride)
 
 
