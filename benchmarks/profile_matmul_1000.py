@@ -5,7 +5,7 @@
         launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active,\\
         smsp__issue_active.avg.pct_of_peak_sustained_active --csv python3 benchmarks/profile_matmul_1000.py
 """
-import numpy as np, gpuopt, sys
+import numpy as np, gpuopt
 rng = np.random.default_rng(0)
 for n in (1000, 1024):
     a = gpuopt.to_device(rng.uniform(0, 1, (n, n)).astype(np.float32))
