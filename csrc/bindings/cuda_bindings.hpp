@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "../matmul/matmul_cuda.hpp"
+
 namespace gpuopt::bind {
 
 namespace py = pybind11;
@@ -14,6 +16,10 @@ template <typename T>
 T* dptr(std::uintptr_t p) {
     return reinterpret_cast<T*>(p);
 }
+
+// Registers/shared memory/spills of one kernel instantiation as a dict (matmul_kernel_info,
+// conv2d_gemm_kernel_info).
+py::dict kernel_info_dict(const matmul::KernelInfo& k);
 
 void bind_runtime(py::module_& m);
 void bind_matmul(py::module_& m);

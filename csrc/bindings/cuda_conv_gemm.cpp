@@ -70,17 +70,7 @@ void bind_conv_gemm(py::module_& m) {
 
     m.def("conv2d_gemm_kernel_info", [] {
         std::vector<py::dict> out;
-        for (const auto& k : conv::conv2d_gemm_kernel_info()) {
-            py::dict d;
-            d["kernel"] = k.kernel;
-            d["threads"] = k.threads_per_block;
-            d["registers"] = k.registers_per_thread;
-            d["static_shared_bytes"] = k.static_shared_bytes;
-            d["dynamic_shared_bytes"] = k.dynamic_shared_bytes;
-            d["local_bytes"] = k.local_bytes_per_thread;
-            d["max_blocks_per_sm"] = k.max_active_blocks_per_sm;
-            out.push_back(d);
-        }
+        for (const auto& k : conv::conv2d_gemm_kernel_info()) out.push_back(kernel_info_dict(k));
         return out;
     }, "Registers, shared memory, local memory (stack + spills) and occupancy of every kernel instantiation of "
        "the GEMM-based conv2d variants (im2col, permute, implicit_gemm tiles, implicit_gemm_fast tiles x W loaders).");

@@ -5,7 +5,6 @@
 
 namespace gpuopt::bind {
 
-namespace {
 // The arguments every matmul binding takes: device addresses of a (M x K), b (K x N) and
 // c (M x N), row-major float32, then the shape.
 #define GPUOPT_MATMUL_ARGS py::arg("a"), py::arg("b"), py::arg("c"), py::arg("M"), py::arg("N"), py::arg("K")
@@ -23,7 +22,6 @@ py::dict kernel_info_dict(const matmul::KernelInfo& k) {
     d["max_blocks_per_sm"] = k.max_active_blocks_per_sm;
     return d;
 }
-}  // namespace
 
 void bind_matmul(py::module_& m) {
     using Fn = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t);

@@ -589,6 +589,18 @@ def _bar_series(ax, groups: Sequence[str], series: Sequence[tuple[str, Callable[
     return values
 
 
+def _step_bars(ax, labels, series, steps_table) -> None:
+    """Grouped bars per ECE408 step, x labels with the report's step names, log y."""
+    values = _bar_series(ax, labels, series)
+    steps = {lb: step for lb, _, _, step in steps_table}
+    ax.set_xticklabels([f"{lb}\n{steps.get(lb, '')}" for lb in labels], fontsize=7.5, rotation=20, ha="right")
+    if values:
+        ax.set_yscale("log")
+        ax.set_ylim(min(values) / 2, max(values) * 3)
+    else:
+        _empty(ax, "no measurements")
+
+
 def _ece408_op_panel(ax, rows, layer: str, dev: str, colors: Mapping[int, Any]) -> None:
     from .sweeps import ECE408_GPU, ECE408_LAYERS, ECE408_OP_TIMES, ECE408_REPORT_BATCHES, ECE408_STEPS, ms_text
     from .sweeps import ece408_report_seconds
@@ -611,14 +623,7 @@ def _ece408_op_panel(ax, rows, layer: str, dev: str, colors: Mapping[int, Any]) 
 
             series.append((f"report ({ECE408_GPU}), B={b}", rep,
                            dict(color=colors.get(b), alpha=0.35, hatch="//", edgecolor=colors.get(b), lw=0.6)))
-    values = _bar_series(ax, labels, series)
-    steps = {lb: step for lb, _, _, step in ECE408_STEPS}
-    ax.set_xticklabels([f"{lb}\n{steps.get(lb, '')}" for lb in labels], fontsize=7.5, rotation=20, ha="right")
-    if values:
-        ax.set_yscale("log")
-        ax.set_ylim(min(values) / 2, max(values) * 3)
-    else:
-        _empty(ax, "no measurements")
+    _step_bars(ax, labels, series, ECE408_STEPS)
     c, h, w, k, r, s = ECE408_LAYERS[layer]
     ax.set_title(f"{layer}: Bx{c}x{h}x{w} -> {k} maps {r}x{s} (the convolution alone). Solid: {dev} this run; "
                  f"hatched: the report's 'Op Time' on {ECE408_GPU}", fontsize=9)
@@ -647,14 +652,7 @@ def _ece408_mnist_panel(ax, rows, dev: str) -> None:
         series.append((f"report ({ECE408_MNIST_GPU}), {layer}, B=10000",
                        lambda g, layer=layer: (ece408_mnist_report(g, layer) or [(None,)])[0][0],
                        dict(color=col, alpha=0.35, hatch="//", edgecolor=col, lw=0.6)))
-    values = _bar_series(ax, labels, series)
-    steps = {lb: step for lb, _, _, step in ECE408_STEPS}
-    ax.set_xticklabels([f"{lb}\n{steps.get(lb, '')}" for lb in labels], fontsize=7.5, rotation=20, ha="right")
-    if values:
-        ax.set_yscale("log")
-        ax.set_ylim(min(values) / 2, max(values) * 3)
-    else:
-        _empty(ax, "no measurements")
+    _step_bars(ax, labels, series, ECE408_STEPS)
     ax.set_title(f"ECE408 MNIST layers: mnist_conv1 Bx1x28x28 -> 32 maps 5x5, mnist_conv2 Bx32x12x12 -> 64 maps 5x5. "
                  f"Hatched: the MNIST report's times at 10,000 images on a {ECE408_MNIST_GPU} (its first printed "
                  "value; see the table)", fontsize=9)

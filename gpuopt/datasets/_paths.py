@@ -15,12 +15,13 @@ uses: ``TypeError`` for a wrong kind of argument (dtype, type),
 
 from __future__ import annotations
 
-import operator
 import os
 from pathlib import Path
 from typing import TypeAlias
 
 import numpy as np
+
+from .._validate import integer, real
 
 __all__ = ["DATA_DIR_ENV", "PathLike", "data_dir", "data_path"]
 
@@ -208,32 +209,13 @@ def _read_text(path: Path, what: str) -> str:
 
 
 def _check_int(value: object, arg: str, *, low: int | None = None, high: int | None = None) -> int:
-    """``value`` as a Python int within ``[low, high]`` (booleans rejected)."""
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{arg} must be an integer, got a bool")
-    try:
-        v = operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(f"{arg} must be an integer, got {type(value).__name__}") from None
-    if low is not None and v < low:
-        raise ValueError(f"{arg} must be >= {low}, got {v}")
-    if high is not None and v > high:
-        raise ValueError(f"{arg} must be <= {high}, got {v}")
-    return v
+    """``value`` as a Python int within ``[low, high]`` (booleans rejected): gpuopt's one rule."""
+    return integer(value, arg, low, high)
 
 
 def _check_float(value: object, arg: str, *, low: float | None = None) -> float:
-    """``value`` as a finite Python float, optionally ``>= low``."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(
-        value, (int, float, np.integer, np.floating)
-    ):
-        raise TypeError(f"{arg} must be a real number, got {type(value).__name__}")
-    v = float(value)
-    if not np.isfinite(v):
-        raise ValueError(f"{arg} must be finite, got {v}")
-    if low is not None and v < low:
-        raise ValueError(f"{arg} must be >= {low}, got {v}")
-    return v
+    """``value`` as a finite Python float, optionally ``>= low``: gpuopt's one rule."""
+    return real(value, arg, low)
 
 
 def _check_choice(value: object, arg: str, choices: tuple[str, ...]) -> str:
