@@ -210,5 +210,5 @@ def cudnn_algorithm(x_shape, w_shape, stride=1, padding=0, algorithms: str = "pr
 
 
 # The reports' variant families register themselves (display order: simple to fast).
-from . import _conv_cs6235, _conv_ece408, _conv_gemm, _conv_auto  # noqa: E402,F401
+from . import _conv_cs6235, _conv_ece408, _conv_gemm, _conv_direct, _conv_auto  # noqa: E402,F401
 from ._conv_auto import auto_choice, autotune_cache, clear_autotune_cache  # noqa: E402,F401

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: build gpuopt for the H200, run the GPU tests, optionally the
+# One call on the GPU machine: build gpuopt for the H200 (incrementally in build/device, kept while the
+# machine stays warm), run the GPU tests, optionally the
 # quick benchmarks and a compute-sanitizer pass, and gather logs and results under $OUT.
 #
-#   bash scripts/device_run.sh [tests] [sanitizer] [bench[=NAME,...]] [full]
+#   bash scripts/device_run.sh [tests[=FILE,...]] [sanitizer] [bench[=NAME,...]] [full] [tune[=LAYER,...]]
 #
-# With no arguments: tests. Results are recorded with the commit in $GPUOPT_COMMIT (the
+# With no arguments: tests (all of them; tests=FILE,... runs those files). tune: the conv2d auto
+# sweep (benchmarks/tune_conv_auto.py), its output in $OUT/tune.log and tune_conv_auto.json. Results are recorded with the commit in $GPUOPT_COMMIT (the
 # copy on the device has no .git). The machine has no network: the build uses the Python
 # packages already there (pip install --no-build-isolation --no-deps). Real data travels
 # in the git-ignored _device/data folder (copy ../shared/data there, carry it); set
@@ -25,7 +27,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
 echo "== build (sm_90)"
 start=$(date +%s)
 if ! GPUOPT_CUDA_ARCHITECTURES=${GPUOPT_CUDA_ARCHITECTURES:-90} GPUOPT_PTXAS_VERBOSE=ON \
-     python3 -m pip install --no-build-isolation --no-deps -v . >"$OUT/build.log" 2>&1; then
+     python3 -m pip install --no-build-isolation --no-deps -Cbuild-dir=build/device -v . >"$OUT/build.log" 2>&1; then
     tail -60 "$OUT/build.log"
     exit 1
 fi
@@ -35,9 +37,16 @@ grep -E "ptxas info|bytes stack frame|spill" "$OUT/build.log" >"$OUT/ptxas.txt" 
 
 for step in "${steps[@]}"; do
     case "$step" in
-    tests)
-        echo "== GPU and CPU tests"
-        python3 -m pytest -q -ra --junitxml="$OUT/pytest.xml" tests 2>&1 | tee "$OUT/pytest.log"
+    tests*)
+        files=${step#tests}; files=${files#=}; files=${files//,/ }
+        echo "== GPU and CPU tests ${files:-(all)}"
+        python3 -m pytest -q -ra --junitxml="$OUT/pytest.xml" ${files:-tests} 2>&1 | tee "$OUT/pytest.log"
+        [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+        ;;
+    tune*)
+        layers=${step#tune}; layers=${layers#=}
+        echo "== conv2d auto sweep ${layers:-(all layers)}"
+        python3 benchmarks/tune_conv_auto.py "$OUT" ${layers:+--layers "$layers"} 2>&1 | tee "$OUT/tune.log"
         [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
         ;;
     sanitizer)

@@ -5,6 +5,7 @@ import pytest
 
 import gpuopt
 from conftest import relative_error
+from conv_cases import CS6235, ECE408, uniform
 
 pytestmark = pytest.mark.gpu
 
@@ -35,27 +36,6 @@ SHAPES = [
     (1, 13, 257, 3, 2, 3, 3, 1, 1),
     (7, 3, 64, 64, 17, 5, 5, 1, 2),
 ]
-
-# The CS6235 report's four configurations, its `cnn-gpu N C K H W R S u v` arguments.
-CS6235 = {
-    "conf1": (1, 3, 64, 112, 112, 3, 3, 2, 2),
-    "conf2": (1, 832, 128, 7, 7, 1, 1, 1, 1),
-    "conf3": (128, 3, 64, 112, 112, 3, 3, 2, 2),
-    "conf4": (128, 832, 128, 7, 7, 1, 1, 1, 1),
-}
-
-# ECE408 layers, (x shape, w shape): Fashion-MNIST (batch of 10) and the MNIST CNN.
-ECE408 = {
-    "fashion-conv1": ((10, 1, 64, 64), (6, 1, 5, 5)),
-    "fashion-conv2": ((10, 6, 30, 30), (16, 6, 5, 5)),
-    "mnist-conv1": ((10, 1, 28, 28), (32, 1, 5, 5)),
-    "mnist-conv2": ((10, 32, 12, 12), (64, 32, 5, 5)),
-}
-
-
-def uniform(rng, shape):
-    return rng.uniform(-1, 1, shape).astype(np.float32)
-
 
 def check_against_cpu(variant, x, w, *, stride=1, padding=0, bias=None, activation=None, images=None):
     """Run ``variant`` on the whole batch; compare with the CPU reference on ``images`` (all by default)."""

@@ -11,6 +11,7 @@ import pytest
 
 import gpuopt
 from conftest import SEED, relative_error
+from conv_cases import CS6235, check_more_than_2_31_input_elements, ident, uniform
 
 pytestmark = pytest.mark.gpu
 
@@ -23,14 +24,6 @@ def param_grid(variant, **fixed):
     names = [n for n in params if n not in fixed]
     for values in itertools.product(*(params[n].allowed for n in names)):
         yield {**fixed, **dict(zip(names, values))}
-
-
-def ident(variant, params):
-    return "-".join([variant] + [f"{k}={v}" for k, v in params.items()])
-
-
-def uniform(rng, shape):
-    return rng.uniform(-1, 1, shape).astype(np.float32)
 
 
 # ---------------------------------------------------------------- every parameter value
@@ -84,14 +77,6 @@ def test_every_parameter_value_on_awkward_shapes(sweep_problems, variant, params
 
 
 # ---------------------------------------------------------------- the report's configurations
-
-# The CS6235 report's four configurations, its `cnn-gpu N C K H W R S u v` arguments.
-CS6235 = {
-    "conf1": (1, 3, 64, 112, 112, 3, 3, 2, 2),
-    "conf2": (1, 832, 128, 7, 7, 1, 1, 1, 1),
-    "conf3": (128, 3, 64, 112, 112, 3, 3, 2, 2),
-    "conf4": (128, 832, 128, 7, 7, 1, 1, 1, 1),
-}
 
 # Defaults of every variant, every unroll value and loop order, and the general kernel at
 # every block size (the report's Fig 2 sweep).
@@ -221,10 +206,7 @@ def test_shared_tile_over_48k_and_over_the_limit(rng):
 
 # ---------------------------------------------------------------- 64-bit offsets
 
-# x with more than 2**31 elements (10.5 GB): the kernels switch to 64-bit offsets. The
-# input is zero except the rows the strided windows read, which are random; the same rows
-# packed densely (stride 2 over them) give the reference on the CPU.
-BIG = dict(N=1, C=2, H=20011, W=65539, K=5, R=2, S=3, u=2501, v=8191)
+# x with more than 2**31 elements (10.5 GB): the kernels switch to 64-bit offsets.
 BIG_RUNS = [(v, {}) for v in VARIANTS] + [
     ("unroll_k", dict(unroll=16, loop_order="crs", block_size=1024)),  # register-bounded fallback kernel
     ("unroll_c", dict(unroll=8, block_size=1024)),
@@ -234,32 +216,4 @@ BIG_RUNS = [(v, {}) for v in VARIANTS] + [
 
 
 def test_more_than_2_31_input_elements(rng):
-    from gpuopt._ext import cuda_module
-
-    cuda = cuda_module()
-    b = BIG
-    n, c, h, wd = b["N"], b["C"], b["H"], b["W"]
-    assert n * c * h * wd > 2**31
-    P = (h - b["R"]) // b["u"] + 1
-    rows = [p * b["u"] + dr for p in range(P) for dr in range(b["R"])]
-    assert rows[-1] >= h - 3  # the last windows reach the end of the image
-    x_rows = uniform(rng, (n, c, len(rows), wd))
-    w, bias = uniform(rng, (b["K"], c, b["R"], b["S"])), uniform(rng, b["K"])
-    ref = gpuopt.conv2d(x_rows, w, stride=(b["R"], b["v"]), bias=bias, activation="relu", variant="cpu")
-    x = gpuopt.cuda.empty((n, c, h, wd))
-    try:
-        cuda.memset(x.ptr, 0, x.nbytes)
-        for ci in range(c):
-            for i, row in enumerate(rows):
-                line = np.ascontiguousarray(x_rows[0, ci, i])
-                cuda.copy_h2d(x.ptr + ((ci * h + row) * wd) * 4, line, line.nbytes)
-        for variant, params in BIG_RUNS:
-            y = gpuopt.conv2d(x, w, stride=(b["u"], b["v"]), bias=bias, activation="relu", variant=variant, **params)
-            assert isinstance(y, gpuopt.DeviceArray) and y.shape == ref.shape, (variant, params)
-            out = y.numpy()
-            assert np.isfinite(out).all(), (variant, params)
-            assert relative_error(out, ref) < 1e-5, (variant, params)
-    finally:
-        del x
-        gpuopt.cuda.synchronize()
-        gpuopt.cuda.empty_cache()
+    check_more_than_2_31_input_elements(rng, BIG_RUNS)

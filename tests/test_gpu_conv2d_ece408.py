@@ -10,6 +10,7 @@ import pytest
 
 import gpuopt
 from conftest import relative_error
+from conv_cases import AWKWARD_SHAPES, run_and_check, uniform
 
 pytestmark = pytest.mark.gpu
 
@@ -31,30 +32,11 @@ SWEEP_SHAPES = [
     (3, 4, 6, 6, 2, 1, 1, 1, 0),
 ]
 
-# Awkward shapes: 1s, primes, H and W no multiple of any tile, strides 2, 3 and larger than the
-# filter, padding up to the filter size (whole windows in the padding), R != S, C = 1 and large C,
-# K prime, wide and tall images, N and K beyond the 65535 grid limit (the kernels loop over them).
-AWKWARD_SHAPES = [
-    (1, 1, 1, 1, 1, 1, 1, 1, 0),
-    (1, 1, 5, 5, 1, 5, 5, 1, 0),
-    (1, 1, 1, 1, 3, 3, 3, 1, 1),
-    (2, 3, 7, 11, 5, 3, 3, 1, 1),
-    (3, 5, 13, 17, 7, 5, 3, (2, 3), (2, 1)),
-    (1, 3, 23, 23, 4, 3, 3, 2, 0),
-    (2, 1, 33, 47, 13, 5, 5, 3, 2),
-    (1, 2, 8, 8, 2, 3, 3, 4, 3),
-    (1, 3, 17, 19, 2, 2, 2, (5, 7), 0),
-    (2, 4, 6, 6, 3, 4, 2, 1, (3, 0)),
-    (1, 1, 31, 29, 3, 3, 5, 1, (1, 2)),
-    (5, 1, 37, 41, 11, 7, 1, (1, 2), (3, 0)),
+# Beyond the shared awkward shapes: stride 3 on a 100 x 100 image, 65 maps, K = 70000 beyond the 65535 grid
+# limit (the kernels loop over maps).
+AWKWARD = AWKWARD_SHAPES + [
     (1, 2, 100, 100, 3, 5, 5, 3, 0),
-    (1, 300, 9, 9, 5, 3, 3, 1, 1),
-    (2, 832, 7, 7, 2, 1, 1, 1, 0),
-    (1, 2, 3, 250, 3, 3, 3, 1, 0),
-    (1, 13, 257, 3, 2, 3, 3, 1, 1),
-    (7, 3, 64, 64, 17, 5, 5, 1, 2),
     (1, 2, 9, 9, 65, 3, 3, 1, 1),
-    (70000, 1, 1, 1, 1, 1, 1, 1, 0),
     (1, 1, 1, 1, 70000, 1, 1, 1, 0),
 ]
 
@@ -69,34 +51,8 @@ LAYERS = {
 }
 
 
-def uniform(rng, shape):
-    return rng.uniform(-1, 1, shape).astype(np.float32)
-
-
 def weight_bytes(w_shape):
     return 4 * int(np.prod(w_shape))
-
-
-def run_and_check(variant, x, w, *, stride=1, padding=0, bias=None, activation=None, images=None, **params):
-    """``variant`` on the whole batch against the CPU reference on ``images`` (all by default)."""
-    y = gpuopt.conv2d(x, w, stride=stride, padding=padding, bias=bias, activation=activation, variant=variant,
-                      **params)
-    assert isinstance(y, np.ndarray) and y.dtype == np.float32
-    assert y.shape == gpuopt.conv2d_output_shape(x.shape, w.shape, stride, padding)
-    assert np.isfinite(y).all(), "unwritten (poisoned) or non-finite outputs"
-    if images is not None:
-        x, y = x[images], y[images]
-    ref = gpuopt.conv2d(x, w, stride=stride, padding=padding, bias=bias, activation=activation, variant="cpu")
-    # Error relative to the sums of |terms| (conv of |x| and |w|, + |bias|): float32 sums in
-    # another order differ by ~eps * sum|terms|, which a tiny output made of cancelling
-    # terms (a single 5x5 window, say) turns into a large relative error of the result
-    # itself. Activations are 1-Lipschitz, so the bound holds after them too. A wrong
-    # index still shows as an error of the order of the values.
-    scale = gpuopt.conv2d(np.abs(x), np.abs(w), stride=stride, padding=padding,
-                          bias=None if bias is None else np.abs(bias), variant="cpu")
-    err = float(np.linalg.norm(y.astype(np.float64) - ref) / max(np.linalg.norm(scale), 1e-30))
-    assert err < 1e-5, f"{variant} {params}: error {err:.3g} relative to the sums of |terms|"
-    return y
 
 
 def check_shape(rng, variant, shape, **params):
@@ -141,7 +97,7 @@ def test_unroll_constmem_sweep_shapes(rng, shape):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("shape", AWKWARD_SHAPES, ids=str)
+@pytest.mark.parametrize("shape", AWKWARD, ids=str)
 def test_awkward_shapes(rng, variant, shape):
     check_shape(rng, variant, shape)
 

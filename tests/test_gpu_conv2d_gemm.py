@@ -8,6 +8,8 @@ import pytest
 
 import gpuopt
 from conftest import SEED, relative_error
+from conv_cases import (AWKWARD_SHAPES, CS6235, check_against_cpu, check_shape, ident, misaligned_copy,
+                        misaligned_empty, run_and_check, uniform)
 
 pytestmark = pytest.mark.gpu
 
@@ -19,57 +21,13 @@ FAST_TILES = _TABLE["implicit_gemm_fast"].params["tile"].allowed
 # Every variant with every allowed value of its parameter.
 CONFIGS = ([("unroll", {"gemm": g}) for g in GEMMS] + [("implicit_gemm", {"tile": t}) for t in TILES]
            + [("implicit_gemm_fast", {"tile": t}) for t in FAST_TILES])
-
-
-def ident(variant, params):
-    return "-".join([variant] + [str(v) for v in params.values()])
-
-
 CONFIG_IDS = [ident(v, p) for v, p in CONFIGS]
-
-
-def uniform(rng, shape):
-    return rng.uniform(-1, 1, shape).astype(np.float32)
 
 
 def cuda():
     from gpuopt._ext import cuda_module
 
     return cuda_module()
-
-
-def check_against_cpu(y, x, w, *, stride=1, padding=0, bias=None, activation=None, what=""):
-    """y against the CPU reference, the error measured relative to the sums of |terms| (conv of |x| and |w|,
-    + |bias|): float32 sums in another order differ by ~eps * sum|terms|, which a small output made of
-    cancelling terms turns into a large error relative to the output itself. Activations are 1-Lipschitz,
-    so the bound holds after them too. A wrong index still shows as an error of the order of the values."""
-    y = np.asarray(y)
-    assert y.dtype == np.float32 and y.shape == gpuopt.conv2d_output_shape(x.shape, w.shape, stride, padding), what
-    assert np.isfinite(y).all(), f"{what}: unwritten (poisoned) or non-finite outputs"
-    kw = dict(stride=stride, padding=padding, variant="cpu")
-    ref = gpuopt.conv2d(x, w, bias=bias, activation=activation, **kw)
-    scale = gpuopt.conv2d(np.abs(x), np.abs(w), bias=None if bias is None else np.abs(bias), **kw)
-    err = float(np.linalg.norm(y.astype(np.float64) - ref) / max(np.linalg.norm(scale), 1e-30))
-    assert err < 1e-5, f"{what}: error {err:.3g} relative to the sums of |terms|"
-
-
-def run_and_check(variant, x, w, *, stride=1, padding=0, bias=None, activation=None, images=None, **params):
-    """``variant`` on the whole batch against the CPU reference on ``images`` (all by default)."""
-    y = gpuopt.conv2d(x, w, stride=stride, padding=padding, bias=bias, activation=activation, variant=variant,
-                      **params)
-    assert isinstance(y, np.ndarray)
-    assert np.isfinite(y).all(), f"{variant} {params}: unwritten (poisoned) or non-finite outputs"
-    if images is not None:
-        x, y = x[images], y[images]
-    check_against_cpu(y, x, w, stride=stride, padding=padding, bias=bias, activation=activation,
-                      what=f"{variant} {params}")
-    return y
-
-
-def check_shape(rng, variant, shape, **params):
-    n, c, h, w, k, r, s, stride, padding = shape
-    return run_and_check(variant, uniform(rng, (n, c, h, w)), uniform(rng, (k, c, r, s)), stride=stride,
-                         padding=padding, **params)
 
 
 # ------------------------------------------------------------------------------------------ parameter sweep
@@ -95,38 +53,18 @@ def test_every_parameter_value(rng, variant, params, shape):
 
 # ------------------------------------------------------------------------------------------ awkward shapes
 
-# 1s, primes, N*P*Q = 1, strides 2, 3 and larger than the filter, padding up to the filter size (whole windows
-# in the padding), R != S, C*R*S a multiple of neither 4 nor any tile, C = 1 and large C (C*R*S > 65535: the
-# im2col grid loops over taps), wide and tall images, N beyond the 65535 grid limit, K beyond 65535 * 16 (the
-# implicit_gemm and unroll epilogue grids loop over maps).
-AWKWARD_SHAPES = [
-    (1, 1, 1, 1, 1, 1, 1, 1, 0),
-    (1, 1, 5, 5, 1, 5, 5, 1, 0),
-    (1, 1, 1, 1, 3, 3, 3, 1, 1),
-    (2, 3, 7, 11, 5, 3, 3, 1, 1),
-    (3, 5, 13, 17, 7, 5, 3, (2, 3), (2, 1)),
-    (1, 3, 23, 23, 4, 3, 3, 2, 0),
-    (2, 1, 33, 47, 13, 5, 5, 3, 2),
-    (1, 2, 8, 8, 2, 3, 3, 4, 3),
-    (1, 3, 17, 19, 2, 2, 2, (5, 7), 0),
-    (2, 4, 6, 6, 3, 4, 2, 1, (3, 0)),
-    (1, 1, 31, 29, 3, 3, 5, 1, (1, 2)),
-    (5, 1, 37, 41, 11, 7, 1, (1, 2), (3, 0)),
+# Beyond the shared awkward shapes: a stride of 1000, C*R*S > 65535 (the im2col grid loops over taps), K
+# beyond 65535 * 16 (the implicit_gemm and unroll epilogue grids loop over maps), 257 maps (map-tile tails).
+AWKWARD = AWKWARD_SHAPES + [
     (1, 2, 3, 3, 5, 3, 3, 1000, 0),
-    (1, 300, 9, 9, 5, 3, 3, 1, 1),
     (1, 70001, 1, 1, 3, 1, 1, 1, 0),
-    (2, 832, 7, 7, 2, 1, 1, 1, 0),
-    (1, 2, 3, 250, 3, 3, 3, 1, 0),
-    (1, 13, 257, 3, 2, 3, 3, 1, 1),
-    (7, 3, 64, 64, 17, 5, 5, 1, 2),
     (1, 2, 9, 9, 257, 3, 3, 1, 1),
-    (70000, 1, 1, 1, 1, 1, 1, 1, 0),
     (1, 1, 1, 1, 65535 * 16 + 1, 1, 1, 1, 0),
 ]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("shape", AWKWARD_SHAPES, ids=str)
+@pytest.mark.parametrize("shape", AWKWARD, ids=str)
 def test_awkward_shapes(rng, variant, shape):
     check_shape(rng, variant, shape)
 
@@ -156,13 +94,6 @@ def test_index_parts_beyond_int_range(rng, variant):
 
 # ------------------------------------------------------------------------------------------ the reports' problems
 
-# The CS6235 report's four configurations, its `cnn-gpu N C K H W R S u v` arguments.
-CS6235 = {
-    "conf1": (1, 3, 64, 112, 112, 3, 3, 2, 2),
-    "conf2": (1, 832, 128, 7, 7, 1, 1, 1, 1),
-    "conf3": (128, 3, 64, 112, 112, 3, 3, 2, 2),
-    "conf4": (128, 832, 128, 7, 7, 1, 1, 1, 1),
-}
 CONF_RUNS = [(v, {}) for v in VARIANTS] + [("implicit_gemm_fast", {"tile": t}) for t in FAST_TILES[1:]]
 
 
@@ -264,23 +195,6 @@ def test_device_arrays_in_device_array_out(rng, variant):
     assert relative_error(dz.numpy(), ref) < 1e-5
 
 
-def _misaligned(a):
-    """A device copy of a whose base address is 4 bytes past a 16-byte boundary."""
-    a = np.ascontiguousarray(a, np.float32)
-    buf = gpuopt.cuda.DeviceArray.empty((a.size + 1,), np.float32)
-    view = gpuopt.cuda.DeviceArray(a.shape, np.float32, buf.ptr + 4, owner=buf)
-    assert view.ptr % 16 == 4
-    cuda().copy_h2d(view.ptr, a, a.nbytes)
-    return view
-
-
-def _misaligned_empty(shape):
-    buf = gpuopt.cuda.DeviceArray.empty((int(np.prod(shape)) + 1,), np.float32)
-    view = gpuopt.cuda.DeviceArray(shape, np.float32, buf.ptr + 4, owner=buf)
-    assert view.ptr % 16 == 4
-    return view
-
-
 @pytest.mark.parametrize("tile", FAST_TILES)
 def test_fast_misaligned_base_pointers(rng, tile):
     """The 16-byte paths (W loads: C*R*S % 4 == 0 and w aligned; y stores: P*Q % 4 == 0 and y aligned) fall back
@@ -291,10 +205,10 @@ def test_fast_misaligned_base_pointers(rng, tile):
     shape = (3, 4, 10, 10, 70, 3, 3, 1, 1, 0, 0)
     out_shape = gpuopt.conv2d_output_shape(x.shape, w.shape)
     aligned = {name: gpuopt.to_device(a) for name, a in (("x", x), ("w", w), ("bias", bias))}
-    off = {name: _misaligned(a) for name, a in (("x", x), ("w", w), ("bias", bias))}
+    off = {name: misaligned_copy(a) for name, a in (("x", x), ("w", w), ("bias", bias))}
     for where in ("none", "x", "w", "bias", "y", "all"):
         args = {name: (off if where in (name, "all") else aligned)[name] for name in ("x", "w", "bias")}
-        y = _misaligned_empty(out_shape) if where in ("y", "all") else gpuopt.cuda.empty(out_shape)
+        y = misaligned_empty(out_shape) if where in ("y", "all") else gpuopt.cuda.empty(out_shape)
         cuda().conv2d_implicit_gemm_fast(args["x"].ptr, args["w"].ptr, args["bias"].ptr, y.ptr, *shape, "relu",
                                          tile=tile)
         check_against_cpu(y.numpy(), x, w, **kw, what=f"{tile}, misaligned {where}")
@@ -307,7 +221,7 @@ def test_fast_misaligned_base_pointers(rng, tile):
 @pytest.mark.parametrize("variant", ["unroll", "implicit_gemm"])
 def test_other_variants_misaligned_base_pointers(rng, variant):
     x, w, bias = uniform(rng, (2, 4, 10, 10)), uniform(rng, (8, 4, 3, 3)), uniform(rng, 8)
-    dy = gpuopt.conv2d(_misaligned(x), _misaligned(w), bias=_misaligned(bias), variant=variant)
+    dy = gpuopt.conv2d(misaligned_copy(x), misaligned_copy(w), bias=misaligned_copy(bias), variant=variant)
     check_against_cpu(dy.numpy(), x, w, bias=bias, what=variant)
 
 

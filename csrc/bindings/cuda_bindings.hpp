@@ -27,6 +27,7 @@ void bind_conv(py::module_& m);
 void bind_conv_cs6235(py::module_& m);
 void bind_conv_ece408(py::module_& m);
 void bind_conv_gemm(py::module_& m);
+void bind_conv_direct(py::module_& m);
 void bind_kmeans(py::module_& m);
 void bind_sparse(py::module_& m);
 

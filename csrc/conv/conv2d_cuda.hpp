@@ -162,3 +162,38 @@ std::vector<matmul::KernelInfo> conv2d_gemm_kernel_info();
 
 }  // namespace gpuopt::conv
 // ================================================================ end of GEMM-based section
+
+// ================================================================ direct_regblock (conv2d_direct.cu; its header
+// comment has the kernel). gpuopt's register-blocked direct convolution for short filter windows (small C*R*S):
+// a block stages the input rows of a run of output pixels of one image (all channels that fit, else chunks) and
+// its maps' filters in shared memory; each thread computes pixels x k_tile outputs in registers.
+namespace gpuopt::conv {
+
+// What conv2d_direct_regblock runs for a shape (host only; validates like the launcher).
+struct DirectRegblockPlan {
+    int k_tile = 16;                     // maps per thread (8 or 16)
+    int pixels = 4;                      // output pixels per thread (1, 2 or 4)
+    std::int64_t runs = 0;               // runs of <= 128 * pixels output pixels per image (blocks along x per image)
+    std::int64_t segments = 0;           // 0: runs cross rows (Q < 128 * pixels); else runs per output row
+    std::int64_t maps_per_block = 0;     // a multiple of k_tile
+    std::int64_t map_groups = 0;         // blocks along y
+    std::int64_t channels_per_chunk = 0;  // input channels staged at once
+    std::int64_t rstep = 0, rows = 0;    // staged rows per output row, staged rows
+    std::int64_t cw = 0, phases = 0, pitch = 0;  // slots per column phase, phases kept, floats per staged row
+    std::int64_t shared_bytes = 0;       // dynamic shared memory per block
+};
+
+// k_tile: 0 (auto: 8 when K <= 8, else 16), 8 or 16. pixels: 0 (auto: the largest of 4, 2, 1 whose last run per
+// image (or row) wastes at most 1/8 of its slots), 1, 2 or 4. multiprocessors: the GPU's, for the maps-per-block choice.
+DirectRegblockPlan conv2d_direct_regblock_plan(const Conv2dShape& s, int k_tile, int pixels, int multiprocessors);
+
+// y = act(conv(x, w) + bias); any shape, stride and padding whose single staged channel fits the GPU's shared
+// memory (else InvalidArgument naming the limit), positions inside an image < 2^31.
+void conv2d_direct_regblock(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
+                            Activation act, int k_tile = 0, int pixels = 0);
+
+// Registers, shared memory (at a 32 KiB stage), local memory and occupancy of every instantiation.
+std::vector<matmul::KernelInfo> conv2d_direct_kernel_info();
+
+}  // namespace gpuopt::conv
+// ================================================================ end of direct_regblock section
