@@ -71,14 +71,16 @@ def main():
                 times[label(variant, params)] = s.median_ms
             except ValueError as exc:  # the variant rejects the shape
                 times[label(variant, params)] = f"rejected: {exc}"[:120]
-        pick = label(*auto_choice(xs, ws, stride))
+        pick_variant, pick_params = auto_choice(xs, ws, stride)
+        _, pick_params = gpuopt.registry.resolve("conv2d", pick_variant, pick_params, require_device=False)
+        pick = label(pick_variant, pick_params)
         cudnn = times["cudnn"]
         algorithm = gpuopt.conv.cudnn_algorithm(xs, ws, stride)
         results[name] = {"x": xs, "w": ws, "stride": stride, "cudnn_algorithm": algorithm, "auto_pick": pick,
                          "median_ms": times}
         ranked = sorted((t, k) for k, t in times.items() if isinstance(t, float))
         print(f"{name}: cuDNN {cudnn:.4f} ms ({algorithm}); auto picks {pick}: "
-              f"{times.get(pick, float('nan')):.4f} ms, rank {[k for _, k in ranked].index(pick) + 1}")
+              f"{times.get(pick)} ms, rank {[k for _, k in ranked].index(pick) + 1 if pick in times else '-'}")
         for t, k in ranked[:6]:
             print(f"   {k:<45} {t:.4f} ms   x cuDNN {cudnn / t:.2f}")
         del dx, dw
