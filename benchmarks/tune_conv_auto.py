@@ -65,6 +65,7 @@ def main():
         dw = gpuopt.to_device(rng.uniform(-1, 1, ws).astype(np.float32))
         times = {}
         for variant, params in candidates():
+            _, params = gpuopt.registry.resolve("conv2d", variant, params, require_device=False)
             try:
                 s = measure(lambda: gpuopt.conv2d(dx, dw, stride=stride, variant=variant, **params), device="gpu",
                             warmup=3, repeat=15, max_time_s=0.5, flush_l2=True)

@@ -42,7 +42,7 @@ def test_plan_of_cs6235_conf3():
     all 3 channels staged at once: 23 rows ((11 output rows - 1) * stride 2 + 3) x 2 phases x 56 slots."""
     p = plan((128, 3, 112, 112, 64, 3, 3, 2, 2, 0, 0))
     assert p == dict(k_tile=16, pixels=4, runs=6, segments=0, maps_per_block=32, map_groups=2, channels_per_chunk=3,
-                     staged_rows=23, staged_pitch=112, shared_bytes=4 * 3 * (23 * 112 + 16 * 9))
+                     input_buffers=1, staged_rows=23, staged_pitch=112, shared_bytes=4 * 3 * (23 * 112 + 2 * 16 * 9))
 
 
 @needs_cuda_build
@@ -71,9 +71,11 @@ def test_plan_wide_rows_are_cut_into_segments():
 
 @needs_cuda_build
 def test_plan_chunks_channels_and_map_groups():
-    # 832 channels of 7 x 7 (1 x 1 filter): 49 floats + 16 weights per channel, 157 channels per chunk.
+    # 832 channels of 7 x 7 (1 x 1 filter): two buffers of 49 floats and two of 16 weights per channel,
+    # 78 channels per chunk.
     p = plan((128, 832, 7, 7, 128, 1, 1, 1, 1, 0, 0))
-    assert p["channels_per_chunk"] == 10240 // (49 + 16) and p["shared_bytes"] == 4 * 157 * 65
+    assert p["channels_per_chunk"] == 10240 // (2 * 49 + 2 * 16) == 78 and p["input_buffers"] == 2
+    assert p["shared_bytes"] == 4 * 78 * 130
     # One image, 2^20 + 1 maps: grid y stays <= 65535.
     p = plan((1, 1, 1, 1, 65535 * 16 + 1, 1, 1, 1, 1, 0, 0))
     assert p["map_groups"] <= 65535 and p["maps_per_block"] * p["map_groups"] >= 65535 * 16 + 1

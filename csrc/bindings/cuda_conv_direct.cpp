@@ -43,6 +43,7 @@ void bind_conv_direct(py::module_& m) {
               d["maps_per_block"] = p.maps_per_block;
               d["map_groups"] = p.map_groups;
               d["channels_per_chunk"] = p.channels_per_chunk;
+              d["input_buffers"] = p.input_buffers;
               d["staged_rows"] = p.rows;
               d["staged_pitch"] = p.pitch;
               d["shared_bytes"] = p.shared_bytes;

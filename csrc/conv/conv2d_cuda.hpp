@@ -178,6 +178,7 @@ struct DirectRegblockPlan {
     std::int64_t maps_per_block = 0;     // a multiple of k_tile
     std::int64_t map_groups = 0;         // blocks along y
     std::int64_t channels_per_chunk = 0;  // input channels staged at once
+    std::int64_t input_buffers = 1;      // 1: all channels staged once; 2: chunks double-buffered
     std::int64_t rstep = 0, rows = 0;    // staged rows per output row, staged rows
     std::int64_t cw = 0, phases = 0, pitch = 0;  // slots per column phase, phases kept, floats per staged row
     std::int64_t shared_bytes = 0;       // dynamic shared memory per block

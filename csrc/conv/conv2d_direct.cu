@@ -24,9 +24,12 @@
 // Per tap and thread: PT scalar loads of x, KT/4 float4 loads of w, PT*KT FMAs (4 + 4 loads for
 // 64 FMAs at PT = 4, KT = 16).
 //
-// The channel chunk CB is as many channels as fit kStageFloats (input rows + filters), at least one;
-// with every channel in one chunk (the small-C layers this kernel is for) the input is staged once per
-// block and reused for all its maps. maps_per_block: all K maps per block unless that leaves fewer
+// Staging is by 4-byte cp.async (zero-fill for the padding and for maps past K), double-buffered: a
+// block walks steps (map tile, channel chunk) and copies step t + 1's stage while it computes step t,
+// so it waits for global memory once, not once per element or per step. The channel chunk CB is as
+// many channels as fit kStageFloats (input rows + two filter buffers), at least one; with every channel
+// in one chunk (the small-C layers this kernel is for) the input is staged once per block, in one
+// buffer, and reused for all its maps; otherwise the input chunks are double-buffered too. maps_per_block: all K maps per block unless that leaves fewer
 // than kTargetBlocksPerSM blocks per multiprocessor, then fewer maps (more blocks) so the GPU fills.
 // PT (1, 2 or 4 pixels per thread, "auto" by default) is the largest that wastes at most 1/8 of the
 // block's slots on the last, partial run of an image (or row).
@@ -76,9 +79,11 @@ struct DirectParams {
     int plane;           // floats per staged channel: rows * pitch
 };
 
-// The input rows of channels [c0, c0 + cb) that the block's run reads, into xs (see the header). One
-// warp per staged row; its lanes walk the row phase by phase, so global reads along a row are
-// consecutive (v = 1) or interleaved by v (both phases of a line are read by the same warp).
+// The input rows of channels [c0, c0 + cb) that the block's run reads, into xs (see the header), by
+// 4-byte cp.async (zero-filled in the padding): every copy of the stage is in flight at once instead of
+// one load's latency per element. One warp per staged row; its lanes walk the row phase by phase, so
+// global reads along a row are consecutive (v = 1) or interleaved by v (the phases of a line are read by
+// the same warp).
 __device__ __forceinline__ void stage_input(float* __restrict__ xs, const float* __restrict__ xn, const DirectParams& a,
                                             int c0, int cb, int p_first, int q_base) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -98,15 +103,16 @@ __device__ __forceinline__ void stage_input(float* __restrict__ xs, const float*
         for (int phase = 0; phase < a.phases; ++phase) {
             for (int slot = lane; slot < a.cw; slot += 32) {
                 const int in_col = col0 + slot * a.v + phase;
-                dst[phase * a.cw + slot] = (row_ok && in_col >= 0 && in_col < a.W) ? src[in_col] : 0.f;
+                const bool ok = row_ok && in_col >= 0 && in_col < a.W;
+                matmul::dev::cp_async_4(dst + phase * a.cw + slot, ok ? src + in_col : xn, ok ? 4 : 0);
             }
         }
     }
 }
 
-// Filters of maps [k0, k0 + KT) and channels [c0, c0 + cb) into ws[(c*RS + tap)*KT + j]; maps past K
-// are zero (their sums are computed and never stored). Consecutive threads read consecutive taps of a
-// map (w[k][c0..][..] is contiguous).
+// Filters of maps [k0, k0 + KT) and channels [c0, c0 + cb) into ws[(c*RS + tap)*KT + j] by cp.async;
+// maps past K are zero-filled (their sums are computed and never stored). Consecutive threads read
+// consecutive taps of a map (w[k][c0..][..] is contiguous).
 template <int KT>
 __device__ __forceinline__ void stage_filters(float* __restrict__ ws, const float* __restrict__ w, const DirectParams& a,
                                               int k0, int c0, int cb, int RS) {
@@ -115,7 +121,8 @@ __device__ __forceinline__ void stage_filters(float* __restrict__ ws, const floa
         const int j = i / per_map;
         const int tap = i - j * per_map;
         const int k = k0 + j;
-        ws[tap * KT + j] = k < a.K ? w[(static_cast<i64>(k) * a.C + c0) * RS + tap] : 0.f;
+        const bool ok = k < a.K;
+        matmul::dev::cp_async_4(ws + tap * KT + j, ok ? w + (static_cast<i64>(k) * a.C + c0) * RS + tap : w, ok ? 4 : 0);
     }
 }
 
@@ -129,8 +136,12 @@ __global__ void __launch_bounds__(kThreads, 4)
     const int R = KR > 0 ? KR : a.R;
     const int S = KS > 0 ? KS : a.S;
     const int RS = R * S;
-    float* ws = smem;                    // KT * CB * RS floats (a multiple of 4: xs stays 16-byte aligned)
-    float* xs = smem + KT * a.CB * RS;  // CB * plane floats
+    // Two filter buffers of KT * CB * RS floats (a multiple of 4: what follows stays 16-byte aligned), then
+    // one input buffer of CB * plane floats when every channel is one chunk (staged once), else two.
+    const int w_floats = KT * a.CB * RS, x_floats = a.CB * a.plane;
+    const bool one_chunk = a.CB >= a.C;
+    float* const ws0 = smem;
+    float* const xs0 = smem + 2 * w_floats;
 
     // The block's run: pixels pos0 .. pos_end - 1 (at most kThreads * PT), starting in output row
     // p_first at column q_base (0 unless runs are row segments).
@@ -161,21 +172,40 @@ __global__ void __launch_bounds__(kThreads, 4)
     const float* xn = x + static_cast<i64>(n) * a.C * a.H * a.W;
     const int k_begin = blockIdx.y * a.maps_per_block;
     const int k_end = min(a.K, k_begin + a.maps_per_block);
-    const bool one_chunk = a.CB >= a.C;
 
-    for (int k0 = k_begin; k0 < k_end; k0 += KT) {
-        float acc[PT][KT];
-#pragma unroll
-        for (int i = 0; i < PT; ++i)
-#pragma unroll
-            for (int j = 0; j < KT; ++j) acc[i][j] = 0.f;
+    // Steps (map tile, channel chunk), channel chunks innermost; the stage of step t + 1 is copied
+    // while step t computes (double-buffered shared memory, one cp.async group per step).
+    const int c_chunks = (a.C + a.CB - 1) / a.CB;
+    const int steps = (k_end - k_begin + KT - 1) / KT * c_chunks;
+    auto issue = [&](int t) {
+        const int kt = t / c_chunks, c0 = (t - kt * c_chunks) * a.CB;
+        const int cb = min(a.CB, a.C - c0);
+        if (!one_chunk || t == 0) stage_input(xs0 + (one_chunk ? 0 : (t & 1) * x_floats), xn, a, c0, cb, p_first, q_base);
+        stage_filters<KT>(ws0 + (t & 1) * w_floats, w, a, k_begin + kt * KT, c0, cb, RS);
+        matmul::dev::cp_async_commit();
+    };
 
-        for (int c0 = 0; c0 < a.C; c0 += a.CB) {
-            const int cb = min(a.CB, a.C - c0);
-            __syncthreads();  // the previous step's readers are done with ws and xs
-            if (!one_chunk || k0 == k_begin) stage_input(xs, xn, a, c0, cb, p_first, q_base);
-            stage_filters<KT>(ws, w, a, k0, c0, cb, RS);
-            __syncthreads();
+    float acc[PT][KT];
+    issue(0);
+    for (int t = 0; t < steps; ++t) {
+        const int kt = t / c_chunks, cc = t - kt * c_chunks;
+        const int k0 = k_begin + kt * KT, cb = min(a.CB, a.C - cc * a.CB);
+        if (t + 1 < steps) {
+            issue(t + 1);
+            matmul::dev::cp_async_wait<1>();  // step t's copies have landed (t + 1's may be in flight)
+        } else {
+            matmul::dev::cp_async_wait<0>();
+        }
+        __syncthreads();  // ... for every thread's copies
+        if (cc == 0) {
+#pragma unroll
+            for (int i = 0; i < PT; ++i)
+#pragma unroll
+                for (int j = 0; j < KT; ++j) acc[i][j] = 0.f;
+        }
+        {
+            const float* xs = xs0 + (one_chunk ? 0 : (t & 1) * x_floats);
+            const float* ws = ws0 + (t & 1) * w_floats;
             for (int c = 0; c < cb; ++c) {
                 const float* xc = xs + c * a.plane;
                 const float* wc = ws + c * RS * KT;
@@ -205,6 +235,8 @@ __global__ void __launch_bounds__(kThreads, 4)
                 }
             }
         }
+        __syncthreads();  // every thread is done with buffer t & 1 before step t + 2's copies refill it
+        if (cc != c_chunks - 1) continue;
 
 #pragma unroll
         for (int j = 0; j < KT; ++j) {
@@ -304,9 +336,17 @@ DirectRegblockPlan conv2d_direct_regblock_plan(const Conv2dShape& s, int k_tile,
     GPUOPT_REQUIRE(plane <= (i64{1} << 32), what + ": one channel's staged input (" + std::to_string(plan.rows) +
                                                 " rows x " + std::to_string(plan.pitch) +
                                                 " floats) is far beyond any GPU's shared memory");
-    const i64 per_channel = plane + k_tile * s.R * s.S;
-    plan.channels_per_chunk = std::clamp<i64>(kStageFloats / per_channel, 1, s.C);
-    plan.shared_bytes = plan.channels_per_chunk * per_channel * static_cast<i64>(sizeof(float));
+    // Two filter buffers always; one input buffer when every channel fits one chunk (staged once), else two.
+    const i64 filters = 2 * k_tile * s.R * s.S;
+    if (s.C * (plane + filters) <= kStageFloats) {
+        plan.channels_per_chunk = s.C;
+        plan.input_buffers = 1;
+    } else {
+        plan.channels_per_chunk = std::clamp<i64>(kStageFloats / (2 * plane + filters), 1, s.C);
+        plan.input_buffers = plan.channels_per_chunk == s.C ? 1 : 2;
+    }
+    plan.shared_bytes =
+        plan.channels_per_chunk * (plan.input_buffers * plane + filters) * static_cast<i64>(sizeof(float));
 
     // Maps per block: all of them, unless the grid would then have fewer than kTargetBlocksPerSM blocks
     // per multiprocessor; never so few that the grid's y exceeds 65535.
