@@ -75,7 +75,7 @@ def main():
         pick_variant, pick_params = auto_choice(xs, ws, stride)
         _, pick_params = gpuopt.registry.resolve("conv2d", pick_variant, pick_params, require_device=False)
         pick = label(pick_variant, pick_params)
-        cudnn = times["cudnn"]
+        cudnn = next(t for k, t in times.items() if k.startswith("cudnn"))
         algorithm = gpuopt.conv.cudnn_algorithm(xs, ws, stride)
         results[name] = {"x": xs, "w": ws, "stride": stride, "cudnn_algorithm": algorithm, "auto_pick": pick,
                          "median_ms": times}
