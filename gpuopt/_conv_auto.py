@@ -1,22 +1,26 @@
 """conv2d ``auto``: one of gpuopt's own kernels per shape, by a heuristic or by timing.
 
-The heuristic was read off the H200 measurements in benchmarks/results (commits 318a086
-and 05c3426: conv2d.json, ece408.json, and a tile sweep of implicit_gemm_fast), fastest
-of gpuopt's kernels per shape. It was fitted on the reports' eight layers, so treat it as
-a starting point; ``autotune=True`` measures instead.
+The heuristic was read off the H200 measurements in benchmarks/results (conv2d.json,
+ece408.json and benchmarks/tune_conv_auto.py's sweep of every candidate and parameter on the
+eight layers auto is held to), fastest of gpuopt's kernels per shape. It was fitted on the
+reports' eight layers, so treat it as a starting point; ``autotune=True`` measures instead.
 
 1. 1x1 filters, stride 1, no padding: a plain GEMM, so ``unroll`` (its im2col is a copy
-   and the product runs on the matmul ladder's ``async`` kernel): CS6235 conf2 4.2x and
-   conf4 1.13x cuDNN.
-2. Fewer than 16 output maps: GEMM tiles of 32+ rows would be mostly empty, so the
-   direct shared-memory kernel ``tiled_unrolled``: ECE408 Fashion conv1 (K=6) 1.22x cuDNN.
-3. Few output positions (N*P*Q < 65536, e.g. one image): ``implicit_gemm``, whose 16x16
-   tiles still fill the GPU: CS6235 conf1 1.17x cuDNN.
-4. Exactly 16 output maps, or a stride above 1, with a batch of 4+ images: the CS6235
-   unroll-and-jam ``unroll_nk`` (Fashion conv2 2.45 ms vs cuDNN 2.50; conf3 level with
-   cuDNN in the tile sweep).
-5. Otherwise ``implicit_gemm_fast``, its tile by the number of output maps: 32x128x8 up to
-   32 maps (MNIST conv1 1.29x cuDNN), 64x128x8 above (MNIST conv2 0.82x).
+   and the product runs on the matmul ladder's ``async`` kernel): CS6235 conf2 4.5x and
+   conf4 1.15x cuDNN.
+2. Short filter windows (C*R*S <= 160 taps) with few maps (K <= 16) or a stride above 1, and
+   enough output pixels (N*P*Q >= 65536): the register-blocked direct kernel
+   ``direct_regblock``. A GEMM over so few taps moves tiles more than it multiplies; with
+   few maps its 32+ row tiles are mostly empty, and strided gathers slow its X tiles.
+   ECE408 Fashion conv1 (K=6) and conv2 (K=16, 150 taps), CS6235 conf3 (27 taps, stride 2).
+3. Fewer than 16 output maps (small batches): GEMM tiles of 32+ rows would be mostly empty,
+   so the direct shared-memory kernel ``tiled_unrolled``.
+4. Few output positions (N*P*Q < 65536, e.g. one image): ``implicit_gemm``, whose 16x16
+   tiles still fill the GPU: CS6235 conf1 1.16x cuDNN.
+5. Exactly 16 output maps, or a stride above 1, with a batch of 4+ images (longer windows
+   than rule 2): the CS6235 unroll-and-jam ``unroll_nk``.
+6. Otherwise ``implicit_gemm_fast``, its tile by the number of output maps: 32x128x8 up to
+   32 maps (MNIST conv1 1.25x cuDNN), 64x128x8 above (MNIST conv2 0.83x).
 
 With ``autotune=True`` the first call for a problem (shapes, stride, padding, bias or
 not, activation) times every GPU variant of gpuopt on the call's own inputs (one warm-up
@@ -45,16 +49,19 @@ _cache_lock = threading.Lock()
 
 
 def _heuristic(x_shape, w_shape, stride, padding) -> tuple[str, dict[str, Any]]:
-    n, _, h, w = x_shape
+    n, c, h, w = x_shape
     k, _, r, s = w_shape
     _, _, p, q = conv2d_output_shape(x_shape, w_shape, stride, padding)
     if r == 1 and s == 1 and tuple(stride) == (1, 1) and tuple(padding) == (0, 0):
         return "unroll", {}
+    strided = tuple(stride) != (1, 1)
+    if c * r * s <= 160 and (k <= 16 or strided) and n * p * q >= 65536:
+        return "direct_regblock", {}
     if k < 16:
         return "tiled_unrolled", {}
     if n * p * q < 65536:
         return "implicit_gemm", {}
-    if n >= 4 and (k == 16 or tuple(stride) != (1, 1)):
+    if n >= 4 and (k == 16 or strided):
         return "unroll_nk", {}
     return "implicit_gemm_fast", {"tile": "32x128x8" if k <= 32 else "64x128x8"}
 

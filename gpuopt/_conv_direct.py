@@ -25,7 +25,7 @@ __all__ = ["K_TILES", "PIXELS"]
 
 #: Output maps per thread ("auto": 8 when K <= 8, else 16).
 K_TILES = ("auto", 8, 16)
-#: Output pixels per thread ("auto": the largest of 4, 2, 1 that wastes at most 1/8 of an image's last run).
+#: Output pixels per thread ("auto": 2, or 4 when K <= 8; fewer when an image's last run would waste > 1/8).
 PIXELS = ("auto", 1, 2, 4)
 
 _run = _gpu_conv2d("conv2d_direct_regblock")
@@ -38,7 +38,7 @@ _run = _gpu_conv2d("conv2d_direct_regblock")
           report="gpuopt", needs_cuda=True,
           params=(Param("k_tile", "auto", K_TILES, "output maps per thread (auto: 8 when K <= 8, else 16)"),
                   Param("pixels", "auto", PIXELS,
-                        "output pixels per thread (auto: the largest of 4, 2, 1 that wastes at most 1/8 of the "
-                        "slots of an image's last run of 128*pixels)")))
+                        "output pixels per thread (auto: 2, or 4 when K <= 8; fewer when an image's last run of "
+                        "128*pixels would waste more than 1/8 of its slots)")))
 def _direct_regblock(ctx, p: Conv2dProblem, *, k_tile, pixels):
     return _run(ctx, p, k_tile=0 if k_tile == "auto" else k_tile, pixels=0 if pixels == "auto" else pixels)

@@ -9,10 +9,13 @@ from gpuopt.conv import auto_choice
 @pytest.mark.parametrize("x_shape,w_shape,stride,expected,params", [
     ((1, 832, 7, 7), (128, 832, 1, 1), 1, "unroll", {}),            # CS6235 conf2: a plain GEMM
     ((128, 832, 7, 7), (128, 832, 1, 1), 1, "unroll", {}),          # conf4
-    ((10000, 1, 64, 64), (6, 1, 5, 5), 1, "tiled_unrolled", {}),    # ECE408 Fashion conv1: K = 6
+    ((10000, 1, 64, 64), (6, 1, 5, 5), 1, "direct_regblock", {}),   # ECE408 Fashion conv1: 25 taps, K = 6
+    ((10, 1, 20, 20), (6, 1, 5, 5), 1, "tiled_unrolled", {}),       # K = 6, 2560 outputs per map
     ((1, 3, 112, 112), (64, 3, 3, 3), 2, "implicit_gemm", {}),      # conf1: one image
-    ((10000, 6, 30, 30), (16, 6, 5, 5), 1, "unroll_nk", {}),        # ECE408 Fashion conv2: K = 16
-    ((128, 3, 112, 112), (64, 3, 3, 3), 2, "unroll_nk", {}),        # conf3: stride 2
+    ((10000, 6, 30, 30), (16, 6, 5, 5), 1, "direct_regblock", {}),  # ECE408 Fashion conv2: 150 taps, K = 16
+    ((128, 3, 112, 112), (64, 3, 3, 3), 2, "direct_regblock", {}),  # conf3: 27 taps, stride 2
+    ((10000, 8, 30, 30), (16, 8, 5, 5), 1, "unroll_nk", {}),        # 200 taps, K = 16
+    ((100, 20, 61, 61), (24, 20, 3, 3), 2, "unroll_nk", {}),        # 180 taps, stride 2
     ((10000, 1, 28, 28), (32, 1, 5, 5), 1, "implicit_gemm_fast", {"tile": "32x128x8"}),   # MNIST conv1
     ((10000, 32, 12, 12), (64, 32, 5, 5), 1, "implicit_gemm_fast", {"tile": "64x128x8"}),  # MNIST conv2
 ])

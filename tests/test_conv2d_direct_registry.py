@@ -37,19 +37,24 @@ def test_bad_parameters_rejected_before_the_gpu(param, bad):
 
 @needs_cuda_build
 def test_plan_of_cs6235_conf3():
-    """128 images of 55 x 55 outputs (3025 pixels, 6 runs of 512 crossing rows, 98.5% of the slots used);
-    64 maps in two groups of 32 (768 runs alone would fill 132 multiprocessors less than 8 blocks deep);
-    all 3 channels staged at once: 23 rows ((11 output rows - 1) * stride 2 + 3) x 2 phases x 56 slots."""
+    """128 images of 55 x 55 outputs (3025 pixels, 12 runs of 256 crossing rows, 98.5% of the slots used);
+    all 64 maps per block (1536 runs fill 132 multiprocessors 8 blocks deep); all 3 channels staged at once:
+    13 rows ((6 output rows - 1) * stride 2 + 3) x 2 phases x 56 slots, one input and two filter buffers."""
     p = plan((128, 3, 112, 112, 64, 3, 3, 2, 2, 0, 0))
-    assert p == dict(k_tile=16, pixels=4, runs=6, segments=0, maps_per_block=32, map_groups=2, channels_per_chunk=3,
-                     input_buffers=1, staged_rows=23, staged_pitch=112, shared_bytes=4 * 3 * (23 * 112 + 2 * 16 * 9))
+    assert p == dict(k_tile=16, pixels=2, runs=12, segments=0, maps_per_block=64, map_groups=1, channels_per_chunk=3,
+                     input_buffers=1, staged_rows=13, staged_pitch=112, shared_bytes=4 * 3 * (13 * 112 + 2 * 16 * 9))
+    # 4 pixels per thread on request: 6 runs of 512, the maps in two groups of 32 to fill the GPU.
+    p = plan((128, 3, 112, 112, 64, 3, 3, 2, 2, 0, 0), pixels=4)
+    assert (p["runs"], p["maps_per_block"], p["map_groups"], p["staged_rows"]) == (6, 32, 2, 23)
 
 
 @needs_cuda_build
 def test_plan_pixels_and_k_tile_auto():
-    # MNIST conv1: 24 x 24 = 576 pixels: runs of 512 or 256 would waste 44% / 25%, runs of 128 waste 10%.
+    # MNIST conv1: 24 x 24 = 576 pixels: runs of 256 would waste 25%, runs of 128 waste 10%.
     assert plan((10000, 1, 28, 28, 32, 5, 5, 1, 1, 0, 0))["pixels"] == 1
-    # Fashion-MNIST conv1: 6 maps -> k_tile 8; 3600 pixels: runs of 512 waste 12% (<= 1/8).
+    # 16 maps or more: 2 pixels per thread (Fashion-MNIST conv2, 26 x 26 = 676 pixels: 3 runs of 256, 12% waste).
+    assert plan((10000, 6, 30, 30, 16, 5, 5, 1, 1, 0, 0))["pixels"] == 2
+    # Fashion-MNIST conv1: 6 maps -> k_tile 8 and 4 pixels; 3600 pixels: runs of 512 waste 12% (<= 1/8).
     p = plan((10000, 1, 64, 64, 6, 5, 5, 1, 1, 0, 0))
     assert (p["k_tile"], p["pixels"], p["maps_per_block"], p["map_groups"]) == (8, 4, 8, 1)
     # Explicit values are kept.

@@ -184,8 +184,8 @@ struct DirectRegblockPlan {
     std::int64_t shared_bytes = 0;       // dynamic shared memory per block
 };
 
-// k_tile: 0 (auto: 8 when K <= 8, else 16), 8 or 16. pixels: 0 (auto: the largest of 4, 2, 1 whose last run per
-// image (or row) wastes at most 1/8 of its slots), 1, 2 or 4. multiprocessors: the GPU's, for the maps-per-block choice.
+// k_tile: 0 (auto: 8 when K <= 8, else 16), 8 or 16. pixels: 0 (auto: 2, or 4 when K <= 8; fewer when the last
+// run per image (or row) would waste more than 1/8 of its slots), 1, 2 or 4. multiprocessors: the GPU's, for the maps-per-block choice.
 DirectRegblockPlan conv2d_direct_regblock_plan(const Conv2dShape& s, int k_tile, int pixels, int multiprocessors);
 
 // y = act(conv(x, w) + bias); any shape, stride and padding whose single staged channel fits the GPU's shared

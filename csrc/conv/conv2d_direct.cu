@@ -31,8 +31,8 @@
 // in one chunk (the small-C layers this kernel is for) the input is staged once per block, in one
 // buffer, and reused for all its maps; otherwise the input chunks are double-buffered too. maps_per_block: all K maps per block unless that leaves fewer
 // than kTargetBlocksPerSM blocks per multiprocessor, then fewer maps (more blocks) so the GPU fills.
-// PT (1, 2 or 4 pixels per thread, "auto" by default) is the largest that wastes at most 1/8 of the
-// block's slots on the last, partial run of an image (or row).
+// PT (1, 2 or 4 pixels per thread, "auto" by default): 2 (4 when K <= 8), fewer when that would waste
+// more than 1/8 of the block's slots on the last, partial run of an image (or row).
 //
 // Limits: positions inside an image are ints (the padded image, P*Q < 2^31); a single channel's staged
 // rows plus filters must fit the GPU's shared memory (require_shared_memory names the limit): about
@@ -305,9 +305,12 @@ DirectRegblockPlan conv2d_direct_regblock_plan(const Conv2dShape& s, int k_tile,
     };
     auto used = [&](i64 run) { return Q < run ? PQ : Q; };
     if (pixels == 0) {
-        // The largest run that wastes at most 1/8 of its slots on the last, partial run.
+        // 2 pixels per thread (4 with at most 8 maps, whose blocks have fewer maps to spread the staging
+        // over), fewer when the last, partial run would waste more than 1/8 of its slots. Measured on the
+        // H200 (benchmarks/tune_conv_auto.py): 4 pixels of 16 maps need ~128 registers and lose occupancy.
         pixels = 1;
         for (int pt : {4, 2}) {
+            if (pt == 4 && s.K > 8) continue;
             const i64 run = i64{kThreads} * pt;
             if (8 * (slots(run) - used(run)) <= slots(run)) {
                 pixels = pt;
