@@ -5,7 +5,7 @@ import pytest
 
 import gpuopt
 from conftest import relative_error
-from conv_cases import CS6235, ECE408, uniform
+from conv_cases import CS6235, ECE408, run_and_check, uniform
 
 pytestmark = pytest.mark.gpu
 
@@ -38,21 +38,15 @@ SHAPES = [
 ]
 
 def check_against_cpu(variant, x, w, *, stride=1, padding=0, bias=None, activation=None, images=None):
-    """Run ``variant`` on the whole batch; compare with the CPU reference on ``images`` (all by default)."""
+    """Run ``variant`` on the whole batch; compare with the CPU reference on ``images`` (all by default), the
+    error relative to the sums of |terms| (conv_cases.check_against_cpu)."""
     if variant == "unroll_constmem" and w.nbytes > 65536:
         # Its weights live in the 64 KB constant bank: larger filter banks are refused up front.
         with pytest.raises(ValueError, match="64 KB|65536"):
             gpuopt.conv2d(x, w, stride=stride, padding=padding, bias=bias, activation=activation, variant=variant)
         return None
-    y = gpuopt.conv2d(x, w, stride=stride, padding=padding, bias=bias, activation=activation, variant=variant)
-    assert isinstance(y, np.ndarray) and y.dtype == np.float32
-    assert y.shape == gpuopt.conv2d_output_shape(x.shape, w.shape, stride, padding)
-    assert np.isfinite(y).all(), "unwritten (poisoned) or non-finite outputs"
-    if images is not None:
-        x, y = x[images], y[images]
-    ref = gpuopt.conv2d(x, w, stride=stride, padding=padding, bias=bias, activation=activation, variant="cpu")
-    assert relative_error(y, ref) < 1e-5
-    return y
+    return run_and_check(variant, x, w, stride=stride, padding=padding, bias=bias, activation=activation,
+                         images=images)
 
 
 @pytest.mark.parametrize("variant", GPU_VARIANTS)

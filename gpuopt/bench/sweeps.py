@@ -1625,6 +1625,7 @@ ECE408_STEPS: tuple[tuple[str, str, dict[str, Any], str], ...] = (
     ("tiled_corner_turn", "tiled_corner_turn", {}, "Opt 8: corner turning"),
     ("implicit_gemm", "implicit_gemm", {}, "MNIST report: implicit GEMM"),
     ("implicit_gemm_fast", "implicit_gemm_fast", {}, "gpuopt: fast implicit GEMM"),
+    ("direct_regblock", "direct_regblock", {}, "gpuopt: register-blocked direct"),
     ("auto", "auto", {}, "gpuopt: auto"),
     ("cudnn", "cudnn", {}, "cuDNN, strict FP32"),
     ("cudnn-any", "cudnn", {"algorithms": "any"}, "cuDNN, any algorithm"),
