@@ -42,6 +42,7 @@ def candidates():
     out = [("cudnn", {}), ("unroll", {}), ("unroll_nk", {}), ("general", {}), ("tiled_unrolled", {}),
            ("implicit_gemm", {"tile": 16}), ("implicit_gemm", {"tile": 32})]
     out += [("implicit_gemm_fast", {"tile": t}) for t in table["implicit_gemm_fast"].params["tile"].allowed]
+    out += [("direct_regblock", {})]  # its defaults ("auto"), what auto runs
     out += [("direct_regblock", {"k_tile": k, "pixels": p}) for k in (8, 16) for p in (1, 2, 4)]
     return out
 

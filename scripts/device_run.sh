@@ -6,7 +6,8 @@
 #   bash scripts/device_run.sh [tests[=FILE,...]] [sanitizer] [bench[=NAME,...]] [full] [tune[=LAYER,...]]
 #
 # With no arguments: tests (all of them; tests=FILE,... runs those files). tune: the conv2d auto
-# sweep (benchmarks/tune_conv_auto.py), its output in $OUT/tune.log and tune_conv_auto.json. Results are recorded with the commit in $GPUOPT_COMMIT (the
+# sweep (benchmarks/tune_conv_auto.py), its log and tune_conv_auto.json packed in $OUT/tune.tgz.
+# Results are recorded with the commit in $GPUOPT_COMMIT (the
 # copy on the device has no .git). The machine has no network: the build uses the Python
 # packages already there (pip install --no-build-isolation --no-deps). Real data travels
 # in the git-ignored _device/data folder (copy ../shared/data there, carry it); set
@@ -46,8 +47,10 @@ for step in "${steps[@]}"; do
     tune*)
         layers=${step#tune}; layers=${layers#=}
         echo "== conv2d auto sweep ${layers:-(all layers)}"
-        python3 benchmarks/tune_conv_auto.py "$OUT" ${layers:+--layers "$layers"} 2>&1 | tee "$OUT/tune.log"
+        mkdir -p "$OUT/tune"
+        python3 benchmarks/tune_conv_auto.py "$OUT/tune" ${layers:+--layers "$layers"} 2>&1 | tee "$OUT/tune/tune.log"
         [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+        tar -czf "$OUT/tune.tgz" -C "$OUT" tune && rm -rf "$OUT/tune"
         ;;
     sanitizer)
         echo "== compute-sanitizer memcheck on the GPU tests"
