@@ -29,8 +29,9 @@
 // so it waits for global memory once, not once per element or per step. The channel chunk CB is as
 // many channels as fit kStageFloats (input rows + two filter buffers), at least one; with every channel
 // in one chunk (the small-C layers this kernel is for) the input is staged once per block, in one
-// buffer, and reused for all its maps; otherwise the input chunks are double-buffered too. maps_per_block: all K maps per block unless that leaves fewer
-// than kTargetBlocksPerSM blocks per multiprocessor, then fewer maps (more blocks) so the GPU fills.
+// buffer, and reused for all its maps; otherwise the input chunks are double-buffered too.
+// maps_per_block: all K maps per block unless that leaves fewer than kTargetBlocksPerSM blocks per
+// multiprocessor, then fewer maps (more blocks) so the GPU fills.
 // PT (1, 2 or 4 pixels per thread, "auto" by default): 2 (4 when K <= 8), fewer when that would waste
 // more than 1/8 of the block's slots on the last, partial run of an image (or row).
 //
@@ -122,7 +123,8 @@ __device__ __forceinline__ void stage_filters(float* __restrict__ ws, const floa
         const int tap = i - j * per_map;
         const int k = k0 + j;
         const bool ok = k < a.K;
-        matmul::dev::cp_async_4(ws + tap * KT + j, ok ? w + (static_cast<i64>(k) * a.C + c0) * RS + tap : w, ok ? 4 : 0);
+        const float* src = ok ? w + (static_cast<i64>(k) * a.C + c0) * RS + tap : w;
+        matmul::dev::cp_async_4(ws + tap * KT + j, src, ok ? 4 : 0);
     }
 }
 
@@ -180,7 +182,8 @@ __global__ void __launch_bounds__(kThreads, 4)
     auto issue = [&](int t) {
         const int kt = t / c_chunks, c0 = (t - kt * c_chunks) * a.CB;
         const int cb = min(a.CB, a.C - c0);
-        if (!one_chunk || t == 0) stage_input(xs0 + (one_chunk ? 0 : (t & 1) * x_floats), xn, a, c0, cb, p_first, q_base);
+        if (!one_chunk || t == 0)
+            stage_input(xs0 + (one_chunk ? 0 : (t & 1) * x_floats), xn, a, c0, cb, p_first, q_base);
         stage_filters<KT>(ws0 + (t & 1) * w_floats, w, a, k_begin + kt * KT, c0, cb, RS);
         matmul::dev::cp_async_commit();
     };
@@ -416,21 +419,10 @@ std::vector<matmul::KernelInfo> conv2d_direct_kernel_info() {
         for (int pixels : {1, 2, 4}) {
             for (const auto& [r, s] : filters) {
                 const void* kernel = reinterpret_cast<const void*>(select_kernel(k_tile, pixels, r, s));
-                cudaFuncAttributes attr{};
-                GPUOPT_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
-                int blocks = 0;
-                const std::size_t smem = 32 * 1024;
-                GPUOPT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, smem));
-                matmul::KernelInfo info;
-                info.kernel = "direct_regblock<k" + std::to_string(k_tile) + " p" + std::to_string(pixels) + " " +
-                              (r == 2 ? std::string("RxS") : std::to_string(r) + "x" + std::to_string(s)) + ">";
-                info.threads_per_block = kThreads;
-                info.registers_per_thread = attr.numRegs;
-                info.static_shared_bytes = attr.sharedSizeBytes;
-                info.dynamic_shared_bytes = smem;
-                info.local_bytes_per_thread = attr.localSizeBytes;
-                info.max_active_blocks_per_sm = blocks;
-                out.push_back(info);
+                const std::string filter = r == 2 ? "RxS" : std::to_string(r) + "x" + std::to_string(s);
+                const std::string name =
+                    "direct_regblock<k" + std::to_string(k_tile) + " p" + std::to_string(pixels) + " " + filter + ">";
+                out.push_back(matmul::kernel_info(kernel, name, kThreads, 32 * 1024));  // a 32 KiB stage
             }
         }
     }

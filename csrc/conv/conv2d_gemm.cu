@@ -587,23 +587,6 @@ FastLaunch fast_plan(const std::string& tile, bool vec_w, i64 K, i64 NPQ) {
 
 unsigned grid_y(i64 n) { return static_cast<unsigned>(std::min<i64>(n, kMaxGridY)); }
 
-matmul::KernelInfo kernel_info(const void* kernel, const std::string& name, int threads, std::size_t dynamic_smem) {
-    if (dynamic_smem > 48 * 1024) require_shared_memory(kernel, dynamic_smem, name.c_str());
-    cudaFuncAttributes attr{};
-    GPUOPT_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
-    int blocks = 0;
-    GPUOPT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, dynamic_smem));
-    matmul::KernelInfo info;
-    info.kernel = name;
-    info.threads_per_block = threads;
-    info.registers_per_thread = attr.numRegs;
-    info.static_shared_bytes = attr.sharedSizeBytes;
-    info.dynamic_shared_bytes = dynamic_smem;
-    info.local_bytes_per_thread = attr.localSizeBytes;
-    info.max_active_blocks_per_sm = blocks;
-    return info;
-}
-
 }  // namespace
 
 // ------------------------------------------------------------------------------------------------ launchers
@@ -676,16 +659,18 @@ void conv2d_implicit_gemm_fast(const float* x, const float* w, const float* bias
 }
 
 std::vector<matmul::KernelInfo> conv2d_gemm_kernel_info() {
+    auto info = [](auto kernel, const std::string& name, int threads, std::size_t smem) {
+        return matmul::kernel_info(reinterpret_cast<const void*>(kernel), name, threads, smem);
+    };
     std::vector<matmul::KernelInfo> out;
-    out.push_back(kernel_info(reinterpret_cast<const void*>(im2col_kernel), "unroll im2col", kUnrollThreads, 0));
-    out.push_back(
-        kernel_info(reinterpret_cast<const void*>(unroll_epilogue_kernel), "unroll epilogue", kUnrollThreads, 0));
-    out.push_back(kernel_info(reinterpret_cast<const void*>(implicit_gemm_kernel<16>), "implicit_gemm<16>", 256, 0));
-    out.push_back(kernel_info(reinterpret_cast<const void*>(implicit_gemm_kernel<32>), "implicit_gemm<32>", 1024, 0));
+    out.push_back(info(im2col_kernel, "unroll im2col", kUnrollThreads, 0));
+    out.push_back(info(unroll_epilogue_kernel, "unroll epilogue", kUnrollThreads, 0));
+    out.push_back(info(implicit_gemm_kernel<16>, "implicit_gemm<16>", 256, 0));
+    out.push_back(info(implicit_gemm_kernel<32>, "implicit_gemm<32>", 1024, 0));
     for (const char* tile : kFastTiles)
         for (bool vec_w : {true, false}) {
             const FastLaunch l = fast_plan(tile, vec_w, 1, 1);
-            out.push_back(kernel_info(reinterpret_cast<const void*>(l.kernel), l.name, l.threads, l.shared_bytes));
+            out.push_back(info(l.kernel, l.name, l.threads, l.shared_bytes));
         }
     return out;
 }

@@ -44,7 +44,9 @@ void run_launch(const MatmulLaunch& l, const float* a, const float* b, float* c,
                 std::int64_t K);
 // Multiprocessors of the current device (cached per device).
 int multiprocessor_count();
-// Registers, shared memory, spills and occupancy of a planned kernel.
+// Registers, shared memory, spills and occupancy of a kernel at `threads` per block and `dynamic_smem`
+// bytes of dynamic shared memory (also used by the conv2d kernels), and of a planned matmul kernel.
+KernelInfo kernel_info(const void* kernel, const std::string& name, int threads, std::size_t dynamic_smem);
 KernelInfo launch_info(const MatmulLaunch& l);
 
 // Plans of each family (defined in the family's .cu; a and b only matter for alignment).

@@ -82,24 +82,27 @@ bool device_has_clusters() {
     return cached[device] == 2;
 }
 
-KernelInfo launch_info(const MatmulLaunch& l) {
+KernelInfo kernel_info(const void* kernel, const std::string& name, int threads, std::size_t dynamic_smem) {
     // Raises the kernel's dynamic shared-memory limit first where it needs more than 48 KiB,
     // as a launch would; the occupancy API answers 0 otherwise.
-    if (l.dynamic_smem > 0) require_shared_memory(l.kernel, l.dynamic_smem, l.name.c_str());
+    if (dynamic_smem > 0) require_shared_memory(kernel, dynamic_smem, name.c_str());
     cudaFuncAttributes attr{};
-    GPUOPT_CUDA_CHECK(cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(l.kernel)));
+    GPUOPT_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
     int blocks = 0;
-    GPUOPT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, reinterpret_cast<const void*>(l.kernel),
-                                                                    l.threads, l.dynamic_smem));
+    GPUOPT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, dynamic_smem));
     KernelInfo info;
-    info.kernel = l.name;
-    info.threads_per_block = l.threads;
+    info.kernel = name;
+    info.threads_per_block = threads;
     info.registers_per_thread = attr.numRegs;
     info.static_shared_bytes = attr.sharedSizeBytes;
-    info.dynamic_shared_bytes = l.dynamic_smem;
+    info.dynamic_shared_bytes = dynamic_smem;
     info.local_bytes_per_thread = attr.localSizeBytes;
     info.max_active_blocks_per_sm = blocks;
     return info;
+}
+
+KernelInfo launch_info(const MatmulLaunch& l) {
+    return kernel_info(reinterpret_cast<const void*>(l.kernel), l.name, l.threads, l.dynamic_smem);
 }
 
 KernelInfo matmul_kernel_info(const std::string& variant, const KernelParams& p, std::int64_t M, std::int64_t N,
