@@ -52,6 +52,15 @@ AWKWARD_SHAPES = [
     (70000, 1, 1, 1, 1, 1, 1, 1, 0),
 ]
 
+# Shapes at the grids' limits: a stride of 1000, C*R*S > 65535 (grids over taps or many channel chunks),
+# 257 maps (map-tile tails), K = 65535 * 16 + 1 (grids over maps of 16 loop or group them).
+GRID_LIMIT_SHAPES = [
+    (1, 2, 3, 3, 5, 3, 3, 1000, 0),
+    (1, 70001, 1, 1, 3, 1, 1, 1, 0),
+    (1, 2, 9, 9, 257, 3, 3, 1, 1),
+    (1, 1, 1, 1, 65535 * 16 + 1, 1, 1, 1, 0),
+]
+
 
 def uniform(rng, shape):
     return rng.uniform(-1, 1, shape).astype(np.float32)
@@ -97,6 +106,58 @@ def check_shape(rng, variant, shape, **params):
     n, c, h, w, k, r, s, stride, padding = shape
     return run_and_check(variant, uniform(rng, (n, c, h, w)), uniform(rng, (k, c, r, s)), stride=stride,
                          padding=padding, **params)
+
+
+def cs6235_problems(rng, confs=tuple(CS6235)):
+    """Device inputs (x, w, bias) of CS6235 configurations, their stride, the images the CPU reference checks
+    (all for N = 1; the first, the last and one random image for N = 128) and those images' host inputs."""
+    problems = {}
+    for conf in confs:
+        n, c, k, h, w, r, s, u, v = CS6235[conf]
+        x, wt, bias = uniform(rng, (n, c, h, w)), uniform(rng, (k, c, r, s)), uniform(rng, k)
+        images = list(range(n)) if n == 1 else [0, int(rng.integers(1, n - 1)), n - 1]
+        problems[conf] = (tuple(gpuopt.to_device(a) for a in (x, wt, bias)), (u, v), images, (x[images], wt, bias))
+    return problems
+
+
+def check_cs6235_problem(problem, variant, params):
+    """``variant`` on one of cs6235_problems' device inputs (bias, relu; device array out) against the CPU."""
+    (dx, dw, dbias), stride, images, (x, w, bias) = problem
+    dy = gpuopt.conv2d(dx, dw, stride=stride, bias=dbias, activation="relu", variant=variant, **params)
+    assert isinstance(dy, gpuopt.DeviceArray)
+    y = dy.numpy()
+    assert np.isfinite(y).all(), f"{variant} {params}: unwritten (poisoned) or non-finite outputs"
+    check_against_cpu(y[images], x, w, stride=stride, bias=bias, activation="relu", what=f"{variant} {params}")
+
+
+# The launchers' own checks, called directly (bypassing gpuopt's Python checks): a good problem
+# (N, C, H, W, K, R, S, u, v, ph, pw) and bad shapes with the message each must raise.
+LAUNCH_GOOD = (1, 2, 5, 5, 3, 3, 3, 1, 1, 0, 0)
+LAUNCH_BAD = {
+    "filter larger than the padded input": (1, 2, 5, 5, 3, 7, 3, 1, 1, 0, 0),
+    "stride must be positive": (1, 2, 5, 5, 3, 3, 3, 0, 1, 0, 0),
+    "padding must be non-negative": (1, 2, 5, 5, 3, 3, 3, 1, 1, -1, 0),
+    "every dimension must be positive": (0, 2, 5, 5, 3, 3, 3, 1, 1, 0, 0),
+}
+
+
+def check_launcher_rejects_bad_arguments(fn, rng, more=(), what=""):
+    """The binding ``fn`` (x, w, bias, y pointers, the shape, the activation, keyword parameters) fails with
+    ValueError on LAUNCH_BAD's shapes, a null pointer, an unknown activation and ``more``'s (match, shape,
+    kwargs) calls, launching nothing; then the process is still usable: LAUNCH_GOOD runs and is right."""
+    import pytest
+
+    x, w = gpuopt.to_device(uniform(rng, (1, 2, 5, 5))), gpuopt.to_device(uniform(rng, (3, 2, 3, 3)))
+    y = gpuopt.cuda.empty((1, 3, 3, 3))
+    calls = [(match, (x.ptr, w.ptr, 0, y.ptr, *shape, "none"), {}) for match, shape in LAUNCH_BAD.items()]
+    calls += [("must be device pointers", (0, w.ptr, 0, y.ptr, *LAUNCH_GOOD, "none"), {}),
+              ("activation must be", (x.ptr, w.ptr, 0, y.ptr, *LAUNCH_GOOD, "sigmoid"), {})]
+    calls += [(match, (x.ptr, w.ptr, 0, y.ptr, *shape, "none"), kwargs) for match, shape, kwargs in more]
+    for match, args, kwargs in calls:
+        with pytest.raises(ValueError, match=match):
+            fn(*args, **kwargs)
+    fn(x.ptr, w.ptr, 0, y.ptr, *LAUNCH_GOOD, "none")
+    check_against_cpu(y.numpy(), x.numpy(), w.numpy(), what=what)
 
 
 def misaligned_copy(a):

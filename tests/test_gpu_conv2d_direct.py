@@ -11,8 +11,9 @@ import pytest
 
 import gpuopt
 from conftest import SEED
-from conv_cases import (AWKWARD_SHAPES, CS6235, check_against_cpu, check_more_than_2_31_input_elements, check_shape,
-                        ident, misaligned_copy, misaligned_empty, run_and_check, uniform)
+from conv_cases import (AWKWARD_SHAPES, GRID_LIMIT_SHAPES, LAUNCH_GOOD, check_against_cpu, check_cs6235_problem,
+                        check_launcher_rejects_bad_arguments, check_more_than_2_31_input_elements, check_shape,
+                        cs6235_problems, ident, misaligned_copy, misaligned_empty, run_and_check, uniform)
 
 pytestmark = pytest.mark.gpu
 
@@ -53,16 +54,12 @@ def test_every_parameter_value(rng, params, shape, epilogue):
                   bias=uniform(rng, k) if with_bias else None, activation=activation, **params)
 
 
-# Beyond the shared awkward shapes: K beyond 65535 map tiles (grid y groups maps), many maps for one pixel,
-# 70001 channels (many chunks), a 20000-wide image (40 segments per row), a tall one-column image (runs span
-# 512 rows), stride 1000.
-AWKWARD = AWKWARD_SHAPES + [
-    (1, 1, 1, 1, 65535 * 16 + 1, 1, 1, 1, 0),
-    (1, 2, 9, 9, 257, 3, 3, 1, 1),
-    (1, 70001, 1, 1, 3, 1, 1, 1, 0),
+# Beyond the shared awkward shapes: the grid-limit shapes (K beyond 65535 map tiles: grid y groups maps;
+# 70001 channels: many chunks), a 20000-wide image (40 segments per row), a tall one-column image (runs
+# span 512 rows).
+AWKWARD = AWKWARD_SHAPES + GRID_LIMIT_SHAPES + [
     (1, 2, 5, 20000, 3, 3, 3, 1, 1),
     (2, 1, 3000, 1, 4, 3, 1, 1, (1, 0)),
-    (1, 2, 3, 3, 5, 3, 3, 1000, 0),
 ]
 
 
@@ -74,26 +71,13 @@ def test_awkward_shapes(rng, params, shape):
 
 @pytest.fixture(scope="module")
 def conf_problems():
-    """Device inputs of the CS6235 configurations with 3 input channels (bias, relu) and the images checked."""
-    rng = np.random.default_rng([SEED, 6235, 7])
-    problems = {}
-    for conf in ("conf1", "conf3"):
-        n, c, k, h, w, r, s, u, v = CS6235[conf]
-        x, wt, bias = uniform(rng, (n, c, h, w)), uniform(rng, (k, c, r, s)), uniform(rng, k)
-        images = list(range(n)) if n == 1 else [0, int(rng.integers(1, n - 1)), n - 1]
-        problems[conf] = (tuple(gpuopt.to_device(a) for a in (x, wt, bias)), (u, v), images, (x[images], wt, bias))
-    return problems
+    return cs6235_problems(np.random.default_rng([SEED, 6235, 7]), ("conf1", "conf3"))
 
 
 @pytest.mark.parametrize("conf", ["conf1", "conf3"])
 @pytest.mark.parametrize("params", CONFIGS, ids=CONFIG_IDS)
 def test_cs6235_small_channel_configurations(conf_problems, conf, params):
-    (dx, dw, dbias), stride, images, (x, w, bias) = conf_problems[conf]
-    dy = gpuopt.conv2d(dx, dw, stride=stride, bias=dbias, activation="relu", variant=VARIANT, **params)
-    assert isinstance(dy, gpuopt.DeviceArray)
-    y = dy.numpy()
-    assert np.isfinite(y).all(), "unwritten (poisoned) or non-finite outputs"
-    check_against_cpu(y[images], x, w, stride=stride, bias=bias, activation="relu", what=f"{conf} {params}")
+    check_cs6235_problem(conf_problems[conf], VARIANT, params)
 
 
 # The ECE408 layers at 1000 images (the reference checks three).
@@ -157,28 +141,7 @@ def test_staged_channel_too_large_for_shared_memory_rejected(rng):
 
 def test_launchers_reject_bad_arguments_before_launch(rng):
     """Direct calls of the binding (bypassing gpuopt's checks) fail with ValueError and launch nothing."""
-    fn = cuda().conv2d_direct_regblock
-    x, w = gpuopt.to_device(uniform(rng, (1, 2, 5, 5))), gpuopt.to_device(uniform(rng, (3, 2, 3, 3)))
-    y = gpuopt.cuda.empty((1, 3, 3, 3))
-    #       N  C  H  W  K  R  S  u  v ph pw
-    good = (1, 2, 5, 5, 3, 3, 3, 1, 1, 0, 0)
-    bad = {
-        "filter larger than the padded input": (1, 2, 5, 5, 3, 7, 3, 1, 1, 0, 0),
-        "stride must be positive": (1, 2, 5, 5, 3, 3, 3, 0, 1, 0, 0),
-        "padding must be non-negative": (1, 2, 5, 5, 3, 3, 3, 1, 1, -1, 0),
-        "every dimension must be positive": (0, 2, 5, 5, 3, 3, 3, 1, 1, 0, 0),
-        "too large for 32-bit positions": (1, 1, 2**16, 2**16, 3, 1, 1, 1, 1, 0, 0),
-    }
-    for match, shape in bad.items():
-        with pytest.raises(ValueError, match=match):
-            fn(x.ptr, w.ptr, 0, y.ptr, *shape, "none")
-    with pytest.raises(ValueError, match="must be device pointers"):
-        fn(0, w.ptr, 0, y.ptr, *good, "none")
-    with pytest.raises(ValueError, match="activation must be"):
-        fn(x.ptr, w.ptr, 0, y.ptr, *good, "sigmoid")
-    with pytest.raises(ValueError, match="k_tile must be"):
-        fn(x.ptr, w.ptr, 0, y.ptr, *good, "none", k_tile=4)
-    with pytest.raises(ValueError, match="pixels must be"):
-        fn(x.ptr, w.ptr, 0, y.ptr, *good, "none", pixels=8)
-    fn(x.ptr, w.ptr, 0, y.ptr, *good, "none")
-    check_against_cpu(y.numpy(), x.numpy(), w.numpy(), what=VARIANT)
+    more = [("too large for 32-bit positions", (1, 1, 2**16, 2**16, 3, 1, 1, 1, 1, 0, 0), {}),
+            ("k_tile must be", LAUNCH_GOOD, {"k_tile": 4}),
+            ("pixels must be", LAUNCH_GOOD, {"pixels": 8})]
+    check_launcher_rejects_bad_arguments(cuda().conv2d_direct_regblock, rng, more, what=VARIANT)

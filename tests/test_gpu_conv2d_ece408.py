@@ -10,7 +10,7 @@ import pytest
 
 import gpuopt
 from conftest import relative_error
-from conv_cases import AWKWARD_SHAPES, run_and_check, uniform
+from conv_cases import AWKWARD_SHAPES, LAUNCH_GOOD, check_launcher_rejects_bad_arguments, run_and_check, uniform
 
 pytestmark = pytest.mark.gpu
 
@@ -322,29 +322,9 @@ def test_launchers_reject_bad_arguments_before_launch(rng, variant):
     """Direct calls of the bindings (bypassing gpuopt's checks) fail with ValueError and launch nothing."""
     from gpuopt._ext import cuda_module
 
-    fn = getattr(cuda_module(), f"conv2d_{variant}")
-    x, w = gpuopt.to_device(uniform(rng, (1, 2, 5, 5))), gpuopt.to_device(uniform(rng, (3, 2, 3, 3)))
-    y = gpuopt.cuda.empty((1, 3, 3, 3))
-    #       N  C  H  W  K  R  S  u  v ph pw
-    good = (1, 2, 5, 5, 3, 3, 3, 1, 1, 0, 0)
-    bad = {
-        "filter larger than the padded input": (1, 2, 5, 5, 3, 7, 3, 1, 1, 0, 0),
-        "stride must be positive": (1, 2, 5, 5, 3, 3, 3, 0, 1, 0, 0),
-        "padding must be non-negative": (1, 2, 5, 5, 3, 3, 3, 1, 1, -1, 0),
-        "every dimension must be positive": (0, 2, 5, 5, 3, 3, 3, 1, 1, 0, 0),
-    }
-    for match, shape in bad.items():
-        with pytest.raises(ValueError, match=match):
-            fn(x.ptr, w.ptr, 0, y.ptr, *shape, "none")
-    with pytest.raises(ValueError, match="must be device pointers"):
-        fn(0, w.ptr, 0, y.ptr, *good, "none")
-    with pytest.raises(ValueError, match="activation must be"):
-        fn(x.ptr, w.ptr, 0, y.ptr, *good, "sigmoid")
+    more = []
     if variant in TILED:
-        with pytest.raises(ValueError, match="tile_width must be >= 1"):
-            fn(x.ptr, w.ptr, 0, y.ptr, *good, "none", tile_width=0)
+        more.append(("tile_width must be >= 1", LAUNCH_GOOD, {"tile_width": 0}))
     if variant == "tiled_channels":
-        with pytest.raises(ValueError, match="channels_per_block must be >= 1"):
-            fn(x.ptr, w.ptr, 0, y.ptr, *good, "none", channels_per_block=0)
-    fn(x.ptr, w.ptr, 0, y.ptr, *good, "none")
-    assert relative_error(y.numpy(), gpuopt.conv2d(x.numpy(), w.numpy(), variant="cpu")) < 1e-5
+        more.append(("channels_per_block must be >= 1", LAUNCH_GOOD, {"channels_per_block": 0}))
+    check_launcher_rejects_bad_arguments(getattr(cuda_module(), f"conv2d_{variant}"), rng, more, what=variant)

@@ -8,7 +8,8 @@ import pytest
 
 import gpuopt
 from conftest import SEED, relative_error
-from conv_cases import (AWKWARD_SHAPES, CS6235, check_against_cpu, check_shape, ident, misaligned_copy,
+from conv_cases import (AWKWARD_SHAPES, CS6235, GRID_LIMIT_SHAPES, LAUNCH_GOOD, check_against_cpu, check_cs6235_problem,
+                        check_launcher_rejects_bad_arguments, check_shape, cs6235_problems, ident, misaligned_copy,
                         misaligned_empty, run_and_check, uniform)
 
 pytestmark = pytest.mark.gpu
@@ -53,14 +54,7 @@ def test_every_parameter_value(rng, variant, params, shape):
 
 # ------------------------------------------------------------------------------------------ awkward shapes
 
-# Beyond the shared awkward shapes: a stride of 1000, C*R*S > 65535 (the im2col grid loops over taps), K
-# beyond 65535 * 16 (the implicit_gemm and unroll epilogue grids loop over maps), 257 maps (map-tile tails).
-AWKWARD = AWKWARD_SHAPES + [
-    (1, 2, 3, 3, 5, 3, 3, 1000, 0),
-    (1, 70001, 1, 1, 3, 1, 1, 1, 0),
-    (1, 2, 9, 9, 257, 3, 3, 1, 1),
-    (1, 1, 1, 1, 65535 * 16 + 1, 1, 1, 1, 0),
-]
+AWKWARD = AWKWARD_SHAPES + GRID_LIMIT_SHAPES
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -99,27 +93,13 @@ CONF_RUNS = [(v, {}) for v in VARIANTS] + [("implicit_gemm_fast", {"tile": t}) f
 
 @pytest.fixture(scope="module")
 def conf_problems():
-    """Device inputs of the four configurations (bias, relu) and the CPU reference of the images checked: all
-    for N = 1; the first, the last and one random image for N = 128 (every output is checked for poison)."""
-    rng = np.random.default_rng([SEED, 6235, 5])
-    problems = {}
-    for conf, (n, c, k, h, w, r, s, u, v) in CS6235.items():
-        x, wt, bias = uniform(rng, (n, c, h, w)), uniform(rng, (k, c, r, s)), uniform(rng, k)
-        images = list(range(n)) if n == 1 else [0, int(rng.integers(1, n - 1)), n - 1]
-        dev = tuple(gpuopt.to_device(a) for a in (x, wt, bias))
-        problems[conf] = (dev, (u, v), images, (x[images], wt, bias))
-    return problems
+    return cs6235_problems(np.random.default_rng([SEED, 6235, 5]))
 
 
 @pytest.mark.parametrize("conf", list(CS6235))
 @pytest.mark.parametrize("variant,params", CONF_RUNS, ids=[ident(v, p) for v, p in CONF_RUNS])
 def test_cs6235_configurations(conf_problems, conf, variant, params):
-    (dx, dw, dbias), stride, images, (x, w, bias) = conf_problems[conf]
-    dy = gpuopt.conv2d(dx, dw, stride=stride, bias=dbias, activation="relu", variant=variant, **params)
-    assert isinstance(dy, gpuopt.DeviceArray)
-    y = dy.numpy()
-    assert np.isfinite(y).all(), "unwritten (poisoned) or non-finite outputs"
-    check_against_cpu(y[images], x, w, stride=stride, bias=bias, activation="relu", what=f"{variant} {params}")
+    check_cs6235_problem(conf_problems[conf], variant, params)
 
 
 # (x shape, w shape) of the ECE408 layers: Fashion-MNIST and MNIST, batches of 10 (and 1000 for MNIST conv2).
@@ -286,33 +266,11 @@ def test_kernels_do_not_spill():
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_launchers_reject_bad_arguments_before_launch(rng, variant):
     """Direct calls of the bindings (bypassing gpuopt's checks) fail with ValueError and launch nothing."""
-    fn = getattr(cuda(), f"conv2d_{variant}")
-    x, w = gpuopt.to_device(uniform(rng, (1, 2, 5, 5))), gpuopt.to_device(uniform(rng, (3, 2, 3, 3)))
-    y = gpuopt.cuda.empty((1, 3, 3, 3))
-    #       N  C  H  W  K  R  S  u  v ph pw
-    good = (1, 2, 5, 5, 3, 3, 3, 1, 1, 0, 0)
-    bad = {
-        "filter larger than the padded input": (1, 2, 5, 5, 3, 7, 3, 1, 1, 0, 0),
-        "stride must be positive": (1, 2, 5, 5, 3, 3, 3, 0, 1, 0, 0),
-        "padding must be non-negative": (1, 2, 5, 5, 3, 3, 3, 1, 1, -1, 0),
-        "every dimension must be positive": (0, 2, 5, 5, 3, 3, 3, 1, 1, 0, 0),
-    }
-    for match, shape in bad.items():
-        with pytest.raises(ValueError, match=match):
-            fn(x.ptr, w.ptr, 0, y.ptr, *shape, "none")
-    with pytest.raises(ValueError, match="must be device pointers"):
-        fn(0, w.ptr, 0, y.ptr, *good, "none")
-    with pytest.raises(ValueError, match="activation must be"):
-        fn(x.ptr, w.ptr, 0, y.ptr, *good, "sigmoid")
-    if variant != "unroll":  # 2^20 images of 64 x 64: 2^32 columns (the pointers are never read)
-        with pytest.raises(ValueError, match=r"N\*P\*Q = 1048576\*4096 must be < 2\^31 - 1024"):
-            fn(x.ptr, w.ptr, 0, y.ptr, 2**20, 1, 64, 64, 3, 1, 1, 1, 1, 0, 0, "none")
     bad_param = {"unroll": {"gemm": "cublas"}, "implicit_gemm": {"tile": 8},
                  "implicit_gemm_fast": {"tile": "256x128x8"}}[variant]
-    with pytest.raises(ValueError, match="must be"):
-        fn(x.ptr, w.ptr, 0, y.ptr, *good, "none", **bad_param)
+    more = [("must be", LAUNCH_GOOD, bad_param)]
     if variant == "unroll":
-        with pytest.raises(ValueError, match="scratch_limit_bytes must be positive"):
-            fn(x.ptr, w.ptr, 0, y.ptr, *good, "none", scratch_limit_bytes=-1)
-    fn(x.ptr, w.ptr, 0, y.ptr, *good, "none")
-    check_against_cpu(y.numpy(), x.numpy(), w.numpy(), what=variant)
+        more.append(("scratch_limit_bytes must be positive", LAUNCH_GOOD, {"scratch_limit_bytes": -1}))
+    else:  # 2^20 images of 64 x 64: 2^32 columns (the pointers are never read)
+        more.append((r"N\*P\*Q = 1048576\*4096 must be < 2\^31 - 1024", (2**20, 1, 64, 64, 3, 1, 1, 1, 1, 0, 0), {}))
+    check_launcher_rejects_bad_arguments(getattr(cuda(), f"conv2d_{variant}"), rng, more, what=variant)
