@@ -58,6 +58,28 @@ def _gpu_guard(request):
         cuda.set_poison(False)
 
 
+def cuda_build():
+    """The compiled CUDA module whether or not a GPU is usable (it imports without a driver: static CUDA
+    runtime; host-side planners and launcher checks work), or None when gpuopt was built without CUDA."""
+    if not gpuopt.build_info()["cuda"]:
+        return None
+    try:
+        from gpuopt import _cuda
+    except ImportError:
+        return None
+    return _cuda
+
+
+#: For tests of host-side C++ (plans, launcher checks) that need the CUDA module but no GPU.
+needs_cuda_build = pytest.mark.skipif(cuda_build() is None, reason="gpuopt was built without CUDA")
+
+
+def cuda_module_without_gpu():
+    """The compiled CUDA module when it is built but no GPU is usable (launchers validate before any CUDA
+    call, so their checks run on such a machine); None otherwise."""
+    return None if gpuopt.cuda_available() else cuda_build()
+
+
 @pytest.fixture
 def rng(request):
     # One stream per test, derived from the session seed and the test's name, so a

@@ -130,6 +130,31 @@ def check_cs6235_problem(problem, variant, params):
     check_against_cpu(y[images], x, w, stride=stride, bias=bias, activation="relu", what=f"{variant} {params}")
 
 
+def check_device_arrays(rng, variant, *, exact=True, **params):
+    """``variant`` with device inputs returns a DeviceArray equal to its NumPy result (bitwise when ``exact``:
+    same kernel, same inputs; else to 1e-6, for atomics or library kernels), one device input is enough, and
+    a device output chains into the next layer (checked against the CPU reference). N = 6, K = 9: tails for
+    the unrolled kernels."""
+    x, w, bias = uniform(rng, (6, 3, 15, 13)), uniform(rng, (9, 3, 3, 3)), uniform(rng, 9)
+    w2 = uniform(rng, (5, 9, 2, 2))
+    kw = dict(padding=1, bias=bias, activation="tanh", variant=variant, **params)
+    same = np.testing.assert_array_equal if exact else (
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6))
+    y = gpuopt.conv2d(x, w, **kw)
+    dx, dw, dbias = gpuopt.to_device(x), gpuopt.to_device(w), gpuopt.to_device(bias)
+    dy = gpuopt.conv2d(dx, dw, **{**kw, "bias": dbias})
+    assert isinstance(dy, gpuopt.DeviceArray) and dy.shape == y.shape and dy.dtype == np.float32
+    same(dy.numpy(), y)
+    dmixed = gpuopt.conv2d(x, dw, **kw)  # one device input is enough for a device result
+    assert isinstance(dmixed, gpuopt.DeviceArray)
+    same(dmixed.numpy(), y)
+    dz = gpuopt.conv2d(dy, gpuopt.to_device(w2), stride=2, variant=variant, **params)
+    assert isinstance(dz, gpuopt.DeviceArray)
+    ref = gpuopt.conv2d(gpuopt.conv2d(x, w, padding=1, bias=bias, activation="tanh", variant="cpu"), w2, stride=2,
+                        variant="cpu")
+    assert relative_error(dz.numpy(), ref) < 1e-5
+
+
 # The launchers' own checks, called directly (bypassing gpuopt's Python checks): a good problem
 # (N, C, H, W, K, R, S, u, v, ph, pw) and bad shapes with the message each must raise.
 LAUNCH_GOOD = (1, 2, 5, 5, 3, 3, 3, 1, 1, 0, 0)

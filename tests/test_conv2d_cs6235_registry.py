@@ -1,13 +1,13 @@
 """The CS6235 conv2d variants' registry entries, parameter checks and plans: no GPU needed
 (parameters are validated before the GPU is looked for; plans are host logic)."""
 
-import importlib
 import re
 
 import numpy as np
 import pytest
 
 import gpuopt
+from conftest import cuda_build, needs_cuda_build
 from gpuopt import _conv_cs6235 as cs
 
 BLOCK_SIZES = [32, 64, 128, 256, 512, 1024]
@@ -23,15 +23,6 @@ EXPECTED = {
     "shared": ("conv2d_shared_cs6235", {"block_size": (128, BLOCK_SIZES)}),
     "general": ("conv2d_general", {"block_size": (128, BLOCK_SIZES)}),
 }
-
-HAS_CUDA_BUILD = bool(gpuopt.build_info()["cuda"])
-needs_cuda_build = pytest.mark.skipif(not HAS_CUDA_BUILD, reason="gpuopt was built without CUDA")
-
-
-def cuda_module_without_gpu():
-    """The compiled CUDA module; it imports without a driver (static CUDA runtime)."""
-    return importlib.import_module("gpuopt._cuda")
-
 
 def small_problem():
     return np.ones((1, 2, 5, 5), np.float32), np.ones((3, 2, 3, 3), np.float32)
@@ -119,7 +110,7 @@ def test_bindings_take_the_registry_parameters_as_keywords(variant):
     """_gpu_conv2d passes the resolved parameters as keyword arguments: the binding must
     take exactly those names (keyword-only, required)."""
     binding, params = EXPECTED[variant]
-    fn = getattr(cuda_module_without_gpu(), binding)
+    fn = getattr(cuda_build(), binding)
     signature = fn.__doc__.splitlines()[0]
     head, _, keywords = signature.partition(", *, ")
     assert re.findall(r"(\w+):", head) == ["x", "w", "bias", "y", "N", "C", "H", "W", "K", "R", "S", "u", "v", "ph",
@@ -132,7 +123,7 @@ def test_bindings_take_the_registry_parameters_as_keywords(variant):
 def test_launcher_validates_before_touching_the_gpu():
     """The C++ launcher rejects bad configurations, shapes and pointers with ValueError
     before any CUDA call, so this runs without a GPU."""
-    cuda = cuda_module_without_gpu()
+    cuda = cuda_build()
     good = (1, 2, 5, 5, 3, 3, 3, 1, 1, 0, 0)  # N C H W K R S u v ph pw
     ptrs = (1 << 20, 2 << 20, 0, 3 << 20)  # never dereferenced: every call here fails validation
     cases = [
@@ -262,7 +253,7 @@ def test_plan_rejects_bad_input():
     with pytest.raises(ValueError, match="4-tuple"):
         cs.cs6235_plan((1, 5, 5), (1, 1, 3, 3))
     # The C++ plan validates on its own too (direct callers).
-    cuda = cuda_module_without_gpu()
+    cuda = cuda_build()
     with pytest.raises(ValueError, match="takes no unroll factor"):
         cuda.conv2d_cs6235_plan("plain", 1, 1, 5, 5, 1, 3, 3, 1, 1, 0, 0, block_size=128, unroll=2)
     with pytest.raises(ValueError, match="loop_order is a parameter of unroll_k only"):

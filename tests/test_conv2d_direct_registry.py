@@ -1,21 +1,17 @@
 """conv2d ``direct_regblock`` in the registry, and its launch plan (host-side C++, no GPU needed): how runs of
 pixels, maps per block, staged channels and shared memory follow from the shape."""
 
-import importlib
-
 import numpy as np
 import pytest
 
 import gpuopt
+from conftest import cuda_build, needs_cuda_build
 from gpuopt import registry
-
-HAS_CUDA_BUILD = bool(gpuopt.build_info()["cuda"])
-needs_cuda_build = pytest.mark.skipif(not HAS_CUDA_BUILD, reason="gpuopt was built without CUDA")
 
 
 def plan(shape, k_tile=0, pixels=0, multiprocessors=132):
     """The C++ plan of a (N, C, H, W, K, R, S, u, v, ph, pw) shape; the CUDA module imports without a driver."""
-    return importlib.import_module("gpuopt._cuda").conv2d_direct_regblock_plan(
+    return cuda_build().conv2d_direct_regblock_plan(
         *shape, k_tile=k_tile, pixels=pixels, multiprocessors=multiprocessors)
 
 

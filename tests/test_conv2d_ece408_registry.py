@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import gpuopt
+from conftest import cuda_module_without_gpu
 from gpuopt import registry
 from gpuopt.conv import Conv2dProblem
 
@@ -108,23 +109,11 @@ def test_tiled_channels_rejects_blocks_over_1024_threads_before_touching_the_dev
         impl(None, p, tile_width=16, channels_per_block=4)
 
 
-def _cuda_module_without_gpu():
-    """The compiled CUDA module when it is built but no GPU is usable (its launchers validate
-    before any CUDA call, so the checks run here); None otherwise."""
-    if gpuopt.cuda_available() or not gpuopt.build_info()["cuda"]:
-        return None
-    try:
-        from gpuopt import _cuda
-    except ImportError:
-        return None
-    return _cuda
-
-
-@pytest.mark.skipif(_cuda_module_without_gpu() is None,
+@pytest.mark.skipif(cuda_module_without_gpu() is None,
                     reason="needs the CUDA module built and no usable GPU (tests/test_gpu_conv2d_ece408.py checks "
                            "the launchers with real device arrays)")
 def test_launchers_validate_before_any_cuda_call():
-    cuda = _cuda_module_without_gpu()
+    cuda = cuda_module_without_gpu()
     fake = 256  # never dereferenced: every call below is rejected before a launch
     good = (1, 2, 40, 40, 3, 3, 3, 1, 1, 0, 0)
     for name in ("conv2d_tiled", "conv2d_tiled_unrolled", "conv2d_tiled_corner_turn", "conv2d_tiled_channels"):

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 import gpuopt
+from conftest import cuda_build, cuda_module_without_gpu, needs_cuda_build
 from gpuopt import _conv_gemm, registry
 from gpuopt.conv import Conv2dProblem
 
@@ -142,29 +143,7 @@ def test_unroll_chunk_images():
         chunk((1, 1, 2, 2), (1, 1, 3, 3))
 
 
-def _cuda_module_without_gpu():
-    """The compiled CUDA module when it is built but no GPU is usable (its launchers validate before any CUDA
-    call, so the checks run here); None otherwise."""
-    if gpuopt.cuda_available() or not gpuopt.build_info()["cuda"]:
-        return None
-    try:
-        from gpuopt import _cuda
-    except ImportError:
-        return None
-    return _cuda
-
-
-def _cuda_module():
-    if not gpuopt.build_info()["cuda"]:
-        return None
-    try:
-        from gpuopt import _cuda
-    except ImportError:
-        return None
-    return _cuda
-
-
-@pytest.mark.skipif(_cuda_module() is None, reason="needs the CUDA module built (the rule is computed on the host)")
+@needs_cuda_build  # the rule is computed on the host
 @pytest.mark.parametrize("shape,budget", [
     ((10000, 6, 30, 30, 16, 5, 5, 1, 1, 0, 0), 1 << 30),
     ((10000, 32, 12, 12, 64, 5, 5, 1, 1, 0, 0), 1 << 30),
@@ -176,14 +155,14 @@ def _cuda_module():
 def test_unroll_chunk_rule_matches_the_launcher(shape, budget):
     n, c, h, w, k, r, s, u, v, ph, pw = shape
     expected = _conv_gemm.unroll_chunk_images((n, c, h, w), (k, c, r, s), (u, v), (ph, pw), budget)
-    assert _cuda_module().conv2d_unroll_chunk_images(*shape, scratch_limit_bytes=budget) == expected
+    assert cuda_build().conv2d_unroll_chunk_images(*shape, scratch_limit_bytes=budget) == expected
 
 
-@pytest.mark.skipif(_cuda_module_without_gpu() is None,
+@pytest.mark.skipif(cuda_module_without_gpu() is None,
                     reason="needs the CUDA module built and no usable GPU (tests/test_gpu_conv2d_gemm.py checks the "
                            "launchers with real device arrays)")
 def test_launchers_validate_before_any_cuda_call():
-    cuda = _cuda_module_without_gpu()
+    cuda = cuda_module_without_gpu()
     fake = 256  # never dereferenced: every call below is rejected before a launch
     good = (1, 2, 9, 9, 3, 3, 3, 1, 1, 0, 0)
     calls = {"conv2d_unroll": {}, "conv2d_implicit_gemm": {}, "conv2d_implicit_gemm_fast": {}}

@@ -11,7 +11,7 @@ import pytest
 
 import gpuopt
 from conftest import SEED, relative_error
-from conv_cases import CS6235, check_more_than_2_31_input_elements, ident, uniform
+from conv_cases import CS6235, check_device_arrays, check_more_than_2_31_input_elements, ident, uniform
 
 pytestmark = pytest.mark.gpu
 
@@ -145,24 +145,7 @@ def test_bias_and_activation(rng, variant, params, activation, with_bias):
 
 @pytest.mark.parametrize("variant,params", EXTREMES, ids=[ident(v, p) for v, p in EXTREMES])
 def test_device_arrays_in_device_array_out(rng, variant, params):
-    x, w, bias = uniform(rng, (6, 3, 15, 13)), uniform(rng, (9, 3, 3, 3)), uniform(rng, 9)
-    w2 = uniform(rng, (5, 9, 2, 2))
-    kw = dict(padding=1, bias=bias, activation="tanh", variant=variant, **params)
-    y = gpuopt.conv2d(x, w, **kw)
-    dx, dw, dbias = gpuopt.to_device(x), gpuopt.to_device(w), gpuopt.to_device(bias)
-    dy = gpuopt.conv2d(dx, dw, **{**kw, "bias": dbias})
-    assert isinstance(dy, gpuopt.DeviceArray) and dy.shape == y.shape and dy.dtype == np.float32
-    # Same kernel, same inputs: the same bits (no atomics, fixed summation order).
-    np.testing.assert_array_equal(dy.numpy(), y)
-    dmixed = gpuopt.conv2d(x, dw, **kw)  # one device input is enough for a device result
-    assert isinstance(dmixed, gpuopt.DeviceArray)
-    np.testing.assert_array_equal(dmixed.numpy(), y)
-    # Chained on the device: the output of one layer is the input of the next.
-    dz = gpuopt.conv2d(dy, gpuopt.to_device(w2), stride=2, variant=variant, **params)
-    assert isinstance(dz, gpuopt.DeviceArray)
-    ref = gpuopt.conv2d(gpuopt.conv2d(x, w, padding=1, bias=bias, activation="tanh", variant="cpu"), w2, stride=2,
-                        variant="cpu")
-    assert relative_error(dz.numpy(), ref) < 1e-5
+    check_device_arrays(rng, variant, **params)
 
 
 def test_general_runs_the_kernel_its_plan_names(rng):

@@ -1,8 +1,8 @@
 """conv2d ``direct_regblock`` against the CPU reference (outputs poisoned by conftest): every parameter value on
 shapes that reach each code path (unrolled and generic filters, runs crossing rows and row segments, strides
 above the filter, channel chunks, map tails and groups), awkward shapes, the reports' problems, the epilogue,
-device and misaligned arrays, inputs over 2**31 elements, resources and the up-front rejections. The generic
-tests of test_gpu_conv2d.py run it at its defaults too."""
+misaligned arrays, inputs over 2**31 elements, resources and the up-front rejections. The generic tests of
+test_gpu_conv2d.py run it at its defaults too (device arrays, bitwise reproducibility among them)."""
 
 import itertools
 
@@ -96,12 +96,6 @@ def test_ece408_layers(rng, layer, params):
     x, w, bias = uniform(rng, x_shape), uniform(rng, w_shape), uniform(rng, w_shape[0])
     images = [0, int(rng.integers(1, x_shape[0] - 1)), x_shape[0] - 1]
     run_and_check(VARIANT, x, w, bias=bias, activation="tanh", images=images, **params)
-
-
-def test_bitwise_reproducible(rng):
-    x, w = uniform(rng, (3, 40, 11, 11)), uniform(rng, (20, 40, 3, 3))
-    y1 = gpuopt.conv2d(x, w, padding=1, variant=VARIANT)
-    np.testing.assert_array_equal(y1, gpuopt.conv2d(x, w, padding=1, variant=VARIANT))
 
 
 def test_misaligned_base_pointers(rng):

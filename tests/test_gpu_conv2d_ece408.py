@@ -1,7 +1,8 @@
 """The ECE408 Fashion-MNIST report's conv2d variants against the CPU reference (outputs poisoned
 by conftest): every allowed parameter value, awkward shapes, the reports' layers, bias and
-activations, device arrays, and the up-front rejections (constant memory, block size, shared
-memory)."""
+activations, tiled_channels' run-to-run spread, and the up-front rejections (constant memory, block
+size, shared memory). Device arrays and bitwise reproducibility: test_gpu_conv2d.py, for every GPU
+variant."""
 
 from concurrent.futures import ThreadPoolExecutor
 
@@ -191,37 +192,6 @@ def test_tiled_channels_is_close_run_to_run(rng):
     for y in runs:
         assert relative_error(y, ref) < 1e-5
         assert relative_error(y, runs[0]) < 1e-5
-
-
-@pytest.mark.parametrize("variant", [v for v in VARIANTS if v != "tiled_channels"])
-def test_deterministic_variants_are_bitwise_reproducible(rng, variant):
-    x, w = uniform(rng, (3, 40, 11, 11)), uniform(rng, (6, 40, 3, 3))
-    y1 = gpuopt.conv2d(x, w, padding=1, variant=variant)
-    y2 = gpuopt.conv2d(x, w, padding=1, variant=variant)
-    np.testing.assert_array_equal(y1, y2)
-
-
-# ------------------------------------------------------------------------------------------ device arrays
-
-
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_device_arrays_in_device_array_out(rng, variant):
-    x, w, bias = uniform(rng, (2, 3, 15, 13)), uniform(rng, (4, 3, 3, 3)), uniform(rng, 4)
-    w2 = uniform(rng, (6, 4, 2, 2))
-    kwargs = dict(padding=1, bias=bias, activation="tanh", variant=variant)
-    y = gpuopt.conv2d(x, w, **kwargs)
-    dy = gpuopt.conv2d(gpuopt.to_device(x), gpuopt.to_device(w), **{**kwargs, "bias": gpuopt.to_device(bias)})
-    assert isinstance(dy, gpuopt.DeviceArray) and dy.shape == y.shape and dy.dtype == np.float32
-    # Equal but for tiled_channels' atomic summation order.
-    np.testing.assert_allclose(dy.numpy(), y, rtol=1e-6, atol=1e-6)
-    dmixed = gpuopt.conv2d(x, gpuopt.to_device(w), **kwargs)  # one device input is enough
-    assert isinstance(dmixed, gpuopt.DeviceArray)
-    np.testing.assert_allclose(dmixed.numpy(), y, rtol=1e-6, atol=1e-6)
-    # Chained on the device: the output of one layer is the input of the next.
-    dz = gpuopt.conv2d(dy, gpuopt.to_device(w2), stride=2, variant=variant)
-    assert isinstance(dz, gpuopt.DeviceArray)
-    ref = gpuopt.conv2d(gpuopt.conv2d(x, w, **{**kwargs, "variant": "cpu"}), w2, stride=2, variant="cpu")
-    assert relative_error(dz.numpy(), ref) < 1e-5
 
 
 # ------------------------------------------------------------------------------------------ limits

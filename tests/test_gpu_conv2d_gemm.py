@@ -1,13 +1,14 @@
 """The GEMM-based conv2d variants (unroll, implicit_gemm, implicit_gemm_fast) against the CPU reference
 (outputs and scratch poisoned by conftest): every allowed parameter value, awkward shapes, the CS6235
-configurations and the ECE408 layers, bias and activations, device arrays, misaligned base pointers,
-unroll's chunked path, the kernels' resources and the up-front rejections."""
+configurations and the ECE408 layers, bias and activations, misaligned base pointers, unroll's chunked path,
+the kernels' resources and the up-front rejections. Device arrays and bitwise reproducibility: test_gpu_conv2d.py,
+for every GPU variant."""
 
 import numpy as np
 import pytest
 
 import gpuopt
-from conftest import SEED, relative_error
+from conftest import SEED
 from conv_cases import (AWKWARD_SHAPES, CS6235, GRID_LIMIT_SHAPES, LAUNCH_GOOD, check_against_cpu, check_cs6235_problem,
                         check_launcher_rejects_bad_arguments, check_shape, cs6235_problems, ident, misaligned_copy,
                         misaligned_empty, run_and_check, uniform)
@@ -145,34 +146,7 @@ def test_bias_and_activation(rng, variant, params, activation, with_bias, shape)
         assert (np.abs(y) <= 1).all()
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_bitwise_reproducible(rng, variant):
-    x, w = uniform(rng, (3, 40, 11, 11)), uniform(rng, (6, 40, 3, 3))
-    y1 = gpuopt.conv2d(x, w, padding=1, variant=variant)
-    y2 = gpuopt.conv2d(x, w, padding=1, variant=variant)
-    np.testing.assert_array_equal(y1, y2)
-
-
-# ------------------------------------------------------------------------------------------ device arrays
-
-
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_device_arrays_in_device_array_out(rng, variant):
-    x, w, bias = uniform(rng, (2, 3, 15, 13)), uniform(rng, (4, 3, 3, 3)), uniform(rng, 4)
-    w2 = uniform(rng, (6, 4, 2, 2))
-    kwargs = dict(padding=1, bias=bias, activation="tanh", variant=variant)
-    y = gpuopt.conv2d(x, w, **kwargs)
-    dy = gpuopt.conv2d(gpuopt.to_device(x), gpuopt.to_device(w), **{**kwargs, "bias": gpuopt.to_device(bias)})
-    assert isinstance(dy, gpuopt.DeviceArray) and dy.shape == y.shape and dy.dtype == np.float32
-    np.testing.assert_array_equal(dy.numpy(), y)
-    dmixed = gpuopt.conv2d(x, gpuopt.to_device(w), **kwargs)  # one device input is enough
-    assert isinstance(dmixed, gpuopt.DeviceArray)
-    np.testing.assert_array_equal(dmixed.numpy(), y)
-    # Chained on the device: the output of one layer is the input of the next.
-    dz = gpuopt.conv2d(dy, gpuopt.to_device(w2), stride=2, variant=variant)
-    assert isinstance(dz, gpuopt.DeviceArray)
-    ref = gpuopt.conv2d(gpuopt.conv2d(x, w, **{**kwargs, "variant": "cpu"}), w2, stride=2, variant="cpu")
-    assert relative_error(dz.numpy(), ref) < 1e-5
+# ------------------------------------------------------------------------------------------ misaligned pointers
 
 
 @pytest.mark.parametrize("tile", FAST_TILES)
