@@ -12,7 +12,7 @@ from ._exec import ExecContext, dispatch
 from ._ext import cuda_module
 from .registry import Param, register, resolve, variants
 
-__all__ = ["matmul", "matmul_kernel_info"]
+__all__ = ["matmul", "matmul_kernel_info", "ladder", "ladder_step"]
 
 
 def matmul(a, b, *, variant: str | None = None, timing: bool = False, **params: Any):
@@ -136,6 +136,23 @@ register("matmul", "async", description="warp-tiled kernel fed by a multi-stage 
     _gpu_matmul("matmul_async"))
 register("matmul", "cublas", description="cuBLAS SGEMM, strict FP32 (TF32 off): the baseline",
          report="library", needs_cuda=True, preferred=True)(_gpu_matmul("matmul_cublas"))
+
+
+
+def ladder() -> tuple[str, ...]:
+    """The matmul ladder, simple to fast: every GPU variant with a kernel of gpuopt's own, in
+    registration order (the one owner of the order). Step k is ``ladder()[k - 1]``; cuBLAS, the
+    reference, is not a step."""
+    return tuple(n for n, v in variants("matmul").items() if v.needs_cuda and n not in _NO_KERNEL)
+
+
+def ladder_step(variant: str) -> int:
+    """The step number (1 = ``naive``) of a ladder variant; ValueError for one that is not on the ladder."""
+    steps = ladder()
+    if variant not in steps:
+        raise ValueError(f"{variant!r} is not a step of the matmul ladder; the steps: {list(steps)}")
+    return steps.index(variant) + 1
+
 
 # Variants that run no kernel of gpuopt's own.
 _NO_KERNEL = {"cpu": "runs on the CPU", "cublas": "runs cuBLAS's kernels"}
