@@ -1,6 +1,8 @@
 """How an op runs: where its arrays live, and the optional phase timing.
 
-Every variant receives an :class:`ExecContext` first. GPU variants call
+Every variant receives an :class:`ExecContext` first; ``ctx.variant`` is the registry's
+:class:`~gpuopt.registry.Variant` being run, so a variant's run function finds its launcher
+(``gpuopt._ext.launcher(ctx.variant)``) without naming it. GPU variants call
 ``ctx.device(a)`` for each input (a NumPy array is copied in, a device array is used in
 place), ``ctx.empty(...)`` for outputs, run their kernels inside ``with ctx.kernel():``
 and return ``ctx.finish(out)``, which gives NumPy back when the caller passed NumPy and a
@@ -94,10 +96,11 @@ class _Phase:
 class ExecContext:
     """Placement and timing of one op call (see the module docstring)."""
 
-    def __init__(self, *, timing: bool, device_result: bool, gpu: bool) -> None:
+    def __init__(self, *, timing: bool, device_result: bool, gpu: bool, variant: Any = None) -> None:
         self.timing = timing
         self.device_result = device_result
         self.gpu = gpu
+        self.variant = variant
         self.details: dict[str, float] = {}
         self._phases = {name: _Phase(gpu) for name in ("h2d", "kernel", "d2h")} if timing else {}
 
@@ -144,6 +147,15 @@ class ExecContext:
                 return to_device(out)
         return out
 
+    def run(self, variant: Any, *args: Any, **params: Any) -> Any:
+        """Run ``variant`` (a registry Variant, parameters resolved) in this call's context: how a variant
+        that picks another (conv2d ``auto``) hands the call over."""
+        outer, self.variant = self.variant, variant
+        try:
+            return variant.impl(self, *args, **params)
+        finally:
+            self.variant = outer
+
     def record(self) -> Timing | None:
         """The Timing of this call (waits for the last event), or None without timing."""
         if not self.timing:
@@ -162,7 +174,7 @@ def dispatch(op: str, variant: str | None, params: dict[str, Any], timing: bool,
 
     if not isinstance(timing, bool):
         raise TypeError(f"{op}: timing must be True or False, got {timing!r}")
-    impl, resolved = resolve(op, variant, params)
-    ctx = ExecContext(timing=timing, device_result=any(isinstance(a, DeviceArray) for a in arrays), gpu=impl.needs_cuda)
-    out = impl.impl(ctx, *args, **resolved)
+    v, resolved = resolve(op, variant, params)
+    ctx = ExecContext(timing=timing, device_result=any(isinstance(a, DeviceArray) for a in arrays), gpu=v.needs_cuda)
+    out = ctx.run(v, *args, **resolved)
     return (out, ctx.record()) if timing else out

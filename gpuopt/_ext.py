@@ -15,7 +15,8 @@ from typing import Any
 
 from . import _core
 
-__all__ = ["cuda_available", "cuda_unavailable_reason", "require_cuda", "build_info", "device_info", "cuda_module"]
+__all__ = ["cuda_available", "cuda_unavailable_reason", "require_cuda", "build_info", "device_info", "cuda_module",
+           "cuda_host_module", "launcher", "host_check", "kernel_limits"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -55,6 +56,54 @@ def require_cuda(what: str) -> ModuleType:
 def cuda_module() -> ModuleType:
     """The compiled CUDA module (RuntimeError when unusable)."""
     return require_cuda("this operation")
+
+
+@functools.lru_cache(maxsize=None)
+def _load_cuda_host() -> tuple[ModuleType | None, str]:
+    if not _core.build_info()["cuda"]:
+        return None, "gpuopt was built without CUDA (no nvcc at install time, or GPUOPT_ENABLE_CUDA=OFF)"
+    try:  # imports without a driver: the CUDA runtime is linked statically
+        return importlib.import_module("gpuopt._cuda"), ""
+    except ImportError as exc:
+        return None, f"the CUDA module of gpuopt could not be loaded: {exc}"
+
+
+def cuda_host_module(what: str = "this operation") -> ModuleType:
+    """The compiled CUDA module whether or not a GPU is usable, for host-side work (the launchers'
+    checks, planners, limits): RuntimeError only when gpuopt was built without CUDA."""
+    mod, reason = _load_cuda_host()
+    if mod is None:
+        raise RuntimeError(f"{what} needs gpuopt's CUDA module, but {reason}")
+    return mod
+
+
+def launcher(variant: Any) -> Any:
+    """The compiled launcher of a GPU :class:`~gpuopt.registry.Variant` (``<op>_<name>``); needs a usable GPU."""
+    if variant.binding is None:
+        raise ValueError(f"{variant.op}/{variant.name} has no launcher of its own")
+    return getattr(require_cuda(f"{variant.op}/{variant.name}"), variant.binding)
+
+
+def host_check(variant: Any) -> Any:
+    """The host-side checks of a GPU variant's launcher (``check.<op>_<name>``), or None where its launcher has
+    none; they need the CUDA module, not a GPU, and reject what the launcher would before anything is copied."""
+    if variant.binding is None:
+        return None
+    return getattr(cuda_host_module(f"{variant.op}/{variant.name}").check, variant.binding, None)
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel_limits() -> dict[str, int]:
+    return dict(_core.kernel_limits())
+
+
+def kernel_limits() -> dict[str, int]:
+    """The GPU kernels' limits, read from the headers they are compiled with (every build has them, CUDA or not):
+    ``conv2d_constant_weight_bytes`` (unroll_constmem's constant bank), ``conv2d_general_min_images`` /
+    ``_maps`` / ``_channels`` (the CS6235 general variant's switch), ``conv2d_gemm_index_limit`` (the GEMM
+    variants' int indices), ``conv2d_unroll_scratch_bytes`` (unroll's scratch budget), ``sparse_conv2d_max_taps``
+    (the largest filter side of the sparse kernels)."""
+    return dict(_kernel_limits())
 
 
 def build_info() -> dict[str, Any]:

@@ -100,6 +100,15 @@ class Variant:
         True when it runs on the GPU.
     params : Mapping[str, Param]
         Tunable parameters by name.
+    kernel : str
+        Where it is implemented, relative to the repository root: the ``.cu`` file of its kernels, the
+        ``.cpp`` of a CPU reference, or the Python module of a variant that only composes others (``auto``).
+    test : str
+        The test file that checks it against the CPU reference, relative to the repository root.
+    binding : str or None
+        The name of its launcher in the compiled CUDA module, ``<op>_<name>`` by the one binding rule
+        (csrc/bindings/cuda_bindings.hpp); its host-side checks, where it has some, are
+        ``check.<op>_<name>``. None for CPU variants and for GPU variants without a launcher of their own.
     """
 
     op: str
@@ -108,6 +117,9 @@ class Variant:
     report: str
     needs_cuda: bool
     params: Mapping[str, Param] = field(default_factory=dict)
+    kernel: str = ""
+    test: str = ""
+    binding: str | None = None
     impl: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -139,23 +151,34 @@ def register(
     description: str,
     report: str,
     needs_cuda: bool,
+    kernel: str,
+    test: str,
     params: tuple[Param, ...] = (),
     preferred: bool = False,
+    launcher: bool = True,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator registering ``impl`` as variant ``name`` of ``op``.
 
-    ``preferred`` marks the variants an op uses when called with ``variant=None``
-    (the first available one wins, in registration order; ``"cpu"`` is the fallback).
+    ``kernel`` and ``test`` say where the variant lives (see :class:`Variant`). A GPU variant has a
+    launcher ``<op>_<name>`` in the CUDA module unless ``launcher=False`` (a variant that only picks
+    among others). ``preferred`` marks the variants an op uses when called with ``variant=None``
+    (the first available one wins, in registration order; ``"cpu"`` is the fallback). The order of
+    registration is the order :func:`variants` lists, simple to fast (the matmul ladder's steps).
     """
     if report not in REPORTS:
         raise ValueError(f"unknown report {report!r}; known: {sorted(REPORTS)}")
+    for what, path in (("kernel", kernel), ("test", test)):
+        if not isinstance(path, str) or not path or path.startswith("/"):
+            raise ValueError(f"variant {op}/{name}: {what} must be a path relative to the repository root, "
+                             f"got {path!r}")
 
     def deco(impl: Callable[..., Any]) -> Callable[..., Any]:
         table = _REGISTRY.setdefault(op, {})
         if name in table:
             raise ValueError(f"variant {op}/{name} registered twice")
         table[name] = Variant(op, name, description, report, needs_cuda,
-                              MappingProxyType({p.name: p for p in params}), impl)
+                              MappingProxyType({p.name: p for p in params}), kernel, test,
+                              f"{op}_{name}" if needs_cuda and launcher else None, impl)
         if preferred:
             _PREFERRED.setdefault(op, []).append(name)
         return impl

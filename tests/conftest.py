@@ -9,8 +9,8 @@ from pathlib import Path
 
 # Test the installed package, not the source tree: `python -m pytest` puts the repo root
 # on sys.path, where gpuopt/ has no compiled modules.
-_REPO = Path(__file__).resolve().parent.parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _REPO]
+REPO = Path(__file__).resolve().parent.parent  # the checkout: sources the layout tests read
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO]
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -78,6 +78,44 @@ def cuda_module_without_gpu():
     """The compiled CUDA module when it is built but no GPU is usable (launchers validate before any CUDA
     call, so their checks run on such a machine); None otherwise."""
     return None if gpuopt.cuda_available() else cuda_build()
+
+
+def conv_call(cuda, x, w, bias, y, shape, activation="none"):
+    """The argument struct of a conv2d launcher: device addresses x, w, bias (0: none), y and the shape
+    (N, C, H, W, K, R, S, u, v, ph, pw) as a tuple."""
+    return cuda.Conv2dArgs(x, w, bias, y, cuda.Conv2dShape(*shape), activation)
+
+
+class DeviceTouched(Exception):
+    """Raised by CheckOnlyContext when a variant gets as far as copying an input to the device."""
+
+
+class CheckOnlyContext:
+    """An ExecContext stand-in for the checks a variant runs before anything touches the device: any copy raises
+    DeviceTouched. ``passes_host_checks`` runs a variant with it."""
+
+    def __init__(self, variant):
+        self.variant, self.details, self.timing = variant, {}, False
+
+    def device(self, a):
+        raise DeviceTouched(f"{self.variant.op}/{self.variant.name} copied an input to the device")
+
+    host = empty = device
+
+
+def passes_host_checks(op, variant, problem, **params):
+    """True when ``variant``'s run function accepts ``problem`` up to the first copy to the device (on a machine
+    without a GPU: up to the "needs a CUDA GPU" error that comes right before it); its ValueError otherwise."""
+    v = gpuopt.variants(op)[variant]
+    try:
+        v.impl(CheckOnlyContext(v), problem, **params)
+    except DeviceTouched:
+        return True
+    except RuntimeError as exc:
+        if gpuopt.cuda_available() or "needs a CUDA GPU" not in str(exc):
+            raise
+        return True
+    raise AssertionError(f"{op}/{variant} ran without copying its inputs")
 
 
 @pytest.fixture

@@ -37,11 +37,12 @@ def test_unknown_op_variant_parameter():
 def toy_op():
     """A temporary op with a CUDA variant and a parameterised CPU variant."""
     calls = []
-    registry.register("toy", "cpu", description="toy", report="gpuopt", needs_cuda=False,
+    where = dict(kernel="csrc/toy/toy.cu", test="tests/test_registry.py")
+    registry.register("toy", "cpu", description="toy", report="gpuopt", needs_cuda=False, **where,
                       params=(Param("block", 16, (16, 32), "block side"), Param("order", "crs", ("crs", "rsc"))))(
         lambda **kw: calls.append(kw) or kw)
-    registry.register("toy", "gpu", description="toy on GPU", report="gpuopt", needs_cuda=True, preferred=True)(
-        lambda **kw: "ran on gpu")
+    registry.register("toy", "gpu", description="toy on GPU", report="gpuopt", needs_cuda=True, preferred=True,
+                      **where)(lambda **kw: "ran on gpu")
     yield calls
     registry._REGISTRY.pop("toy")
     registry._PREFERRED.pop("toy")
@@ -79,3 +80,15 @@ def test_param_default_must_be_allowed():
 def test_variant_str_mentions_params(toy_op):
     s = str(gpuopt.variants("toy")["cpu"])
     assert "toy/cpu" in s and "block=16" in s and "CPU" in s
+
+
+def test_where_a_variant_lives_is_required(toy_op):
+    v = gpuopt.variants("toy")["gpu"]
+    assert (v.kernel, v.test, v.binding) == ("csrc/toy/toy.cu", "tests/test_registry.py", "toy_gpu")
+    assert gpuopt.variants("toy")["cpu"].binding is None  # CPU variants have no launcher
+    with pytest.raises(TypeError):  # kernel and test are required
+        registry.register("toy", "other", description="x", report="gpuopt", needs_cuda=False)
+    for bad in ("", "/abs/path.cu", None):
+        with pytest.raises(ValueError, match="relative to the repository root"):
+            registry.register("toy", "other", description="x", report="gpuopt", needs_cuda=False, kernel=bad,
+                              test="tests/x.py")

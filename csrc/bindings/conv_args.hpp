@@ -1,25 +1,56 @@
-// What every conv2d binding takes: the shape in the reports' names (N, C, H, W, K, R, S,
-// stride u, v, padding ph, pw), shared by the basic/cuDNN, CS6235 and ECE408 bindings.
+// The one argument struct of every conv2d variant's binding, and the helpers that bind a variant.
+//
+//   conv2d_<variant>(args: Conv2dArgs, *, <the variant's parameters>)   runs it (GIL released)
+//   check.conv2d_<variant>(shape: Conv2dShape, *, <the same parameters>) its launcher's host-side checks
+//
+// Conv2dShape is the problem in the reports' names (N, C, H, W, K, R, S, stride u, v, padding ph, pw);
+// Conv2dArgs adds the device addresses of x, w, bias (0: none) and y and the activation. gpuopt.conv builds
+// both once per call; the variants' parameters come from gpuopt's registry (no defaults here).
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <utility>
 
+#include "../common/activation.hpp"
 #include "../conv/conv2d.hpp"
+#include "cuda_bindings.hpp"
 
 namespace gpuopt::bind {
 
-inline conv::Conv2dShape conv_shape(std::int64_t N, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t K,
-                                    std::int64_t R, std::int64_t S, std::int64_t u, std::int64_t v, std::int64_t ph,
-                                    std::int64_t pw) {
-    conv::Conv2dShape s;
-    s.N = N, s.C = C, s.H = H, s.W = W;
-    s.K = K, s.R = R, s.S = S;
-    s.stride_h = u, s.stride_w = v, s.pad_h = ph, s.pad_w = pw;
-    return s;
+struct Conv2dArgs {
+    std::uintptr_t x = 0, w = 0, bias = 0, y = 0;
+    conv::Conv2dShape shape;
+    Activation act = Activation::None;
+};
+
+// Conv2dShape and Conv2dArgs as Python classes; bind_conv calls it before any conv2d binding.
+void bind_conv_types(py::module_& m);
+
+// Runs launch(x, w, bias, y, shape, act) on a call's arguments with the GIL released.
+template <typename Launch>
+void run_conv(const Conv2dArgs& a, Launch&& launch) {
+    py::gil_scoped_release release;
+    launch(dptr<const float>(a.x), dptr<const float>(a.w), dptr<const float>(a.bias), dptr<float>(a.y), a.shape,
+           a.act);
+}
+
+// Binds conv2d variant `variant`: `launch(const Conv2dArgs&, params...)` and, when given,
+// `check(const Conv2dShape&, params...)`, both taking `params` (py::arg...) as keyword-only arguments.
+template <typename Launch, typename... Params>
+void def_conv2d(py::module_& m, const char* variant, Launch&& launch, const Params&... params) {
+    if constexpr (sizeof...(Params) == 0)
+        def_variant(m, "conv2d", variant, std::forward<Launch>(launch), py::arg("args"));
+    else
+        def_variant(m, "conv2d", variant, std::forward<Launch>(launch), py::arg("args"), py::kw_only(), params...);
+}
+
+template <typename Check, typename... Params>
+void def_conv2d_check(py::module_& m, const char* variant, Check&& check, const Params&... params) {
+    if constexpr (sizeof...(Params) == 0)
+        def_check(m, "conv2d", variant, std::forward<Check>(check), py::arg("shape"));
+    else
+        def_check(m, "conv2d", variant, std::forward<Check>(check), py::arg("shape"), py::kw_only(), params...);
 }
 
 }  // namespace gpuopt::bind
-
-#define GPUOPT_CONV_SHAPE_ARGS                                                                                     \
-    py::arg("N"), py::arg("C"), py::arg("H"), py::arg("W"), py::arg("K"), py::arg("R"), py::arg("S"), py::arg("u"), \
-        py::arg("v"), py::arg("ph"), py::arg("pw")

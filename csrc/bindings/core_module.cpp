@@ -7,10 +7,12 @@
 
 #include "../common/parallel.hpp"
 #include "../conv/conv2d.hpp"
+#include "../conv/conv2d_cuda.hpp"  // constants only: the GPU kernels' limits (no CUDA code is linked here)
 #include "../kmeans/kmeans.hpp"
 #include "../matmul/matmul.hpp"
 #include "../nn/nn.hpp"
 #include "../sparse/sparse_conv.hpp"
+#include "../sparse/sparse_conv_cuda.hpp"
 #include "array_util.hpp"
 
 namespace py = pybind11;
@@ -174,6 +176,20 @@ py::dict build_info_py() {
 
 }  // namespace
 
+// The GPU kernels' limits, from the headers the kernels are compiled with: gpuopt reads them here (in every
+// build, at import) instead of restating them. The launchers enforce them.
+py::dict kernel_limits_py() {
+    py::dict d;
+    d["conv2d_constant_weight_bytes"] = conv::kConstantWeightBytes;
+    d["conv2d_general_min_images"] = conv::kGeneralMinImages;
+    d["conv2d_general_min_maps"] = conv::kGeneralMinMaps;
+    d["conv2d_general_min_channels"] = conv::kGeneralMinChannels;
+    d["conv2d_gemm_index_limit"] = conv::kGemmIndexLimit;
+    d["conv2d_unroll_scratch_bytes"] = conv::kUnrollScratchBytes;
+    d["sparse_conv2d_max_taps"] = sparse::kSparseMaxTaps;
+    return d;
+}
+
 PYBIND11_MODULE(_core, m) {
     m.doc() = "gpuopt CPU references (internal; use the gpuopt package API)";
     const auto nogil_doc = "Internal: arguments are validated by gpuopt; shapes are read from the arrays.";
@@ -189,4 +205,5 @@ PYBIND11_MODULE(_core, m) {
           py::arg("bias").noconvert(), nogil_doc);
     m.def("argmax", &argmax_py, py::arg("x").noconvert(), nogil_doc);
     m.def("build_info", &build_info_py, "What this build was compiled with.");
+    m.def("kernel_limits", &kernel_limits_py, "The GPU kernels' limits (constant bank, index ranges, switches).");
 }

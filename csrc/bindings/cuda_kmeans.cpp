@@ -47,11 +47,12 @@ py::tuple kmeans_liao_py(std::uintptr_t x_dev, const carray<float>& x_host, cons
 }  // namespace
 
 void bind_kmeans(py::module_& m) {
-    m.def("kmeans_liao", &kmeans_liao_py, py::arg("x_dev_ptr"), py::arg("x_host"), py::arg("init"),
+    def_variant(m, "kmeans", "liao", &kmeans_liao_py, py::arg("x_dev_ptr"), py::arg("x_host"), py::arg("init"),
           py::arg("threshold"), py::arg("max_iter"), py::arg("threads"), py::arg("timing") = true,
           "Liao's CUDA k-means (see csrc/kmeans/kmeans_cuda.hpp).");
-    m.def("kmeans_liao_check", &kmeans::kmeans_liao_check, py::arg("n"), py::arg("d"), py::arg("k"),
-          py::arg("threads"), "Raise ValueError if kmeans_liao cannot run this configuration (nothing runs).");
+    def_check(m, "kmeans", "liao", &kmeans::kmeans_liao_check, py::arg("n"), py::arg("d"), py::arg("k"),
+              py::kw_only(), py::arg("threads"),
+              "Raise ValueError if kmeans_liao cannot run this configuration (nothing runs; needs a device).");
 }
 
 }  // namespace gpuopt::bind

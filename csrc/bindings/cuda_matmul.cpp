@@ -24,48 +24,50 @@ py::dict kernel_info_dict(const matmul::KernelInfo& k) {
 }
 
 void bind_matmul(py::module_& m) {
+    // Variants (the ladder's order is gpuopt's registry's, not this file's): matmul_<variant>(a, b, c, M, N, K,
+    // *, <the variant's parameters>).
     using Fn = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t);
-    auto def = [&m](const char* name, Fn fn) {
-        m.def(name, [fn](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K) {
+    auto def = [&m](const char* variant, Fn fn) {
+        def_variant(m, "matmul", variant, [fn](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K) {
             py::gil_scoped_release release;
             fn(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K);
         }, GPUOPT_MATMUL_ARGS);
     };
-    def("matmul_naive", &matmul::matmul_naive);
-    def("matmul_blocktile_1d", &matmul::matmul_blocktile_1d);
-    def("matmul_cublas", &matmul::matmul_cublas);
+    def("naive", &matmul::matmul_naive);
+    def("blocktile_1d", &matmul::matmul_blocktile_1d);
+    def("cublas", &matmul::matmul_cublas);
 
-    m.def("matmul_coalesced", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K,
+    def_variant(m, "matmul", "coalesced", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K,
                                  const std::string& warp_layout) {
         py::gil_scoped_release release;
         matmul::matmul_coalesced(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, warp_layout);
-    }, GPUOPT_MATMUL_ARGS, py::arg("warp_layout"));
-    m.def("matmul_shared", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K, int block) {
+    }, GPUOPT_MATMUL_ARGS, py::kw_only(), py::arg("warp_layout"));
+    def_variant(m, "matmul", "shared", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K, int block) {
         py::gil_scoped_release release;
         matmul::matmul_shared(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, block);
-    }, GPUOPT_MATMUL_ARGS, py::arg("block"));
-    m.def("matmul_tile_buffer", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K, int tile_sz) {
+    }, GPUOPT_MATMUL_ARGS, py::kw_only(), py::arg("block"));
+    def_variant(m, "matmul", "tile_buffer", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K, int tile_sz) {
         py::gil_scoped_release release;
         matmul::matmul_tile_buffer(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, tile_sz);
-    }, GPUOPT_MATMUL_ARGS, py::arg("tile_sz"));
+    }, GPUOPT_MATMUL_ARGS, py::kw_only(), py::arg("tile_sz"));
 
     using TileFn = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, const std::string&);
-    auto def_tile = [&m](const char* name, TileFn fn) {
-        m.def(name, [fn](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K, const std::string& tile) {
+    auto def_tile = [&m](const char* variant, TileFn fn) {
+        def_variant(m, "matmul", variant, [fn](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K, const std::string& tile) {
             py::gil_scoped_release release;
             fn(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, tile);
-        }, GPUOPT_MATMUL_ARGS, py::arg("tile"));
+        }, GPUOPT_MATMUL_ARGS, py::kw_only(), py::arg("tile"));
     };
-    def_tile("matmul_blocktile_2d", &matmul::matmul_blocktile_2d);
-    def_tile("matmul_vectorized", &matmul::matmul_vectorized);
-    def_tile("matmul_warptile", &matmul::matmul_warptile);
+    def_tile("blocktile_2d", &matmul::matmul_blocktile_2d);
+    def_tile("vectorized", &matmul::matmul_vectorized);
+    def_tile("warptile", &matmul::matmul_warptile);
 
-    m.def("matmul_async", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K,
+    def_variant(m, "matmul", "async", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K,
                              const std::string& tile, int stages, int split_k) {
         py::gil_scoped_release release;
         matmul::matmul_async(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, tile, stages,
                              split_k);
-    }, GPUOPT_MATMUL_ARGS, py::arg("tile"), py::arg("stages"), py::arg("split_k"));
+    }, GPUOPT_MATMUL_ARGS, py::kw_only(), py::arg("tile"), py::arg("stages"), py::arg("split_k"));
 
     m.def("matmul_kernel_info", [](const std::string& variant, int64_t M, int64_t N, int64_t K, int block, int tile_sz,
                                    const std::string& warp_layout, const std::string& tile, int stages, int split_k) {

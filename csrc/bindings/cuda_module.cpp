@@ -146,6 +146,7 @@ void bind_runtime(py::module_& m) {
 
 PYBIND11_MODULE(_cuda, m) {
     m.doc() = "gpuopt CUDA kernels (internal; use the gpuopt package API)";
+    gpuopt::bind::init_variant_tables(m);
     gpuopt::bind::bind_runtime(m);
     gpuopt::bind::bind_matmul(m);
     gpuopt::bind::bind_conv(m);

@@ -1,6 +1,6 @@
-// The sparse convolution layer's CUDA variants. Each returns True when every
-// pre-activation sum fitted in int32 (the Python side raises ValueError otherwise);
-// reading that flag synchronises with the device, so the GIL is released throughout.
+// The sparse convolution layer's CUDA variants, sparse_conv2d_<variant>, and their shared check. Each returns
+// True when every pre-activation sum fitted in int32 (the Python side raises ValueError otherwise); reading
+// that flag synchronises with the device, so the GIL is released throughout.
 #include "../sparse/sparse_conv_cuda.hpp"
 #include "cuda_bindings.hpp"
 
@@ -16,38 +16,46 @@ sparse::SparseConvShape shape_of(std::int64_t C, std::int64_t H, std::int64_t W,
 }  // namespace
 
 void bind_sparse(py::module_& m) {
-    m.def("sparse_conv_dense",
-          [](std::uintptr_t x, std::uintptr_t w, std::uintptr_t y, std::int64_t C, std::int64_t H, std::int64_t W,
-             std::int64_t M, std::int64_t R, std::int64_t S) {
-              py::gil_scoped_release release;
-              return sparse::sparse_conv_dense(dptr<const std::int16_t>(x), dptr<const std::int16_t>(w),
-                                               dptr<std::int32_t>(y), shape_of(C, H, W, M, R, S));
-          },
-          py::arg("x"), py::arg("w"), py::arg("y"), py::arg("C"), py::arg("H"), py::arg("W"), py::arg("M"), py::arg("R"),
-          py::arg("S"),
-          "Dense int16 filters (M, C, R, S); y int32 (M, H/2, W/2). True when every sum fits int32 (synchronises).");
-    m.def("sparse_conv_coo",
-          [](std::uintptr_t x, std::uintptr_t data, std::uintptr_t row, std::uintptr_t col, std::int64_t width,
-             std::uintptr_t y, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R,
-             std::int64_t S) {
-              py::gil_scoped_release release;
-              return sparse::sparse_conv_coo(dptr<const std::int16_t>(x), dptr<const std::int16_t>(data),
-                                             dptr<const std::int16_t>(row), dptr<const std::int16_t>(col), width,
-                                             dptr<std::int32_t>(y), shape_of(C, H, W, M, R, S));
-          },
-          py::arg("x"), py::arg("data"), py::arg("row"), py::arg("col"), py::arg("width"), py::arg("y"), py::arg("C"),
-          py::arg("H"), py::arg("W"), py::arg("M"), py::arg("R"), py::arg("S"),
-          "Padded COO filters, data/row/col int16 (M, C, width). True when every sum fits int32 (synchronises).");
-    m.def("sparse_conv_fast",
-          [](std::uintptr_t x, std::uintptr_t codes, std::int64_t width, std::uintptr_t y, std::int64_t C,
-             std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R, std::int64_t S) {
-              py::gil_scoped_release release;
-              return sparse::sparse_conv_fast(dptr<const std::int16_t>(x), dptr<const std::int32_t>(codes), width,
-                                              dptr<std::int32_t>(y), shape_of(C, H, W, M, R, S));
-          },
-          py::arg("x"), py::arg("codes"), py::arg("width"), py::arg("y"), py::arg("C"), py::arg("H"), py::arg("W"),
-          py::arg("M"), py::arg("R"), py::arg("S"),
-          "Padded FAST codes int32 (M, C, width), padding code 0. True when every sum fits int32 (synchronises).");
+    // The launchers' shape checks (host only): the same for every filter format.
+    for (const char* variant : {"dense", "coo", "fast"})
+        def_check(m, "sparse_conv2d", variant,
+                  [](std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R, std::int64_t S) {
+                      sparse::sparse_conv_check(shape_of(C, H, W, M, R, S));
+                  },
+                  py::arg("C"), py::arg("H"), py::arg("W"), py::arg("M"), py::arg("R"), py::arg("S"));
+
+    def_variant(m, "sparse_conv2d", "dense",
+                [](std::uintptr_t x, std::uintptr_t w, std::uintptr_t y, std::int64_t C, std::int64_t H, std::int64_t W,
+                   std::int64_t M, std::int64_t R, std::int64_t S) {
+                    py::gil_scoped_release release;
+                    return sparse::sparse_conv_dense(dptr<const std::int16_t>(x), dptr<const std::int16_t>(w),
+                                                     dptr<std::int32_t>(y), shape_of(C, H, W, M, R, S));
+                },
+                py::arg("x"), py::arg("w"), py::arg("y"), py::arg("C"), py::arg("H"), py::arg("W"), py::arg("M"), py::arg("R"),
+                py::arg("S"),
+                "Dense int16 filters (M, C, R, S); y int32 (M, H/2, W/2). True when every sum fits int32 (synchronises).");
+    def_variant(m, "sparse_conv2d", "coo",
+                [](std::uintptr_t x, std::uintptr_t data, std::uintptr_t row, std::uintptr_t col, std::int64_t width,
+                   std::uintptr_t y, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R,
+                   std::int64_t S) {
+                    py::gil_scoped_release release;
+                    return sparse::sparse_conv_coo(dptr<const std::int16_t>(x), dptr<const std::int16_t>(data),
+                                                   dptr<const std::int16_t>(row), dptr<const std::int16_t>(col), width,
+                                                   dptr<std::int32_t>(y), shape_of(C, H, W, M, R, S));
+                },
+                py::arg("x"), py::arg("data"), py::arg("row"), py::arg("col"), py::arg("width"), py::arg("y"), py::arg("C"),
+                py::arg("H"), py::arg("W"), py::arg("M"), py::arg("R"), py::arg("S"),
+                "Padded COO filters, data/row/col int16 (M, C, width). True when every sum fits int32 (synchronises).");
+    def_variant(m, "sparse_conv2d", "fast",
+                [](std::uintptr_t x, std::uintptr_t codes, std::int64_t width, std::uintptr_t y, std::int64_t C,
+                   std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R, std::int64_t S) {
+                    py::gil_scoped_release release;
+                    return sparse::sparse_conv_fast(dptr<const std::int16_t>(x), dptr<const std::int32_t>(codes), width,
+                                                    dptr<std::int32_t>(y), shape_of(C, H, W, M, R, S));
+                },
+                py::arg("x"), py::arg("codes"), py::arg("width"), py::arg("y"), py::arg("C"), py::arg("H"), py::arg("W"),
+                py::arg("M"), py::arg("R"), py::arg("S"),
+                "Padded FAST codes int32 (M, C, width), padding code 0. True when every sum fits int32 (synchronises).");
 }
 
 }  // namespace gpuopt::bind

@@ -302,10 +302,6 @@ const char* variant_name(Cs6235Variant v) {
 //  - else: k unrolled by 2, rsc (conf1). The report saw k unrolling stagnate or hurt at
 //    N = 1 (Fig 3a): there the grid is small, so the factor stays at 2 to keep threads for
 //    the H200's 132 SMs; rsc because it beat crs at equal factors (Fig 5).
-constexpr std::int64_t kGeneralMinImages = 8;
-constexpr std::int64_t kGeneralMinMaps = 4;
-constexpr std::int64_t kGeneralMinChannels = 256;
-
 void general_plan(const Conv2dShape& s, Cs6235Plan& plan) {
     plan.loop_order = Order::Rsc;
     if (s.N >= kGeneralMinImages && s.K >= kGeneralMinMaps) {

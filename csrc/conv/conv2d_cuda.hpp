@@ -65,10 +65,16 @@ struct Cs6235Plan {
     std::int64_t shared_bytes = 0;   // shared: dynamic shared memory per block
 };
 
+// The general variant's switch (see conv2d_cs6235.cu): n and k unrolled 4 x 4 when N >= kGeneralMinImages and
+// K >= kGeneralMinMaps; else k and c unrolled 2 x 8 when C >= kGeneralMinChannels; else k unrolled by 2.
+constexpr std::int64_t kGeneralMinImages = 8;
+constexpr std::int64_t kGeneralMinMaps = 4;
+constexpr std::int64_t kGeneralMinChannels = 256;
+
 Cs6235Variant cs6235_variant_from_string(const std::string& name);  // "plain", ..., "general"
 Cs6235LoopOrder cs6235_loop_order_from_string(const std::string& name);  // "crs" or "rsc"
 
-// Validates shape and config (InvalidArgument), then returns the plan; needs no GPU.
+// Validates shape and config (InvalidArgument), then returns the plan; needs no GPU (the variants' check).
 Cs6235Plan conv2d_cs6235_plan(const Conv2dShape& s, const Cs6235Config& cfg);
 
 // y = act(conv(x, w) + bias) with the CS6235 variant cfg; any shape, stride, padding.
@@ -87,6 +93,14 @@ namespace gpuopt::conv {
 
 // unroll_constmem keeps the whole filter bank in __constant__ memory: K*C*R*S*4 bytes at most this.
 constexpr std::int64_t kConstantWeightBytes = 65536;
+
+// Each launcher's host-side checks (shape and parameters; no CUDA call, no pointers), which the launcher runs
+// first: InvalidArgument for what it cannot run. The shared-memory limit of the GPU is checked at launch.
+void conv2d_tiled_check(const Conv2dShape& s, int tile_width);
+void conv2d_tiled_unrolled_check(const Conv2dShape& s, int tile_width);
+void conv2d_tiled_channels_check(const Conv2dShape& s, int tile_width, int channels_per_block);
+void conv2d_tiled_corner_turn_check(const Conv2dShape& s, int tile_width);
+void conv2d_unroll_constmem_check(const Conv2dShape& s);
 
 // Shared-memory tiled kernels: a tile_width x tile_width block of outputs per (tile, k, n), the input
 // tile ((T-1)*u + R) x ((T-1)*v + S) and the filters staged in shared memory per input channel.
@@ -140,6 +154,15 @@ void conv2d_unroll(const float* x, const float* w, const float* bias, float* y, 
                    std::int64_t scratch_limit_bytes = kUnrollScratchBytes);
 // Images per GEMM conv2d_unroll uses for this shape and budget (host only; validates like the launcher).
 std::int64_t conv2d_unroll_chunk_images(const Conv2dShape& s, std::int64_t scratch_limit_bytes = kUnrollScratchBytes);
+
+// Int indices: N*P*Q (implicit variants only), C*R*S, K, P*Q, H + 2ph and W + 2pw must be below this.
+constexpr std::int64_t kGemmIndexLimit = (std::int64_t{1} << 31) - 1024;
+
+// Each launcher's host-side checks (shape and parameters; no CUDA call, no pointers), which it runs first.
+void conv2d_unroll_check(const Conv2dShape& s, const std::string& gemm = "async",
+                         std::int64_t scratch_limit_bytes = kUnrollScratchBytes);
+void conv2d_implicit_gemm_check(const Conv2dShape& s, int tile = 16);
+void conv2d_implicit_gemm_fast_check(const Conv2dShape& s, const std::string& tile = "64x64x8");
 
 // "implicit_gemm" (ECE408 MNIST): the shared-memory tiled matrix multiply (tile x tile threads, tile 16 or 32)
 // of W and X_unrolled where each X tile is gathered from x by index (no unrolled buffer); bias and activation

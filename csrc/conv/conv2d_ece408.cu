@@ -322,15 +322,23 @@ ConvParams conv_params(const Conv2dShape& s, Activation act, const std::string& 
     return g;
 }
 
-// Checks, plans and launches one tiled variant.
-template <bool kFast, WeightStaging kStaging, bool kAtomic>
-void launch_tiled(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s, Activation act,
-                  int tile_width, int channels_per_block, const char* name) {
+// What a tiled variant launches on a shape: the kernels' parameters and the block geometry.
+struct TiledPlan {
+    TiledParams params{};
+    int bw = 0, bh = 0, Z = 1;
+    i64 tiles = 0, smem_floats = 0;
+    std::string what;  // the variant and its parameters, for messages
+};
+
+// Validates shape and parameters and plans one tiled variant: host only (no CUDA call), so it is also the
+// variant's check before anything is copied to the device.
+template <WeightStaging kStaging, bool kAtomic>
+TiledPlan plan_tiled(const Conv2dShape& s, Activation act, int tile_width, int channels_per_block, const char* name) {
     s.validate();
-    require_pointers(x, w, y, name);
-    const std::string what = std::string("conv2d ") + name + " (tile_width=" + std::to_string(tile_width) +
-                             (kAtomic ? ", channels_per_block=" + std::to_string(channels_per_block) : std::string()) +
-                             ")";
+    TiledPlan plan;
+    std::string& what = plan.what;
+    what = std::string("conv2d ") + name + " (tile_width=" + std::to_string(tile_width) +
+           (kAtomic ? ", channels_per_block=" + std::to_string(channels_per_block) : std::string()) + ")";
     GPUOPT_REQUIRE(tile_width >= 1, what + ": tile_width must be >= 1");
     GPUOPT_REQUIRE(channels_per_block >= 1, what + ": channels_per_block must be >= 1");
     const i64 threads = static_cast<i64>(tile_width) * tile_width * channels_per_block;
@@ -339,7 +347,7 @@ void launch_tiled(const float* x, const float* w, const float* bias, float* y, c
                        (kAtomic ? " x " + std::to_string(channels_per_block) : std::string()) + " = " +
                        std::to_string(threads) + " threads; the limit is 1024 threads per block");
 
-    TiledParams params{};
+    TiledParams& params = plan.params;
     static_cast<ConvParams&>(params) = conv_params(s, act, what);
     const i64 P = params.P, Q = params.Q;
     // The tile never exceeds the output map.
@@ -371,19 +379,31 @@ void launch_tiled(const float* x, const float* w, const float* bias, float* y, c
     params.TH = static_cast<int>(TH);
     params.TW = static_cast<int>(TW);
     params.tiles_q = static_cast<int>(tiles_q);
+    plan.bw = bw, plan.bh = bh, plan.Z = Z;
+    plan.tiles = tiles;
+    plan.smem_floats = smem_floats;
+    return plan;
+}
 
+// Checks, plans and launches one tiled variant.
+template <bool kFast, WeightStaging kStaging, bool kAtomic>
+void launch_tiled(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s, Activation act,
+                  int tile_width, int channels_per_block, const char* name) {
+    const TiledPlan plan = plan_tiled<kStaging, kAtomic>(s, act, tile_width, channels_per_block, name);
+    require_pointers(x, w, y, name);
     const auto kernel = select_tiled_kernel<kFast, kStaging, kAtomic>(s.R, s.S);
-    const std::size_t smem = static_cast<std::size_t>(smem_floats) * sizeof(float);
-    require_shared_memory(kernel, smem, what.c_str());
+    const std::size_t smem = static_cast<std::size_t>(plan.smem_floats) * sizeof(float);
+    require_shared_memory(kernel, smem, plan.what.c_str());
 
-    const dim3 block(static_cast<unsigned>(bw), static_cast<unsigned>(bh), static_cast<unsigned>(Z));
-    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(std::min<i64>(s.K, kMaxGridYZ)),
+    const dim3 block(static_cast<unsigned>(plan.bw), static_cast<unsigned>(plan.bh), static_cast<unsigned>(plan.Z));
+    const dim3 grid(static_cast<unsigned>(plan.tiles), static_cast<unsigned>(std::min<i64>(s.K, kMaxGridYZ)),
                     static_cast<unsigned>(std::min<i64>(s.N, kMaxGridYZ)));
-    const i64 total = s.N * s.K * P * Q;
+    const TiledParams& params = plan.params;
+    const i64 PQ = static_cast<i64>(params.P) * params.Q, total = s.N * s.K * PQ;
 
     if constexpr (kAtomic) {
         if (bias != nullptr) {
-            fill_bias_kernel<<<grid_for(total, 256), 256>>>(bias, y, total, s.K, P * Q);
+            fill_bias_kernel<<<grid_for(total, 256), 256>>>(bias, y, total, s.K, PQ);
             GPUOPT_CHECK_LAUNCH("fill_bias_kernel");
         } else {
             GPUOPT_CUDA_CHECK(cudaMemsetAsync(y, 0, static_cast<std::size_t>(total) * sizeof(float), nullptr));
@@ -473,6 +493,22 @@ void launch_unroll_constmem(const float* x, const float* bias, float* y, const C
 
 }  // namespace
 
+void conv2d_tiled_check(const Conv2dShape& s, int tile_width) {
+    plan_tiled<WeightStaging::PerChannel, false>(s, Activation::None, tile_width, 1, "tiled");
+}
+
+void conv2d_tiled_unrolled_check(const Conv2dShape& s, int tile_width) {
+    plan_tiled<WeightStaging::PerChannel, false>(s, Activation::None, tile_width, 1, "tiled_unrolled");
+}
+
+void conv2d_tiled_channels_check(const Conv2dShape& s, int tile_width, int channels_per_block) {
+    plan_tiled<WeightStaging::PerChannel, true>(s, Activation::None, tile_width, channels_per_block, "tiled_channels");
+}
+
+void conv2d_tiled_corner_turn_check(const Conv2dShape& s, int tile_width) {
+    plan_tiled<WeightStaging::CornerTurn, false>(s, Activation::None, tile_width, 1, "tiled_corner_turn");
+}
+
 void conv2d_tiled(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s, Activation act,
                   int tile_width) {
     launch_tiled<false, WeightStaging::PerChannel, false>(x, w, bias, y, s, act, tile_width, 1, "tiled");
@@ -494,17 +530,29 @@ void conv2d_tiled_corner_turn(const float* x, const float* w, const float* bias,
     launch_tiled<true, WeightStaging::CornerTurn, false>(x, w, bias, y, s, act, tile_width, 1, "tiled_corner_turn");
 }
 
-void conv2d_unroll_constmem(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
-                            Activation act) {
+void conv2d_unroll_constmem_check(const Conv2dShape& s) {
     s.validate();
-    require_pointers(x, w, y, "unroll_constmem");
     // Overflow-safe: every factor is positive, compare step by step against the limit.
     const i64 limit = kConstantWeightBytes / static_cast<i64>(sizeof(float));
     const bool fits = s.K <= limit && s.C <= limit / s.K && s.R <= limit / (s.K * s.C) &&
                       s.S <= limit / (s.K * s.C * s.R);
-    GPUOPT_REQUIRE(fits, "conv2d unroll_constmem: the filter bank (K*C*R*S = " + std::to_string(s.K) + "*" +
-                             std::to_string(s.C) + "*" + std::to_string(s.R) + "*" + std::to_string(s.S) +
-                             " floats) must fit the 65536-byte (64 KB) constant memory; use a tiled variant");
+    if (!fits) {
+        // The size in bytes where it is representable (each factor is positive; K*C*R*S may overflow).
+        const bool exact = s.C <= INT64_MAX / 4 / s.K && s.R <= INT64_MAX / 4 / (s.K * s.C) &&
+                           s.S <= INT64_MAX / 4 / (s.K * s.C * s.R);
+        const std::string bytes = exact ? std::to_string(4 * s.K * s.C * s.R * s.S) : std::string("over 2^63");
+        GPUOPT_REQUIRE(false, "conv2d unroll_constmem: the filter bank (K*C*R*S = " + std::to_string(s.K) + "*" +
+                                  std::to_string(s.C) + "*" + std::to_string(s.R) + "*" + std::to_string(s.S) +
+                                  " floats = " + bytes + " bytes) does not fit the 65536-byte (64 KB) constant "
+                                  "memory; use a tiled variant");
+    }
+    conv_params(s, Activation::None, "conv2d unroll_constmem");
+}
+
+void conv2d_unroll_constmem(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
+                            Activation act) {
+    conv2d_unroll_constmem_check(s);
+    require_pointers(x, w, y, "unroll_constmem");
     const ConvParams g = conv_params(s, act, "conv2d unroll_constmem");
     const std::size_t bytes = static_cast<std::size_t>(s.K * s.C * s.R * s.S) * sizeof(float);
 

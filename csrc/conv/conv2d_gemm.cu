@@ -64,7 +64,7 @@ using i64 = std::int64_t;
 
 constexpr int kMaxGridY = 65535;
 // Largest column / tap / map count of the int-indexed kernels (and the matmul launchers' own limit).
-constexpr i64 kIndexLimit = (i64{1} << 31) - 1024;
+constexpr i64 kIndexLimit = kGemmIndexLimit;
 
 // ------------------------------------------------------------------------------------------------
 // Index arithmetic shared by every kernel of this file.
@@ -178,13 +178,10 @@ __device__ __forceinline__ float epilogue(const GemmConv& g, float acc, float bi
     return apply_activation(acc + bias_k, g.act);
 }
 
-// Validates the shape and builds the GEMM view. `what` names the variant in messages; `implicit`: the whole
-// batch is one GEMM, so N*P*Q must be an int too (unroll sets NPQ per chunk of images).
-GemmConv make_gemm_conv(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
-                        Activation act, const char* what, bool implicit) {
+// Validates the shape for the int-indexed kernels (host only). `what` names the variant in messages;
+// `implicit`: the whole batch is one GEMM, so N*P*Q must be an int too (unroll sets NPQ per chunk of images).
+void check_gemm_shape(const Conv2dShape& s, const char* what, bool implicit) {
     s.validate();
-    GPUOPT_REQUIRE(x != nullptr && w != nullptr && y != nullptr,
-                   std::string("conv2d ") + what + ": x, w and y must be device pointers");
     auto limit = [what](bool ok, const std::string& msg) {
         GPUOPT_REQUIRE(ok, std::string("conv2d ") + what + ": " + msg);
     };
@@ -201,11 +198,21 @@ GemmConv make_gemm_conv(const float* x, const float* w, const float* bias, float
     limit(P * Q < kIndexLimit,
           "P*Q = " + std::to_string(P) + "*" + std::to_string(Q) + " must be < 2^31 - 1024 (int indices)");
     limit(s.C * s.H < kIndexLimit && s.C * s.H * s.W <= INT_MAX,
-          "C*H*W must be < 2^31 (int indices inside an image)");
+          "C*H*W = " + std::to_string(s.C) + "*" + std::to_string(s.H) + "*" + std::to_string(s.W) +
+              " must be < 2^31 (int indices inside an image)");
     if (implicit)
         limit(s.N < kIndexLimit && s.N * P * Q < kIndexLimit,
               "N*P*Q = " + std::to_string(s.N) + "*" + std::to_string(P * Q) +
                   " must be < 2^31 - 1024 (int column indices); split the batch");
+}
+
+// Validates the shape and pointers and builds the GEMM view.
+GemmConv make_gemm_conv(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
+                        Activation act, const char* what, bool implicit) {
+    check_gemm_shape(s, what, implicit);
+    GPUOPT_REQUIRE(x != nullptr && w != nullptr && y != nullptr,
+                   std::string("conv2d ") + what + ": x, w and y must be device pointers");
+    const i64 P = s.P(), Q = s.Q();
     const i64 CRS = s.C * s.R * s.S;
     GemmConv g{};
     g.x = x, g.w = w, g.bias = bias, g.y = y;
@@ -592,19 +599,25 @@ unsigned grid_y(i64 n) { return static_cast<unsigned>(std::min<i64>(n, kMaxGridY
 // ------------------------------------------------------------------------------------------------ launchers
 
 std::int64_t conv2d_unroll_chunk_images(const Conv2dShape& s, std::int64_t scratch_limit_bytes) {
-    const float* fake = reinterpret_cast<const float*>(std::uintptr_t{256});
-    make_gemm_conv(fake, fake, nullptr, const_cast<float*>(fake), s, Activation::None, "unroll", false);
+    check_gemm_shape(s, "unroll", false);
     check_unroll_budget(scratch_limit_bytes);
     return unroll_chunk(s, scratch_limit_bytes);
 }
 
-void conv2d_unroll(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
-                   Activation act, const std::string& gemm_name, std::int64_t scratch_limit_bytes) {
-    GemmConv g = make_gemm_conv(x, w, bias, y, s, act, "unroll", false);
+void conv2d_unroll_check(const Conv2dShape& s, const std::string& gemm_name, std::int64_t scratch_limit_bytes) {
+    check_gemm_shape(s, "unroll", false);
     const UnrollGemm gemm = unroll_gemm_from_string(gemm_name);
     check_unroll_budget(scratch_limit_bytes);
     GPUOPT_REQUIRE(gemm != UnrollGemm::Naive || s.K <= 65535LL * 16,
-                   "conv2d unroll: gemm 'naive' takes at most 1048560 maps (K; its grid y of 65535 blocks of 16 rows)");
+                   "conv2d unroll: gemm 'naive' takes at most 1048560 maps (K; its grid y of 65535 blocks of 16 rows), "
+                   "got " + std::to_string(s.K));
+}
+
+void conv2d_unroll(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
+                   Activation act, const std::string& gemm_name, std::int64_t scratch_limit_bytes) {
+    conv2d_unroll_check(s, gemm_name, scratch_limit_bytes);
+    GemmConv g = make_gemm_conv(x, w, bias, y, s, act, "unroll", false);
+    const UnrollGemm gemm = unroll_gemm_from_string(gemm_name);
     const i64 chunk = unroll_chunk(s, scratch_limit_bytes);
     const i64 PQ = g.PQ, chunk_cols = chunk * PQ;
     // X_unrolled for a chunk, and Y' unless a chunk is one image (then Y' is y[n0] itself).
@@ -632,11 +645,16 @@ void conv2d_unroll(const float* x, const float* w, const float* bias, float* y, 
     }
 }
 
-void conv2d_implicit_gemm(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
-                          Activation act, int tile) {
-    const GemmConv g = make_gemm_conv(x, w, bias, y, s, act, "implicit_gemm", true);
+void conv2d_implicit_gemm_check(const Conv2dShape& s, int tile) {
+    check_gemm_shape(s, "implicit_gemm", true);
     GPUOPT_REQUIRE(tile == 16 || tile == 32, "conv2d implicit_gemm: tile must be 16 or 32 (tile x tile threads, "
                                              "at most 1024 per block), got " + std::to_string(tile));
+}
+
+void conv2d_implicit_gemm(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
+                          Activation act, int tile) {
+    conv2d_implicit_gemm_check(s, tile);
+    const GemmConv g = make_gemm_conv(x, w, bias, y, s, act, "implicit_gemm", true);
     check_block_threads(static_cast<i64>(tile) * tile, true);
     const dim3 grid(static_cast<unsigned>(ceil_div<i64>(g.NPQ, tile)), grid_y(ceil_div<i64>(g.K, tile)));
     if (tile == 16) implicit_gemm_kernel<16><<<grid, 256>>>(g);
@@ -644,13 +662,24 @@ void conv2d_implicit_gemm(const float* x, const float* w, const float* bias, flo
     GPUOPT_CHECK_LAUNCH("conv2d implicit_gemm_kernel");
 }
 
+namespace {
+void check_fast_grid(const FastLaunch& l) {
+    GPUOPT_REQUIRE(l.blocks < (i64{1} << 31), "conv2d implicit_gemm_fast: " + std::to_string(l.blocks) +
+                                                  " output tiles; the grid allows at most 2^31-1 blocks");
+}
+}  // namespace
+
+void conv2d_implicit_gemm_fast_check(const Conv2dShape& s, const std::string& tile) {
+    check_gemm_shape(s, "implicit_gemm_fast", true);
+    check_fast_grid(fast_plan(tile, true, s.K, s.N * s.P() * s.Q()));
+}
+
 void conv2d_implicit_gemm_fast(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
                                Activation act, const std::string& tile) {
     const GemmConv g = make_gemm_conv(x, w, bias, y, s, act, "implicit_gemm_fast", true);
     const bool vec_w = g.CRS % 4 == 0 && matmul::aligned16(w);
     const FastLaunch l = fast_plan(tile, vec_w, g.K, g.NPQ);
-    GPUOPT_REQUIRE(l.blocks < (i64{1} << 31), "conv2d implicit_gemm_fast: " + std::to_string(l.blocks) +
-                                                  " output tiles; the grid allows at most 2^31-1 blocks");
+    check_fast_grid(l);
     check_block_threads(l.threads, true);
     require_shared_memory(l.kernel, l.shared_bytes, l.name.c_str());
     const int vec_y = g.PQ % 4 == 0 && matmul::aligned16(y) ? 1 : 0;

@@ -1,4 +1,4 @@
-// Ladder step 6, "async": the warp-tiled kernel fed by a multi-stage cp.async pipeline
+// Ladder step 9, "async": the warp-tiled kernel fed by a multi-stage cp.async pipeline
 // (the kernel is in matmul_async.cuh, its instantiations in matmul_async_<tile>.cu). This
 // file picks the configuration: tile and split-k, each given or "auto".
 #include <algorithm>

@@ -1,7 +1,8 @@
-// Ladder steps 2-4, after siboehm's SGEMM_CUDA kernels 4-6: register blocking (each thread
-// computes several outputs from values it holds in registers), first along a column
-// (blocktile_1d), then over a TM x TN patch (blocktile_2d), then with 16-byte loads and a
-// transposed A tile so the inner loop reads float4 from shared memory (vectorized).
+// Ladder steps 5-7, "blocktile_1d", "blocktile_2d", "vectorized", after siboehm's SGEMM_CUDA
+// kernels 4-6: register blocking (each thread computes several outputs from values it holds in
+// registers), first along a column (blocktile_1d), then over a TM x TN patch (blocktile_2d), then
+// with 16-byte loads and a transposed A tile so the inner loop reads float4 from shared memory
+// (vectorized).
 // Tile shapes are template parameters; the tile names the launchers accept map to them.
 #include "matmul_kernels.cuh"
 

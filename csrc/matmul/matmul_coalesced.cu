@@ -1,4 +1,4 @@
-// Ladder step 1, "coalesced": which way a warp lies over c decides whether its loads are
+// Ladder step 2, "coalesced": which way a warp lies over c decides whether its loads are
 // coalesced. One thread per output, no shared memory, so only the access pattern differs
 // between the two layouts (the report's fixed naive kernel already had the good one).
 #include "matmul_kernels.cuh"

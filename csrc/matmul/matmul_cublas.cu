@@ -1,3 +1,5 @@
+// "cublas": cuBLAS SGEMM in strict FP32 (TF32 off), the reference the ladder is measured against
+// (not a step of the ladder).
 #include "../common/error.hpp"
 #include "../common/libraries.hpp"
 #include "matmul_cuda.hpp"

@@ -1,3 +1,5 @@
+// Ladder step 1, "naive": one thread per output on a 2-D grid of 16x16 blocks (the CMU report's
+// original kernel, with its bug fixed): the starting point every later step is measured against.
 #include "matmul_kernels.cuh"
 
 namespace gpuopt::matmul {

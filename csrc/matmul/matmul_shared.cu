@@ -1,7 +1,7 @@
-// The CMU report's two shared-memory steps: "shared" (square tiles of A and B staged in
-// shared memory; 16x16 vs 32x32 is its occupancy experiment) and "tile_buffer" (its
-// Figure 3: one block computes TILE_SZ consecutive output tiles of a row stripe, so each
-// A tile it loads serves TILE_SZ B tiles).
+// Ladder steps 3-4, "shared", "tile_buffer": the CMU report's two shared-memory steps. "shared"
+// (square tiles of A and B staged in shared memory; 16x16 vs 32x32 is its occupancy experiment)
+// and "tile_buffer" (its Figure 3: one block computes TILE_SZ consecutive output tiles of a row
+// stripe, so each A tile it loads serves TILE_SZ B tiles).
 #include "matmul_kernels.cuh"
 
 namespace gpuopt::matmul {

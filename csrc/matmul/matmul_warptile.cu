@@ -1,4 +1,4 @@
-// Ladder step 5, "warptile" (siboehm's kernel 10): the block tile is split into warp
+// Ladder step 8, "warptile" (siboehm's kernel 10): the block tile is split into warp
 // tiles and each warp's 32 thread tiles are interleaved so that a quarter warp's float4
 // reads of A^T and B hit distinct banks or one address. Tiles reach shared memory through
 // registers (16-byte global loads, A transposed on the way in); one buffer, two barriers

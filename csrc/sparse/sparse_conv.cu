@@ -23,7 +23,7 @@ namespace gpuopt::sparse {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr std::int64_t kMaxTaps = 9;  // R, S <= 9: FAST stores row and col as one digit each
+constexpr std::int64_t kMaxTaps = kSparseMaxTaps;
 
 // ---------------------------------------------------------------- filter formats
 // Each policy yields the taps of slice s = m*C + c through for_each_tap(s, f), calling
@@ -190,6 +190,8 @@ bool run(const std::int16_t* x, const Filter& filter, std::int32_t* y, const Spa
 }
 
 }  // namespace
+
+void sparse_conv_check(const SparseConvShape& s) { check_shape(s); }
 
 bool sparse_conv_dense(const std::int16_t* x, const std::int16_t* w, std::int32_t* y, const SparseConvShape& s) {
     check_shape(s);

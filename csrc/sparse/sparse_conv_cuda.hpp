@@ -24,6 +24,11 @@
 
 namespace gpuopt::sparse {
 
+// The shape checks every launcher runs first (host only, no CUDA call): InvalidArgument for a shape the
+// kernels cannot run. kSparseMaxTaps: the largest R and S (FAST stores row and column as one digit each).
+constexpr std::int64_t kSparseMaxTaps = 9;
+void sparse_conv_check(const SparseConvShape& s);
+
 bool sparse_conv_dense(const std::int16_t* x, const std::int16_t* w, std::int32_t* y, const SparseConvShape& s);
 
 bool sparse_conv_coo(const std::int16_t* x, const std::int16_t* data, const std::int16_t* row, const std::int16_t* col,

@@ -1,0 +1,150 @@
+"""conv2d ``auto``: one of gpuopt's own kernels per shape, by a heuristic or by timing.
+
+The heuristic was read off the H200 measurements in benchmarks/results (conv2d.json,
+ece408.json and the tune_conv_auto study's sweep of every candidate and parameter on the
+eight layers auto is held to), fastest of gpuopt's kernels per shape. It was fitted on the
+reports' eight layers, so treat it as a starting point; ``autotune=True`` measures instead.
+
+1. 1x1 filters, stride 1, no padding: a plain GEMM, so ``unroll`` (its im2col is a copy
+   and the product runs on the matmul ladder's ``async`` kernel): CS6235 conf2 4.5x and
+   conf4 1.15x cuDNN.
+2. Short filter windows (C*R*S <= 160 taps) with few maps (K <= 16) or a stride above 1, and
+   enough output pixels (N*P*Q >= 65536): the register-blocked direct kernel
+   ``direct_regblock``. A GEMM over so few taps moves tiles more than it multiplies; with
+   few maps its 32+ row tiles are mostly empty, and strided gathers slow its X tiles.
+   ECE408 Fashion conv1 (K=6) and conv2 (K=16, 150 taps), CS6235 conf3 (27 taps, stride 2).
+3. Fewer than 16 output maps (small batches): GEMM tiles of 32+ rows would be mostly empty,
+   so the direct shared-memory kernel ``tiled_unrolled``.
+4. Few output positions (N*P*Q < 65536, e.g. one image): ``implicit_gemm``, whose 16x16
+   tiles still fill the GPU: CS6235 conf1 1.16x cuDNN.
+5. Exactly 16 output maps, or a stride above 1, with a batch of 4+ images (longer windows
+   than rule 2): the CS6235 unroll-and-jam ``unroll_nk``.
+6. Otherwise ``implicit_gemm_fast``, its tile by the number of output maps: 32x128x8 up to
+   32 maps (MNIST conv1 1.25x cuDNN), 64x128x8 above (MNIST conv2 0.83x).
+
+With ``autotune=True`` the first call for a problem (shapes, stride, padding, bias or
+not, activation) times every GPU variant of gpuopt on the call's own inputs (one warm-up
+run, then the median of three event-timed runs) and caches the fastest, like cuDNN's
+benchmark mode; later calls with that problem run the cached winner.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+from typing import Any
+
+from .._exec import ExecContext
+from .._ext import cuda_module
+from ..registry import Param, register, resolve, variants
+from .api import conv2d
+from .problem import Conv2dProblem, check_shapes, conv2d_output_shape
+
+__all__ = ["auto_choice", "autotune_cache", "clear_autotune_cache"]
+
+# Not candidates: the library baseline and the reference.
+_EXCLUDED = ("auto", "cpu", "cudnn")
+
+_cache: dict[tuple, tuple[str, dict[str, Any]]] = {}
+_cache_lock = threading.Lock()
+
+
+def _heuristic(x_shape, w_shape, stride, padding) -> tuple[str, dict[str, Any]]:
+    n, c, h, w = x_shape
+    k, _, r, s = w_shape
+    _, _, p, q = conv2d_output_shape(x_shape, w_shape, stride, padding)
+    if r == 1 and s == 1 and tuple(stride) == (1, 1) and tuple(padding) == (0, 0):
+        return "unroll", {}
+    strided = tuple(stride) != (1, 1)
+    if c * r * s <= 160 and (k <= 16 or strided) and n * p * q >= 65536:
+        return "direct_regblock", {}
+    if k < 16:
+        return "tiled_unrolled", {}
+    if n * p * q < 65536:
+        return "implicit_gemm", {}
+    if n >= 4 and (k == 16 or strided):
+        return "unroll_nk", {}
+    return "implicit_gemm_fast", {"tile": "32x128x8" if k <= 32 else "64x128x8"}
+
+
+def auto_choice(x_shape, w_shape, stride=1, padding=0) -> tuple[str, dict[str, Any]]:
+    """The variant and parameters ``auto`` runs for this problem.
+
+    The autotuned winner when one is cached for these shapes (any bias/activation),
+    else the heuristic's pick (see the module docstring).
+    """
+    (n, c, h, w), (k, _, r, s), st, pd = check_shapes(x_shape, w_shape, stride, padding)
+    with _cache_lock:
+        for key, choice in _cache.items():
+            if key[:4] == ((n, c, h, w), (k, c, r, s), st, pd):
+                return choice[0], dict(choice[1])
+    return _heuristic((n, c, h, w), (k, c, r, s), st, pd)
+
+
+def autotune_cache() -> dict[tuple, tuple[str, dict[str, Any]]]:
+    """A copy of the autotuned winners: (x shape, w shape, stride, padding, bias?, activation) -> (variant, params)."""
+    with _cache_lock:
+        return {key: (name, dict(params)) for key, (name, params) in _cache.items()}
+
+
+def clear_autotune_cache() -> None:
+    """Forget every autotuned winner."""
+    with _cache_lock:
+        _cache.clear()
+
+
+def _time_variant(name: str, p: Conv2dProblem, dx, dw, dbias) -> float:
+    """Median of three event-timed runs of ``name`` on device inputs (after one warm-up)."""
+    cuda = cuda_module()
+    kwargs = dict(stride=p.stride, padding=p.padding, bias=dbias, activation=p.activation, variant=name)
+    conv2d(dx, dw, **kwargs)  # warm-up: first-call setup, and rejects shapes it cannot run
+    times = []
+    for _ in range(3):
+        start, end = cuda.Event(), cuda.Event()
+        start.record()
+        out = conv2d(dx, dw, **kwargs)
+        end.record()
+        times.append(start.elapsed_ms(end))
+        del out
+    return statistics.median(times)
+
+
+def _autotune(ctx: ExecContext, p: Conv2dProblem) -> tuple[str, dict[str, Any]]:
+    key = (tuple(p.x.shape), tuple(p.w.shape), p.stride, p.padding, p.bias is not None, p.activation)
+    with _cache_lock:
+        if key in _cache:
+            return _cache[key]
+    dx, dw = ctx.device(p.x), ctx.device(p.w)
+    dbias = None if p.bias is None else ctx.device(p.bias)
+    timings: dict[str, float] = {}
+    for name, v in variants("conv2d").items():
+        if name in _EXCLUDED or not v.needs_cuda:
+            continue
+        try:
+            timings[name] = _time_variant(name, p, dx, dw, dbias)
+        except ValueError:  # the variant cannot run this shape (e.g. weights over 64 KB of constant memory)
+            continue
+    best = min(timings, key=timings.__getitem__)
+    choice = (best, {})
+    with _cache_lock:
+        _cache[key] = choice
+    ctx.details.update({f"autotune_{name}_ms": ms for name, ms in timings.items()})
+    return choice
+
+
+def _run_auto(ctx: ExecContext, p: Conv2dProblem, autotune: bool) -> Any:
+    if autotune:
+        name, params = _autotune(ctx, p)
+    else:
+        name, params = _heuristic(p.x.shape, p.w.shape, p.stride, p.padding)
+    v, resolved = resolve("conv2d", name, params)
+    return ctx.run(v, p, **resolved)
+
+
+register("conv2d", "auto",
+         description="picks one of gpuopt's kernels per shape (documented heuristic from H200 runs); autotune=True "
+                     "times them once per problem and caches the winner", report="gpuopt", needs_cuda=True,
+         kernel="gpuopt/conv/auto.py", test="tests/conv/test_gpu_auto.py", launcher=False,
+         params=(Param("autotune", False, (False, True),
+                       "time every gpuopt GPU variant on the first call for a problem and cache the fastest"),))(
+    _run_auto)

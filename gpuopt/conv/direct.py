@@ -1,0 +1,44 @@
+"""conv2d ``direct_regblock``: gpuopt's register-blocked direct convolution.
+
+Made for layers whose filter window, C*R*S taps, is too short for a GEMM to pay off, such as the CS6235
+report's conf3 (3 input channels, 3x3 filters, stride 2: 27 taps): an implicit GEMM there spends its time
+moving tiles, not multiplying. A block of 128 threads takes a run of ``128 * pixels`` consecutive output
+pixels of one image and a group of output maps; it stages the input rows the run reads (every channel
+that fits, else chunks of channels; columns de-interleaved by the stride so neighbouring threads read
+neighbouring words) and the filters of ``k_tile`` maps in shared memory, and each thread accumulates
+``pixels x k_tile`` outputs in registers: per filter tap, ``pixels`` loads of x and ``k_tile / 4``
+float4 loads of w feed ``pixels * k_tile`` FMAs. Stores are coalesced along the output row. The kernel
+is in csrc/conv/conv2d_direct.cu.
+
+Caveats a caller can see: one input channel's staged rows (about ``(128*pixels/Q + 2) * stride * W``
+floats) plus its filters must fit the GPU's shared memory, so very wide images with large strides can be
+rejected (ValueError naming the limit); positions inside an image are 32-bit (P*Q < 2**31).
+Deterministic: each output is one thread's sum, in (c, r, s) order.
+"""
+
+from __future__ import annotations
+
+from .._exec import ExecContext
+from ..registry import Param, register
+from .launch import run_gpu
+from .problem import Conv2dProblem
+
+__all__ = ["K_TILES", "PIXELS"]
+
+#: Output maps per thread ("auto": 8 when K <= 8, else 16).
+K_TILES = ("auto", 8, 16)
+#: Output pixels per thread ("auto": 2, or 4 when K <= 8; fewer when an image's last run would waste > 1/8).
+PIXELS = ("auto", 1, 2, 4)
+
+@register("conv2d", "direct_regblock",
+          description="register-blocked direct convolution for short filter windows (small C*R*S): the input rows "
+                      "of a run of 128*pixels output pixels and k_tile maps' filters in shared memory, "
+                      "pixels x k_tile outputs per thread, coalesced stores",
+          report="gpuopt", needs_cuda=True, kernel="csrc/conv/conv2d_direct.cu", test="tests/conv/test_gpu_direct.py",
+          params=(Param("k_tile", "auto", K_TILES, "output maps per thread (auto: 8 when K <= 8, else 16)"),
+                  Param("pixels", "auto", PIXELS,
+                        "output pixels per thread (auto: 2, or 4 when K <= 8; fewer when an image's last run of "
+                        "128*pixels would waste more than 1/8 of its slots)")))
+def _direct_regblock(ctx: ExecContext, p: Conv2dProblem, *, k_tile, pixels):
+    # The launcher takes 0 for "auto" (it picks per shape).
+    return run_gpu(ctx, p, k_tile=0 if k_tile == "auto" else k_tile, pixels=0 if pixels == "auto" else pixels)

@@ -1,0 +1,44 @@
+"""How a conv2d GPU variant runs: one run function for every variant with a launcher of its own.
+
+The launcher is the one the binding rule names for the variant being run (``ctx.variant``):
+``conv2d_<variant>(args, **params)``, where ``args`` is one ``Conv2dArgs`` (the device addresses of
+x, w, bias and y, the shape in the reports' names, the activation). When the launcher has host-side
+checks (``check.conv2d_<variant>(shape, **params)``: shape and parameter limits the C++ knows, such as
+the 64 KB constant bank or the 32-bit index ranges), they run first, before any input is copied to the
+device; the launcher runs them again, and its device-dependent checks (shared memory), before it
+launches anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._exec import ExecContext
+from .._ext import cuda_host_module, host_check, launcher
+from .problem import Conv2dProblem
+
+__all__ = ["conv2d_shape", "run_gpu"]
+
+
+def conv2d_shape(p: Conv2dProblem) -> Any:
+    """The compiled module's ``Conv2dShape`` of a problem (needs a CUDA build, not a GPU)."""
+    return cuda_host_module("conv2d").Conv2dShape(*p.dims)
+
+
+def run_gpu(ctx: ExecContext, p: Conv2dProblem, **params: Any) -> Any:
+    """Run ``ctx.variant``'s launcher on ``p`` with its (resolved, launcher-ready) parameters."""
+    shape = conv2d_shape(p)
+    check = host_check(ctx.variant)
+    if check is not None:
+        check(shape, **params)
+    run = launcher(ctx.variant)
+    dx, dw = ctx.device(p.x), ctx.device(p.w)
+    dbias = None if p.bias is None else ctx.device(p.bias)
+    dy = ctx.empty(p.output_shape, np.float32)
+    args = cuda_host_module().Conv2dArgs(dx.ptr, dw.ptr, 0 if dbias is None else dbias.ptr, dy.ptr, shape,
+                                         p.activation)
+    with ctx.kernel():
+        run(args, **params)
+    return ctx.finish(dy)

@@ -1,0 +1,117 @@
+"""The public ``gpuopt.kmeans``: its result type, argument checks, then the variant's run function."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._exec import dispatch
+from .._validate import float_array, integer, real
+
+__all__ = ["kmeans", "KMeansResult", "KMeansProblem"]
+
+
+@dataclass(frozen=True)
+class KMeansResult:
+    """Outcome of :func:`gpuopt.kmeans`.
+
+    Attributes
+    ----------
+    centroids : numpy.ndarray (or DeviceArray for device input), float32, shape (k, D)
+        Final cluster centres.
+    membership : numpy.ndarray (or DeviceArray for device input), int32, shape (N,)
+        Index of the centre each object belongs to.
+    iterations : int
+        Loops run (Liao's "Loop iterations").
+    delta : numpy.ndarray, float32, shape (iterations,)
+        Fraction of objects whose membership changed, per loop.
+    converged : bool
+        Whether the last loop met the threshold (False when max_iter stopped it).
+    """
+
+    centroids: Any
+    membership: Any
+    iterations: int
+    delta: np.ndarray
+    converged: bool
+
+
+@dataclass(frozen=True)
+class KMeansProblem:
+    """A validated kmeans call: x (N, D) float32, init (k, D) float32 initial centres."""
+
+    x: Any  # numpy.ndarray or DeviceArray
+    init: np.ndarray
+    threshold: float
+    max_iter: int
+
+
+def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, variant: str | None = None, timing: bool = False,
+           **params: Any):
+    """k-means clustering exactly as Wei-keng Liao's ``seq_kmeans`` computes it.
+
+    The initial centres are the first ``k`` objects (or ``init``). Each loop assigns
+    every object to its nearest centre by squared Euclidean distance (float32, summed
+    over coordinates in order; ties go to the lower centre index), sets
+    ``delta`` = fraction of objects whose membership changed (all of them in the first
+    loop), and replaces each centre by the mean of its members (sums in object order;
+    an empty cluster keeps its centre). It stops when ``delta <= threshold`` or after
+    ``max_iter`` loops. (Liao's own loop cap, ``loop++ < 500``, allows 501 loops.)
+
+    Parameters
+    ----------
+    x : array_like, float, shape (N, D)
+        N objects with D coordinates each.
+    k : int
+        Number of clusters, 1 <= k <= N.
+    threshold : float
+        Convergence threshold on delta, finite and >= 0 (compared in float32).
+    max_iter : int
+        Most loops to run, >= 1.
+    init : array_like, float, shape (k, D), optional
+        Initial centres (finite); default: ``x[:k]``.
+    variant : str, optional
+        Implementation (see ``gpuopt.variants("kmeans")``).
+    timing : bool
+        Also return a :class:`gpuopt.Timing` (its ``kernel_ms`` is Liao's "computation
+        timing": the whole loop).
+
+    Returns
+    -------
+    KMeansResult
+        ``centroids`` (k, D) float32, ``membership`` (N,) int32, ``iterations``,
+        ``delta`` history; device arrays for a device ``x``. With ``timing=True``:
+        ``(result, Timing)``.
+
+    Raises
+    ------
+    TypeError
+        Non-float x/init, non-integer k or max_iter, non-real threshold.
+    ValueError
+        Wrong shapes, empty x, non-finite x/init/threshold, k out of range,
+        unknown variant or parameter.
+    """
+    x = float_array(x, "x", 2, "(N, D)")
+    n, d = x.shape
+    k = integer(k, "k", 1)
+    if k > n:
+        raise ValueError(f"k must be <= the number of objects N={n}, got k={k}")
+    threshold = real(threshold, "threshold", 0.0)
+    max_iter = integer(max_iter, "max_iter", 1)
+    on_device = not isinstance(x, np.ndarray)
+    if not on_device and not np.isfinite(x).all():
+        raise ValueError("x must contain only finite values (NaN/inf found)")
+    if init is None:
+        init = x.rows(k) if on_device else x[:k].copy()
+    else:
+        init = float_array(init, "init", 2, "(k, D)")
+        if init.shape != (k, d):
+            raise ValueError(f"init must have shape (k, D) = ({k}, {d}), got {init.shape}")
+        if not np.isfinite(init).all():
+            raise ValueError("init must contain only finite values")
+    out = dispatch("kmeans", variant, params, timing, (x,), KMeansProblem(x, init, threshold, max_iter))
+    centroids, membership, iterations, delta = out[0] if timing else out
+    result = KMeansResult(centroids, membership, int(iterations), delta, bool(delta[-1] <= np.float32(threshold)))
+    return (result, out[1]) if timing else result

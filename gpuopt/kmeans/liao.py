@@ -1,0 +1,54 @@
+"""The k-means variants: Liao's ``seq_kmeans`` (the CPU reference, bit for bit) and his CUDA port with the CMU
+18-645 report's fix. Every variant returns (centroids, membership, iterations, delta history)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import _core
+from .._exec import ExecContext
+from .._ext import host_check, launcher
+from ..registry import Param, register
+from .api import KMeansProblem
+
+@register("kmeans", "cpu", description="CPU reference (C++, OpenMP assignment): Liao's seq_kmeans, bit for bit",
+          report="reference", needs_cuda=False, kernel="csrc/kmeans/kmeans_cpu.cpp", test="tests/kmeans/test_kmeans.py")
+def _kmeans_cpu(ctx: ExecContext, p: KMeansProblem) -> tuple[Any, Any, int, np.ndarray]:
+    # Variants return (centroids, membership, iterations, delta history).
+    x = ctx.host(p.x)
+    with ctx.kernel():
+        centroids, membership, iterations, delta = _core.kmeans(x, p.init, p.threshold, p.max_iter)
+    return ctx.finish(centroids), ctx.finish(membership), iterations, delta
+
+
+_LIAO_THREADS = Param("threads", 128, (32, 64, 128, 256, 512, 1024),
+                      "threads per block of find_nearest_cluster, one object each (Liao: 128)")
+
+
+@register("kmeans", "liao", description="Liao's CUDA port with the CMU report's fix", report="liao", needs_cuda=True,
+          kernel="csrc/kmeans/kmeans_liao.cu", test="tests/kmeans/test_gpu_kmeans.py", params=(_LIAO_THREADS,))
+def _kmeans_liao(ctx: ExecContext, p: KMeansProblem, *, threads: int) -> tuple[Any, Any, int, np.ndarray]:
+    """Liao's cuda_kmeans: SoA objects on the device, assignment and change count on the
+    GPU, centre update on the host every loop (bit-identical to the "cpu" variant).
+
+    The loop needs x on both sides: the device copy (transposed to SoA on the device) for
+    the assignment and a host copy for the centre update. A device x is therefore also
+    downloaded once (timed as d2h); a NumPy x is copied in (timed as h2d). The kernel
+    phase is the whole loop (Liao's "computation timing"); its parts go to
+    ``Timing.details``: loop_h2d_ms (centre uploads), loop_kernels_ms, loop_d2h_ms
+    (membership downloads) and transpose_ms (x to SoA, once).
+    """
+    n, d = p.x.shape
+    k = p.init.shape[0]
+    # Shared-memory and block-size limits: rejected before anything is copied or run.
+    host_check(ctx.variant)(n, d, k, threads=threads)
+    run = launcher(ctx.variant)
+    x_dev = ctx.device(p.x)
+    x_host = ctx.host(p.x)
+    with ctx.kernel():
+        centroids, membership, iterations, delta, phases = run(
+            x_dev.ptr, x_host, p.init, p.threshold, p.max_iter, threads, timing=ctx.timing)
+    ctx.details.update(phases)
+    return ctx.finish(centroids), ctx.finish(membership), iterations, delta

@@ -1,0 +1,170 @@
+"""The matmul variants, registered simple to fast: the CPU reference, the ladder of hand-written kernels
+(the CMU report's steps and gpuopt's, one per csrc/matmul/ file) and cuBLAS, the baseline.
+
+The order of registration is the ladder's one owner: :func:`ladder` and :func:`ladder_step` read it, and so
+do the matmul study's tables and the kernels' header comments ("Ladder step N", checked by a test).
+Tile names are "BMxBNxBK": block tile rows x columns x k-step; each is a template instantiation in
+csrc/matmul/. notes/matmul.md has each step's H200 numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import _core
+from .._exec import ExecContext
+from .._ext import cuda_module, launcher
+from ..registry import Param, register, resolve, variants
+
+__all__ = ["ladder", "ladder_step", "matmul_kernel_info"]
+
+_TEST_GPU = "tests/matmul/test_gpu_matmul.py"
+
+
+def _gpu(kernel: str) -> dict[str, Any]:
+    return dict(needs_cuda=True, kernel=f"csrc/matmul/{kernel}", test=_TEST_GPU)
+
+
+@register("matmul", "cpu", description="CPU reference (C++, OpenMP): i-k-j loops, float64 accumulation",
+          report="reference", needs_cuda=False, kernel="csrc/matmul/matmul_cpu.cpp", test="tests/matmul/test_matmul.py")
+def _matmul_cpu(ctx: ExecContext, a, b) -> np.ndarray:
+    a, b = ctx.host(a), ctx.host(b)
+    with ctx.kernel():
+        c = _core.matmul(a, b)
+    return ctx.finish(c)
+
+
+def _kernel_args(params: dict[str, Any]) -> dict[str, Any]:
+    """Registry values -> the bindings' arguments ("auto" split_k is 0 there)."""
+    return {k: (0 if k == "split_k" and v == "auto" else v) for k, v in params.items()}
+
+
+def _run_gpu(ctx: ExecContext, a, b, **params):
+    """Every GPU variant: ``matmul_<variant>(a, b, c, M, N, K, **params)`` (the binding rule)."""
+    run = launcher(ctx.variant)
+    da, db = ctx.device(a), ctx.device(b)
+    (m, k), n = da.shape, db.shape[1]
+    dc = ctx.empty((m, n), np.float32)
+    with ctx.kernel():
+        run(da.ptr, db.ptr, dc.ptr, m, n, k, **_kernel_args(params))
+    return ctx.finish(dc)
+
+
+_TILES_2D = ("128x128x8", "64x64x8")
+_TILES_WARP = ("128x128x16", "128x128x8", "128x64x16", "64x64x16")
+_TILES_ASYNC = ("auto", "128x256x32", "128x256x16", "128x128x32", "128x128x16", "128x64x16", "64x64x16",
+                "64x64x16_k2")
+
+register("matmul", "naive", description="one thread per output, 2-D grid of 16x16 blocks (the report's fixed v0)",
+         report="cmu18645", **_gpu("matmul_naive.cu"))(_run_gpu)
+register("matmul", "coalesced",
+         description="one thread per output, no shared memory: a warp along a row of c (coalesced) or a column (strided)",
+         report="gpuopt", **_gpu("matmul_coalesced.cu"),
+         params=(Param("warp_layout", "row", ("row", "column"),
+                       "row: a warp reads 32 consecutive floats of b per k; column: 32 rows of a, K floats apart"),))(
+    _run_gpu)
+register("matmul", "shared", description="A and B tiles staged in shared memory (the report's shared-memory version)",
+         report="cmu18645", **_gpu("matmul_shared.cu"),
+         params=(Param("block", 16, (16, 32),
+                       "tile edge: 16 (256 threads) or 32 (1024 threads), the report's occupancy experiment"),))(
+    _run_gpu)
+register("matmul", "tile_buffer",
+         description="a 16x16 block computes tile_sz output tiles of its row stripe, reusing each A tile (report's Fig. 3)",
+         report="cmu18645", **_gpu("matmul_shared.cu"),
+         params=(Param("tile_sz", 4, (1, 2, 4), "consecutive output tiles per block sharing one A tile"),))(
+    _run_gpu)
+register("matmul", "blocktile_1d", description="1-D register blocking: 64x64x8 block tile, 8 outputs of a column per thread",
+         report="gpuopt", **_gpu("matmul_blocktile.cu"))(_run_gpu)
+register("matmul", "blocktile_2d", description="2-D register blocking: 8x8 outputs per thread from register fragments",
+         report="gpuopt", **_gpu("matmul_blocktile.cu"),
+         params=(Param("tile", "64x64x8", _TILES_2D, "block tile BMxBNxBK (8x8 per thread)"),))(_run_gpu)
+register("matmul", "vectorized",
+         description="2-D blocking with 16-byte loads and A^T in shared memory (float4 inner loop; scalar where unaligned)",
+         report="gpuopt", **_gpu("matmul_blocktile.cu"),
+         params=(Param("tile", "128x128x8", _TILES_2D, "block tile BMxBNxBK (8x8 per thread)"),))(_run_gpu)
+register("matmul", "warptile",
+         description="block tile -> warp tiles -> 8x8 (8x4) thread tiles, conflict-free shared memory, grouped order",
+         report="gpuopt", **_gpu("matmul_warptile.cu"),
+         params=(Param("tile", "128x128x16", _TILES_WARP, "block tile BMxBNxBK (warp and thread tiles follow)"),))(
+    _run_gpu)
+register("matmul", "async", description="warp-tiled kernel fed by a multi-stage cp.async pipeline into shared memory",
+         report="gpuopt", **_gpu("matmul_async.cu"),
+         params=(Param("tile", "auto", _TILES_ASYNC,
+                       "block tile BMxBNxBK (_k2: two k-slices); auto: per shape, by a tile-quantisation cost model"),
+                 Param("stages", 3, (2, 3, 4), "k-steps in flight in shared memory (cp.async pipeline depth)"),
+                 Param("split_k", "auto", ("auto", 1, 2, 4),
+                       "blocks of a cluster sharing an output tile over k (partial tiles summed in distributed "
+                       "shared memory); auto: per shape")))(_run_gpu)
+register("matmul", "cublas", description="cuBLAS SGEMM, strict FP32 (TF32 off): the baseline",
+         report="library", preferred=True, **_gpu("matmul_cublas.cu"))(_run_gpu)
+
+
+
+def ladder() -> tuple[str, ...]:
+    """The matmul ladder, simple to fast: every GPU variant with a kernel of gpuopt's own, in
+    registration order (the one owner of the order). Step k is ``ladder()[k - 1]``; cuBLAS, the
+    reference, is not a step."""
+    return tuple(n for n, v in variants("matmul").items() if v.needs_cuda and n not in _NO_KERNEL)
+
+
+def ladder_step(variant: str) -> int:
+    """The step number (1 = ``naive``) of a ladder variant; ValueError for one that is not on the ladder."""
+    steps = ladder()
+    if variant not in steps:
+        raise ValueError(f"{variant!r} is not a step of the matmul ladder; the steps: {list(steps)}")
+    return steps.index(variant) + 1
+
+
+# Variants that run no kernel of gpuopt's own.
+_NO_KERNEL = {"cpu": "runs on the CPU", "cublas": "runs cuBLAS's kernels"}
+
+
+def matmul_kernel_info(variant: str, *, shape=(4096, 4096, 4096), **params: Any) -> dict:
+    """Resources of the kernel a matmul variant runs (for registers/shared-memory tables).
+
+    Parameters
+    ----------
+    variant : str
+        A GPU variant with a kernel of gpuopt's own (not "cpu" or "cublas").
+    shape : tuple of 3 ints
+        (M, N, K) of the product: it decides the instantiation where the variant picks one
+        per shape (``async`` with ``tile="auto"``); 16-byte aligned operands are assumed
+        (the vectorized path).
+    **params
+        The variant's parameters (defaults filled in, checked as for :func:`matmul`).
+
+    Returns
+    -------
+    dict
+        ``variant``, ``params`` (resolved), ``shape``, ``kernel`` (the instantiation, e.g.
+        ``"async<128x128x16 w64x32 t8x8 s3 vecN>"``), ``threads`` (per block),
+        ``registers`` (per thread), ``static_shared_bytes``, ``dynamic_shared_bytes`` (per
+        block), ``local_bytes`` (per thread: stack frame and spills; 0 means no spills) and
+        ``max_blocks_per_sm`` (occupancy API, with that dynamic shared memory).
+
+    Raises
+    ------
+    ValueError
+        Unknown variant or parameter, a variant without a kernel of gpuopt's own, or a bad
+        shape.
+    RuntimeError
+        No usable GPU (the attributes are read from the loaded kernel).
+    """
+    if not isinstance(variant, str):
+        raise TypeError(f"matmul_kernel_info: variant must be a string, got {type(variant).__name__}")
+    table = variants("matmul")
+    if variant not in table:
+        raise ValueError(f"matmul_kernel_info: unknown variant {variant!r}; valid variants: {list(table)}")
+    if variant in _NO_KERNEL:
+        raise ValueError(f"matmul_kernel_info: variant {variant!r} {_NO_KERNEL[variant]}; it has no kernel of gpuopt's own")
+    try:
+        m, n, k = (int(d) for d in shape)
+    except (TypeError, ValueError):
+        raise ValueError(f"matmul_kernel_info: shape must be (M, N, K), got {shape!r}") from None
+    if min(m, n, k) < 1:
+        raise ValueError(f"matmul_kernel_info: shape must be positive, got {shape!r}")
+    _, resolved = resolve("matmul", variant, params)  # RuntimeError here without a GPU
+    info = dict(cuda_module().matmul_kernel_info(variant, m, n, k, **_kernel_args(resolved)))
+    return {"variant": variant, "params": resolved, "shape": (m, n, k), **info}

@@ -1,0 +1,14 @@
+"""Building blocks of the reports' networks: activations, pooling, fully connected, argmax.
+
+Each is an op with variants (``gpuopt.variants("max_pool2d")``), like conv2d.
+
+* :mod:`.api`        the public ops
+* :mod:`.reference`  their CPU references; mirrors csrc/nn/.
+"""
+
+from __future__ import annotations
+
+from .api import argmax, avg_pool2d, fully_connected, max_pool2d, relu, tanh
+from . import reference  # noqa: F401  (registers the variants)
+
+__all__ = ["relu", "tanh", "max_pool2d", "avg_pool2d", "fully_connected", "argmax"]

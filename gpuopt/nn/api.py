@@ -1,0 +1,88 @@
+"""The public layer ops of ``gpuopt.nn``: argument checks, then the variant's run function."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._exec import dispatch
+from .._validate import _as_array, float_array, integer
+
+__all__ = ["relu", "tanh", "max_pool2d", "avg_pool2d", "fully_connected", "argmax"]
+
+
+def _ndim(x) -> int:
+    if hasattr(x, "__cuda_array_interface__"):
+        return len(x.__cuda_array_interface__["shape"])
+    return _as_array(x, "x").ndim
+
+
+def _elementwise(op: str, x, variant, timing, params):
+    nd = _ndim(x)
+    if nd == 0:
+        raise ValueError("x must have at least one dimension, got a scalar")
+    x = float_array(x if hasattr(x, "__cuda_array_interface__") else _as_array(x, "x"), "x", nd, "")
+    return dispatch(op, variant, params, timing, (x,), x)
+
+
+def relu(x, *, variant: str | None = None, timing: bool = False, **params: Any):
+    """``max(x, 0)`` elementwise (NaN stays NaN). x: float array of any shape -> float32, same shape."""
+    return _elementwise("relu", x, variant, timing, params)
+
+
+def tanh(x, *, variant: str | None = None, timing: bool = False, **params: Any):
+    """``tanh(x)`` elementwise. x: float array of any shape -> float32, same shape."""
+    return _elementwise("tanh", x, variant, timing, params)
+
+
+def _pool(op: str, x, size, variant, timing, params):
+    nd = _ndim(x)
+    if nd not in (2, 3, 4):
+        raise ValueError(f"x must be 2-D (H, W), 3-D (C, H, W) or 4-D (N, C, H, W); got {nd}-D")
+    x = float_array(x, "x", nd, "(..., H, W)")
+    size = integer(size, "size", 1)
+    if x.shape[-2] < size or x.shape[-1] < size:
+        raise ValueError(f"pooling window {size}x{size} is larger than the input {x.shape[-2]}x{x.shape[-1]}")
+    return dispatch(op, variant, params, timing, (x,), x, size)
+
+
+def max_pool2d(x, size: int = 2, *, variant: str | None = None, timing: bool = False, **params: Any):
+    """Max pooling over non-overlapping size x size windows (stride = size).
+
+    x : float, shape (..., H, W) with 2 to 4 dimensions -> float32 (..., H // size, W // size).
+    Trailing rows/columns that do not fill a window are dropped; NaN in a window gives NaN.
+    """
+    return _pool("max_pool2d", x, size, variant, timing, params)
+
+
+def avg_pool2d(x, size: int = 2, *, variant: str | None = None, timing: bool = False, **params: Any):
+    """Average pooling over non-overlapping size x size windows (stride = size).
+
+    x : float, shape (..., H, W) with 2 to 4 dimensions -> float32 (..., H // size, W // size).
+    """
+    return _pool("avg_pool2d", x, size, variant, timing, params)
+
+
+def fully_connected(x, w, bias=None, *, variant: str | None = None, timing: bool = False, **params: Any):
+    """Fully connected layer ``y = x @ w + bias``.
+
+    x : float (N, I); w : float (I, O) (the ECE408 model's [in, out] layout);
+    bias : float (O,), optional -> float32 (N, O).
+    """
+    x = float_array(x, "x", 2, "(N, in_features)")
+    w = float_array(w, "w", 2, "(in_features, out_features)")
+    if w.shape[0] != x.shape[1]:
+        raise ValueError(f"w must be (in_features, out_features) = ({x.shape[1]}, O), got {w.shape}")
+    if bias is not None:
+        bias = float_array(bias, "bias", 1, "(out_features,)")
+        if bias.shape[0] != w.shape[1]:
+            raise ValueError(f"bias must have shape ({w.shape[1]},), got {bias.shape}")
+    return dispatch("fully_connected", variant, params, timing, (x, w, bias), x, w, bias)
+
+
+def argmax(x, *, variant: str | None = None, timing: bool = False, **params: Any):
+    """Index of the largest entry of each row: x float (N, D) -> int64 (N,).
+
+    Ties go to the first index; a NaN counts as the largest (as ``numpy.argmax``).
+    """
+    x = float_array(x, "x", 2, "(N, D)")
+    return dispatch("argmax", variant, params, timing, (x,), x)

@@ -1,0 +1,14 @@
+"""Sparse filters (COO and FAST) and the NCTU lab's sparse convolution layer.
+
+* :mod:`.formats`  :class:`COOFilters`, :class:`FASTFilters` and the conversions
+* :mod:`.api`      the public :func:`sparse_conv2d`
+* :mod:`.nctu`     the variants: ``cpu`` and the lab's ``dense``, ``coo``, ``fast``; mirrors csrc/sparse/.
+"""
+
+from __future__ import annotations
+
+from .formats import COOFilters, FASTFilters, to_coo, to_dense, to_fast
+from .api import sparse_conv2d
+from . import nctu  # noqa: F401  (registers the variants)
+
+__all__ = ["COOFilters", "FASTFilters", "sparse_conv2d", "to_coo", "to_fast", "to_dense"]

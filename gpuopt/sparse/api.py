@@ -1,0 +1,75 @@
+"""The public ``gpuopt.sparse_conv2d``: the NCTU lab's layer, argument checks, then the variant's run function."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._exec import dispatch
+from .._validate import int_array
+from .formats import COOFilters, FASTFilters, to_coo, to_dense, to_fast
+
+__all__ = ["sparse_conv2d", "SparseConvProblem"]
+
+
+@dataclass(frozen=True)
+class SparseConvProblem:
+    """A validated sparse_conv2d call: x int16 (C, H, W) and the filters in the form given."""
+
+    x: Any  # numpy.ndarray or DeviceArray (int16)
+    filters: Any  # dense numpy / DeviceArray, COOFilters or FASTFilters
+    shape: tuple[int, int, int, int]  # (M, C, R, S)
+
+    def dense(self) -> np.ndarray:
+        return to_dense(self.filters)
+
+    def coo(self) -> COOFilters:
+        return to_coo(self.filters)
+
+    def fast(self) -> FASTFilters:
+        return to_fast(self.filters)
+
+
+def sparse_conv2d(x, w, *, variant: str | None = None, timing: bool = False, **params: Any):
+    """The NCTU lab's sparse convolution layer: conv ("same", stride 1) -> ReLU -> 2x2 max pool.
+
+    ``y[m, i, j] = max over the 2x2 window at (2i, 2j) of relu(sum_{c, r, s}
+    w[m, c, r, s] * x[c, h + r - R//2, w + s - S//2])`` with zero padding, in exact
+    integer arithmetic. The result equals the lab's int32 accumulation; a sum that
+    does not fit in int32 raises ValueError instead of wrapping silently.
+
+    Parameters
+    ----------
+    x : array_like, integer, shape (C, H, W)
+        Input maps; values must fit int16 (the lab's ``short``). H, W >= 2.
+    w : array_like integer (M, C, R, S), COOFilters or FASTFilters
+        Filters with odd R and S (3x3 in the lab); values must fit int16.
+    variant : str, optional
+        Implementation (see ``gpuopt.variants("sparse_conv2d")``).
+    timing : bool
+        Also return a :class:`gpuopt.Timing`: kernels, host-to-device (input maps and
+        filters in the variant's format) and device-to-host, as the lab graded them.
+
+    Returns
+    -------
+    numpy.ndarray or DeviceArray, int32, shape (M, H // 2, W // 2)
+        A trailing odd row/column is dropped by the pooling. A DeviceArray when x is a
+        device array (int16, C-contiguous). With ``timing=True``: ``(y, Timing)``.
+    """
+    x = int_array(x, "x", 3, "(C, H, W)")
+    if isinstance(w, (COOFilters, FASTFilters)):
+        shape = w.shape
+        filters: Any = w
+    else:
+        filters = int_array(w, "w", 4, "(M, C, R, S)")
+        shape = filters.shape
+    m, c, r, s = shape
+    if c != x.shape[0]:
+        raise ValueError(f"w has {c} input channels but x has {x.shape[0]} maps")
+    if r % 2 == 0 or s % 2 == 0:
+        raise ValueError(f"filters must have odd sides for 'same' padding, got {r}x{s}")
+    if x.shape[1] < 2 or x.shape[2] < 2:
+        raise ValueError(f"x maps must be at least 2x2 for the 2x2 max pool, got {x.shape[1]}x{x.shape[2]}")
+    return dispatch("sparse_conv2d", variant, params, timing, (x, filters), SparseConvProblem(x, filters, shape))

@@ -1,0 +1,245 @@
+"""Sparse filters in the NCTU lab's formats: COO and FAST.
+
+The NCTU 2016 lab stores each 3x3 filter slice ``w[m, c]`` as COO lists of
+(value, row, col) and proposes FAST, which packs one entry into one int32:
+``code = value * 100 + row * 10 + col``. Both are held here per slice, in slice order
+``s = m * C + c``, with ``offsets`` delimiting each slice's entries (CSR over slices),
+so slices may hold any number of non-zeros; the lab's filters hold exactly one.
+
+FAST decodes with floor division (``col = code mod 10``, ``row = (code // 10) mod 10``,
+``value = code // 100``), so negative values round-trip too. It can only encode rows
+and columns 0..9 (filters up to 10x10); anything else is rejected, never corrupted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import numpy as np
+
+from .._validate import int_array
+
+__all__ = ["COOFilters", "FASTFilters", "to_coo", "to_fast", "to_dense"]
+
+_INT16 = np.iinfo(np.int16)
+
+
+def _slice_offsets(nnz: np.ndarray) -> np.ndarray:
+    offsets = np.zeros(nnz.size + 1, dtype=np.int64)
+    np.cumsum(nnz.ravel(), out=offsets[1:])
+    return offsets
+
+
+def _check_filter_shape(shape: Any) -> tuple[int, int, int, int]:
+    if len(shape) != 4 or any(int(v) < 1 for v in shape):
+        raise ValueError(f"filter shape must be (M, C, R, S) with every entry >= 1, got {tuple(shape)}")
+    return tuple(int(v) for v in shape)  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, eq=False)
+class COOFilters:
+    """Filters w (M, C, R, S) in COO form, one list of non-zeros per (m, c) slice.
+
+    Attributes
+    ----------
+    shape : (M, C, R, S)
+    nnz : numpy.ndarray, int32, shape (M, C)
+        Entries in each slice.
+    offsets : numpy.ndarray, int64, shape (M*C + 1,)
+        Slice ``m*C + c`` owns entries ``offsets[s]:offsets[s+1]``.
+    data, row, col : numpy.ndarray, int16, shape (nnz.sum(),)
+        Value and position of each entry, row-major within a slice.
+    """
+
+    shape: tuple[int, int, int, int]
+    nnz: np.ndarray
+    data: np.ndarray
+    row: np.ndarray
+    col: np.ndarray
+    offsets: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        shape = _check_filter_shape(self.shape)
+        m, c, r, s = shape
+        nnz = np.asarray(self.nnz)
+        if nnz.shape != (m, c) or nnz.dtype.kind not in "iu" or (nnz < 0).any() or (nnz > r * s).any():
+            raise ValueError(f"nnz must be integer counts in 0..{r * s} of shape ({m}, {c}), got {nnz.dtype} {nnz.shape}")
+        total = int(nnz.sum())
+        arrays = {}
+        for name in ("data", "row", "col"):
+            arr = np.asarray(getattr(self, name))
+            if arr.ndim != 1 or arr.size != total:
+                raise ValueError(f"COO {name} must be 1-D with nnz.sum() = {total} entries, got shape {arr.shape}")
+            if arr.size and arr.dtype.kind not in "iu":
+                raise TypeError(f"COO {name} must be integers, got {arr.dtype}")
+            arrays[name] = arr
+        if total:
+            if arrays["data"].min() < _INT16.min or arrays["data"].max() > _INT16.max:
+                raise ValueError("COO data values must fit in int16")
+            for name, limit in (("row", r), ("col", s)):
+                if arrays[name].min() < 0 or arrays[name].max() >= limit:
+                    raise ValueError(f"COO {name} indices must be in 0..{limit - 1}")
+        slice_ids = np.repeat(np.arange(m * c, dtype=np.int64), nnz.ravel())
+        flat = slice_ids * (r * s) + arrays["row"].astype(np.int64) * s + arrays["col"]
+        if np.unique(flat).size != total:
+            raise ValueError("COO lists the same (row, col) twice in one slice")
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "nnz", np.ascontiguousarray(nnz, dtype=np.int32))
+        for name, arr in arrays.items():
+            object.__setattr__(self, name, np.ascontiguousarray(arr, dtype=np.int16))
+        object.__setattr__(self, "offsets", _slice_offsets(self.nnz))
+
+    @classmethod
+    def from_dense(cls, w) -> "COOFilters":
+        """COO of dense integer filters w (M, C, R, S) (values must fit int16)."""
+        w = int_array(w, "w", 4, "(M, C, R, S)")
+        m, c, r, s = w.shape
+        flat = w.reshape(m * c, r * s)
+        mask = flat != 0
+        _, pos = np.nonzero(mask)  # row-major: slice by slice, position by position
+        return cls(w.shape, mask.sum(axis=1).reshape(m, c), flat[mask], pos // s, pos % s)
+
+    def to_dense(self) -> np.ndarray:
+        """Dense int16 filters (M, C, R, S)."""
+        m, c, r, s = self.shape
+        out = np.zeros((m * c, r * s), dtype=np.int16)
+        slice_ids = np.repeat(np.arange(m * c), self.nnz.ravel())
+        out[slice_ids, self.row.astype(np.int64) * s + self.col] = self.data
+        return out.reshape(self.shape)
+
+    def to_fast(self) -> "FASTFilters":
+        """The same filters in FAST form (ValueError if R or S > 10)."""
+        return FASTFilters.from_coo(self)
+
+    @property
+    def uniform_nnz(self) -> int | None:
+        """The common number of entries per slice (the lab's layout), or None."""
+        first = int(self.nnz.flat[0])
+        return first if (self.nnz == first).all() else None
+
+    def padded(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(data, row, col), each int16 (M, C, max_nnz), slices padded with value 0 at (0, 0).
+
+        A fixed stride per slice, as the lab's kernels index ``i * nnz + k``; padding
+        entries contribute nothing.
+        """
+        m, c, _, _ = self.shape
+        width = max(int(self.nnz.max()), 1)
+        out = [np.zeros((m * c, width), dtype=np.int16) for _ in range(3)]
+        slice_ids = np.repeat(np.arange(m * c), self.nnz.ravel())
+        lane = np.arange(self.data.size) - self.offsets[slice_ids]
+        for dst, src in zip(out, (self.data, self.row, self.col)):
+            dst[slice_ids, lane] = src
+        return tuple(a.reshape(m, c, width) for a in out)  # type: ignore[return-value]
+
+    @property
+    def density(self) -> float:
+        """Fraction of filter taps that are stored."""
+        return float(self.data.size) / float(np.prod(self.shape))
+
+    def __repr__(self) -> str:
+        return f"COOFilters(shape={self.shape}, nnz={self.data.size}, density={self.density:.3f})"
+
+
+@dataclass(frozen=True, eq=False)
+class FASTFilters:
+    """Filters in the lab's FAST form: one int32 ``value*100 + row*10 + col`` per entry.
+
+    Attributes
+    ----------
+    shape : (M, C, R, S), with R, S <= 10
+    nnz : numpy.ndarray, int32, shape (M, C)
+    offsets : numpy.ndarray, int64, shape (M*C + 1,)
+    codes : numpy.ndarray, int32, shape (nnz.sum(),)
+    """
+
+    shape: tuple[int, int, int, int]
+    nnz: np.ndarray
+    codes: np.ndarray
+    offsets: np.ndarray = field(init=False, repr=False)
+    _coo: COOFilters = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        shape = _check_filter_shape(self.shape)
+        if shape[2] > 10 or shape[3] > 10:
+            raise ValueError(f"FAST stores row and column as one decimal digit each; filters of {shape[2]}x{shape[3]} "
+                             "taps cannot be encoded (at most 10x10)")
+        codes = np.asarray(self.codes)
+        if codes.ndim != 1 or (codes.size and codes.dtype.kind not in "iu"):
+            raise TypeError(f"FAST codes must be a 1-D integer array, got {codes.dtype} {codes.shape}")
+        codes64 = codes.astype(np.int64)
+        # Decoding validates everything: the COO constructor checks counts, ranges, duplicates.
+        value = codes64 // 100
+        if codes.size and (value.min() < _INT16.min or value.max() > _INT16.max):
+            raise ValueError("FAST codes decode to values outside int16")
+        coo = COOFilters(shape, self.nnz, value, (codes64 // 10) % 10, codes64 % 10)
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "nnz", coo.nnz)
+        object.__setattr__(self, "codes", np.ascontiguousarray(codes64, dtype=np.int32))
+        object.__setattr__(self, "offsets", coo.offsets)
+        object.__setattr__(self, "_coo", coo)
+
+    @staticmethod
+    def encode(value, row, col) -> np.ndarray:
+        """int32 FAST codes of (value, row, col) arrays: ``value*100 + row*10 + col``."""
+        return (np.asarray(value, np.int64) * 100 + np.asarray(row, np.int64) * 10 + np.asarray(col, np.int64)).astype(np.int32)
+
+    @staticmethod
+    def decode(codes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(value, row, col) int64 arrays of FAST codes (floor division: negatives round-trip)."""
+        c = np.asarray(codes, np.int64)
+        return c // 100, (c // 10) % 10, c % 10
+
+    @classmethod
+    def from_coo(cls, coo: COOFilters) -> "FASTFilters":
+        return cls(coo.shape, coo.nnz, cls.encode(coo.data, coo.row, coo.col))
+
+    @classmethod
+    def from_dense(cls, w) -> "FASTFilters":
+        return cls.from_coo(COOFilters.from_dense(w))
+
+    def to_coo(self) -> COOFilters:
+        return self._coo
+
+    def to_dense(self) -> np.ndarray:
+        return self._coo.to_dense()
+
+    @property
+    def uniform_nnz(self) -> int | None:
+        return self._coo.uniform_nnz
+
+    def __repr__(self) -> str:
+        return f"FASTFilters(shape={self.shape}, nnz={self.codes.size})"
+
+
+Filters = Union[np.ndarray, COOFilters, FASTFilters]
+
+
+def to_dense(w):
+    """Dense int16 (M, C, R, S) filters from a dense array, COOFilters or FASTFilters."""
+    if isinstance(w, (COOFilters, FASTFilters)):
+        return w.to_dense()
+    if hasattr(w, "__cuda_array_interface__"):
+        return int_array(w, "w", 4, "(M, C, R, S)")
+    return int_array(w, "w", 4, "(M, C, R, S)")
+
+
+def to_coo(w) -> COOFilters:
+    """COOFilters from a dense array (host or device), COOFilters or FASTFilters."""
+    if isinstance(w, COOFilters):
+        return w
+    if isinstance(w, FASTFilters):
+        return w.to_coo()
+    if hasattr(w, "__cuda_array_interface__"):
+        from ..cuda import as_device_array
+
+        w = as_device_array(w, "w").numpy()
+    return COOFilters.from_dense(w)
+
+
+def to_fast(w) -> FASTFilters:
+    """FASTFilters from a dense array, COOFilters or FASTFilters."""
+    if isinstance(w, FASTFilters):
+        return w
+    return to_coo(w).to_fast()

@@ -1,0 +1,83 @@
+"""The variants of the NCTU lab's sparse layer: the CPU reference and the lab's three CUDA kernels (dense
+filters, COO, FAST), each exact in int32 with overflow reported (csrc/sparse/)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import _core
+from .._exec import ExecContext
+from .._ext import host_check, kernel_limits, launcher
+from ..registry import register
+from .api import SparseConvProblem
+from .formats import FASTFilters
+
+@register("sparse_conv2d", "cpu", description="CPU reference (C++, OpenMP): dense direct conv, exact int sums, "
+          "ReLU, 2x2 max pool", report="reference", needs_cuda=False, kernel="csrc/sparse/sparse_conv_cpu.cpp",
+          test="tests/sparse/test_sparse.py")
+def _sparse_conv_cpu(ctx: ExecContext, p: SparseConvProblem) -> np.ndarray:
+    x, w = ctx.host(p.x), ctx.host(p.dense())
+    with ctx.kernel():
+        y = _core.sparse_conv(x, w)
+    return ctx.finish(y)
+
+
+# ---------------------------------------------------------------- GPU variants
+_OVERFLOW_MESSAGE = "sparse_conv2d: a convolution sum does not fit in int32 (the lab's accumulator)"
+
+
+def _gpu_filters(fmt: str, p: SparseConvProblem) -> tuple[list[Any], int]:
+    """The filter arrays in the variant's own format (what travels to the device), and
+    the padded slice width (0 for dense)."""
+    if fmt == "dense":
+        return [p.dense()], 0  # int16 (M, C, R, S): NumPy, or a device array used in place
+    data, row, col = p.coo().padded()  # int16 (M, C, width) each, padded with value 0 at (0, 0)
+    if fmt == "coo":
+        return [data, row, col], data.shape[2]
+    # FAST: one int32 per entry; a padding entry (0, 0, 0) encodes to code 0.
+    return [FASTFilters.encode(data, row, col)], data.shape[2]
+
+
+def _run_gpu(ctx: ExecContext, p: SparseConvProblem):
+    """Every GPU variant: its launcher ``sparse_conv2d_<format>`` (the binding rule) after its shape checks."""
+    fmt = ctx.variant.name
+    m, c, r, s = p.shape
+    max_taps = kernel_limits()["sparse_conv2d_max_taps"]
+    if r > max_taps or s > max_taps:  # before any conversion or transfer
+        raise ValueError(f"sparse_conv2d/{fmt}: the CUDA kernels take filters up to {max_taps}x{max_taps} "
+                         f"(FAST's one-digit rows and columns), got {r}x{s}; use variant='cpu'")
+    _, h, w = p.x.shape
+    host_check(ctx.variant)(c, h, w, m, r, s)
+    run = launcher(ctx.variant)
+    filters, width = _gpu_filters(fmt, p)
+    # Everything the lab copied in is inside the h2d phase: input maps, then the filter
+    # arrays of this format (1 dense array, 3 COO arrays, or 1 FAST array).
+    dx = ctx.device(p.x)
+    dfilters = [ctx.device(f) for f in filters]
+    ctx.details["filter_arrays"] = float(len(filters))
+    ctx.details["filter_bytes"] = float(sum(f.nbytes for f in dfilters))
+    dy = ctx.empty((m, h // 2, w // 2), np.int32)
+    ptrs = [f.ptr for f in dfilters]
+    with ctx.kernel():
+        # Synchronises: the kernels run, then the 4-byte overflow flag is read back.
+        if fmt == "dense":
+            fits = run(dx.ptr, ptrs[0], dy.ptr, c, h, w, m, r, s)
+        elif fmt == "coo":
+            fits = run(dx.ptr, *ptrs, width, dy.ptr, c, h, w, m, r, s)
+        else:
+            fits = run(dx.ptr, ptrs[0], width, dy.ptr, c, h, w, m, r, s)
+    if not fits:
+        raise ValueError(_OVERFLOW_MESSAGE)
+    return ctx.finish(dy)
+
+
+_GPU = dict(report="nctu", needs_cuda=True, kernel="csrc/sparse/sparse_conv.cu", test="tests/sparse/test_gpu_sparse.py")
+
+register("sparse_conv2d", "dense", description="the lab's part I: direct-convolution kernel (one thread per output, "
+         "every RxS tap of dense int16 filters) then a 2x2 max-pool kernel", **_GPU)(_run_gpu)
+register("sparse_conv2d", "coo", description="COO filters (padded int16 data/row/col), one thread per output, "
+         "zero inputs skipped; then a 2x2 max-pool kernel", **_GPU)(_run_gpu)
+register("sparse_conv2d", "fast", description="FAST-encoded filters (one int32 value*100+row*10+col per entry, "
+         "decoded on the GPU), zero inputs skipped; then a 2x2 max-pool kernel", **_GPU)(_run_gpu)

@@ -1,0 +1,187 @@
+"""k-means "liao" (Liao's CUDA port, fixed) against the CPU reference: bit-identical
+memberships, iterations, delta histories and centres. Device memory is poisoned by
+conftest, so a membership or coordinate the kernels fail to write shows up as a
+difference (or a -1 / NaN)."""
+
+import gc
+
+import numpy as np
+import pytest
+
+import gpuopt
+from gpuopt import datasets
+
+pytestmark = pytest.mark.gpu
+
+THREADS = list(gpuopt.variants("kmeans")["liao"].params["threads"].allowed)
+
+
+def assert_same_as_cpu(x, k, *, threshold=0.001, max_iter=500, init=None, **params):
+    ref = gpuopt.kmeans(x, k, threshold=threshold, max_iter=max_iter, init=init, variant="cpu")
+    res = gpuopt.kmeans(x, k, threshold=threshold, max_iter=max_iter, init=init, variant="liao", **params)
+    assert res.membership.dtype == np.int32 and res.centroids.dtype == np.float32
+    assert res.membership.shape == ref.membership.shape and res.centroids.shape == ref.centroids.shape
+    np.testing.assert_array_equal(res.membership, ref.membership)
+    assert res.iterations == ref.iterations
+    np.testing.assert_array_equal(res.delta, ref.delta)
+    np.testing.assert_array_equal(res.centroids, ref.centroids)  # same float32 sums, same order
+    assert res.converged == ref.converged
+    return res
+
+
+@pytest.mark.parametrize("name", list(datasets.KMEANS_SHAPES))
+def test_report_shapes_blobs(name):
+    x, _ = datasets.make_kmeans_blobs(name, k=3, seed=7)
+    res = assert_same_as_cpu(x, 3)
+    assert res.delta[0] == 1.0  # every object leaves membership -1 in the first loop
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("name", ["color17695.bin", "edge17695.bin", "texture17695.bin"])
+@pytest.mark.parametrize("k", [3, 4, 16])
+def test_liao_data(data_root, name, k):
+    x = datasets.read_liao(data_root / "kmeans_liao" / name)
+    assert x.shape[0] == 17695
+    assert_same_as_cpu(x, k)
+
+
+def test_uniform_noise_threshold_zero(rng):
+    # No cluster structure: many loops and many near-ties, run to a fixed point.
+    x = rng.uniform(0, 1, (20000, 3)).astype(np.float32)
+    res = assert_same_as_cpu(x, 8, threshold=0.0)
+    assert res.iterations > 5
+
+
+def test_exact_ties_on_a_grid(rng):
+    # Integer coordinates: many objects exactly equidistant from two centres; the lower
+    # index must win, as in the reference.
+    x = rng.integers(0, 5, (5000, 2)).astype(np.float32)
+    assert_same_as_cpu(x, 6, threshold=0.0)
+    tie = np.array([[0.0], [2.0], [1.0]], dtype=np.float32)  # object 2 is equidistant
+    assert gpuopt.kmeans(tie, 2, max_iter=1, variant="liao").membership.tolist() == [0, 1, 0]
+
+
+def test_single_object():
+    x = np.array([[1.5, -2.0, 3.25]], dtype=np.float32)
+    res = assert_same_as_cpu(x, 1)
+    assert res.membership.tolist() == [0] and res.delta.tolist() == [1.0, 0.0]  # -1 -> 0, then stable
+
+
+def test_k_equals_n(rng):
+    x = rng.standard_normal((7, 3)).astype(np.float32)
+    res = assert_same_as_cpu(x, 7)
+    assert sorted(res.membership.tolist()) == list(range(7))
+
+
+def test_one_coordinate(rng):
+    x = rng.standard_normal((3001, 1)).astype(np.float32)
+    assert_same_as_cpu(x, 5, threshold=0.0)
+
+
+def test_empty_cluster_keeps_its_centre():
+    x = np.array([[0.0], [0.1], [0.2]], dtype=np.float32)
+    init = np.array([[0.1], [100.0]], dtype=np.float32)
+    res = assert_same_as_cpu(x, 2, init=init)
+    assert res.centroids[1, 0] == 100.0 and (res.membership == 0).all()
+
+
+def test_max_iter_caps_loops(rng):
+    x = rng.uniform(0, 1, (2000, 2)).astype(np.float32)
+    res = assert_same_as_cpu(x, 16, threshold=0.0, max_iter=3)
+    assert res.iterations == 3
+
+
+@pytest.mark.parametrize("threads", THREADS)
+def test_every_block_size(rng, threads):
+    # N not a multiple of any block size: the last block has idle threads.
+    x, _ = datasets.make_kmeans_blobs(9999, 5, k=6, seed=int(rng.integers(1 << 30)))
+    assert_same_as_cpu(x, 6, threads=threads)
+    noise = rng.uniform(-1, 1, (4097, 4)).astype(np.float32)
+    assert_same_as_cpu(noise, 9, threshold=0.0, max_iter=40, threads=threads)
+
+
+@pytest.mark.parametrize("threads", [32, 128, 1024])
+def test_more_than_1024_partial_counts(rng, threads):
+    # 200,000 objects: 6250 (32 threads), 1563 (128) or 196 (1024) per-block counts; the
+    # first loop must count every object (delta 1.0 exactly), which the report's compute_delta
+    # could not do beyond 1024 blocks.
+    x, _ = datasets.make_kmeans_blobs(200000, 4, k=5, seed=int(rng.integers(1 << 30)))
+    res = assert_same_as_cpu(x, 5, threads=threads)
+    assert res.delta[0] == 1.0
+
+
+def test_device_array_input(rng):
+    x, _ = datasets.make_kmeans_blobs(5000, 6, k=4, seed=int(rng.integers(1 << 30)))
+    host = gpuopt.kmeans(x, 4, variant="liao")
+    dev = gpuopt.kmeans(gpuopt.to_device(x), 4, variant="liao")
+    assert isinstance(dev.centroids, gpuopt.DeviceArray) and isinstance(dev.membership, gpuopt.DeviceArray)
+    assert dev.centroids.shape == (4, 6) and dev.membership.shape == (5000,)
+    assert dev.membership.dtype == np.int32 and dev.centroids.dtype == np.float32
+    np.testing.assert_array_equal(dev.membership.numpy(), host.membership)
+    np.testing.assert_array_equal(dev.centroids.numpy(), host.centroids)
+    np.testing.assert_array_equal(dev.delta, host.delta)
+    assert dev.iterations == host.iterations
+    # With an explicit init too.
+    init = x[10:14].copy()
+    dev = gpuopt.kmeans(gpuopt.to_device(x), 4, init=init, variant="liao")
+    ref = gpuopt.kmeans(x, 4, init=init, variant="cpu")
+    np.testing.assert_array_equal(dev.membership.numpy(), ref.membership)
+    np.testing.assert_array_equal(dev.centroids.numpy(), ref.centroids)
+
+
+def test_timing(rng):
+    x, _ = datasets.make_kmeans_blobs(50000, 8, k=4, seed=int(rng.integers(1 << 30)))
+    res, t = gpuopt.kmeans(x, 4, variant="liao", timing=True)
+    assert t.device == "gpu" and t.kernel_ms > 0 and t.h2d_ms > 0
+    loop = {key: t.details[key] for key in ("loop_h2d_ms", "loop_kernels_ms", "loop_d2h_ms")}
+    assert all(v >= 0 for v in loop.values()) and loop["loop_kernels_ms"] > 0 and loop["loop_d2h_ms"] > 0
+    assert t.details["transpose_ms"] >= 0
+    # The phases lie inside the timed loop, on the same device timeline.
+    assert sum(loop.values()) + t.details["transpose_ms"] <= t.kernel_ms * 1.01 + 0.05
+    np.testing.assert_array_equal(res.membership, gpuopt.kmeans(x, 4, variant="cpu").membership)
+    # Device input: x used in place on the device, downloaded once for the host-side
+    # update (d2h), and the results uploaded to device arrays (h2d).
+    _, td = gpuopt.kmeans(gpuopt.to_device(x), 4, variant="liao", timing=True)
+    assert td.d2h_ms > 0 and td.h2d_ms > 0
+    assert td.kernel_ms > 0 and "loop_kernels_ms" in td.details
+
+
+def test_centres_beyond_48kb_of_shared_memory(rng):
+    # 40 x 500 centre coordinates = 80 KB: needs the opt-in above the default 48 KB.
+    x, _ = datasets.make_kmeans_blobs(3000, 500, k=40, seed=int(rng.integers(1 << 30)))
+    assert_same_as_cpu(x, 40, max_iter=5, threads=1024)
+
+
+def test_centres_too_large_for_shared_memory_rejected_before_running():
+    from gpuopt._ext import cuda_module
+
+    cuda = cuda_module()
+    limit = gpuopt.device_info()["shared_memory_per_block_optin_bytes"]
+    x = np.linspace(0, 1, 60000, dtype=np.float32).reshape(60000, 1)  # k*D = 60000 floats = 240 KB
+    gc.collect()
+    in_use = cuda.pool_in_use_bytes()
+    with pytest.raises(ValueError, match="shared memory") as info:
+        gpuopt.kmeans(x, 60000, variant="liao")
+    assert str(limit) in str(info.value)
+    assert cuda.pool_in_use_bytes() == in_use  # nothing was copied to the device
+
+
+@pytest.mark.parametrize("threads", [48, 2048, 0, 100])
+def test_invalid_threads_rejected(threads):
+    x = np.zeros((10, 2), dtype=np.float32)
+    with pytest.raises(ValueError, match=r"threads=.*not allowed.*\[32, 64, 128, 256, 512, 1024\]"):
+        gpuopt.kmeans(x, 2, variant="liao", threads=threads)
+
+
+def test_check_rejects_what_the_kernel_cannot_run():
+    # The C++ safety net under the registry's check.
+    from gpuopt._ext import cuda_module
+
+    check = cuda_module().check.kmeans_liao
+    with pytest.raises(ValueError, match="power of two"):
+        check(100, 2, 3, threads=96)
+    with pytest.raises(ValueError, match="1024"):
+        check(100, 2, 3, threads=2048)
+    with pytest.raises(ValueError, match="k must be"):
+        check(10, 2, 11, threads=128)
+    check(100, 2, 3, threads=128)  # fits: no error
