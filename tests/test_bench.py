@@ -17,7 +17,7 @@ import pytest
 
 import gpuopt
 from gpuopt import bench
-from gpuopt.bench import sweeps
+from gpuopt.bench import results, sweeps
 from gpuopt.bench.__main__ import main
 
 SWEEP_NAMES = ["matmul", "matmul_report", "conv2d", "cs6235", "ece408", "kmeans", "sparse"]
@@ -117,18 +117,18 @@ def test_metadata_keys(monkeypatch):
             assert key in gpu, key
     else:
         assert meta["gpu"] is None and meta["gpu_unavailable_reason"]
-    json.dumps(bench._jsonable(meta))  # serialisable
+    json.dumps(results._jsonable(meta))  # serialisable
     assert "gpuopt" in bench.format_metadata(meta)
     monkeypatch.setenv("GPUOPT_COMMIT", "deadbee")
     assert bench.metadata()["commit"] == "deadbee"
 
 
 def test_lib_version_strings():
-    assert bench._lib_version_str(130100) == "13.1.0"
-    assert bench._lib_version_str(91900) == "9.19.0"
-    assert bench._lib_version_str(8907) == "8.9.7"
-    assert bench._lib_version_str(None) is None
-    assert bench._version_str(12040) == "12.4"
+    assert results._lib_version_str(130100) == "13.1.0"
+    assert results._lib_version_str(91900) == "9.19.0"
+    assert results._lib_version_str(8907) == "8.9.7"
+    assert results._lib_version_str(None) is None
+    assert results._version_str(12040) == "12.4"
 
 
 def test_write_results_round_trip(tmp_path):
