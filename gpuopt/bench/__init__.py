@@ -1,7 +1,13 @@
-"""Benchmark harness: timing (:mod:`.harness`), run metadata and results files (:mod:`.results`), progress.
+"""Benchmarks: the measuring harness and the studies that regenerate the reports' figures.
 
-The sweeps that regenerate the reports' figures live in :mod:`gpuopt.bench.sweeps`, the
-figures in :mod:`gpuopt.bench.plot`, the command line in ``python -m gpuopt.bench``.
+* :mod:`.harness`: :func:`measure` and its :class:`Stats`, :func:`median_timing`, :class:`Progress`;
+* :mod:`.results`: run :func:`metadata`, :func:`write_results` / :func:`read_results`;
+* :mod:`.study`: what a study is (:class:`~.study.Study`, :class:`~.study.Plan`) and the
+  machinery the studies share; :mod:`.tables` and :mod:`.figures`: their shared table and
+  figure helpers;
+* :mod:`.studies`: one module per study (matmul, matmul_report, conv2d, cs6235, ece408,
+  kmeans, sparse), collected in ``studies.STUDIES``;
+* the command line: ``python -m gpuopt.bench`` (or ``python benchmarks/run_all.py``).
 
 Timing protocol (:func:`measure`)
 ---------------------------------
