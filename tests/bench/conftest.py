@@ -26,7 +26,7 @@ def data_env(monkeypatch):
 def fake_gpu(monkeypatch):
     """A GPU-like registry and device on any machine: the matmul studies' GPU path, run on NumPy.
 
-    Variants naive, cublas (registered second), shared (block 16/32), tile_buffer (tile_sz
+    Variants (the registry's matmul table) naive, cublas (registered second), shared (block 16/32), tile_buffer (tile_sz
     1/2/4), coalesced (warp_layout row/column) and a 'warptile' that is 1% off; to_device is
     the identity and measure() times on the CPU.
     """
@@ -58,6 +58,7 @@ def fake_gpu(monkeypatch):
                 "kernel": f"{variant}<{n}>", "variant": variant}
 
     monkeypatch.setattr(gpuopt, "variants", lambda op=None: table)
+    monkeypatch.setitem(gpuopt.registry._REGISTRY, "matmul", table)  # where gpuopt.matmul.ladder() looks
     monkeypatch.setattr(gpuopt.registry.Variant, "available", property(lambda self: True))
     monkeypatch.setattr(gpuopt, "matmul", fake_matmul)
     monkeypatch.setattr(gpuopt, "to_device", lambda x: x)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from gpuopt import bench
 from gpuopt.bench.studies import STUDIES, matmul
+from gpuopt.matmul import ladder, ladder_step
 from gpuopt.bench.study import Plan
 
 from .support import H200, ladder_rows
@@ -26,7 +30,10 @@ def test_matmul_ladder_table(tmp_path):
     peak = matmul.fp32_peak(H200)[0]
     n, steps = matmul.matmul_ladder(rows, meta)
     assert n == 4096
-    assert [s["step"] for s in steps] == [1, 2, 3, "ref"]
+    # Steps are the variants' ladder steps (the registry's order); "broken" is on no ladder.
+    shared_step = ladder_step("shared")
+    assert ladder_step("naive") == 1 and shared_step > 1
+    assert [s["step"] for s in steps] == [1, shared_step, None, "ref"]
     naive, shared, broken, cublas = steps
     assert naive["pct_cublas"] == pytest.approx(10.0) and shared["pct_cublas"] == pytest.approx(20.0)
     assert cublas["pct_cublas"] == pytest.approx(100.0)
@@ -47,9 +54,36 @@ def test_matmul_ladder_table(tmp_path):
     lines = md.read_text().splitlines()
     assert lines[0] == "### matmul ladder at n = 4096"
     assert "| 1 | naive | 5000 | 10.0% | 7.5% | - | 30 | 0 | 0 | 256 | - | - |" in lines
-    assert "| 2 | shared block=16 | 10000 | 20.0% | 14.9% | 2.00x | 40 | 2048 | 8 | 256 | 8 | shared<16> |" in lines
+    assert (f"| {shared_step} | shared block=16 | 10000 | 20.0% | 14.9% | 2.00x | 40 | 2048 | 8 | 256 | 8 "
+            "| shared<16> |") in lines
     assert "| ref | cublas | 50000 | 100.0% | 74.7% | - | - | - | - | - | - | - |" in lines
-    assert "| 3 | broken | failed |" in md.read_text()
+    assert "| - | broken | failed |" in md.read_text()
+
+
+def test_ladder_steps_are_the_registry_s():
+    # One row per ladder variant (two for shared, as the study measures it) and cuBLAS: the step column is
+    # gpuopt.matmul.ladder_step, shared by the rows of one variant, and "ref" for cuBLAS.
+    rows = [{"n": 4096, "label": v, "variant": v, "gflops": 1000.0 + i} for i, v in enumerate(ladder())]
+    rows.insert(2, {"n": 4096, "label": "shared block=32", "variant": "shared", "gflops": 5.0})
+    rows.append({"n": 4096, "label": "cublas", "variant": "cublas", "gflops": 50000.0})
+    _, steps = matmul.matmul_ladder(rows, {})
+    assert [s["step"] for s in steps] == [*(ladder_step(r["variant"]) for r in rows[:-1]), "ref"]
+    assert [s["step"] for s in steps if s["variant"] == "shared"] == [ladder_step("shared")] * 2
+    assert steps[-1]["step"] == "ref" and "cublas" not in ladder()
+    assert matmul.matmul_gpu_variants() == (*ladder(), "cublas")
+
+
+def test_committed_ladder_table_steps():
+    # benchmarks/results/matmul_ladder.md: each row's step is its variant's ladder step.
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    _, rows = bench.read_results(results / "matmul.json")
+    variant = {r["label"]: r["variant"] for r in rows}
+    table = [line.split(" | ") for line in (results / "matmul_ladder.md").read_text().splitlines()
+             if line.startswith("| ") and not line.startswith(("| step", "| ---"))]
+    assert len(table) == len({r["label"] for r in rows}) > 10
+    for cells in table:
+        step, label = cells[0][2:], cells[1]
+        assert step == ("ref" if variant[label] == "cublas" else str(ladder_step(variant[label]))), cells
 
 
 def test_matmul_study_gpu_path(fake_gpu, tmp_path):
@@ -60,7 +94,8 @@ def test_matmul_study_gpu_path(fake_gpu, tmp_path):
               "cublas"]
     assert [r["label"] for r in res.rows if r["n"] == 32] == labels  # registration order, cuBLAS last
     assert ("shared", (("block", 32),)) in fake_gpu and ("tile_buffer", (("tile_sz", 4),)) in fake_gpu
-    assert any("not registered" in n and "blocktile_2d" in n for n in res.notes)
+    # The variants are the (fake) registry's ladder, in its order, then cuBLAS.
+    assert matmul.matmul_gpu_variants() == ("naive", "shared", "tile_buffer", "coalesced", "warptile", "cublas")
     by = {(r["n"], r["label"]): r for r in res.rows}
     assert by[(64, "cublas")]["pct_cublas"] == pytest.approx(100.0) and "rel_err" not in by[(64, "cublas")]
     r = by[(64, "naive")]

@@ -11,6 +11,7 @@ from gpuopt import bench
 from gpuopt.bench.__main__ import main
 from gpuopt.bench.studies import STUDIES, matmul, matmul_report
 from gpuopt.bench.study import Plan
+from gpuopt.matmul import ladder_step
 
 from .support import H200, PNG_MAGIC, ladder_rows
 
@@ -116,4 +117,5 @@ def test_plot_only_gpu_like_results(tmp_path, capsys):
     assert re.search(r"TILE_SZ = 2 \(tile_buffer tile_sz=2\) +H200: not measured", printed)
     for f in ("matmul.png", "matmul_report.png"):
         assert (tmp_path / f).read_bytes()[:8] == PNG_MAGIC
-    assert "| 2 | shared block=16 | 10000 | 20.0% |" in (tmp_path / "matmul_ladder.md").read_text()
+    assert (f"| {ladder_step('shared')} | shared block=16 | 10000 | 20.0% |"
+            in (tmp_path / "matmul_ladder.md").read_text())

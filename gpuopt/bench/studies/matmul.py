@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 import gpuopt
+from gpuopt.matmul import ladder, ladder_step
 
 from ..figures import _MARKERS, _colors, _empty, _finish_fig, _ok, _pyplot, _size_ticks
 from ..harness import Progress, measure
@@ -27,11 +28,6 @@ from ..tables import _errors, _g, _md_table, _sections_text, format_table, markd
 __all__ = ["STUDY", "fp32_peak", "matmul_ladder", "ladder_markdown", "matmul_gpu_variants"]
 
 
-#: The matmul ladder of issue 4, in order: what a complete build registers. Variants are
-#: discovered from the registry (every ``needs_cuda`` one, registration order, cuBLAS
-#: last); the ones of this list that are missing are named in a note.
-MATMUL_LADDER = ("naive", "shared", "tile_buffer", "coalesced", "blocktile_1d", "blocktile_2d", "vectorized",
-                 "warptile", "async", "cublas")
 #: Variants measured once per value of one parameter, each value a separate row, in this
 #: order: ``coalesced`` with a warp down a column (strided, the uncoalesced counter-example)
 #: then along a row; ``shared`` at the report's 32x32 blocks ("Memory Shared Version") then
@@ -52,24 +48,15 @@ FP32_LANES_PER_SM: dict[tuple[int, int], int] = {(6, 0): 64, (7, 0): 64, (7, 2):
 
 
 def matmul_gpu_variants() -> tuple[str, ...]:
-    """The GPU (``needs_cuda``) matmul variants of this build, registration order, ``cublas`` last."""
-    table = gpuopt.variants("matmul")
-    names = [n for n, v in table.items() if v.needs_cuda and n != "cublas"]
-    if "cublas" in table:
-        names.append("cublas")
-    return tuple(names)
-
-
-def _matmul_listed() -> tuple[str, ...]:
-    """For ``--list``: the registered GPU variants, then the ladder's missing ones."""
-    names = list(matmul_gpu_variants())
-    return tuple(names + [n for n in MATMUL_LADDER if n not in names])
+    """The GPU matmul variants this study compares: the ladder (``gpuopt.matmul.ladder()``, its
+    one owner: the registry's order), then cuBLAS, the reference, when registered."""
+    return (*ladder(), *(("cublas",) if "cublas" in gpuopt.variants("matmul") else ()))
 
 
 def _matmul_entries(plan: Plan, notes: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
     """(label, variant, params) of every row to measure at each size.
 
-    GPU: every registered GPU variant (cuBLAS last), ``MATMUL_PARAM_ROWS`` expanded.
+    GPU: the ladder's variants then cuBLAS (:func:`matmul_gpu_variants`), ``MATMUL_PARAM_ROWS`` expanded.
     No GPU: the ``cpu`` variant only.
     """
     table = gpuopt.variants("matmul")
@@ -78,10 +65,6 @@ def _matmul_entries(plan: Plan, notes: list[str]) -> list[tuple[str, str, dict[s
         if gpu_names:
             notes.append(f"matmul GPU variants not run here: {', '.join(gpu_names)}")
         return [("cpu", "cpu", {})] if "cpu" in table else []
-    missing = [n for n in MATMUL_LADDER if n not in table]
-    if missing:
-        notes.append(f"matmul variants of the ladder not registered in this build: {', '.join(missing)} "
-                     f"(registered: {', '.join(table)})")
     entries: list[tuple[str, str, dict[str, Any]]] = []
     for name in gpu_names:
         v = table[name]
@@ -305,11 +288,12 @@ def matmul_ladder(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] | N
                   n: int | None = None) -> tuple[int | None, list[dict[str, Any]]]:
     """The ladder table's rows at size ``n`` (default :data:`LADDER_N`, else the largest measured).
 
-    Returns ``(n, steps)``; each step (in the rows' order, cuBLAS last) has ``step`` (1, 2,
-    ...; "ref" for cuBLAS), ``label``, ``variant``, ``gflops``, ``pct_cublas`` (of cuBLAS at
-    the same n in the same run), ``pct_peak`` (of the FP32 peak from ``meta``, see
-    :func:`fp32_peak`), ``x_prev`` (speed-up over the previous step), the kernel info keys
-    and ``error``.
+    Returns ``(n, steps)``; each step (a row, in the rows' order, cuBLAS last) has ``step``
+    (the variant's ladder step, ``gpuopt.matmul.ladder_step``: rows of one variant with
+    different parameters share it; "ref" for cuBLAS; None for a variant that is not on this
+    build's ladder), ``label``, ``variant``, ``gflops``, ``pct_cublas`` (of cuBLAS at the same
+    n in the same run), ``pct_peak`` (of the FP32 peak from ``meta``, see :func:`fp32_peak`),
+    ``x_prev`` (speed-up over the previous row), the kernel info keys and ``error``.
     """
     sizes = sorted({r["n"] for r in rows if _num(r.get("gflops"))})
     if n is None:
@@ -321,14 +305,12 @@ def matmul_ladder(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] | N
     at = [r for r in at if r.get("variant") != "cublas"] + [r for r in at if r.get("variant") == "cublas"]
     cublas = next((_num(r.get("gflops")) for r in at if r.get("variant") == "cublas" and _num(r.get("gflops"))),
                   None)
-    steps, prev, k = [], None, 0
+    steps, prev = [], None
     for r in at:
         g = _num(r.get("gflops"))
         is_ref = r.get("variant") == "cublas"
-        if not is_ref:
-            k += 1
         step: dict[str, Any] = {
-            "step": "ref" if is_ref else k, "label": row_label(r), "variant": r.get("variant"), "gflops": g,
+            "step": "ref" if is_ref else _ladder_step(r.get("variant")), "label": row_label(r), "variant": r.get("variant"), "gflops": g,
             "pct_cublas": 100.0 * g / cublas if g and cublas else None,
             "pct_peak": 100.0 * g / peak if g and peak else None,
             "x_prev": g / prev if g and prev and not is_ref else None,
@@ -339,6 +321,14 @@ def matmul_ladder(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] | N
         if g and not is_ref:
             prev = g
     return n, steps
+
+
+def _ladder_step(variant: Any) -> int | None:
+    """The ladder step of ``variant``; None when it is not on this build's ladder (results of another build)."""
+    try:
+        return ladder_step(str(variant))
+    except ValueError:
+        return None
 
 
 def _int_cell(value: Any) -> str:
@@ -363,7 +353,7 @@ LADDER_HEADERS = ("step", "kernel", "GFLOP/s", "% cuBLAS", "% FP32 peak", "x pre
 
 
 def _ladder_body(steps: Sequence[Mapping[str, Any]]) -> list[list[str]]:
-    return [[str(s["step"]), str(s["label"]), _g(s.get("gflops")) if s.get("gflops") else "failed",
+    return [["-" if s["step"] is None else str(s["step"]), str(s["label"]), _g(s.get("gflops")) if s.get("gflops") else "failed",
              _pct(s.get("pct_cublas")), _pct(s.get("pct_peak")),
              "-" if s.get("x_prev") is None else f"{s['x_prev']:.2f}x",
              _int_cell(s.get("registers")), _smem_cell(s), _int_cell(s.get("local_bytes")),
@@ -459,7 +449,9 @@ def plot_matmul(meta, rows, path: Path) -> Path:
             text += f", {s['pct_peak']:.0f}% peak"
         bx.annotate(text, (s["gflops"], y), va="center", fontsize=7.5)
     bx.set_yticks(ys)
-    bx.set_yticklabels([f"{s['step']}. {s['label']}" if s["step"] != "ref" else s["label"] for s in steps],
+    # The bars are numbered top to bottom; a variant's ladder step is in the ladder table.
+    number = iter(range(1, len(steps) + 1))
+    bx.set_yticklabels([s["label"] if s["step"] == "ref" else f"{next(number)}. {s['label']}" for s in steps],
                        fontsize=8)
     bx.set_ylim(max(len(steps), 6) - 0.5, -0.5)  # step 1 on top; thin bars even for few steps
     top = max([*vals, peak or 0.0])
@@ -481,5 +473,5 @@ STUDY = Study("matmul", "matmul", "Single-precision matrix multiply: the kernel 
               "warp_layout=column/row) vs cuBLAS, square "
               "n = 128..8192 and 1000: GFLOP/s; ladder table at 4096 (% cuBLAS, % FP32 peak, regs/smem/"
               "spills) -> matmul_ladder.md",
-              _matmul_listed, MATMUL_COLUMNS, run_matmul, table_matmul, extras_matmul, plot_matmul,
+              matmul_gpu_variants, MATMUL_COLUMNS, run_matmul, table_matmul, extras_matmul, plot_matmul,
               outputs=(Output("matmul.png"), Output("matmul_ladder.md")))

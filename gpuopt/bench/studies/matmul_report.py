@@ -20,7 +20,7 @@ from ..figures import _MARKERS, _colors, _ok, _pyplot, _save, _size_ticks, _wher
 from ..harness import Progress, measure
 from ..study import Output, Plan, Study, StudyResult, _error, _host, _num, _release_gpu_cache, row_label
 from ..tables import Section, _device_short, _errors, _g, _sections_markdown, _sections_text, markdown_extras
-from .matmul import _call_matmul, _matmul_entries, _matmul_listed, _reference
+from .matmul import _call_matmul, _matmul_entries, _reference, matmul_gpu_variants
 
 __all__ = ["STUDY", "REPORT_CASES", "REPORT_VERSIONS", "REPORT_TABLES", "report_gflops", "report_markdown"]
 
@@ -320,5 +320,5 @@ STUDY = Study("matmul_report", "matmul", "The CMU 18-645 report's matmul harness
               "n = 4, 5, 8, 10, 32, 33, 128, 1000, 1024, 30 runs, (2n-1)n^2/t GFLOP/s, error < 1e-3: "
               "the report's Table 4 layout, this GPU next to the report's GTX 480 -> "
               "matmul_report.md",
-              _matmul_listed, REPORT_COLUMNS, run_matmul_report, table_matmul_report, extras_matmul_report,
+              matmul_gpu_variants, REPORT_COLUMNS, run_matmul_report, table_matmul_report, extras_matmul_report,
               plot_matmul_report, outputs=(Output("matmul_report.png"), Output("matmul_report.md")))
