@@ -6,7 +6,7 @@
   machinery the studies share; :mod:`.tables` and :mod:`.figures`: their shared table and
   figure helpers;
 * :mod:`.studies`: one module per study (matmul, matmul_report, conv2d, cs6235, ece408,
-  kmeans, sparse), collected in ``studies.STUDIES``;
+  kmeans, sparse; opt-in: tune_conv_auto), collected in ``studies.STUDIES``;
 * the command line: ``python -m gpuopt.bench`` (or ``python benchmarks/run_all.py``).
 
 Timing protocol (:func:`measure`)

@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None, *, default_out: str | os.PathLike | 
         return status
 
     gpu = gpuopt.cuda_available()
-    if not gpu:
+    if not gpu and not all(STUDIES[n].gpu_only for n in names):
         print(f"no usable GPU: {gpuopt.cuda_unavailable_reason()}; running the CPU variants at small sizes",
               flush=True)
     tiny = args.tiny or os.environ.get(TINY_ENV, "") not in ("", "0")

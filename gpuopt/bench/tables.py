@@ -1,5 +1,5 @@
 """Text and Markdown tables shared by the studies: cell formats, fixed-width tables,
-captioned sections, the error and not-applicable lists, and the Markdown files."""
+captioned sections, the error and not-applicable lists, and the table files they write."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping, Sequence
 from .results import format_metadata
 from .study import _num, row_label
 
-__all__ = ["format_table", "markdown_extras"]
+__all__ = ["format_table", "extras_file"]
 
 #: A captioned table: (caption, headers, body, alignment of the leading columns).
 Section = tuple[str, Sequence[str], Sequence[Sequence[str]], str]
@@ -116,8 +116,8 @@ def _sections_markdown(title: str, meta: Mapping[str, Any], sections: Sequence[S
     return "\n".join(lines)
 
 
-def markdown_extras(file: str, render: Callable[[Mapping[str, Any], Sequence[Mapping[str, Any]]], str]
-                    ) -> Callable[..., list[Path]]:
+def extras_file(file: str, render: Callable[[Mapping[str, Any], Sequence[Mapping[str, Any]]], str]
+                ) -> Callable[..., list[Path]]:
     """A study's ``extras``: write ``<out_dir>/<file>`` from ``render(meta, rows)``."""
 
     def extras(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], out_dir: Any) -> list[Path]:

@@ -17,7 +17,7 @@ from ..figures import (_X_LABELS, _empty, _finish_report_fig, _grouped_bars, _he
                        _ok, _pyplot, _series)
 from ..study import Output, Plan, Study, StudyResult, _note, _num, entry_label, row_label
 from ..tables import (Section, _device_short, _errors, _ms_cell, _sections_markdown, _sections_text, _skipped,
-                      markdown_extras)
+                      extras_file)
 from ._conv import (CONV_CHECK_ELEMS, CONV_CONFS, CONV_MAX_N, REPORT_CONV_REPEATS, ConvEntry, ConvProblem,
                     _is_reference, _run_points, _usable_entries)
 
@@ -353,7 +353,7 @@ def plot_cs6235(meta, rows, path: Path) -> list[Path]:
     return out
 
 
-extras_cs6235 = markdown_extras("cs6235.md", cs6235_markdown)
+extras_cs6235 = extras_file("cs6235.md", cs6235_markdown)
 
 STUDY = Study("cs6235", "conv2d", "conv2d: the CS6235 report's eight figures",
               "Figs 1-8 of the CS6235 report on conf1-conf4 (general/auto vs cuDNN, block size, k and c "

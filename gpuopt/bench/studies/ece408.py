@@ -16,7 +16,7 @@ from ..figures import (_X_LABELS, _bar_series, _empty, _finish_report_fig, _grou
                        _log_if_wide, _ok, _pyplot)
 from ..study import Output, Plan, Study, StudyResult, _note, _num, entry_label, row_label
 from ..tables import (Section, _device_short, _fmt, _g, _ms_cell, _sections_markdown, _sections_text, _skipped,
-                      _errors, markdown_extras)
+                      _errors, extras_file)
 from ._conv import CONV_CHECK_ELEMS, REPORT_CONV_REPEATS, ConvEntry, ConvProblem, _run_points, _usable_entries
 
 __all__ = ["STUDY", "ECE408_OP_TIMES", "ECE408_MNIST_TIMES", "ece408_report_ms", "ms_text"]
@@ -501,7 +501,7 @@ def plot_ece408(meta, rows, path: Path) -> list[Path]:
 #: several beside it (``cs6235_fig1.png`` .. ``cs6235_fig8.png``; ``ece408_op_time.png`` and
 
 
-extras_ece408 = markdown_extras("ece408_op_time.md", ece408_markdown)
+extras_ece408 = extras_file("ece408_op_time.md", ece408_markdown)
 
 _STEP_VARIANTS = tuple(dict.fromkeys(v for _, v, _, _ in ECE408_STEPS))
 STUDY = Study("ece408", "conv2d", "conv2d: the ECE408 reports' Op Time table and TILE_WIDTH sweep",

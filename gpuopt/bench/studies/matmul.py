@@ -23,7 +23,7 @@ from ..figures import _MARKERS, _colors, _empty, _finish_fig, _ok, _pyplot, _siz
 from ..harness import Progress, measure
 from ..results import format_metadata
 from ..study import Output, Plan, Study, StudyResult, _error, _host, _num, _release_gpu_cache, entry_label, row_label
-from ..tables import _errors, _g, _md_table, _sections_text, format_table, markdown_extras
+from ..tables import _errors, _g, _md_table, _sections_text, format_table, extras_file
 
 __all__ = ["STUDY", "fp32_peak", "matmul_ladder", "ladder_markdown", "matmul_gpu_variants"]
 
@@ -466,7 +466,7 @@ def plot_matmul(meta, rows, path: Path) -> Path:
     return _finish_fig(fig, meta, title, path)
 
 
-extras_matmul = markdown_extras("matmul_ladder.md", ladder_markdown)
+extras_matmul = extras_file("matmul_ladder.md", ladder_markdown)
 
 STUDY = Study("matmul", "matmul", "Single-precision matrix multiply: the kernel ladder",
               "every GPU matmul variant (shared block=32/16, tile_buffer tile_sz=1/2/4, coalesced "

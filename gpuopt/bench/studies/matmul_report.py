@@ -19,7 +19,7 @@ import gpuopt
 from ..figures import _MARKERS, _colors, _ok, _pyplot, _save, _size_ticks, _where
 from ..harness import Progress, measure
 from ..study import Output, Plan, Study, StudyResult, _error, _host, _num, _release_gpu_cache, row_label
-from ..tables import Section, _device_short, _errors, _g, _sections_markdown, _sections_text, markdown_extras
+from ..tables import Section, _device_short, _errors, _g, _sections_markdown, _sections_text, extras_file
 from .matmul import _call_matmul, _matmul_entries, _reference, matmul_gpu_variants
 
 __all__ = ["STUDY", "REPORT_CASES", "REPORT_VERSIONS", "REPORT_TABLES", "report_gflops", "report_markdown"]
@@ -314,7 +314,7 @@ def plot_matmul_report(meta, rows, path: Path) -> Path:
     return _save(fig, path, bbox_inches="tight")  # the legend and note sit right of the axes
 
 
-extras_matmul_report = markdown_extras("matmul_report.md", report_markdown)
+extras_matmul_report = extras_file("matmul_report.md", report_markdown)
 
 STUDY = Study("matmul_report", "matmul", "The CMU 18-645 report's matmul harness, reproduced",
               "n = 4, 5, 8, 10, 32, 33, 128, 1000, 1024, 30 runs, (2n-1)n^2/t GFLOP/s, error < 1e-3: "
