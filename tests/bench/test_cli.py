@@ -38,6 +38,9 @@ def test_cli_quick_tiny_runs_every_sweep_and_replots(tmp_path, capsys, data_env)
         assert len(rows) == n_rows and not any(r.get("error") for r in rows)
         for png in figures(name):
             assert (out / png).read_bytes()[:8] == PNG_MAGIC, png
+    # The files written are the ones each study declares (Study.files()), no more.
+    assert {p.name for p in out.iterdir()} == {f for name in SWEEP_NAMES for f in STUDIES[name].files()}
+    assert list(STUDIES)[:len(SWEEP_NAMES)] == SWEEP_NAMES  # the default set, in display order
     # What each sweep measured, in CPU mode at least the cpu variant.
     _, mm = bench.read_results(out / "matmul.json")
     assert {r["n"] for r in mm} == {32, 64} and all(r["gflops"] > 0 for r in mm)
