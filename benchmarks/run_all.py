@@ -1,20 +1,18 @@
 #!/usr/bin/env python3
-"""Every sweep (matmul, matmul_report, conv2d, cs6235, ece408, kmeans, sparse), or the ones named: CSV + JSON + PNG each.
+"""Run gpuopt's benchmark studies, or the ones named: CSV + JSON + figures + tables each.
 
-    python benchmarks/run_all.py [names...] [--quick] [--out DIR] [--plot-only] [--quiet]
+    python benchmarks/run_all.py [names...] [--quick] [--out DIR] [--plot-only] [--quiet] [--list] [--seed N]
 
-The same as `python -m gpuopt.bench`, with results in benchmarks/results/ by default
-wherever it is started from. See benchmarks/README.md.
+The same as `python -m gpuopt.bench`, with results in benchmarks/results/ (beside this
+script) by default, wherever it is started from. Started as a script, Python puts this
+folder, not the repository root, first on sys.path, so the installed gpuopt is imported
+(this folder holds no other module that could shadow one). See benchmarks/README.md.
 """
 
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-# This folder's scripts (matmul.py, sparse.py, ...) must not shadow modules of the same name.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
-
-from gpuopt.bench.__main__ import main  # noqa: E402
+from gpuopt.bench.__main__ import main
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:], default_out=HERE / "results"))
+    sys.exit(main(sys.argv[1:], default_out=Path(__file__).resolve().parent / "results"))

@@ -6,7 +6,8 @@
 #   bash scripts/device_run.sh [tests[=FILE,...]] [sanitizer] [bench[=NAME,...]] [full] [tune[=LAYER,...]]
 #
 # With no arguments: tests (all of them; tests=FILE,... runs those files). tune: the conv2d auto
-# sweep (benchmarks/tune_conv_auto.py), its log and tune_conv_auto.json packed in $OUT/tune.tgz.
+# sweep (the opt-in study tune_conv_auto; tune=LAYER,... runs those layers), its files
+# (tune_conv_auto.csv/.json/.log) and the console log packed in $OUT/tune.tgz.
 # Results are recorded with the commit in $GPUOPT_COMMIT (the
 # copy on the device has no .git). The machine has no network: the build uses the Python
 # packages already there (pip install --no-build-isolation --no-deps). Real data travels
@@ -48,7 +49,8 @@ for step in "${steps[@]}"; do
         layers=${step#tune}; layers=${layers#=}
         echo "== conv2d auto sweep ${layers:-(all layers)}"
         mkdir -p "$OUT/tune"
-        python3 benchmarks/tune_conv_auto.py "$OUT/tune" ${layers:+--layers "$layers"} 2>&1 | tee "$OUT/tune/tune.log"
+        GPUOPT_TUNE_LAYERS="$layers" python3 benchmarks/run_all.py tune_conv_auto --quiet --out "$OUT/tune" 2>&1 \
+            | tee "$OUT/tune/tune.log"
         [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
         tar -czf "$OUT/tune.tgz" -C "$OUT" tune && rm -rf "$OUT/tune"
         ;;

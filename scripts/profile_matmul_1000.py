@@ -3,7 +3,7 @@
 
     ncu --clock-control none --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size,\\
         launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active,\\
-        smsp__issue_active.avg.pct_of_peak_sustained_active --csv python3 benchmarks/profile_matmul_1000.py
+        smsp__issue_active.avg.pct_of_peak_sustained_active --csv python3 scripts/profile_matmul_1000.py
 """
 import numpy as np, gpuopt
 rng = np.random.default_rng(0)

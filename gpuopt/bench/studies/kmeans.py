@@ -1,0 +1,165 @@
+"""kmeans: Liao's k-means, ``liao`` (CUDA) vs ``cpu``, on Liao's 17695-object sets and
+Gaussian blobs of the CMU 18-645 report's four shapes: computation time, iterations,
+transfer / loop breakdown -> kmeans.csv/.json/.png.
+
+The data sets are the same in every run (the blobs use seed 0).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+import gpuopt
+from gpuopt import datasets
+
+from ..figures import _empty, _finish, _grouped_bars, _headroom, _log_if_wide, _ok, _pyplot
+from ..harness import Progress, measure, median_timing
+from ..study import CALL_REPEATS, Output, Plan, Study, StudyResult, _error, _host, _select, _timed_calls
+from ..tables import _errors, _fmt, format_table
+
+__all__ = ["STUDY"]
+
+
+KMEANS_VARIANTS = ("liao", "cpu")
+KMEANS_K = 3
+KMEANS_THRESHOLD = 0.001
+KMEANS_BLOB_SEED = 0
+#: Liao's data sets: label -> file in data_dir()/kmeans_liao.
+KMEANS_LIAO_FILES = {"color17695": "color17695.bin", "edge17695": "edge17695.bin", "texture17695": "texture17695.bin"}
+# In GPU quick mode the cpu variant runs only on sets with N*D up to this.
+KMEANS_SMALL = 1_000_000
+# Most objects per data set (None: all).
+KMEANS_MAX_N: dict[Any, int | None] = {
+    ("gpu", "full"): None, ("gpu", "quick"): None, ("cpu", "full"): None, ("cpu", "quick"): 50_000, "tiny": 2_000,
+}
+KMEANS_COLUMNS = ("dataset", "source", "N", "D", "k", "threshold", "variant", "iterations", "converged",
+                  "computation_ms", "computation_min_ms", "computation_max_ms", "repeats", "h2d_ms", "kernel_ms",
+                  "d2h_ms", "transfer_ms", "total_ms", "timing_repeats", "timing_device", "details", "match_cpu",
+                  "error")
+
+
+def _kmeans_sets(plan: Plan, notes: list[str]) -> list[tuple[str, str, np.ndarray, int]]:
+    """(label, source, x, full N) for Liao's sets (when present) and the synthetic blobs."""
+    max_n = plan.pick(KMEANS_MAX_N)
+    sets = []
+    root = datasets.data_dir(required=False)
+    folder = root / "kmeans_liao" if root is not None else None
+    missing = [f for f in KMEANS_LIAO_FILES.values() if folder is None or not (folder / f).is_file()]
+    if missing:
+        where = folder if folder is not None else f"no data folder (set {datasets.DATA_DIR_ENV})"
+        notes.append(f"Liao's data sets not found ({', '.join(missing)} in {where}): skipped")
+    for label, fname in KMEANS_LIAO_FILES.items():
+        if fname in missing:
+            continue
+        x = datasets.read_liao(folder / fname)
+        n_full = x.shape[0]
+        if max_n is not None and n_full > max_n:
+            x = np.ascontiguousarray(x[:max_n])
+        sets.append((label, "liao", x, n_full))
+    for label, (n, d) in datasets.KMEANS_SHAPES.items():
+        n_run = n if max_n is None else min(n, max_n)
+        x, _ = datasets.make_kmeans_blobs(n_run, d, k=KMEANS_K, seed=KMEANS_BLOB_SEED)
+        sets.append((label, "synthetic", x, n))
+    if any(x.shape[0] < n_full for _, _, x, n_full in sets):
+        notes.append(f"data sets cut to at most {max_n} objects in this mode (see the N column)")
+    return sets
+
+
+def run_kmeans(plan: Plan) -> StudyResult:
+    res = StudyResult()
+    names = _select("kmeans", KMEANS_VARIANTS, plan, res.notes)
+    sets = _kmeans_sets(plan, res.notes)
+    reps = plan.pick(CALL_REPEATS)
+    res.meta.update(k=KMEANS_K, threshold=KMEANS_THRESHOLD, blob_seed=KMEANS_BLOB_SEED,
+                    inputs="Liao's color/edge/texture17695.bin (real) and Gaussian blobs of the CMU report's "
+                           f"shapes (make_kmeans_blobs(name, k={KMEANS_K}, seed={KMEANS_BLOB_SEED}))",
+                    computation_ms="wall time of the whole gpuopt.kmeans call on NumPy input (Liao's "
+                                   "'Computation timing'), median of the runs after warm-up",
+                    timing="Timing of timing=True calls: h2d, kernel (the whole loop), d2h, details; "
+                           "median of each over the runs",
+                    repeats=reps)
+
+    def runs_on(name: str, x: np.ndarray) -> bool:
+        return not (plan.gpu and plan.quick and name == "cpu" and x.size > KMEANS_SMALL)
+
+    if plan.gpu and plan.quick and "cpu" in names:
+        res.notes.append(f"quick mode: the cpu variant runs only on the small sets (N*D <= {KMEANS_SMALL})")
+    total = sum(runs_on(nm, x) for _, _, x, _ in sets for nm in names)
+    with Progress(total, "kmeans", enabled=plan.progress) as prog:
+        for label, source, x, _ in sets:
+            results: dict[str, Any] = {}
+            set_rows = []
+            for name in names:
+                if not runs_on(name, x):
+                    continue
+                row: dict[str, Any] = dict(dataset=label, source=source, N=x.shape[0], D=x.shape[1], k=KMEANS_K,
+                                           threshold=KMEANS_THRESHOLD, variant=name)
+                try:
+                    st = measure(lambda name=name: gpuopt.kmeans(x, KMEANS_K, threshold=KMEANS_THRESHOLD,
+                                                                 variant=name), device="cpu", **reps)
+                    timings, _, result = _timed_calls(
+                        lambda name=name: gpuopt.kmeans(x, KMEANS_K, threshold=KMEANS_THRESHOLD, variant=name,
+                                                        timing=True),
+                        warmup=0, repeat=reps["repeat"], max_time_s=reps["max_time_s"])
+                    results[name] = result
+                    row.update(iterations=result.iterations, converged=result.converged,
+                               computation_ms=st.median_ms, computation_min_ms=st.min_ms,
+                               computation_max_ms=st.max_ms, repeats=st.repeats, **median_timing(timings),
+                               timing_repeats=len(timings))
+                except Exception as exc:  # noqa: BLE001
+                    row["error"] = _error(exc)
+                    res.notes.append(f"kmeans {label} {name}: {row['error']}")
+                set_rows.append(row)
+                prog.update(f"{label} {name}")
+            ref = results.get("cpu")
+            for row in set_rows:
+                out = results.get(row["variant"])
+                if ref is not None and out is not None and row["variant"] != "cpu":
+                    row["match_cpu"] = bool(out.iterations == ref.iterations
+                                            and np.array_equal(_host(out.membership), _host(ref.membership)))
+            res.rows.extend(set_rows)
+    return res
+
+
+def table_kmeans(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
+    """Per data set and variant: iterations, computation time, loop / transfer breakdown, = cpu."""
+    body = [[r["dataset"], f"{r['N']}x{r['D']}", r["variant"], _fmt(r.get("iterations")),
+             _fmt(r.get("computation_ms"), ".4g"), _fmt(r.get("kernel_ms"), ".4g"), _fmt(r.get("h2d_ms"), ".3g"),
+             _fmt(r.get("d2h_ms"), ".3g"), _fmt(r.get("match_cpu"))] for r in rows]
+    return (f"k={rows[0]['k'] if rows else KMEANS_K}, threshold {KMEANS_THRESHOLD}; computation = wall time of the "
+            "call (median)\n" + format_table(["data set", "N x D", "variant", "iters", "computation ms",
+                                              "loop ms", "h2d ms", "d2h ms", "= cpu"], body) + _errors(rows))
+
+
+def plot_kmeans(meta, rows, path: Path) -> Path:
+    """Computation time per data set, a bar per variant (labels: ms and iterations)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(10, 5.5))
+    good = _ok(rows, "computation_ms")
+    if not good:
+        _empty(ax, "no successful measurements")
+        return _finish(fig, ax, meta, "k-means: computation time", path)
+    sets = list(dict.fromkeys(r["dataset"] for r in rows))
+    variants = list(dict.fromkeys(r["variant"] for r in good))
+    by = {(r["dataset"], r["variant"]): r for r in good}
+    values = _grouped_bars(ax, sets, variants,
+                           lambda d, v: by[(d, v)]["computation_ms"] if (d, v) in by else None,
+                           lambda d, v: f"{by[(d, v)]['computation_ms']:.3g}\n{by[(d, v)]['iterations']} it")
+    first = {r["dataset"]: r for r in rows}
+    ax.set_xticklabels([f"{d}\n{first[d]['N']}x{first[d]['D']}" for d in sets], fontsize=8)
+    log = _log_if_wide(ax, values, 20)
+    _headroom(ax, values)
+    ax.set_xlabel("data set (objects x coordinates); labels: ms and loop iterations")
+    ax.set_ylabel("computation time (ms, wall time of the call)" + (", log scale" if log else ""))
+    k, thr = meta.get("k", "?"), meta.get("threshold", "?")
+    return _finish(fig, ax, meta, f"k-means (k={k}, threshold {thr}): computation time per data set", path)
+
+
+STUDY = Study("kmeans", "kmeans", "k-means (Liao's algorithm)",
+              "liao vs cpu on Liao's 17695-object sets and the CMU report's four shapes: computation time, "
+              "iterations, transfer/loop breakdown",
+              KMEANS_VARIANTS, KMEANS_COLUMNS, run_kmeans, table_kmeans, figures=plot_kmeans,
+              outputs=(Output("kmeans.png"),))

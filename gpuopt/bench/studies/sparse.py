@@ -1,0 +1,150 @@
+"""sparse: the NCTU lab's sparse convolution layer, ``dense`` vs ``coo`` vs ``fast`` vs ``cpu``
+on the lab's inNeu.txt (generated filters): kernel + transfer time, exactness ->
+sparse.csv/.json/.png.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+import gpuopt
+from gpuopt import datasets
+
+from ..figures import _empty, _finish, _headroom, _log_if_wide, _ok, _pyplot
+from ..harness import Progress, median_timing
+from ..study import CALL_REPEATS, Output, Plan, Study, StudyResult, _error, _host, _select, _timed_calls
+from ..tables import _errors, _fmt, format_table
+
+__all__ = ["STUDY"]
+
+
+SPARSE_VARIANTS = ("dense", "coo", "fast", "cpu")
+SPARSE_FORMATS = {"dense": "dense", "coo": "COOFilters", "fast": "FASTFilters", "cpu": "dense"}
+SPARSE_FILTER_SEED = 0
+SPARSE_FILTER_NOTE = "generated filters, one non-zero per 3x3 slice; the lab's filters are not public"
+# Input maps C = filters M per plan (the lab: 512).
+SPARSE_MAPS: dict[Any, int] = {
+    ("gpu", "full"): 512, ("gpu", "quick"): 512, ("cpu", "full"): 512, ("cpu", "quick"): 512, "tiny": 32,
+}
+SPARSE_COLUMNS = ("variant", "filter_format", "C", "H", "W", "M", "nnz", "kernel_ms", "h2d_ms", "d2h_ms",
+                  "transfer_ms", "total_ms", "wall_ms", "repeats", "speedup_vs_cpu", "exact_vs_cpu", "timing_device",
+                  "details", "error")
+
+
+def _sparse_inputs(plan: Plan, notes: list[str], meta: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    maps = plan.pick(SPARSE_MAPS)
+    try:
+        neurons = datasets.read_nctu_neurons_txt()
+        meta["input"] = "the lab's real inNeu.txt (read_nctu_neurons_txt)"
+    except FileNotFoundError as exc:
+        neurons = datasets.make_nctu_neurons(512, 32, 32, seed=0)
+        meta["input"] = "synthetic neurons make_nctu_neurons(512, 32, 32, seed=0): inNeu.txt not found"
+        notes.append(f"inNeu.txt not found ({str(exc).split('. ')[0]}): synthetic neurons of its shape and sparsity "
+                     "used instead")
+    x = np.ascontiguousarray(neurons[:maps])
+    if maps < neurons.shape[0]:
+        notes.append(f"layer cut to {maps} input maps and {maps} filters in this mode (the lab: 512 and 512)")
+    w = datasets.make_nctu_filters(maps, x.shape[0], seed=SPARSE_FILTER_SEED)
+    meta["filters"] = f"{SPARSE_FILTER_NOTE} (make_nctu_filters({maps}, {x.shape[0]}, seed={SPARSE_FILTER_SEED}))"
+    return x, w
+
+
+def run_sparse(plan: Plan) -> StudyResult:
+    from gpuopt.sparse import COOFilters, FASTFilters
+
+    res = StudyResult()
+    names = _select("sparse_conv2d", SPARSE_VARIANTS, plan, res.notes)
+    reps = plan.pick(CALL_REPEATS)
+    x, w = _sparse_inputs(plan, res.notes, res.meta)
+    res.meta.update(layer="NCTU lab layer: 3x3 'same' conv over all input maps, int32 sums, ReLU, 2x2 max pool",
+                    timing="Timing (timing=True) on NumPy input: kernels, h2d (neurons and filters in the variant's "
+                           "format), d2h; total = kernels + transfers as the lab graded (TotalExecTime); median of "
+                           "each over the runs after warm-up",
+                    repeats=reps)
+    filters = {"dense": w, "coo": COOFilters.from_dense(w), "fast": FASTFilters.from_dense(w), "cpu": w}
+    ref = gpuopt.sparse_conv2d(x, w, variant="cpu")  # the exactness reference (untimed)
+    with Progress(len(names), "sparse", enabled=plan.progress) as prog:
+        for name in names:
+            row: dict[str, Any] = dict(variant=name, filter_format=SPARSE_FORMATS.get(name, "dense"), C=x.shape[0],
+                                       H=x.shape[1], W=x.shape[2], M=w.shape[0], nnz=int(np.count_nonzero(w)))
+            try:
+                f = filters.get(name, w)
+                timings, walls, out = _timed_calls(
+                    lambda f=f, name=name: gpuopt.sparse_conv2d(x, f, variant=name, timing=True),
+                    warmup=reps["warmup"], repeat=reps["repeat"], max_time_s=reps["max_time_s"])
+                row.update(**median_timing(timings), wall_ms=float(np.median(walls)), repeats=len(timings))
+                if name != "cpu":
+                    row["exact_vs_cpu"] = bool(np.array_equal(_host(out), ref))
+                    if not row["exact_vs_cpu"]:
+                        res.notes.append(f"sparse {name}: result differs from the cpu reference")
+            except Exception as exc:  # noqa: BLE001
+                row["error"] = _error(exc)
+                res.notes.append(f"sparse {name}: {row['error']}")
+            res.rows.append(row)
+            prog.update(name)
+    cpu_total = next((r["total_ms"] for r in res.rows if r["variant"] == "cpu" and r.get("total_ms")), None)
+    for row in res.rows:
+        if cpu_total and row.get("total_ms"):
+            row["speedup_vs_cpu"] = cpu_total / row["total_ms"]
+    return res
+
+
+def table_sparse(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
+    """Per variant: filter format, kernel / transfer / total ms, speed-up over cpu, exactness."""
+    body = [[r["variant"], r["filter_format"], _fmt(r.get("kernel_ms"), ".4g"), _fmt(r.get("transfer_ms"), ".4g"),
+             _fmt(r.get("total_ms"), ".4g"), _fmt(r.get("speedup_vs_cpu"), ".1f"),
+             "reference" if r["variant"] == "cpu" else _fmt(r.get("exact_vs_cpu"))] for r in rows]
+    head = (f"{rows[0]['C']} maps {rows[0]['H']}x{rows[0]['W']}, {rows[0]['M']} filters ({SPARSE_FILTER_NOTE})\n"
+            if rows else "")
+    return head + format_table(["variant", "filters", "kernel ms", "transfer ms", "total ms", "speedup vs cpu",
+                                "exact"], body) + _errors(rows)
+
+
+def plot_sparse(meta, rows, path: Path) -> Path:
+    """Stacked bars per variant: kernels, then transfers (log y when the CPU bar dwarfs the rest)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    good = _ok(rows, "total_ms")
+    title = f"NCTU sparse conv layer: kernel + transfer time\n({SPARSE_FILTER_NOTE})"
+    if not good:
+        _empty(ax, "no successful measurements")
+        return _finish(fig, ax, meta, title, path)
+    names = [r["variant"] + ("" if r.get("filter_format") in (None, "dense") else f"\n({r['filter_format']})")
+             for r in good]
+    xs = range(len(good))
+    kernel = [max(r.get("kernel_ms") or 0.0, 0.0) for r in good]
+    transfer = [max(r.get("transfer_ms") or 0.0, 0.0) for r in good]
+    totals = [r["total_ms"] for r in good]
+    log = _log_if_wide(ax, totals, 20)
+    floor = min(v for v in kernel + transfer + totals if v > 0) / 3 if log else 0.0
+    ax.bar(xs, [max(k, floor) - floor for k in kernel], width=0.6, bottom=floor, label="kernels", color="tab:blue")
+    ax.bar(xs, transfer, width=0.6, bottom=[max(k, floor) for k in kernel], label="transfers (h2d + d2h)",
+           color="tab:orange")
+    for x, r in zip(xs, good):
+        text = f"{r['total_ms']:.3g} ms"
+        if r.get("speedup_vs_cpu") and r["variant"] != "cpu":
+            text += f"\n{r['speedup_vs_cpu']:.3g}x cpu"
+        if r.get("exact_vs_cpu") is False:
+            text += "\nNOT EXACT"
+        ax.annotate(text, (x, r["total_ms"]), xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
+                    fontsize=8)
+    if log:
+        ax.set_ylim(bottom=floor)
+    _headroom(ax, totals, 1.35)
+    ax.set_xlim(-0.6, max(len(good), 2) - 0.4)
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(names, fontsize=9)
+    first = good[0]
+    ax.set_xlabel(f"variant (filter format); {first.get('C')} input maps {first.get('H')}x{first.get('W')}, "
+                  f"{first.get('M')} filters 3x3")
+    ax.set_ylabel("time (ms" + (", log scale" if log else "") + "): kernels + transfers")
+    return _finish(fig, ax, meta, title, path)
+
+
+STUDY = Study("sparse", "sparse_conv2d", "NCTU sparse convolution layer",
+              "dense vs COO vs FAST vs cpu on the lab's inNeu: kernel + transfer time, exactness",
+              SPARSE_VARIANTS, SPARSE_COLUMNS, run_sparse, table_sparse, figures=plot_sparse,
+              outputs=(Output("sparse.png"),))

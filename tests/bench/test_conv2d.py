@@ -1,0 +1,20 @@
+"""The conv2d study (every variant vs cuDNN on the CS6235 configurations), on a fake GPU."""
+
+from __future__ import annotations
+
+import gpuopt
+from gpuopt.bench.studies import STUDIES, conv2d
+from gpuopt.bench.study import Plan
+
+
+def test_conv2d_study_runs_every_gpu_variant(fake_conv_gpu):
+    res = STUDIES["conv2d"].run(Plan(gpu=True, tiny=True, progress=False))
+    table = gpuopt.variants("conv2d")
+    expected = [n for n, v in table.items() if v.needs_cuda and n != "cudnn"] + ["cudnn", "cudnn-any"]
+    assert [r["variant"] for r in res.rows if r["conf"] == "conf1"] == expected
+    assert {"implicit_gemm", "tiled_corner_turn", "general"} <= set(expected)
+    by = {(r["conf"], r["variant"]): r for r in res.rows}
+    assert "64 KB" in by[("conf2", "unroll_constmem")]["skipped"] and not by[("conf2", "unroll_constmem")].get("error")
+    assert by[("conf1", "unroll_constmem")]["median_ms"] > 0 and by[("conf1", "cudnn")]["speedup_vs_cudnn"] == 1.0
+    text = conv2d.table_conv2d(res.rows)
+    assert "not applicable" in text and "unroll_constmem @ conf=conf2" in text
