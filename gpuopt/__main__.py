@@ -1,7 +1,9 @@
 """Command line: ``python -m gpuopt {info,variants,check}``.
 
 * ``info``      what was compiled and which device is here;
-* ``variants``  every variant of every op (or of one op) with its parameters;
+* ``variants``  every variant of every op (or of one op) with its parameters; ``--where`` adds where
+                each one lives: its kernel source and launcher, its test, the figures and tables that
+                show it (paths relative to the repository root);
 * ``check``     runs every variant usable here on fresh random inputs, awkward sizes
                 included, against the CPU reference (and the CPU reference against
                 NumPy), and prints one line per variant. Exit status 1 on any mismatch.
@@ -98,12 +100,26 @@ def cmd_check(seed: int | None) -> int:
     return 1 if failures else 0
 
 
+def _where(op: str) -> dict[str, str]:
+    """``variants --where`` lines of each variant of ``op``: kernel and launcher, test, figures."""
+    from gpuopt.where import where
+
+    lines = {}
+    for name, w in where(op).items():
+        launcher = f"  (launcher {w.binding})" if w.binding else ""
+        figures = ", ".join(w.figures) or "-"
+        lines[name] = f"    kernel   {w.kernel}{launcher}\n    test     {w.test}\n    figures  {figures}"
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gpuopt", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("info", help="build and device information (JSON)")
     pv = sub.add_parser("variants", help="list variants")
     pv.add_argument("op", nargs="?", help="one op (default: all)")
+    pv.add_argument("--where", action="store_true",
+                    help="where each variant lives: kernel source and launcher, test file, figures and tables")
     pc = sub.add_parser("check", help="check every usable variant against the references")
     pc.add_argument("--seed", type=int, default=None, help="random seed (default: fresh)")
     args = parser.parse_args(argv)
@@ -116,9 +132,12 @@ def main(argv: list[str] | None = None) -> int:
             table = {args.op: gpuopt.variants(args.op)} if args.op else gpuopt.variants()
         except ValueError as exc:
             parser.error(str(exc))
-        for vs in table.values():
+        for op, vs in table.items():
+            places = _where(op) if args.where else {}
             for v in vs.values():
                 print(v)
+                if v.name in places:
+                    print(places[v.name])
         return 0
     return cmd_check(args.seed)
 

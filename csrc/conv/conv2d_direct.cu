@@ -310,7 +310,7 @@ DirectRegblockPlan conv2d_direct_regblock_plan(const Conv2dShape& s, int k_tile,
     if (pixels == 0) {
         // 2 pixels per thread (4 with at most 8 maps, whose blocks have fewer maps to spread the staging
         // over), fewer when the last, partial run would waste more than 1/8 of its slots. Measured on the
-        // H200 (benchmarks/tune_conv_auto.py): 4 pixels of 16 maps need ~128 registers and lose occupancy.
+        // H200 (the tune_conv_auto study): 4 pixels of 16 maps need ~128 registers and lose occupancy.
         pixels = 1;
         for (int pt : {4, 2}) {
             if (pt == 4 && s.K > 8) continue;

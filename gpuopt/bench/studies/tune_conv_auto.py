@@ -1,5 +1,5 @@
 """tune_conv_auto (opt-in, GPU only): the sweep behind conv2d ``auto``'s heuristic
-(gpuopt/_conv_auto.py). gpuopt's candidate kernels and their parameters against cuDNN
+(gpuopt/conv/auto.py). gpuopt's candidate kernels and their parameters against cuDNN
 (strict FP32, its algorithm named) on the eight layers auto is held to: CS6235 conf1-4 and
 the ECE408 Fashion-MNIST and MNIST layers at 10,000 images. L2 flushed before every run;
 median of up to 15 event-timed runs -> tune_conv_auto.csv/.json and tune_conv_auto.log (per
