@@ -449,9 +449,8 @@ def plot_matmul(meta, rows, path: Path) -> Path:
             text += f", {s['pct_peak']:.0f}% peak"
         bx.annotate(text, (s["gflops"], y), va="center", fontsize=7.5)
     bx.set_yticks(ys)
-    # The bars are numbered top to bottom; a variant's ladder step is in the ladder table.
-    number = iter(range(1, len(steps) + 1))
-    bx.set_yticklabels([s["label"] if s["step"] == "ref" else f"{next(number)}. {s['label']}" for s in steps],
+    # Each bar carries its variant's ladder step (the registry's order), as the ladder table does.
+    bx.set_yticklabels([s["label"] if s["step"] in ("ref", None) else f"{s['step']}. {s['label']}" for s in steps],
                        fontsize=8)
     bx.set_ylim(max(len(steps), 6) - 0.5, -0.5)  # step 1 on top; thin bars even for few steps
     top = max([*vals, peak or 0.0])
