@@ -79,7 +79,8 @@ def _layer_names() -> list[str]:
 
 def _resolved_label(variant: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """The candidate's label with every parameter resolved (defaults filled in), and those parameters."""
-    _, full = gpuopt.registry.resolve("conv2d", variant, params, require_device=False)
+    v = gpuopt.variants("conv2d")[variant]  # the variants this study compares (not the registry's internals)
+    full = {**v.defaults(), **{k: v.params[k].check(value, f"conv2d/{variant}") for k, value in params.items()}}
     return entry_label(variant, full), full
 
 
