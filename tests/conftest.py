@@ -86,6 +86,12 @@ def conv_call(cuda, x, w, bias, y, shape, activation="none"):
     return cuda.Conv2dArgs(x, w, bias, y, cuda.Conv2dShape(*shape), activation)
 
 
+def fake_conv_call(cuda, shape, activation="none", *, x=256):
+    """A conv2d launcher's argument struct with fake device addresses (256; ``x`` may be 0 for a null pointer), for
+    calls the launcher rejects before any CUDA call: they are never dereferenced."""
+    return conv_call(cuda, x, 256, 0, 256, shape, activation)
+
+
 class DeviceTouched(Exception):
     """Raised by CheckOnlyContext when a variant gets as far as copying an input to the device."""
 

@@ -152,7 +152,9 @@ def test_no_repeated_conv_binding_signature():
     hits = {p.name: len(shape_args.findall(p.read_text())) for p in (REPO / "csrc" / "bindings").glob("*.cpp")}
     assert sum(hits.values()) == 1, hits
     for path in (REPO / "csrc" / "bindings").glob("cuda_conv*.cpp"):
-        for launcher in re.findall(r"def_conv2d\(m, [^,]+, \[[^\]]*\]\(([^,)]*)", path.read_text()):
+        launchers = re.findall(r"def_conv2d\(m,\s*[^,]+,\s*\[[^\]]*\]\(([^,)]*)", path.read_text())
+        assert launchers, path.name
+        for launcher in launchers:
             assert launcher.strip() == "const Conv2dArgs& a", (path.name, launcher)
 
 

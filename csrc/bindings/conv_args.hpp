@@ -2,6 +2,7 @@
 //
 //   conv2d_<variant>(args: Conv2dArgs, *, <the variant's parameters>)   runs it (GIL released)
 //   check.conv2d_<variant>(shape: Conv2dShape, *, <the same parameters>) its launcher's host-side checks
+//                                                                        (where it has some)
 //
 // Conv2dShape is the problem in the reports' names (N, C, H, W, K, R, S, stride u, v, padding ph, pw);
 // Conv2dArgs adds the device addresses of x, w, bias (0: none) and y and the activation. gpuopt.conv builds
@@ -10,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "../common/activation.hpp"
@@ -35,22 +37,23 @@ void run_conv(const Conv2dArgs& a, Launch&& launch) {
            a.act);
 }
 
-// Binds conv2d variant `variant`: `launch(const Conv2dArgs&, params...)` and, when given,
-// `check(const Conv2dShape&, params...)`, both taking `params` (py::arg...) as keyword-only arguments.
-template <typename Launch, typename... Params>
-void def_conv2d(py::module_& m, const char* variant, Launch&& launch, const Params&... params) {
-    if constexpr (sizeof...(Params) == 0)
-        def_variant(m, "conv2d", variant, std::forward<Launch>(launch), py::arg("args"));
-    else
-        def_variant(m, "conv2d", variant, std::forward<Launch>(launch), py::arg("args"), py::kw_only(), params...);
-}
+// No host-side checks of its own (def_conv2d's `check` argument): the launcher's run at launch.
+struct NoCheck {};
 
-template <typename Check, typename... Params>
-void def_conv2d_check(py::module_& m, const char* variant, Check&& check, const Params&... params) {
-    if constexpr (sizeof...(Params) == 0)
-        def_check(m, "conv2d", variant, std::forward<Check>(check), py::arg("shape"));
-    else
-        def_check(m, "conv2d", variant, std::forward<Check>(check), py::arg("shape"), py::kw_only(), params...);
+// Binds conv2d variant `variant` with its keyword parameters `params` (py::arg..., written once):
+// `launch(const Conv2dArgs&, params...)` as conv2d_<variant> and, unless `check` is NoCheck,
+// `check(const Conv2dShape&, params...)` as check.conv2d_<variant>.
+template <typename Launch, typename Check, typename... Params>
+void def_conv2d(py::module_& m, const char* variant, Launch&& launch, Check&& check, const Params&... params) {
+    if constexpr (sizeof...(Params) == 0) {
+        def_variant(m, "conv2d", variant, std::forward<Launch>(launch), py::arg("args"));
+        if constexpr (!std::is_same_v<std::decay_t<Check>, NoCheck>)
+            def_check(m, "conv2d", variant, std::forward<Check>(check), py::arg("shape"));
+    } else {
+        def_variant(m, "conv2d", variant, std::forward<Launch>(launch), py::arg("args"), py::kw_only(), params...);
+        if constexpr (!std::is_same_v<std::decay_t<Check>, NoCheck>)
+            def_check(m, "conv2d", variant, std::forward<Check>(check), py::arg("shape"), py::kw_only(), params...);
+    }
 }
 
 }  // namespace gpuopt::bind

@@ -55,12 +55,12 @@ void bind_conv_types(py::module_& m) {
 
 void bind_conv(py::module_& m) {
     bind_conv_types(m);
-    def_conv2d(m, "basic", [](const Conv2dArgs& a) { run_conv(a, conv::conv2d_basic); });
+    def_conv2d(m, "basic", [](const Conv2dArgs& a) { run_conv(a, conv::conv2d_basic); }, NoCheck{});
 #if defined(GPUOPT_WITH_CUDNN)
     def_conv2d(m, "cudnn", [](const Conv2dArgs& a, const std::string& algorithms) {
         const conv::CudnnAlgorithms algos = conv::cudnn_algorithms_from_string(algorithms);
         run_conv(a, [algos](auto... p) { conv::conv2d_cudnn(p..., algos); });
-    }, py::arg("algorithms"));
+    }, NoCheck{}, py::arg("algorithms"));
     m.def("conv2d_cudnn_algorithm", [](const conv::Conv2dShape& s, const std::string& algorithms) {
         const conv::CudnnAlgorithms algos = conv::cudnn_algorithms_from_string(algorithms);
         py::gil_scoped_release release;  // the first call for a shape benchmarks the algorithms

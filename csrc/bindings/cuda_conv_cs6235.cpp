@@ -12,7 +12,8 @@ namespace {
 
 using conv::Cs6235Variant;
 
-conv::Cs6235Config cs6235_config(Cs6235Variant variant, int block_size, int unroll, const std::string& loop_order) {
+conv::Cs6235Config cs6235_config(Cs6235Variant variant, int block_size, int unroll = 0,
+                                 const std::string& loop_order = "crs") {
     conv::Cs6235Config cfg;
     cfg.variant = variant;
     cfg.block_size = block_size;
@@ -21,50 +22,32 @@ conv::Cs6235Config cs6235_config(Cs6235Variant variant, int block_size, int unro
     return cfg;
 }
 
-// Binds one variant whose parameters are (block_size, unroll, loop_order) or a prefix of them; the others
-// take the values its config needs (no unroll, crs).
-void def_cs6235(py::module_& m, const char* name, Cs6235Variant variant) {
-    switch (variant) {
-        case Cs6235Variant::UnrollK:
-            def_conv2d(m, name, [variant](const Conv2dArgs& a, int block_size, int unroll, const std::string& order) {
-                const conv::Cs6235Config cfg = cs6235_config(variant, block_size, unroll, order);
-                run_conv(a, [&cfg](auto... p) { conv::conv2d_cs6235(p..., cfg); });
-            }, py::arg("block_size"), py::arg("unroll"), py::arg("loop_order"));
-            def_conv2d_check(m, name, [variant](const conv::Conv2dShape& s, int block_size, int unroll,
-                                                const std::string& order) {
-                conv::conv2d_cs6235_plan(s, cs6235_config(variant, block_size, unroll, order));
-            }, py::arg("block_size"), py::arg("unroll"), py::arg("loop_order"));
-            break;
-        case Cs6235Variant::UnrollC:
-            def_conv2d(m, name, [variant](const Conv2dArgs& a, int block_size, int unroll) {
-                const conv::Cs6235Config cfg = cs6235_config(variant, block_size, unroll, "crs");
-                run_conv(a, [&cfg](auto... p) { conv::conv2d_cs6235(p..., cfg); });
-            }, py::arg("block_size"), py::arg("unroll"));
-            def_conv2d_check(m, name, [variant](const conv::Conv2dShape& s, int block_size, int unroll) {
-                conv::conv2d_cs6235_plan(s, cs6235_config(variant, block_size, unroll, "crs"));
-            }, py::arg("block_size"), py::arg("unroll"));
-            break;
-        default:
-            def_conv2d(m, name, [variant](const Conv2dArgs& a, int block_size) {
-                const conv::Cs6235Config cfg = cs6235_config(variant, block_size, 0, "crs");
-                run_conv(a, [&cfg](auto... p) { conv::conv2d_cs6235(p..., cfg); });
-            }, py::arg("block_size"));
-            def_conv2d_check(m, name, [variant](const conv::Conv2dShape& s, int block_size) {
-                conv::conv2d_cs6235_plan(s, cs6235_config(variant, block_size, 0, "crs"));
-            }, py::arg("block_size"));
-    }
+// Binds one variant whose keyword parameters, of types P, are (block_size, unroll, loop_order) or a prefix of
+// them: cs6235_config fills the rest (no unroll, crs). Its check is the plan, which validates without a GPU.
+template <typename... P, typename... Params>
+void def_cs6235(py::module_& m, const char* name, Cs6235Variant variant, const Params&... params) {
+    def_conv2d(m, name,
+               [variant](const Conv2dArgs& a, P... p) {
+                   const conv::Cs6235Config cfg = cs6235_config(variant, p...);
+                   run_conv(a, [&cfg](auto... q) { conv::conv2d_cs6235(q..., cfg); });
+               },
+               [variant](const conv::Conv2dShape& s, P... p) {
+                   conv::conv2d_cs6235_plan(s, cs6235_config(variant, p...));
+               },
+               params...);
 }
 
 }  // namespace
 
 void bind_conv_cs6235(py::module_& m) {
-    def_cs6235(m, "plain", Cs6235Variant::Plain);
-    def_cs6235(m, "reorder", Cs6235Variant::Reorder);
-    def_cs6235(m, "unroll_k", Cs6235Variant::UnrollK);
-    def_cs6235(m, "unroll_c", Cs6235Variant::UnrollC);
-    def_cs6235(m, "unroll_nk", Cs6235Variant::UnrollNK);
-    def_cs6235(m, "shared", Cs6235Variant::Shared);
-    def_cs6235(m, "general", Cs6235Variant::General);
+    const auto block_size = py::arg("block_size"), unroll = py::arg("unroll"), loop_order = py::arg("loop_order");
+    def_cs6235<int>(m, "plain", Cs6235Variant::Plain, block_size);
+    def_cs6235<int>(m, "reorder", Cs6235Variant::Reorder, block_size);
+    def_cs6235<int, int, const std::string&>(m, "unroll_k", Cs6235Variant::UnrollK, block_size, unroll, loop_order);
+    def_cs6235<int, int>(m, "unroll_c", Cs6235Variant::UnrollC, block_size, unroll);
+    def_cs6235<int>(m, "unroll_nk", Cs6235Variant::UnrollNK, block_size);
+    def_cs6235<int>(m, "shared", Cs6235Variant::Shared, block_size);
+    def_cs6235<int>(m, "general", Cs6235Variant::General, block_size);
 
     // What a variant runs on a shape: host logic only, so it works without a GPU.
     m.def("conv2d_cs6235_plan", [](const std::string& variant, const conv::Conv2dShape& s, int block_size, int unroll,

@@ -12,9 +12,8 @@ namespace gpuopt::bind {
 void bind_conv_direct(py::module_& m) {
     def_conv2d(m, "direct_regblock", [](const Conv2dArgs& a, int k_tile, int pixels) {
         run_conv(a, [&](auto... p) { conv::conv2d_direct_regblock(p..., k_tile, pixels); });
-    }, py::arg("k_tile"), py::arg("pixels"));
-    // The plan's validity does not depend on the GPU's multiprocessor count (only its map grouping does).
-    def_conv2d_check(m, "direct_regblock", [](const conv::Conv2dShape& s, int k_tile, int pixels) {
+    }, [](const conv::Conv2dShape& s, int k_tile, int pixels) {
+        // The plan validates; its validity does not depend on the GPU's multiprocessor count (its map grouping does).
         conv::conv2d_direct_regblock_plan(s, k_tile, pixels, 1);
     }, py::arg("k_tile"), py::arg("pixels"));
 

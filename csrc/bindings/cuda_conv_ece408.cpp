@@ -13,8 +13,7 @@ using TiledCheck = void (*)(const conv::Conv2dShape&, int);
 void def_tiled(py::module_& m, const char* name, TiledFn launch, TiledCheck check) {
     def_conv2d(m, name, [launch](const Conv2dArgs& a, int tile_width) {
         run_conv(a, [&](auto... p) { launch(p..., tile_width); });
-    }, py::arg("tile_width"));
-    def_conv2d_check(m, name, check, py::arg("tile_width"));
+    }, check, py::arg("tile_width"));
 }
 
 }  // namespace
@@ -26,12 +25,10 @@ void bind_conv_ece408(py::module_& m) {
 
     def_conv2d(m, "tiled_channels", [](const Conv2dArgs& a, int tile_width, int channels_per_block) {
         run_conv(a, [&](auto... p) { conv::conv2d_tiled_channels(p..., tile_width, channels_per_block); });
-    }, py::arg("tile_width"), py::arg("channels_per_block"));
-    def_conv2d_check(m, "tiled_channels", &conv::conv2d_tiled_channels_check, py::arg("tile_width"),
-                     py::arg("channels_per_block"));
+    }, &conv::conv2d_tiled_channels_check, py::arg("tile_width"), py::arg("channels_per_block"));
 
-    def_conv2d(m, "unroll_constmem", [](const Conv2dArgs& a) { run_conv(a, conv::conv2d_unroll_constmem); });
-    def_conv2d_check(m, "unroll_constmem", &conv::conv2d_unroll_constmem_check);
+    def_conv2d(m, "unroll_constmem", [](const Conv2dArgs& a) { run_conv(a, conv::conv2d_unroll_constmem); },
+               &conv::conv2d_unroll_constmem_check);
 }
 
 }  // namespace gpuopt::bind

@@ -14,19 +14,15 @@ void bind_conv_gemm(py::module_& m) {
     // scratch_limit_bytes is not a registry parameter: a budget the tests shrink to force chunks of images.
     def_conv2d(m, "unroll", [](const Conv2dArgs& a, const std::string& gemm, std::int64_t scratch_limit_bytes) {
         run_conv(a, [&](auto... p) { conv::conv2d_unroll(p..., gemm, scratch_limit_bytes); });
-    }, py::arg("gemm"), py::arg("scratch_limit_bytes") = conv::kUnrollScratchBytes);
-    def_conv2d_check(m, "unroll", &conv::conv2d_unroll_check, py::arg("gemm"),
-                     py::arg("scratch_limit_bytes") = conv::kUnrollScratchBytes);
+    }, &conv::conv2d_unroll_check, py::arg("gemm"), py::arg("scratch_limit_bytes") = conv::kUnrollScratchBytes);
 
     def_conv2d(m, "implicit_gemm", [](const Conv2dArgs& a, int tile) {
         run_conv(a, [&](auto... p) { conv::conv2d_implicit_gemm(p..., tile); });
-    }, py::arg("tile"));
-    def_conv2d_check(m, "implicit_gemm", &conv::conv2d_implicit_gemm_check, py::arg("tile"));
+    }, &conv::conv2d_implicit_gemm_check, py::arg("tile"));
 
     def_conv2d(m, "implicit_gemm_fast", [](const Conv2dArgs& a, const std::string& tile) {
         run_conv(a, [&](auto... p) { conv::conv2d_implicit_gemm_fast(p..., tile); });
-    }, py::arg("tile"));
-    def_conv2d_check(m, "implicit_gemm_fast", &conv::conv2d_implicit_gemm_fast_check, py::arg("tile"));
+    }, &conv::conv2d_implicit_gemm_fast_check, py::arg("tile"));
 
     m.def("conv2d_unroll_chunk_images", &conv::conv2d_unroll_chunk_images, py::arg("shape"),
           py::arg("scratch_limit_bytes") = conv::kUnrollScratchBytes,

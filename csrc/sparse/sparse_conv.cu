@@ -151,8 +151,8 @@ void check_shape(const SparseConvShape& s) {
     GPUOPT_REQUIRE(s.C >= 1 && s.M >= 1, "sparse_conv: C and M must be >= 1");
     GPUOPT_REQUIRE(s.H >= 2 && s.W >= 2, "sparse_conv: H and W must be >= 2 (2x2 max pool)");
     GPUOPT_REQUIRE(s.R >= 1 && s.S >= 1 && s.R <= kMaxTaps && s.S <= kMaxTaps && s.R % 2 == 1 && s.S % 2 == 1,
-                   "sparse_conv (CUDA): R and S must be odd and at most 9, got " + std::to_string(s.R) + "x" +
-                       std::to_string(s.S));
+                   "sparse_conv (CUDA): the kernels take filters with odd sides up to 9x9 (FAST's one-digit rows and "
+                   "columns), got " + std::to_string(s.R) + "x" + std::to_string(s.S) + "; use variant='cpu'");
     // Per-map offsets and the m, c loop counters are int in the kernels.
     GPUOPT_REQUIRE(s.C <= INT_MAX && s.M <= INT_MAX && s.H <= INT_MAX && s.W <= INT_MAX && s.H * s.W <= INT_MAX,
                    "sparse_conv (CUDA): C, M and H*W must be < 2^31");

@@ -4,9 +4,10 @@ The launcher is the one the binding rule names for the variant being run (``ctx.
 ``conv2d_<variant>(args, **params)``, where ``args`` is one ``Conv2dArgs`` (the device addresses of
 x, w, bias and y, the shape in the reports' names, the activation). When the launcher has host-side
 checks (``check.conv2d_<variant>(shape, **params)``: shape and parameter limits the C++ knows, such as
-the 64 KB constant bank or the 32-bit index ranges), they run first, before any input is copied to the
-device; the launcher runs them again, and its device-dependent checks (shared memory), before it
-launches anything.
+the 64 KB constant bank or the 32-bit index ranges), they run first when an input must be copied to the
+device, so that nothing is copied for a call that will be rejected. The launcher runs the same checks
+itself, and its device-dependent ones (shared memory), before it launches anything: with every input
+already on the device the Python-side call would only repeat them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .._exec import ExecContext
+from ..cuda import DeviceArray
 from .._ext import cuda_host_module, host_check, launcher
 from .problem import Conv2dProblem
 
@@ -30,9 +32,10 @@ def conv2d_shape(p: Conv2dProblem) -> Any:
 def run_gpu(ctx: ExecContext, p: Conv2dProblem, **params: Any) -> Any:
     """Run ``ctx.variant``'s launcher on ``p`` with its (resolved, launcher-ready) parameters."""
     shape = conv2d_shape(p)
-    check = host_check(ctx.variant)
-    if check is not None:
-        check(shape, **params)
+    if not all(isinstance(a, DeviceArray) for a in (p.x, p.w, p.bias) if a is not None):
+        check = host_check(ctx.variant)
+        if check is not None:
+            check(shape, **params)
     run = launcher(ctx.variant)
     dx, dw = ctx.device(p.x), ctx.device(p.w)
     dbias = None if p.bias is None else ctx.device(p.bias)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import gpuopt
-from conftest import conv_call, cuda_module_without_gpu, needs_cuda_build, passes_host_checks
+from conftest import cuda_module_without_gpu, fake_conv_call, needs_cuda_build, passes_host_checks
 from gpuopt import registry
 from gpuopt.conv import Conv2dProblem
 
@@ -113,31 +113,30 @@ def test_tiled_channels_rejects_blocks_over_1024_threads_before_touching_the_dev
                            "the launchers with real device arrays)")
 def test_launchers_validate_before_any_cuda_call():
     cuda = cuda_module_without_gpu()
-    fake = 256  # never dereferenced: every call below is rejected before a launch
-    good = (1, 2, 40, 40, 3, 3, 3, 1, 1, 0, 0)
+    good = (1, 2, 40, 40, 3, 3, 3, 1, 1, 0, 0)  # every call below is rejected before a launch
 
-    def call(x, shape, **kw):
-        return conv_call(cuda, x, fake, 0, fake, shape)
+    def call(x, shape):
+        return fake_conv_call(cuda, shape, x=x)
 
     for name in ("conv2d_tiled", "conv2d_tiled_unrolled", "conv2d_tiled_corner_turn", "conv2d_tiled_channels"):
         fn = getattr(cuda, name)
         one = {"channels_per_block": 1} if name == "conv2d_tiled_channels" else {}
         with pytest.raises(ValueError, match=r"33 x 33 (x 1 )?= 1089 threads; the limit is 1024"):
-            fn(call(fake, good), tile_width=33, **one)
+            fn(call(256, good), tile_width=33, **one)
         with pytest.raises(ValueError, match="tile_width must be >= 1"):
-            fn(call(fake, good), tile_width=0, **one)
+            fn(call(256, good), tile_width=0, **one)
         with pytest.raises(ValueError, match="must be device pointers"):
             fn(call(0, good), tile_width=16, **one)
         with pytest.raises(ValueError, match="filter larger than the padded input"):
-            fn(call(fake, (1, 2, 5, 5, 3, 7, 3, 1, 1, 0, 0)), tile_width=16, **one)
+            fn(call(256, (1, 2, 5, 5, 3, 7, 3, 1, 1, 0, 0)), tile_width=16, **one)
     with pytest.raises(ValueError, match="32 x 32 x 2 = 2048 threads"):
-        cuda.conv2d_tiled_channels(call(fake, good), tile_width=32, channels_per_block=2)
+        cuda.conv2d_tiled_channels(call(256, good), tile_width=32, channels_per_block=2)
     with pytest.raises(ValueError, match="channels_per_block must be >= 1"):
-        cuda.conv2d_tiled_channels(call(fake, good), tile_width=16, channels_per_block=0)
+        cuda.conv2d_tiled_channels(call(256, good), tile_width=16, channels_per_block=0)
     with pytest.raises(ValueError, match=r"16385\*1\*1 floats = 65540 bytes\) does not fit the 65536-byte"):
-        cuda.conv2d_unroll_constmem(call(fake, (1, 16385, 2, 2, 1, 1, 1, 1, 1, 0, 0)))
+        cuda.conv2d_unroll_constmem(call(256, (1, 16385, 2, 2, 1, 1, 1, 1, 1, 0, 0)))
     with pytest.raises(ValueError, match="over 2\\^63 bytes\\) does not fit the 65536-byte"):  # K*C*R*S overflows
-        cuda.conv2d_unroll_constmem(call(fake, (1, 2**40, 1, 1, 2**40, 1, 1, 1, 1, 0, 0)))
+        cuda.conv2d_unroll_constmem(call(256, (1, 2**40, 1, 1, 2**40, 1, 1, 1, 1, 0, 0)))
 
 
 @needs_cuda_build

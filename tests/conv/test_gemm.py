@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 import gpuopt
-from conftest import conv_call, cuda_build, cuda_module_without_gpu, needs_cuda_build, passes_host_checks
+from conftest import cuda_build, cuda_module_without_gpu, fake_conv_call, needs_cuda_build, passes_host_checks
 from gpuopt import registry
 from gpuopt.conv import Conv2dProblem
 from gpuopt.conv.gemm import unroll_chunk_images
@@ -171,11 +171,10 @@ def test_unroll_chunk_rule_is_the_documented_one(shape, budget):
                            "launchers with real device arrays)")
 def test_launchers_validate_before_any_cuda_call():
     cuda = cuda_module_without_gpu()
-    fake = 256  # never dereferenced: every call below is rejected before a launch
-    good = (1, 2, 9, 9, 3, 3, 3, 1, 1, 0, 0)
+    good = (1, 2, 9, 9, 3, 3, 3, 1, 1, 0, 0)  # every call below is rejected before a launch
 
     def call(x, shape, activation="none"):
-        return conv_call(cuda, x, fake, 0, fake, shape, activation)
+        return fake_conv_call(cuda, shape, activation, x=x)
 
     calls = {"conv2d_unroll": {"gemm": "async"}, "conv2d_implicit_gemm": {"tile": 16},
              "conv2d_implicit_gemm_fast": {"tile": "64x64x8"}}
@@ -184,23 +183,23 @@ def test_launchers_validate_before_any_cuda_call():
         with pytest.raises(ValueError, match="must be device pointers"):
             fn(call(0, good), **kw)
         with pytest.raises(ValueError, match="filter larger than the padded input"):
-            fn(call(fake, (1, 2, 5, 5, 3, 7, 3, 1, 1, 0, 0)), **kw)
+            fn(call(256, (1, 2, 5, 5, 3, 7, 3, 1, 1, 0, 0)), **kw)
         with pytest.raises(ValueError, match="activation must be"):
-            fn(call(fake, good, "sigmoid"), **kw)
+            fn(call(256, good, "sigmoid"), **kw)
         with pytest.raises(ValueError, match=r"C\*R\*S = 65536\*256\*256 must be < 2\^31 - 1024"):
-            fn(call(fake, (1, 2**16, 256, 256, 1, 256, 256, 1, 1, 0, 0)), **kw)
+            fn(call(256, (1, 2**16, 256, 256, 1, 256, 256, 1, 1, 0, 0)), **kw)
         with pytest.raises(ValueError, match=r"C\*H\*W = 2\*32768\*32768 must be < 2\^31"):
-            fn(call(fake, (1, 2, 2**15, 2**15, 1, 1, 1, 1, 1, 0, 0)), **kw)
+            fn(call(256, (1, 2, 2**15, 2**15, 1, 1, 1, 1, 1, 0, 0)), **kw)
     for name in ("conv2d_implicit_gemm", "conv2d_implicit_gemm_fast"):
         with pytest.raises(ValueError, match=r"N\*P\*Q = 1048576\*4096 must be < 2\^31 - 1024"):
-            getattr(cuda, name)(call(fake, (2**20, 1, 64, 64, 3, 1, 1, 1, 1, 0, 0)), **calls[name])
+            getattr(cuda, name)(call(256, (2**20, 1, 64, 64, 3, 1, 1, 1, 1, 0, 0)), **calls[name])
     with pytest.raises(ValueError, match="tile must be 16 or 32"):
-        cuda.conv2d_implicit_gemm(call(fake, good), tile=64)
+        cuda.conv2d_implicit_gemm(call(256, good), tile=64)
     with pytest.raises(ValueError, match="tile must be one of 64x64x8"):
-        cuda.conv2d_implicit_gemm_fast(call(fake, good), tile="auto")
+        cuda.conv2d_implicit_gemm_fast(call(256, good), tile="auto")
     with pytest.raises(ValueError, match="gemm must be 'async', 'warptile', 'shared' or 'naive'"):
-        cuda.conv2d_unroll(call(fake, good), gemm="cublas")
+        cuda.conv2d_unroll(call(256, good), gemm="cublas")
     with pytest.raises(ValueError, match="scratch_limit_bytes must be positive"):
-        cuda.conv2d_unroll(call(fake, good), gemm="async", scratch_limit_bytes=0)
+        cuda.conv2d_unroll(call(256, good), gemm="async", scratch_limit_bytes=0)
     with pytest.raises(ValueError, match="gemm 'naive' takes at most 1048560 maps"):
-        cuda.conv2d_unroll(call(fake, (1, 1, 1, 1, 1048561, 1, 1, 1, 1, 0, 0)), gemm="naive")
+        cuda.conv2d_unroll(call(256, (1, 1, 1, 1, 1048561, 1, 1, 1, 1, 0, 0)), gemm="naive")
