@@ -64,5 +64,7 @@ void bind_conv_gemm(py::module_& m);
 void bind_conv_direct(py::module_& m);
 void bind_kmeans(py::module_& m);
 void bind_sparse(py::module_& m);
+void bind_nn(py::module_& m);            // cuda_nn.cpp: the layer ops
+void bind_nn_conv_pool(py::module_& m);  // cuda_nn_conv_pool.cpp: fused convolution + activation + pooling
 
 }  // namespace gpuopt::bind

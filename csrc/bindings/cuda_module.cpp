@@ -156,4 +156,6 @@ PYBIND11_MODULE(_cuda, m) {
     gpuopt::bind::bind_conv_direct(m);
     gpuopt::bind::bind_kmeans(m);
     gpuopt::bind::bind_sparse(m);
+    gpuopt::bind::bind_nn(m);
+    gpuopt::bind::bind_nn_conv_pool(m);
 }
