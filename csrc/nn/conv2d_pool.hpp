@@ -1,0 +1,57 @@
+// A whole convolutional layer in one pass: valid stride-1 convolution, bias, activation and
+// non-overlapping 2x2 pooling, so the unpooled output never goes to memory. The ECE408 MNIST
+// report fuses ReLU into its tiled convolution; this goes on and fuses the pool as well.
+//
+// x (N, C, H, W) float32 or uint8 (uint8 is divided by `input_divisor` as it is loaded, rounded as a
+// float32 division: raw MNIST pixels to [0, 1] on the device), w (K, C, R, S) float32, bias (K,) or
+// null, y (N, K, (H-R+1)/2, (W-S+1)/2) float32 (trailing conv rows/columns that do not fill a window
+// are dropped, as pool2d does). Device pointers, stream 0.
+#pragma once
+
+#include <cstdint>
+
+#include "../common/activation.hpp"
+#include "nn.hpp"
+
+namespace gpuopt::nn {
+
+struct ConvPoolShape {
+    std::int64_t N = 0, C = 0, H = 0, W = 0;  // input
+    std::int64_t K = 0, R = 0, S = 0;         // filters
+    std::int64_t pool = 2;                    // window side (and stride)
+    std::int64_t pooled_h() const { return (H - R + 1) / pool; }
+    std::int64_t pooled_w() const { return (W - S + 1) / pool; }
+};
+
+enum class InputType : int { Float32 = 0, Uint8 = 1 };
+
+// The launch the fused kernel makes for a shape (block tile, images and channels per block,
+// shared memory); the planner is the host-side check too.
+struct ConvPoolPlan {
+    int tile_p = 0, tile_q = 0;      // conv outputs per block tile (rows even, columns a multiple of 4)
+    int images = 0;                  // images per block
+    int channels_per_block = 0;      // output channels per block (multiple of 8)
+    int chunk_channels = 0;          // input channels staged in shared memory at a time
+    int threads = 0;
+    std::int64_t shared_bytes = 0;
+    std::int64_t blocks = 0;
+};
+
+// What the caller may fix; 0 picks per shape: output channels per block (a multiple of 8, <= 64) and images per
+// block (about 256 threads a block).
+struct ConvPoolConfig {
+    int channels_per_block = 0;
+    int images = 0;
+};
+
+// Filter sides the fused kernel is compiled for.
+constexpr int kConvPoolFilterSides[] = {3, 5};
+
+// Validates the shape (InvalidArgument naming what is wrong) and returns the launch; no GPU needed.
+ConvPoolPlan conv2d_pool_plan(const ConvPoolShape& s, const ConvPoolConfig& cfg = {});
+
+void conv2d_pool_fused(const void* x, InputType input_type, float input_divisor, const float* w,
+                       const float* bias, float* y, const ConvPoolShape& s, Activation act, PoolKind pool,
+                       const ConvPoolConfig& cfg = {});
+
+}  // namespace gpuopt::nn

@@ -1,0 +1,155 @@
+"""``conv2d_pool``: a whole convolutional layer, valid convolution + bias + activation + pooling.
+
+The ECE408 MNIST report fuses ReLU into its tiled convolution so the check costs no kernel of its own;
+``fused`` goes further and pools in the same pass, so the layer's unpooled output never goes to memory
+(csrc/nn/conv2d_pool.cu). ``cpu`` is the composed reference: conv2d's CPU reference, then pool2d's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import _core
+from .._exec import ExecContext, dispatch
+from .._ext import cuda_host_module, host_check, launcher
+from .._validate import _as_array, _check_shape, _device_array, choice, float_array, integer, real
+from ..cuda import DeviceArray
+from ..registry import Param, register
+
+__all__ = ["conv2d_pool"]
+
+_ACTIVATIONS = ("none", "relu", "tanh")
+_POOLS = ("max", "avg")
+
+
+@dataclass(frozen=True)
+class ConvPoolProblem:
+    """A validated conv2d_pool call: arrays as given (NumPy or DeviceArray), the shape, the options."""
+
+    x: Any
+    w: Any
+    bias: Any
+    activation: str
+    pool: str
+    pool_size: int
+    input_divisor: float
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        """(N, C, H, W, K, R, S, pool_size), the launcher's shape."""
+        n, c, h, w = self.x.shape
+        k, _, r, s = self.w.shape
+        return (n, c, h, w, k, r, s, self.pool_size)
+
+    @property
+    def output_shape(self) -> tuple[int, int, int, int]:
+        n, _, h, w, k, r, s, size = self.dims
+        return (n, k, (h - r + 1) // size, (w - s + 1) // size)
+
+
+def _input(x: Any) -> Any:
+    """x as float32 or uint8 (N, C, H, W), NumPy or DeviceArray."""
+    layout = "(N, C, H, W)"
+    if hasattr(x, "__cuda_array_interface__"):
+        from ..cuda import as_device_array
+
+        dtype = as_device_array(x, "x").dtype
+        return _device_array(x, "x", 4, layout, np.uint8 if dtype == np.uint8 else np.float32)
+    arr = _as_array(x, "x")
+    if arr.dtype == np.uint8:
+        _check_shape(arr, "x", 4, layout)
+        return np.ascontiguousarray(arr)
+    return float_array(arr, "x", 4, layout)
+
+
+def conv2d_pool(x, w, bias=None, *, activation: str = "none", pool: str = "max", pool_size: int = 2,
+                input_divisor: float = 1.0, variant: str | None = None, timing: bool = False, **params: Any):
+    """``pool(act(conv2d(x, w) + bias))``: valid, stride-1 convolution, then non-overlapping pooling.
+
+    Parameters
+    ----------
+    x : float32 (N, C, H, W), or uint8 (N, C, H, W) raw pixels divided by ``input_divisor`` as they are
+        read (e.g. 255.0 for MNIST images to [0, 1], rounded as NumPy's float32 division). NumPy or a
+        device array.
+    w : float (K, C, R, S) filters; bias : float (K,), optional.
+    activation : "none", "relu" or "tanh", applied before pooling.
+    pool : "max" or "avg"; pool_size : window side and stride (the ``fused`` kernel: 2).
+
+    Returns
+    -------
+    float32 (N, K, (H - R + 1) // pool_size, (W - S + 1) // pool_size): trailing convolution rows and
+    columns that do not fill a window are dropped, as in ``max_pool2d``. NumPy for NumPy callers, a
+    DeviceArray when any input is on the device; ``(out, Timing)`` with ``timing=True``.
+    """
+    x = _input(x)
+    w = float_array(w, "w", 4, "(K, C, R, S)")
+    if w.shape[1] != x.shape[1]:
+        raise ValueError(f"w must have C = {x.shape[1]} input channels (x is {tuple(x.shape)}), got w {tuple(w.shape)}")
+    if bias is not None:
+        bias = float_array(bias, "bias", 1, "(K,)")
+        if bias.shape[0] != w.shape[0]:
+            raise ValueError(f"bias must have shape ({w.shape[0]},), got {tuple(bias.shape)}")
+    activation = choice("none" if activation is None else activation, "activation", _ACTIVATIONS)
+    pool = choice(pool, "pool", _POOLS)
+    pool_size = integer(pool_size, "pool_size", 1)
+    input_divisor = real(input_divisor, "input_divisor")
+    if input_divisor <= 0:
+        raise ValueError(f"input_divisor must be > 0, got {input_divisor}")
+    if x.dtype != np.uint8 and input_divisor != 1.0:
+        raise ValueError("input_divisor applies to uint8 images only; scale float32 input yourself or pass 1.0")
+    _, _, h, wd = x.shape
+    r, s = w.shape[2:]
+    if h - r + 1 < pool_size or wd - s + 1 < pool_size:
+        raise ValueError(f"the convolution output ({h - r + 1}x{wd - s + 1} for a {h}x{wd} input and {r}x{s} filters) "
+                         f"does not fill one {pool_size}x{pool_size} pooling window")
+    p = ConvPoolProblem(x, w, bias, activation, pool, pool_size, input_divisor)
+    return dispatch("conv2d_pool", variant, params, timing, (x, w, bias), p)
+
+
+@register("conv2d_pool", "cpu", description="CPU reference: conv2d's CPU reference (float64 accumulation), then "
+          "pool2d's", report="reference", needs_cuda=False, kernel="csrc/nn/nn_cpu.cpp",
+          test="tests/nn/test_conv_pool.py")
+def _conv2d_pool_cpu(ctx: ExecContext, p: ConvPoolProblem) -> Any:
+    x, w = ctx.host(p.x), ctx.host(p.w)
+    bias = None if p.bias is None else ctx.host(p.bias)
+    with ctx.kernel():
+        if x.dtype == np.uint8:
+            x = x.astype(np.float32) / np.float32(p.input_divisor)
+        y = _core.conv2d(x, w, bias, 1, 1, 0, 0, p.activation)
+        out = _core.pool2d(y, p.pool_size, p.pool)
+    return ctx.finish(out)
+
+
+@register("conv2d_pool", "fused", description="one kernel per layer: implicit-GEMM direct convolution (2x4 outputs x "
+          "8 channels per thread), bias, activation and 2x2 pooling in registers; only pooled outputs are stored; "
+          "uint8 input scaled as it is loaded (3x3 and 5x5 filters)", report="gpuopt", needs_cuda=True,
+          preferred=True, kernel="csrc/nn/conv2d_pool.cu", test="tests/nn/test_gpu_conv_pool.py",
+          params=(Param("channels_per_block", 0, (0, 8, 16, 24, 32, 40, 48, 56, 64),
+                        "output channels a block computes (8 per thread); 0 picks per shape (all of them, up to 64)"),
+                  Param("images", 0, (0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16),
+                        "images a block computes at once; 0 picks per shape (about 256 threads a block)")))
+def _conv2d_pool_fused(ctx: ExecContext, p: ConvPoolProblem, *, channels_per_block: int, images: int) -> Any:
+    if not all(isinstance(a, DeviceArray) for a in (p.x, p.w, p.bias) if a is not None):
+        host_check(ctx.variant)(p.dims, channels_per_block=channels_per_block, images=images)  # before any copy
+    run = launcher(ctx.variant)
+    dx, dw = ctx.device(p.x), ctx.device(p.w)
+    dbias = None if p.bias is None else ctx.device(p.bias)
+    dy = ctx.empty(p.output_shape, np.float32)
+    with ctx.kernel():
+        run(dx.ptr, np.dtype(dx.dtype).name, p.input_divisor, dw.ptr, 0 if dbias is None else dbias.ptr, dy.ptr,
+            p.dims, p.activation, p.pool, channels_per_block=channels_per_block, images=images)
+    return ctx.finish(dy)
+
+
+def conv2d_pool_plan(x_shape, w_shape, pool_size: int = 2, *, channels_per_block: int = 0,
+                     images: int = 0) -> dict[str, int]:
+    """The launch ``fused`` makes for x (N, C, H, W) and w (K, C, R, S) shapes: block tile, images and
+    channels per block, input channels per shared-memory chunk, threads, shared bytes, blocks (host only;
+    ValueError for a shape it cannot run)."""
+    n, c, h, w = (int(v) for v in x_shape)
+    k, _, r, s = (int(v) for v in w_shape)
+    return dict(cuda_host_module("conv2d_pool").conv2d_pool_plan((n, c, h, w, k, r, s, int(pool_size)),
+                                                                  channels_per_block=channels_per_block, images=images))

@@ -1,0 +1,75 @@
+"""conv2d_pool's CPU reference against NumPy, its argument checks and the fused kernel's planner (host only)."""
+
+import numpy as np
+import pytest
+
+from gpuopt import nn
+from conftest import needs_cuda_build, relative_error
+import oracles
+
+
+def numpy_conv_pool(x, w, bias, activation, pool, size=2):
+    """The layer in float64 NumPy: the oracle's convolution, then the oracle's pooling."""
+    y = oracles.conv2d(np.asarray(x, np.float64), w, bias, activation=activation)
+    return oracles.pool2d(y, size, pool)
+
+
+@pytest.mark.parametrize("activation", ["none", "relu", "tanh"])
+@pytest.mark.parametrize("pool", ["max", "avg"])
+@pytest.mark.parametrize("shape", [(2, 3, 9, 11, 4, 3), (1, 1, 28, 28, 5, 5), (3, 2, 7, 6, 1, 2)], ids=str)
+def test_cpu_matches_numpy(rng, activation, pool, shape):
+    n, c, h, w_, k, r = shape
+    x = rng.standard_normal((n, c, h, w_)).astype(np.float32)
+    w = rng.standard_normal((k, c, r, r)).astype(np.float32)
+    b = rng.standard_normal(k).astype(np.float32)
+    out = nn.conv2d_pool(x, w, b, activation=activation, pool=pool, variant="cpu")
+    ref = numpy_conv_pool(x, w, b, activation, pool)
+    assert out.dtype == np.float32 and out.shape == ref.shape == (n, k, (h - r + 1) // 2, (w_ - r + 1) // 2)
+    assert relative_error(out, ref) < 1e-6
+
+
+def test_cpu_uint8_input_is_divided(rng):
+    x8 = rng.integers(0, 256, (2, 1, 12, 12), dtype=np.uint8)
+    w = rng.standard_normal((3, 1, 5, 5)).astype(np.float32)
+    out = nn.conv2d_pool(x8, w, activation="relu", pool="avg", input_divisor=255.0, variant="cpu")
+    ref = nn.conv2d_pool(x8.astype(np.float32) / np.float32(255), w, activation="relu", pool="avg", variant="cpu")
+    np.testing.assert_array_equal(out, ref)
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(x=np.zeros((2, 1, 28, 28), np.float32), w=np.zeros((4, 2, 5, 5), np.float32)), ValueError, "input channels"),
+    (dict(x=np.zeros((2, 28, 28), np.float32), w=np.zeros((4, 1, 5, 5), np.float32)), ValueError, "4-D"),
+    (dict(x=np.zeros((2, 1, 28, 28), np.int32), w=np.zeros((4, 1, 5, 5), np.float32)), TypeError, "floating"),
+    (dict(x=np.zeros((2, 1, 5, 5), np.float32), w=np.zeros((4, 1, 5, 5), np.float32)), ValueError, "pooling window"),
+    (dict(x=np.zeros((0, 1, 9, 9), np.float32), w=np.zeros((4, 1, 5, 5), np.float32)), ValueError, "empty"),
+    (dict(x=np.zeros((1, 1, 9, 9), np.float32), w=np.zeros((4, 1, 5, 5), np.float32), bias=np.zeros(3, np.float32)),
+     ValueError, "bias"),
+    (dict(x=np.zeros((1, 1, 9, 9), np.float32), w=np.zeros((4, 1, 5, 5), np.float32), pool="min"), ValueError, "pool"),
+    (dict(x=np.zeros((1, 1, 9, 9), np.float32), w=np.zeros((4, 1, 5, 5), np.float32), activation="gelu"),
+     ValueError, "activation"),
+    (dict(x=np.zeros((1, 1, 9, 9), np.float32), w=np.zeros((4, 1, 5, 5), np.float32), input_divisor=255.0),
+     ValueError, "uint8"),
+    (dict(x=np.zeros((1, 1, 9, 9), np.uint8), w=np.zeros((4, 1, 5, 5), np.float32), input_divisor=0.0),
+     ValueError, "input_divisor"),
+])
+def test_bad_arguments(kwargs, error, match):
+    x, w = kwargs.pop("x"), kwargs.pop("w")
+    with pytest.raises(error, match=match):
+        nn.conv2d_pool(x, w, variant="cpu", **kwargs)
+
+
+@needs_cuda_build
+def test_plan_of_the_mnist_layers():
+    conv1 = nn.conv2d_pool_plan((10000, 1, 28, 28), (32, 1, 5, 5))
+    assert (conv1["tile_p"], conv1["tile_q"], conv1["channels_per_block"], conv1["blocks"]) == (24, 24, 32, 10000)
+    conv2 = nn.conv2d_pool_plan((10000, 32, 12, 12), (64, 32, 5, 5))
+    assert conv2["images"] * 64 == conv2["threads"] and conv2["shared_bytes"] <= 72 * 1024
+    assert conv2["blocks"] == 10000 // conv2["images"]
+
+
+@needs_cuda_build
+@pytest.mark.parametrize("w_shape,pool_size,match", [((4, 1, 7, 7), 2, "3x3 or 5x5"), ((4, 1, 3, 5), 2, "3x3 or 5x5"),
+                                                      ((4, 1, 3, 3), 3, "pool_size must be 2")])
+def test_plan_rejects_what_fused_cannot_run(w_shape, pool_size, match):
+    with pytest.raises(ValueError, match=match):
+        nn.conv2d_pool_plan((1, 1, 20, 20), w_shape, pool_size)
