@@ -1,14 +1,16 @@
-"""Building blocks of the reports' networks: activations, pooling, fully connected, argmax.
+"""Building blocks of the reports' networks: activations, pooling, fully connected, argmax, softmax.
 
 Each is an op with variants (``gpuopt.variants("max_pool2d")``), like conv2d.
 
 * :mod:`.api`        the public ops
-* :mod:`.reference`  their CPU references; mirrors csrc/nn/.
+* :mod:`.reference`  their CPU references
+* :mod:`.gpu`        their GPU variants (the ECE408 MNIST report's kernels, then gpuopt's); mirrors csrc/nn/.
 """
 
 from __future__ import annotations
 
-from .api import argmax, avg_pool2d, fully_connected, max_pool2d, relu, tanh
-from . import reference  # noqa: F401  (registers the variants)
+from .api import argmax, avg_pool2d, fully_connected, max_pool2d, relu, softmax, tanh
+from . import reference  # noqa: F401  (registers the variants: the CPU references first)
+from . import gpu  # noqa: F401
 
-__all__ = ["relu", "tanh", "max_pool2d", "avg_pool2d", "fully_connected", "argmax"]
+__all__ = ["relu", "tanh", "max_pool2d", "avg_pool2d", "fully_connected", "argmax", "softmax"]
