@@ -85,3 +85,11 @@ def pool2d(x, size, kind):
     oh, ow = h // size, w // size
     x = x[..., : oh * size, : ow * size].reshape(*x.shape[:-2], oh, size, ow, size)
     return x.max(axis=(-3, -1)) if kind == "max" else x.mean(axis=(-3, -1))
+
+
+def softmax(x):
+    """Row softmax in float64, the max subtracted first (NaN/+inf in a row, or a row of -inf: NaN row)."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(invalid="ignore"):  # inf - inf: the NaN rows
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)

@@ -119,16 +119,18 @@ carray<float> pool2d_py(const carray<float>& x, std::int64_t size, const std::st
     return y;
 }
 
-carray<float> fully_connected_py(const carray<float>& x, const carray<float>& w, const std::optional<carray<float>>& bias) {
+carray<float> fully_connected_py(const carray<float>& x, const carray<float>& w, const std::optional<carray<float>>& bias,
+                                 const std::string& activation) {
     const auto xs = bind::shape_of(x, 2, "x");
     const auto ws = bind::shape_of(w, 2, "w");
     GPUOPT_REQUIRE(xs[1] == ws[0], "w must have shape (in_features, out_features) matching x");
     if (bias) GPUOPT_REQUIRE(bias->ndim() == 1 && bias->shape(0) == ws[1], "bias must have shape (out_features,)");
+    const Activation act = activation_from_string(activation);
     auto y = bind::empty<float>({xs[0], ws[1]});
     const float* b = bias ? bias->data() : nullptr;
     {
         py::gil_scoped_release release;
-        nn::fully_connected_cpu(x.data(), w.data(), b, y.mutable_data(), xs[0], xs[1], ws[1]);
+        nn::fully_connected_cpu(x.data(), w.data(), b, y.mutable_data(), xs[0], xs[1], ws[1], act);
     }
     return y;
 }
@@ -141,6 +143,16 @@ carray<std::int64_t> argmax_py(const carray<float>& x) {
         nn::argmax_rows_cpu(x.data(), out.mutable_data(), xs[0], xs[1]);
     }
     return out;
+}
+
+carray<float> softmax_py(const carray<float>& x) {
+    const auto xs = bind::shape_of(x, 2, "x");
+    auto y = bind::empty<float>({xs[0], xs[1]});
+    {
+        py::gil_scoped_release release;
+        nn::softmax_rows_cpu(x.data(), y.mutable_data(), xs[0], xs[1]);
+    }
+    return y;
 }
 
 py::dict build_info_py() {
@@ -202,8 +214,9 @@ PYBIND11_MODULE(_core, m) {
     m.def("activation", &activation_py, py::arg("x").noconvert(), py::arg("activation"), nogil_doc);
     m.def("pool2d", &pool2d_py, py::arg("x").noconvert(), py::arg("size"), py::arg("kind"), nogil_doc);
     m.def("fully_connected", &fully_connected_py, py::arg("x").noconvert(), py::arg("w").noconvert(),
-          py::arg("bias").noconvert(), nogil_doc);
+          py::arg("bias").noconvert(), py::arg("activation") = "none", nogil_doc);
     m.def("argmax", &argmax_py, py::arg("x").noconvert(), nogil_doc);
+    m.def("softmax", &softmax_py, py::arg("x").noconvert(), nogil_doc);
     m.def("build_info", &build_info_py, "What this build was compiled with.");
     m.def("kernel_limits", &kernel_limits_py, "The GPU kernels' limits (constant bank, index ranges, switches).");
 }

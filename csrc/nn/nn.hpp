@@ -17,11 +17,17 @@ enum class PoolKind : int { Max = 0, Average = 1 };
 void pool2d_cpu(const float* x, float* y, std::int64_t planes, std::int64_t H, std::int64_t W,
                 std::int64_t size, PoolKind kind);
 
-// y[N][O] = x[N][I] @ w[I][O] + bias[O] (bias may be null), double accumulation.
+// y[N][O] = act(x[N][I] @ w[I][O] + bias[O]) (bias may be null), double accumulation; the
+// activation is applied to the float result.
 void fully_connected_cpu(const float* x, const float* w, const float* bias, float* y, std::int64_t N,
-                         std::int64_t I, std::int64_t O);
+                         std::int64_t I, std::int64_t O, Activation act = Activation::None);
 
 // out[i] = index of the largest x[i][:] (first one on ties; the first NaN, as NumPy).
 void argmax_rows_cpu(const float* x, std::int64_t* out, std::int64_t rows, std::int64_t cols);
+
+// y[i][:] = exp(x[i][:] - m) / sum_j exp(x[i][j] - m), m the row's largest value (exp cannot
+// overflow); double exp and sum, rounded to float once. NaN skips the max but not the sum, so a
+// NaN in a row gives a NaN row, as do +inf (inf - inf) and a row of -inf.
+void softmax_rows_cpu(const float* x, float* y, std::int64_t rows, std::int64_t cols);
 
 }  // namespace gpuopt::nn

@@ -38,8 +38,9 @@ void pool2d_cpu(const float* x, float* y, std::int64_t planes, std::int64_t H, s
 }
 
 void fully_connected_cpu(const float* x, const float* w, const float* bias, float* y, std::int64_t N,
-                         std::int64_t I, std::int64_t O) {
+                         std::int64_t I, std::int64_t O, Activation act) {
     matmul::gemm_bias_cpu(x, w, bias, y, N, O, I);
+    if (act != Activation::None) activation_cpu(y, y, N * O, act);
 }
 
 void argmax_rows_cpu(const float* x, std::int64_t* out, std::int64_t rows, std::int64_t cols) {
@@ -56,6 +57,21 @@ void argmax_rows_cpu(const float* x, std::int64_t* out, std::int64_t rows, std::
             if (row[j] > row[best]) best = j;
         }
         out[i] = best;
+    }
+}
+
+void softmax_rows_cpu(const float* x, float* y, std::int64_t rows, std::int64_t cols) {
+    GPUOPT_REQUIRE(cols > 0, "softmax: rows must not be empty");
+#pragma omp parallel for schedule(static) if (rows * cols > (1 << 16))
+    for (std::int64_t i = 0; i < rows; ++i) {
+        const float* row = x + i * cols;
+        float* out = y + i * cols;
+        float m = -INFINITY;
+        for (std::int64_t j = 0; j < cols; ++j)
+            if (row[j] > m) m = row[j];
+        double sum = 0.0;
+        for (std::int64_t j = 0; j < cols; ++j) sum += std::exp(static_cast<double>(row[j]) - m);
+        for (std::int64_t j = 0; j < cols; ++j) out[j] = static_cast<float>(std::exp(static_cast<double>(row[j]) - m) / sum);
     }
 }
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from .._exec import dispatch
-from .._validate import _as_array, float_array, integer
+from .._validate import _as_array, choice, float_array, integer
 
-__all__ = ["relu", "tanh", "max_pool2d", "avg_pool2d", "fully_connected", "argmax"]
+__all__ = ["relu", "tanh", "max_pool2d", "avg_pool2d", "fully_connected", "argmax", "softmax"]
 
 
 def _ndim(x) -> int:
@@ -62,11 +62,13 @@ def avg_pool2d(x, size: int = 2, *, variant: str | None = None, timing: bool = F
     return _pool("avg_pool2d", x, size, variant, timing, params)
 
 
-def fully_connected(x, w, bias=None, *, variant: str | None = None, timing: bool = False, **params: Any):
-    """Fully connected layer ``y = x @ w + bias``.
+def fully_connected(x, w, bias=None, *, activation: str | None = None, variant: str | None = None,
+                    timing: bool = False, **params: Any):
+    """Fully connected layer ``y = act(x @ w + bias)``.
 
     x : float (N, I); w : float (I, O) (the ECE408 model's [in, out] layout);
-    bias : float (O,), optional -> float32 (N, O).
+    bias : float (O,), optional; activation : None (or "none"), "relu" or "tanh", applied after
+    the bias (the networks fuse fc1 + ReLU) -> float32 (N, O).
     """
     x = float_array(x, "x", 2, "(N, in_features)")
     w = float_array(w, "w", 2, "(in_features, out_features)")
@@ -76,7 +78,8 @@ def fully_connected(x, w, bias=None, *, variant: str | None = None, timing: bool
         bias = float_array(bias, "bias", 1, "(out_features,)")
         if bias.shape[0] != w.shape[1]:
             raise ValueError(f"bias must have shape ({w.shape[1]},), got {bias.shape}")
-    return dispatch("fully_connected", variant, params, timing, (x, w, bias), x, w, bias)
+    act = choice(activation, "activation", (None, "none", "relu", "tanh")) or "none"
+    return dispatch("fully_connected", variant, params, timing, (x, w, bias), x, w, bias, act)
 
 
 def argmax(x, *, variant: str | None = None, timing: bool = False, **params: Any):
@@ -86,3 +89,13 @@ def argmax(x, *, variant: str | None = None, timing: bool = False, **params: Any
     """
     x = float_array(x, "x", 2, "(N, D)")
     return dispatch("argmax", variant, params, timing, (x,), x)
+
+
+def softmax(x, *, variant: str | None = None, timing: bool = False, **params: Any):
+    """Softmax of each row: x float (N, D) -> float32 (N, D), ``exp(x - max) / sum(exp(x - max))``.
+
+    The row's max is subtracted first (no overflow). A NaN or +inf in a row, or a row of -inf,
+    gives a row of NaN.
+    """
+    x = float_array(x, "x", 2, "(N, D)")
+    return dispatch("softmax", variant, params, timing, (x,), x)
