@@ -29,6 +29,7 @@ from .sparse import sparse_conv2d
 from ._exec import Timing
 from .cuda import DeviceArray, synchronize, to_device
 from . import cuda, datasets, nn, sparse
+from . import models
 
 __version__: str = _core.build_info()["version"]
 
@@ -46,6 +47,7 @@ __all__ = [
     "Timing",
     "cuda",
     "nn",
+    "models",
     "sparse",
     "datasets",
     "variants",
