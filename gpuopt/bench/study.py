@@ -67,11 +67,14 @@ class Output:
     """A figure or table a study writes into the results folder, and the variants it shows.
 
     ``file`` is the name in the results folder (``"cs6235_fig3.png"``); ``variants`` the
-    variants drawn or tabulated there, None for every variant the study compares.
+    variants drawn or tabulated there, None for every variant the study compares. ``ops``:
+    variants of other ops it shows too, as ``(op, (variant, ...))`` pairs (a network study
+    shows the layer ops its stages run).
     """
 
     file: str
     variants: tuple[str, ...] | None = None
+    ops: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)

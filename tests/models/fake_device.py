@@ -124,7 +124,7 @@ def _act(y, activation):
     return y
 
 
-def _conv2d_pool(x, w, bias, activation, pool, pool_size, input_divisor):
+def _conv2d_pool(x, w, bias, activation, pool, pool_size, input_divisor, **launch):  # launch: fused's tuning
     x = x.astype(np.float32) / np.float32(input_divisor) if x.dtype == np.uint8 else x / np.float32(input_divisor)
     y = gpuopt.conv2d(x, w, bias=bias, activation=activation, variant="cpu")
     return (nn.max_pool2d if pool == "max" else nn.avg_pool2d)(y, pool_size, variant="cpu")

@@ -8,13 +8,13 @@ and the variants each shows; :func:`shown_in` answers from those declarations al
 from __future__ import annotations
 
 from ..study import Study
-from . import conv2d, cs6235, ece408, kmeans, matmul, matmul_report, sparse, tune_conv_auto
+from . import conv2d, cs6235, ece408, kmeans, matmul, matmul_report, networks, sparse, tune_conv_auto
 
 __all__ = ["STUDIES", "DEFAULT_STUDIES", "shown_in"]
 
 #: Every study by name, in display order (the default ones first, then the opt-in ones).
 STUDIES: dict[str, Study] = {m.STUDY.name: m.STUDY for m in (matmul, matmul_report, conv2d, cs6235, ece408, kmeans,
-                                                              sparse, tune_conv_auto)}
+                                                              sparse, networks, tune_conv_auto)}
 #: What runs when no study is named (or "all").
 DEFAULT_STUDIES: tuple[str, ...] = tuple(name for name, s in STUDIES.items() if not s.opt_in)
 
@@ -28,5 +28,6 @@ def shown_in(op: str, variant: str) -> tuple[str, ...]:
     compares (the matmul and conv2d studies discover theirs in the registry). Runs nothing
     and needs no GPU. An unknown op or variant gives ``()``.
     """
-    return tuple(dict.fromkeys(o.file for s in STUDIES.values() if s.op == op for o in s.outputs
-                               if variant in s.shows(o)))
+    return tuple(dict.fromkeys(o.file for s in STUDIES.values() for o in s.outputs
+                               if (s.op == op and variant in s.shows(o))
+                               or any(op == other and variant in names for other, names in o.ops)))
