@@ -72,7 +72,7 @@ class FashionCNN(Network):
     fc1_bias, fc2_bias : array_like, float
         (140,) and (10,).
     max_batch, memory_budget_bytes, source
-        As :class:`~gpuopt.models.MnistCNN`'s (the budget, 512 MiB by default, takes chunks of 1,798 images).
+        As :class:`~gpuopt.models.MnistCNN`'s (the budget, 2 GiB by default, takes chunks of 7,193 images).
 
     Raises
     ------

@@ -81,8 +81,8 @@ class MnistCNN(Network):
     max_batch : int, optional
         Largest chunk of images one op call sees (default: limited by the memory budget only).
     memory_budget_bytes : int or None
-        Activation memory of one chunk (input and every layer's output, float32), default 512 MiB: 2,543
-        images per chunk for the reference network. None: no limit.
+        Activation memory of one chunk (input and every layer's output, float32), default 2 GiB:
+        10,175 images per chunk for the reference network. None: no limit.
     source : str
         Where the weights came from, for messages and ``repr``.
 

@@ -50,12 +50,15 @@ def test_every_committed_figure_and_table_is_declared():
 def test_shown_in():
     assert shown_in("conv2d", "unroll_c") == ("conv2d.png", "cs6235_fig4.png", "cs6235.md")
     assert shown_in("conv2d", "tiled") == ("conv2d.png", "ece408_op_time.png", "ece408_tile_width.png",
-                                           "ece408_op_time.md")
+                                           "ece408_op_time.md", "networks.png", "networks.md")  # MNIST 'optimized'
     assert "tune_conv_auto.log" in shown_in("conv2d", "direct_regblock")
     assert shown_in("matmul", "cublas") == ("matmul.png", "matmul_ladder.md", "matmul_report.png", "matmul_report.md")
     assert shown_in("matmul", "naive") == shown_in("matmul", "cublas")
     assert shown_in("kmeans", "cpu") == ("kmeans.png",) and shown_in("sparse_conv2d", "coo") == ("sparse.png",)
-    assert shown_in("conv2d", "cpu") == ("ece408_op_time.png", "ece408_op_time.md")  # the report's CPU step
+    assert shown_in("conv2d", "cpu") == ("ece408_op_time.png", "ece408_op_time.md", "networks.png",
+                                         "networks.md")  # the report's CPU step; the networks' 'serial'
+    assert shown_in("argmax", "streams") == ("networks.png", "networks.md")  # from the stage table
+    assert shown_in("fully_connected", "cublas") == ("networks.md",)  # the layer-op table only
     assert shown_in("matmul", "no_such_variant") == () and shown_in("fft", "naive") == ()
 
 

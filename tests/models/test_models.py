@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import gpuopt
-from gpuopt.models import FASHION_KEYS, FashionCNN, MnistCNN, synthetic_images
+from gpuopt.models import DEFAULT_MEMORY_BUDGET, FASHION_KEYS, FashionCNN, MnistCNN, synthetic_images
 from gpuopt.models.mnist import nhwc_to_nchw_rows
 
 from .support import data_file, fashion_forward, mnist_forward, needs_h5py, rel_to_max, softmax
@@ -104,7 +104,8 @@ def test_chunking_does_not_change_results(rng):
     assert (t.images, t.chunks, t.chunk_images) == (11, 11, 1)
     unlimited = MnistCNN.from_arrays(net.file_weights(), memory_budget_bytes=None)
     assert unlimited.chunk_images() is None and unlimited.chunk_images(4) == 4
-    assert MnistCNN.random(0).chunk_images() == 512 * 2**20 // MnistCNN.random(0).activation_bytes_per_image()
+    assert MnistCNN.random(0).chunk_images() == DEFAULT_MEMORY_BUDGET // MnistCNN.random(0).activation_bytes_per_image()
+    assert MnistCNN.random(0).chunk_images() >= 10000  # the MNIST test set in one chunk
 
 
 def test_timing_rows_follow_the_stage(rng):
