@@ -2,7 +2,8 @@
 //
 // The layer as an implicit GEMM done directly: a block owns a tile of tile_p x tile_q convolution
 // outputs of `images` images for `channels_per_block` output channels; each thread owns a 2 x 4 patch
-// of outputs (one row of two pooling windows) for 8 channels, 64 accumulators. Per input channel and
+// of outputs (one row of two pooling windows) for 8 channels, 64 accumulators (or 4 channels, for first
+// layers, whose short reductions need more warps per SM rather than more work per thread). Per input channel and
 // filter row the thread loads its two input rows (2 x 8 floats, four 16-byte shared loads) once and
 // reuses them for all S taps; each tap costs two 16-byte loads of 8 weights for 64 FMAs. The patch
 // is pooled in registers, so only the pooled outputs are stored.
@@ -29,6 +30,7 @@ namespace gpuopt::nn {
 namespace {
 
 constexpr int kMaxThreads = 512;          // block size bound (__launch_bounds__: <= 128 registers a thread)
+constexpr int kMaxThreadsCpt4 = 384;      // with 4 channels a thread: two blocks an SM (<= 85 registers)
 constexpr int kTargetThreads = 256;       // images per block chosen to reach about this many threads
 constexpr int kMaxChannelsPerBlock = 64;  // output channels per block
 constexpr int kMaxTileQ = 32;             // conv output columns per tile (8 patches of 4)
@@ -137,8 +139,8 @@ __device__ __forceinline__ void stage(const TIn* __restrict__ x, float divisor, 
 
 // A persistent loop over (image group, tile) items, each in steps of `chunk` input channels, double-buffered:
 // the copies of step t + 1 (the next chunk, or the next item's first) are issued before step t computes.
-template <int R, int S, Activation ACT, PoolKind POOL, typename TIn>
-__global__ void __launch_bounds__(kMaxThreads) conv_pool_kernel(const TIn* __restrict__ x, float divisor,
+template <int R, int S, int CPT, Activation ACT, PoolKind POOL, typename TIn>
+__global__ void __launch_bounds__(CPT == 4 ? kMaxThreadsCpt4 : kMaxThreads, CPT == 4 ? 2 : 1) conv_pool_kernel(const TIn* __restrict__ x, float divisor,
                                                                 const float* __restrict__ wt,
                                                                 const float* __restrict__ bias,
                                                                 float* __restrict__ y, Layout L) {
@@ -161,7 +163,7 @@ __global__ void __launch_bounds__(kMaxThreads) conv_pool_kernel(const TIn* __res
     };
 
     // Which patch and channels this thread computes: channel group fastest (see the file comment).
-    const int groups = L.cpb / 8;
+    const int groups = L.cpb / CPT;
     const int g = threadIdx.x % groups;
     const int rest = threadIdx.x / groups;
     const int patches_q = L.tile_q / 4, patches = (L.tile_p / 2) * patches_q;
@@ -179,13 +181,13 @@ __global__ void __launch_bounds__(kMaxThreads) conv_pool_kernel(const TIn* __res
     matmul::dev::cp_async_commit();
     int buf = 0;
     for (; item < items; item += gridDim.x) {
-        float acc[2][4][8];
+        float acc[2][4][CPT];
 #pragma unroll
         for (int i = 0; i < 2; ++i)
 #pragma unroll
             for (int j = 0; j < 4; ++j)
 #pragma unroll
-                for (int k = 0; k < 8; ++k) acc[i][j][k] = 0.f;
+                for (int k = 0; k < CPT; ++k) acc[i][j][k] = 0.f;
 
         for (int chunk = 0; chunk < chunks; ++chunk) {
             matmul::dev::cp_async_wait<0>();
@@ -221,15 +223,19 @@ __global__ void __launch_bounds__(kMaxThreads) conv_pool_kernel(const TIn* __res
 #pragma unroll
                     for (int s = 0; s < S; ++s) {
                         const float* wp = wg + (r * S + s) * L.cpb;
+                        float wv[CPT];
                         const float4 wa = *reinterpret_cast<const float4*>(wp);
-                        const float4 wb = *reinterpret_cast<const float4*>(wp + half);
-                        const float wv[8] = {wa.x, wa.y, wa.z, wa.w, wb.x, wb.y, wb.z, wb.w};
+                        wv[0] = wa.x, wv[1] = wa.y, wv[2] = wa.z, wv[3] = wa.w;
+                        if constexpr (CPT == 8) {
+                            const float4 wb = *reinterpret_cast<const float4*>(wp + half);
+                            wv[4] = wb.x, wv[5] = wb.y, wv[6] = wb.z, wv[7] = wb.w;
+                        }
 #pragma unroll
                         for (int i = 0; i < 2; ++i)
 #pragma unroll
                             for (int j = 0; j < 4; ++j)
 #pragma unroll
-                                for (int k = 0; k < 8; ++k) acc[i][j][k] = fmaf(in[i][j + s], wv[k], acc[i][j][k]);
+                                for (int k = 0; k < CPT; ++k) acc[i][j][k] = fmaf(in[i][j + s], wv[k], acc[i][j][k]);
                     }
                 }
                 xin += in_plane;
@@ -243,8 +249,8 @@ __global__ void __launch_bounds__(kMaxThreads) conv_pool_kernel(const TIn* __res
         const int pp = (p0 + pr) / 2, qq = (q0 + qc) / 2;
         if (n < L.N && pp < L.PP && qq < L.QQ) {
 #pragma unroll
-            for (int k = 0; k < 8; ++k) {
-                const int kk = kb * L.cpb + (k < 4 ? 4 * g + k : half + 4 * g + k - 4);
+            for (int k = 0; k < CPT; ++k) {
+                const int kk = kb * L.cpb + (k < 4 ? 4 * g + k : half + 4 * g + k - 4);  // CPT 4: k < 4 only
                 if (kk >= L.K) continue;
                 const float b = bias ? __ldg(bias + kk) : 0.f;
                 float* out = y + ((n * L.K + kk) * L.PP + pp) * static_cast<std::int64_t>(L.QQ) + qq;
@@ -303,20 +309,27 @@ ConvPoolPlan conv2d_pool_plan(const ConvPoolShape& s, const ConvPoolConfig& cfg)
     p.channels_per_block = cfg.channels_per_block
                                ? cfg.channels_per_block
                                : static_cast<int>(std::min<std::int64_t>((s.K + 7) / 8 * 8, kMaxChannelsPerBlock));
-    const int groups = p.channels_per_block / 8;
+    GPUOPT_REQUIRE(cfg.channels_per_thread == 0 || cfg.channels_per_thread == 4 || cfg.channels_per_thread == 8,
+                   "conv2d_pool/fused: channels_per_thread must be 0 (per shape), 4 or 8, got " +
+                       std::to_string(cfg.channels_per_thread));
+    // A short reduction (a first layer: C*R*S of 25) leaves each thread little work per staged image; four
+    // channels a thread halve the registers, so two or three blocks share an SM and hide the staging.
+    p.channels_per_thread = cfg.channels_per_thread ? cfg.channels_per_thread : (s.C * s.R * s.S <= 32 ? 4 : 8);
+    const int groups = p.channels_per_block / p.channels_per_thread;
     p.tile_q = std::min(round_up4(2 * QQ), kMaxTileQ);
     p.tile_q = round_up4(ceil_div(2 * QQ, ceil_div(2 * QQ, p.tile_q)));  // even tiles along q
     const int per_row_pair = (p.tile_q / 4) * groups;
-    const int max_pairs = std::max(1, kMaxThreads / per_row_pair);
+    const int max_threads = p.channels_per_thread == 4 ? kMaxThreadsCpt4 : kMaxThreads;
+    const int max_pairs = std::max(1, max_threads / per_row_pair);
     const int pairs = ceil_div(PP, ceil_div(PP, max_pairs));  // even tiles along p
     p.tile_p = 2 * pairs;
     const int per_image = pairs * per_row_pair;
     p.images = static_cast<int>(std::min<std::int64_t>(cfg.images ? cfg.images : std::max(1, kTargetThreads / per_image), s.N));
     p.threads = p.images * per_image;
-    GPUOPT_REQUIRE(p.threads <= kMaxThreads, "conv2d_pool/fused: " + std::to_string(p.images) + " images of " +
+    GPUOPT_REQUIRE(p.threads <= max_threads, "conv2d_pool/fused: " + std::to_string(p.images) + " images of " +
                                                  std::to_string(per_image) + " threads make a block of " +
                                                  std::to_string(p.threads) + " threads; the kernel's limit is " +
-                                                 std::to_string(kMaxThreads));
+                                                 std::to_string(max_threads));
 
     const std::int64_t in_plane = static_cast<std::int64_t>(p.tile_p + s.R - 1) * round_up4(p.tile_q + static_cast<int>(s.S) - 1);
     const std::int64_t per_channel = 4 * (p.images * in_plane + s.R * s.S * p.channels_per_block);
@@ -334,7 +347,8 @@ namespace {
 template <int R, Activation ACT, PoolKind POOL, typename TIn>
 void launch(const TIn* x, float divisor, const float* wt, const float* bias, float* y, const Layout& L,
             const ConvPoolPlan& p) {
-    auto kernel = conv_pool_kernel<R, R, ACT, POOL, TIn>;
+    auto kernel = p.channels_per_thread == 4 ? conv_pool_kernel<R, R, 4, ACT, POOL, TIn>
+                                             : conv_pool_kernel<R, R, 8, ACT, POOL, TIn>;
     require_shared_memory(kernel, static_cast<std::size_t>(p.shared_bytes), "conv2d_pool/fused");
     // As many blocks as stay resident (each loops over items), at most one per item.
     int device = 0, sms = 0, per_sm = 0;

@@ -31,17 +31,19 @@ struct ConvPoolPlan {
     int tile_p = 0, tile_q = 0;      // conv outputs per block tile (rows even, columns a multiple of 4)
     int images = 0;                  // images per block
     int channels_per_block = 0;      // output channels per block (multiple of 8)
+    int channels_per_thread = 0;     // 8 (a 2 x 4 x 8 register tile) or 4 (short reductions)
     int chunk_channels = 0;          // input channels staged in shared memory at a time
     int threads = 0;
     std::int64_t shared_bytes = 0;
     std::int64_t blocks = 0;
 };
 
-// What the caller may fix; 0 picks per shape: output channels per block (a multiple of 8, <= 64) and images per
-// block (about 256 threads a block).
+// What the caller may fix; 0 picks per shape: output channels per block (a multiple of 8, <= 64), images per
+// block (about 256 threads a block), output channels per thread (4 or 8; 4 for reductions C*R*S <= 32).
 struct ConvPoolConfig {
     int channels_per_block = 0;
     int images = 0;
+    int channels_per_thread = 0;
 };
 
 // Filter sides the fused kernel is compiled for.

@@ -130,26 +130,29 @@ def _conv2d_pool_cpu(ctx: ExecContext, p: ConvPoolProblem) -> Any:
           params=(Param("channels_per_block", 0, (0, 8, 16, 24, 32, 40, 48, 56, 64),
                         "output channels a block computes (8 per thread); 0 picks per shape (all of them, up to 64)"),
                   Param("images", 0, (0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16),
-                        "images a block computes at once; 0 picks per shape (about 256 threads a block)")))
-def _conv2d_pool_fused(ctx: ExecContext, p: ConvPoolProblem, *, channels_per_block: int, images: int) -> Any:
+                        "images a block computes at once; 0 picks per shape (about 256 threads a block)"),
+                  Param("channels_per_thread", 0, (0, 4, 8),
+                        "output channels of a thread's 2x4 register tile; 0 picks per shape (4 when C*R*S <= 32)")))
+def _conv2d_pool_fused(ctx: ExecContext, p: ConvPoolProblem, **launch: int) -> Any:
     if not all(isinstance(a, DeviceArray) for a in (p.x, p.w, p.bias) if a is not None):
-        host_check(ctx.variant)(p.dims, channels_per_block=channels_per_block, images=images)  # before any copy
+        host_check(ctx.variant)(p.dims, **launch)  # rejected before anything is copied
     run = launcher(ctx.variant)
     dx, dw = ctx.device(p.x), ctx.device(p.w)
     dbias = None if p.bias is None else ctx.device(p.bias)
     dy = ctx.empty(p.output_shape, np.float32)
     with ctx.kernel():
         run(dx.ptr, np.dtype(dx.dtype).name, p.input_divisor, dw.ptr, 0 if dbias is None else dbias.ptr, dy.ptr,
-            p.dims, p.activation, p.pool, channels_per_block=channels_per_block, images=images)
+            p.dims, p.activation, p.pool, **launch)
     return ctx.finish(dy)
 
 
-def conv2d_pool_plan(x_shape, w_shape, pool_size: int = 2, *, channels_per_block: int = 0,
-                     images: int = 0) -> dict[str, int]:
+def conv2d_pool_plan(x_shape, w_shape, pool_size: int = 2, *, channels_per_block: int = 0, images: int = 0,
+                     channels_per_thread: int = 0) -> dict[str, int]:
     """The launch ``fused`` makes for x (N, C, H, W) and w (K, C, R, S) shapes: block tile, images and
     channels per block, input channels per shared-memory chunk, threads, shared bytes, blocks (host only;
     ValueError for a shape it cannot run)."""
     n, c, h, w = (int(v) for v in x_shape)
     k, _, r, s = (int(v) for v in w_shape)
     return dict(cuda_host_module("conv2d_pool").conv2d_pool_plan((n, c, h, w, k, r, s, int(pool_size)),
-                                                                  channels_per_block=channels_per_block, images=images))
+                                                                  channels_per_block=channels_per_block, images=images,
+                                                                  channels_per_thread=channels_per_thread))

@@ -61,10 +61,11 @@ def test_bad_arguments(kwargs, error, match):
 @needs_cuda_build
 def test_plan_of_the_mnist_layers():
     conv1 = nn.conv2d_pool_plan((10000, 1, 28, 28), (32, 1, 5, 5))
-    assert (conv1["tile_p"], conv1["tile_q"], conv1["channels_per_block"], conv1["blocks"]) == (24, 24, 32, 10000)
+    assert (conv1["tile_q"], conv1["channels_per_block"], conv1["threads"]) == (24, 32, 288)
     conv2 = nn.conv2d_pool_plan((10000, 32, 12, 12), (64, 32, 5, 5))
     assert conv2["images"] * 64 == conv2["threads"] and conv2["shared_bytes"] <= 72 * 1024
     assert conv2["blocks"] == 10000 // conv2["images"]
+    assert (conv1["channels_per_thread"], conv2["channels_per_thread"]) == (4, 8)  # first layers: the short tile
 
 
 @needs_cuda_build

@@ -124,3 +124,21 @@ def test_rejected_before_launch_and_process_stays_usable(rng, w_shape, pool_size
         nn.conv2d_pool(gpuopt.to_device(x), gpuopt.to_device(w), pool_size=pool_size, variant="fused")
     x, w, b = _case(rng, (1, 1, 9, 9, 3, 3))
     assert_close(nn.conv2d_pool(x, w, b, variant="fused", pool="max"), nn.conv2d_pool(x, w, b, variant="cpu"), x, w, b)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("channels_per_thread", [4, 8])
+def test_both_register_tiles(rng, shape, channels_per_thread):
+    """The 2x4x4 tile (picked for first layers) and the 2x4x8 tile, each forced on every shape."""
+    x, w, b = _case(rng, shape)
+    out = nn.conv2d_pool(x, w, b, activation="relu", pool="avg", variant="fused",
+                         channels_per_thread=channels_per_thread)
+    assert_close(out, nn.conv2d_pool(x, w, b, activation="relu", pool="avg", variant="cpu"), x, w, b)
+
+
+@pytest.mark.parametrize("channels_per_block,images", [(8, 1), (16, 3), (24, 2), (40, 1), (64, 5)])
+def test_launch_parameters(rng, channels_per_block, images):
+    x, w, b = _case(rng, (7, 6, 14, 14, 70, 5))
+    out = nn.conv2d_pool(x, w, b, activation="tanh", pool="max", variant="fused",
+                         channels_per_block=channels_per_block, images=images)
+    assert_close(out, nn.conv2d_pool(x, w, b, activation="tanh", pool="max", variant="cpu"), x, w, b)
