@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -75,7 +76,13 @@ def test_the_reports_numbers():
 
 
 def _cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "gpuopt.models", *args], capture_output=True, text=True, cwd=cwd)
+    """The command line in a fresh process started in ``cwd``, told where this process found the data."""
+    env = dict(os.environ)
+    root = gpuopt.datasets.data_dir(required=False)
+    if root is not None:
+        env[gpuopt.datasets.DATA_DIR_ENV] = str(root)
+    return subprocess.run([sys.executable, "-m", "gpuopt.models", *args], capture_output=True, text=True, cwd=cwd,
+                          env=env)
 
 
 def test_cli_help(tmp_path):
