@@ -43,10 +43,6 @@ Choices the reports leave open, and why:
   ``basic`` and the stage differs from it in the convolutions alone.
 * ``fast`` for Fashion runs conv2 with ``conv2d`` ``auto`` (gpuopt's per-shape choice), since no fused
   pool follows it.
-
-Some op variants named here arrive with the layer-op kernels being written next to this package
-(:data:`PENDING`): a stage that needs one that this build does not register raises RuntimeError when
-run and is reported by :func:`missing`.
 """
 
 from __future__ import annotations
@@ -57,7 +53,7 @@ from typing import Any, Mapping
 
 from ..registry import ops, variants
 
-__all__ = ["Step", "Stage", "STAGES", "PENDING", "REPORT_SETTING", "stages", "get_stage", "missing"]
+__all__ = ["Step", "Stage", "STAGES", "REPORT_SETTING", "stages", "get_stage", "missing"]
 
 #: What the reports' times (``Step.report_ms``) measured, per network.
 REPORT_SETTING = {
@@ -269,19 +265,6 @@ def _fashion() -> dict[str, Stage]:
 #: network -> stage name -> :class:`Stage`, simple to fast.
 STAGES: Mapping[str, Mapping[str, Stage]] = MappingProxyType(
     {"mnist": MappingProxyType(_mnist()), "fashion": MappingProxyType(_fashion())})
-
-#: The (op, variant) pairs the stages use that arrive with the layer-op kernels (written next to this
-#: package); until they are registered, the stages needing them are unavailable (:func:`missing`).
-PENDING: frozenset[tuple[str, str]] = frozenset({
-    ("relu", "cuda"), ("tanh", "cuda"),
-    ("max_pool2d", "basic"), ("max_pool2d", "coalesced"), ("avg_pool2d", "basic"), ("avg_pool2d", "coalesced"),
-    ("fully_connected", "basic"), ("fully_connected", "tiled"), ("fully_connected", "matmul"),
-    ("fully_connected", "cublas"),
-    ("argmax", "basic"), ("argmax", "warp"), ("argmax", "streams"),
-    ("softmax", "cpu"), ("softmax", "cuda"),
-    ("conv2d_pool", "cpu"), ("conv2d_pool", "fused"),
-})
-
 
 def stages(network: str) -> Mapping[str, Stage]:
     """The stages of ``network`` ("mnist" or "fashion") by name, simple to fast."""

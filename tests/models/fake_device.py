@@ -3,7 +3,7 @@
 :func:`install` puts in place of gpuopt's CUDA module a host-memory imitation (allocations from a pool of
 NumPy buffers at fake addresses, poisoned with 0xFF bytes like the real pool in tests; copies check that
 every access stays inside one allocation; events read the host clock) and registers every GPU variant the
-stages use (the pending ones too, with the API they are being written to) as a "kernel" that copies its
+stages use as a "kernel" that copies its
 inputs in through the call's ExecContext, computes with the CPU references and copies its result out.
 So the networks' GPU paths -- device-resident chunks, row and flatten views, results assembled on the
 device, per-layer timing, the weight cache -- run here, and a wiring mistake shows as a wrong result.
@@ -22,7 +22,7 @@ import gpuopt
 from gpuopt import _ext, nn, registry
 from gpuopt._exec import dispatch
 from gpuopt.cuda import DeviceArray
-from gpuopt.models import PENDING, STAGES
+from gpuopt.models import STAGES
 from gpuopt.registry import Param, Variant
 
 
@@ -155,7 +155,7 @@ def fake_softmax(x, *, variant=None, timing=False):
 
 def fake_conv2d_pool(x, w, bias=None, *, activation="none", pool="max", pool_size=2, input_divisor=1.0,
                      variant=None, timing=False):
-    """The API gpuopt.nn.conv2d_pool is being written to (see the brief), on the fake GPU."""
+    """gpuopt.nn.conv2d_pool's API, on the fake GPU."""
     assert getattr(x, "dtype", None) in (np.float32, np.uint8), x
     assert activation in ("none", "relu", "tanh") and pool in ("max", "avg"), (activation, pool)
     return dispatch("conv2d_pool", variant, {}, timing, (x, w, bias), x, w, bias, activation, pool, pool_size,
@@ -172,13 +172,13 @@ def install(monkeypatch) -> FakeCuda:
     fake = FAKE
     monkeypatch.setattr(_ext, "_load_cuda", lambda: (fake, ""))
     needed = {(s.op, s.variant) for table in STAGES.values() for st in table.values()
-              for s in (*st.steps, *st.heads.values()) if s.gpu} | set(PENDING)
+              for s in (*st.steps, *st.heads.values()) if s.gpu}
     tables = {op: dict(t) for op, t in registry._REGISTRY.items()}
     for op, name in sorted(needed):
         table = tables.setdefault(op, {})
         compute = _COMPUTE[op]
         if name == "cpu":
-            if name not in table:  # a pending CPU reference (softmax, conv2d_pool)
+            if name not in table:  # a CPU reference this build lacks
                 table[name] = Variant(op, name, "fake CPU reference", "reference", False, {}, "x", "y", None,
                                       lambda ctx, *a, c=compute: ctx.finish(np.asarray(c(*[_to_host(x) for x in a]))))
             continue
