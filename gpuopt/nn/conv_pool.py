@@ -123,8 +123,9 @@ def _conv2d_pool_cpu(ctx: ExecContext, p: ConvPoolProblem) -> Any:
     return ctx.finish(out)
 
 
-@register("conv2d_pool", "fused", description="one kernel per layer: implicit-GEMM direct convolution (2x4 outputs x 8 channels per thread, 4 for first "
-          "layers), bias, activation and 2x2 pooling in registers; only pooled outputs are stored; "
+@register("conv2d_pool", "fused", description="one kernel per layer: implicit-GEMM direct convolution (2x4 outputs x "
+          "8 channels per thread, 4 for first layers), bias, activation and 2x2 pooling in registers; only pooled "
+          "outputs are stored; "
           "uint8 input scaled as it is loaded (3x3 and 5x5 filters)", report="gpuopt", needs_cuda=True,
           preferred=True, kernel="csrc/nn/conv2d_pool.cu", test="tests/nn/test_gpu_conv_pool.py",
           params=(Param("channels_per_block", 0, (0, 8, 16, 24, 32, 40, 48, 56, 64),
