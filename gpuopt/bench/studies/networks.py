@@ -148,7 +148,8 @@ def _network_rows(name: str, net, images: np.ndarray, labels, plan: Plan, res: S
         logits_ref = net.forward(xf, variant="serial")
         serial[n] = (logits_ref, logits_ref.argmax(1))
         for stage in stage_names:
-            row: dict[str, Any] = dict(kind="network", network=name, stage=stage, variant=stage, images=n, input="numpy")
+            row: dict[str, Any] = dict(kind="network", network=name, stage=stage, variant=stage, images=n,
+                                       input="numpy")
             try:
                 one = dict(reps, repeat=1, warmup=0) if stage == "serial" and n > 1000 else reps
                 row["numpy_ms"], row["repeats"], pred = _median_wall(lambda: net.predict(xf, variant=stage), one)
@@ -186,7 +187,8 @@ def _network_rows(name: str, net, images: np.ndarray, labels, plan: Plan, res: S
             row = dict(kind="network", network=name, stage="pytorch", variant="pytorch", images=n, input="numpy")
             try:
                 side = xf.shape[-1]
-                numpy_fn = lambda: run(torch.from_numpy(xf.reshape(n, 1, side, side)).cuda()).cpu().numpy()  # noqa: E731
+                def numpy_fn():
+                    return run(torch.from_numpy(xf.reshape(n, 1, side, side)).cuda()).cpu().numpy()
                 row["numpy_ms"], row["repeats"], pred = _median_wall(numpy_fn, reps)
                 row["match_serial"] = bool(np.array_equal(pred, serial[n][1]))
                 if labels is not None:
@@ -341,7 +343,8 @@ def _sections(meta: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> list[tu
         body = [[r["op"], r["variant"], r["shape"], _fmt(r.get("kernel_ms"), ".4g"), _fmt(r.get("floor_ms"), ".3g"),
                  _fmt(r["floor_ms"] / r["kernel_ms"] * 100, ".3g") if r.get("kernel_ms") else "failed"]
                 for r in op_rows]
-        out.append((f"The layer ops at the MNIST network's shapes, device-resident, L2 flushed; {meta.get('floor', '')}",
+        out.append((f"The layer ops at the MNIST network's shapes, device-resident, L2 flushed; "
+                    f"{meta.get('floor', '')}",
                     ["op", "variant", "tensors", "kernel ms", "floor ms", "% of floor"], body))
     return out
 
