@@ -134,3 +134,23 @@ def choice(v: Any, name: str, options: tuple[Any, ...]) -> Any:
     if not isinstance(v, (str, type(None))) or v not in options:
         raise ValueError(f"{name} must be one of {list(options)}, got {v!r}")
     return v
+
+
+#: The activations every fused epilogue knows (csrc/common/activation.hpp).
+ACTIVATIONS = ("none", "relu", "tanh")
+
+
+def activation_name(v: Any) -> str:
+    """An activation argument as the kernels' name: None or "none", "relu", "tanh" (else ValueError)."""
+    return choice(v, "activation", (None, *ACTIVATIONS)) or "none"
+
+
+def bias_vector(bias: Any, size: int, layout: str):
+    """An optional bias: None, or a float32 vector of ``size`` entries (NumPy or device array), ``layout``
+    naming them in messages (e.g. "(K,)")."""
+    if bias is None:
+        return None
+    bias = float_array(bias, "bias", 1, layout)
+    if bias.shape[0] != size:
+        raise ValueError(f"bias must have shape ({size},) {layout}, got {tuple(bias.shape)}")
+    return bias

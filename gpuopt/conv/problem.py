@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .._validate import choice, float_array, integer, pair
+from .._validate import activation_name, bias_vector, float_array, integer, pair
 
 __all__ = ["Conv2dProblem", "conv2d_output_shape", "check_shapes", "validate"]
 
@@ -65,12 +65,7 @@ def validate(x, w, stride, padding, bias, activation) -> Conv2dProblem:
     stride_hw = pair(stride, "stride", 1)
     pad_hw = pair(padding, "padding", 0)
     _check_window(x.shape[2], x.shape[3], w.shape[2], w.shape[3], *pad_hw)
-    if bias is not None:
-        bias = float_array(bias, "bias", 1, "(K,)")
-        if bias.shape[0] != w.shape[0]:
-            raise ValueError(f"bias must have shape ({w.shape[0]},) to match w, got {bias.shape}")
-    act = choice(activation, "activation", (None, "none", "relu", "tanh")) or "none"
-    return Conv2dProblem(x, w, bias, stride_hw, pad_hw, act)
+    return Conv2dProblem(x, w, bias_vector(bias, w.shape[0], "(K,)"), stride_hw, pad_hw, activation_name(activation))
 
 
 def check_shapes(x_shape, w_shape, stride, padding):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._exec import dispatch
-from .._validate import _as_array, choice, float_array, integer
+from .._validate import _as_array, activation_name, bias_vector, float_array, integer
 
 __all__ = ["relu", "tanh", "max_pool2d", "avg_pool2d", "fully_connected", "argmax", "softmax"]
 
@@ -74,12 +74,8 @@ def fully_connected(x, w, bias=None, *, activation: str | None = None, variant: 
     w = float_array(w, "w", 2, "(in_features, out_features)")
     if w.shape[0] != x.shape[1]:
         raise ValueError(f"w must be (in_features, out_features) = ({x.shape[1]}, O), got {w.shape}")
-    if bias is not None:
-        bias = float_array(bias, "bias", 1, "(out_features,)")
-        if bias.shape[0] != w.shape[1]:
-            raise ValueError(f"bias must have shape ({w.shape[1]},), got {bias.shape}")
-    act = choice(activation, "activation", (None, "none", "relu", "tanh")) or "none"
-    return dispatch("fully_connected", variant, params, timing, (x, w, bias), x, w, bias, act)
+    bias = bias_vector(bias, w.shape[1], "(out_features,)")
+    return dispatch("fully_connected", variant, params, timing, (x, w, bias), x, w, bias, activation_name(activation))
 
 
 def argmax(x, *, variant: str | None = None, timing: bool = False, **params: Any):

@@ -15,13 +15,13 @@ import numpy as np
 from .. import _core
 from .._exec import ExecContext, dispatch
 from .._ext import cuda_host_module, host_check, launcher
-from .._validate import _as_array, _check_shape, _device_array, choice, float_array, integer, real
+from .._validate import (_as_array, _check_shape, _device_array, activation_name, bias_vector, choice, float_array,
+                         integer, real)
 from ..cuda import DeviceArray
 from ..registry import Param, register
 
 __all__ = ["conv2d_pool"]
 
-_ACTIVATIONS = ("none", "relu", "tanh")
 _POOLS = ("max", "avg")
 
 
@@ -88,11 +88,8 @@ def conv2d_pool(x, w, bias=None, *, activation: str = "none", pool: str = "max",
     w = float_array(w, "w", 4, "(K, C, R, S)")
     if w.shape[1] != x.shape[1]:
         raise ValueError(f"w must have C = {x.shape[1]} input channels (x is {tuple(x.shape)}), got w {tuple(w.shape)}")
-    if bias is not None:
-        bias = float_array(bias, "bias", 1, "(K,)")
-        if bias.shape[0] != w.shape[0]:
-            raise ValueError(f"bias must have shape ({w.shape[0]},), got {tuple(bias.shape)}")
-    activation = choice("none" if activation is None else activation, "activation", _ACTIVATIONS)
+    bias = bias_vector(bias, w.shape[0], "(K,)")
+    activation = activation_name(activation)
     pool = choice(pool, "pool", _POOLS)
     pool_size = integer(pool_size, "pool_size", 1)
     input_divisor = real(input_divisor, "input_divisor")
