@@ -30,6 +30,7 @@ from ..harness import Progress, measure
 from ..study import CALL_REPEATS, Output, Plan, Study, StudyResult, _error, _note
 from ..tables import _fmt, _md_table, format_table
 from ..results import format_metadata
+from .matmul import fp32_peak
 
 __all__ = ["STUDY"]
 
@@ -237,21 +238,18 @@ def _op_cases(net) -> list[tuple[str, str, Callable[[str], Any], tuple[int, ...]
     ]
 
 
-def _peaks() -> tuple[float, float]:
-    """(FP32 FLOP/s, DRAM bytes/s) of this GPU from its properties: SMs x 128 FMA lanes x 2 x clock; 2 x memory
-    clock x bus width."""
-    info = gpuopt.device_info() or {}
-    flops = info.get("multiprocessors", 0) * 128 * 2 * info.get("clock_rate_khz", 0) * 1e3
-    bw = 2 * info.get("memory_clock_rate_khz", 0) * 1e3 * info.get("memory_bus_width_bits", 0) / 8
-    return flops, bw
+def _dram_bandwidth(gpu: Mapping[str, Any]) -> float:
+    """DRAM bytes/s of a GPU from its properties: 2 (double data rate) x memory clock x bus width."""
+    return 2 * gpu.get("memory_clock_rate_khz", 0) * 1e3 * gpu.get("memory_bus_width_bits", 0) / 8
 
 
 def _op_rows(net, plan: Plan, res: StudyResult, prog: Progress) -> None:
     reps = plan.pick(CALL_REPEATS)
-    flops_peak, bw = _peaks()
-    res.meta["floor"] = (f"floor = max(bytes / {bw / 1e12:.2f} TB/s, FLOPs / {flops_peak / 1e12:.1f} TFLOP/s), "
-                         "peaks from the device's properties (DRAM clock x bus width; SMs x 128 FP32 lanes x 2 x "
-                         "boost clock)")
+    gpu = gpuopt.device_info() or {}
+    gflops, formula = fp32_peak(gpu)
+    flops_peak, bw = (gflops or 0.0) * 1e9, _dram_bandwidth(gpu)
+    res.meta["floor"] = (f"floor = max(bytes / {bw / 1e12:.2f} TB/s (2 x DRAM clock x bus width), FLOPs / FP32 peak "
+                         f"{formula})")
     for op, shape, fn, nbytes, flops in _op_cases(net):
         floor = max(nbytes / bw if bw else 0.0, flops / flops_peak if flops_peak else 0.0) * 1e3
         for variant, v in gpuopt.variants(op).items():
