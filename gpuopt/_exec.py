@@ -23,7 +23,7 @@ import numpy as np
 
 from .cuda import DeviceArray, to_device
 
-__all__ = ["Timing", "ExecContext"]
+__all__ = ["Timing", "ExecContext", "check_before_copy"]
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,19 @@ class ExecContext:
             return None
         ms = {name: phase.ms() for name, phase in self._phases.items()}
         return Timing(ms["h2d"], ms["kernel"], ms["d2h"], "gpu" if self.gpu else "cpu", dict(self.details))
+
+
+def check_before_copy(variant: Any, arrays: tuple, *args: Any, **params: Any) -> None:
+    """The host-side checks of ``variant``'s launcher (``check.<op>_<variant>(*args, **params)``, where it has
+    some) when any of ``arrays`` is not yet on the device, so that nothing is copied for a call the launcher
+    would reject. With every input already on the device the launcher runs the same checks first itself."""
+    if all(isinstance(a, DeviceArray) for a in arrays if a is not None):
+        return
+    from ._ext import host_check
+
+    check = host_check(variant)
+    if check is not None:
+        check(*args, **params)
 
 
 def dispatch(op: str, variant: str | None, params: dict[str, Any], timing: bool, arrays: tuple, *args: Any) -> Any:

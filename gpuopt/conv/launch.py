@@ -16,9 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from .._exec import ExecContext
-from ..cuda import DeviceArray
-from .._ext import cuda_host_module, host_check, launcher
+from .._exec import ExecContext, check_before_copy
+from .._ext import cuda_host_module, launcher
 from .problem import Conv2dProblem
 
 __all__ = ["conv2d_shape", "run_gpu"]
@@ -32,10 +31,7 @@ def conv2d_shape(p: Conv2dProblem) -> Any:
 def run_gpu(ctx: ExecContext, p: Conv2dProblem, **params: Any) -> Any:
     """Run ``ctx.variant``'s launcher on ``p`` with its (resolved, launcher-ready) parameters."""
     shape = conv2d_shape(p)
-    if not all(isinstance(a, DeviceArray) for a in (p.x, p.w, p.bias) if a is not None):
-        check = host_check(ctx.variant)
-        if check is not None:
-            check(shape, **params)
+    check_before_copy(ctx.variant, (p.x, p.w, p.bias), shape, **params)
     run = launcher(ctx.variant)
     dx, dw = ctx.device(p.x), ctx.device(p.w)
     dbias = None if p.bias is None else ctx.device(p.bias)

@@ -13,11 +13,10 @@ from typing import Any
 import numpy as np
 
 from .. import _core
-from .._exec import ExecContext, dispatch
-from .._ext import cuda_host_module, host_check, launcher
+from .._exec import ExecContext, check_before_copy, dispatch
+from .._ext import cuda_host_module, launcher
 from .._validate import (_as_array, _check_shape, _device_array, activation_name, bias_vector, choice, float_array,
                          integer, real)
-from ..cuda import DeviceArray
 from ..registry import Param, register
 
 __all__ = ["conv2d_pool"]
@@ -132,8 +131,7 @@ def _conv2d_pool_cpu(ctx: ExecContext, p: ConvPoolProblem) -> Any:
                   Param("channels_per_thread", 0, (0, 4, 8),
                         "output channels of a thread's 2x4 register tile; 0 picks per shape (4 when C*R*S <= 32)")))
 def _conv2d_pool_fused(ctx: ExecContext, p: ConvPoolProblem, **launch: int) -> Any:
-    if not all(isinstance(a, DeviceArray) for a in (p.x, p.w, p.bias) if a is not None):
-        host_check(ctx.variant)(p.dims, **launch)  # rejected before anything is copied
+    check_before_copy(ctx.variant, (p.x, p.w, p.bias), p.dims, **launch)
     run = launcher(ctx.variant)
     dx, dw = ctx.device(p.x), ctx.device(p.w)
     dbias = None if p.bias is None else ctx.device(p.bias)

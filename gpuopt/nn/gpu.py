@@ -29,9 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._exec import ExecContext
-from .._ext import host_check, launcher
-from ..cuda import DeviceArray
+from .._exec import ExecContext, check_before_copy
+from .._ext import launcher
 from ..registry import register
 
 __all__: list[str] = []
@@ -41,16 +40,6 @@ _TEST = "tests/nn/test_gpu_nn.py"
 
 def _gpu(kernel: str, report: str) -> dict:
     return dict(report=report, needs_cuda=True, kernel=f"csrc/nn/{kernel}", test=_TEST)
-
-
-def _host_checks(ctx: ExecContext, arrays: tuple, *dims: int) -> None:
-    """The launcher's host-side checks, where it has some, before any input is copied (with every input already
-    on the device the launcher's own checks come first anyway)."""
-    if all(isinstance(a, DeviceArray) for a in arrays if a is not None):
-        return
-    check = host_check(ctx.variant)
-    if check is not None:
-        check(*dims)
 
 
 def _run_activation(ctx: ExecContext, x):
@@ -75,7 +64,7 @@ def _run_pool(ctx: ExecContext, x, size: int):
 
 def _run_fully_connected(ctx: ExecContext, x, w, bias, activation: str):
     (n, i), o = x.shape, w.shape[1]
-    _host_checks(ctx, (x, w, bias), n, i, o)
+    check_before_copy(ctx.variant, (x, w, bias), n, i, o)
     run = launcher(ctx.variant)
     dx, dw = ctx.device(x), ctx.device(w)
     db = None if bias is None else ctx.device(bias)
@@ -87,7 +76,7 @@ def _run_fully_connected(ctx: ExecContext, x, w, bias, activation: str):
 
 def _run_argmax(ctx: ExecContext, x):
     rows, cols = x.shape
-    _host_checks(ctx, (x,), rows, cols)
+    check_before_copy(ctx.variant, (x,), rows, cols)
     run = launcher(ctx.variant)
     dx = ctx.device(x)
     out = ctx.empty((rows,), np.int64)
@@ -100,7 +89,7 @@ def _run_argmax_streams(ctx: ExecContext, x):
     """NumPy wanted back: the launcher fills a NumPy array through its pinned buffer (the copy overlaps the second
     half's kernel). A device array wanted back: no host copy to overlap, the indices stay on the device."""
     rows, cols = x.shape
-    _host_checks(ctx, (x,), rows, cols)
+    check_before_copy(ctx.variant, (x,), rows, cols)
     run = launcher(ctx.variant)
     dx = ctx.device(x)
     out = ctx.empty((rows,), np.int64)
@@ -112,7 +101,7 @@ def _run_argmax_streams(ctx: ExecContext, x):
 
 def _run_softmax(ctx: ExecContext, x):
     rows, cols = x.shape
-    _host_checks(ctx, (x,), rows, cols)
+    check_before_copy(ctx.variant, (x,), rows, cols)
     run = launcher(ctx.variant)
     dx = ctx.device(x)
     dy = ctx.empty((rows, cols), np.float32)

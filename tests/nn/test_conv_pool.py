@@ -74,3 +74,23 @@ def test_plan_of_the_mnist_layers():
 def test_plan_rejects_what_fused_cannot_run(w_shape, pool_size, match):
     with pytest.raises(ValueError, match=match):
         nn.conv2d_pool_plan((1, 1, 20, 20), w_shape, pool_size)
+
+
+@needs_cuda_build
+def test_fused_rejects_before_any_copy():
+    """The fused launcher's checks run before an input is copied (conftest's CheckOnlyContext raises on a copy)."""
+    from conftest import passes_host_checks
+    from gpuopt.nn.conv_pool import ConvPoolProblem
+
+    def problem(r, pool_size=2):
+        x, w = np.zeros((1, 2, 20, 20), np.float32), np.zeros((3, 2, r, r), np.float32)
+        return ConvPoolProblem(x, w, None, "relu", "avg", pool_size, 1.0)
+
+    launch = dict(channels_per_block=0, images=0, channels_per_thread=0)
+    assert passes_host_checks("conv2d_pool", "fused", problem(5), **launch)
+    with pytest.raises(ValueError, match="3x3 or 5x5"):
+        passes_host_checks("conv2d_pool", "fused", problem(7), **launch)
+    with pytest.raises(ValueError, match="pool_size must be 2"):
+        passes_host_checks("conv2d_pool", "fused", problem(3, pool_size=3), **launch)
+    with pytest.raises(ValueError, match="channels_per_thread"):
+        passes_host_checks("conv2d_pool", "fused", problem(3), **dict(launch, channels_per_thread=2))
