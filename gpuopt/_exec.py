@@ -119,11 +119,15 @@ class ExecContext:
         """Context manager around the compute (the 'kernel' phase)."""
         return self._phase("kernel")
 
+    def h2d(self):
+        """Context manager around a host-to-device copy (the 'h2d' phase)."""
+        return self._phase("h2d")
+
     def device(self, a: Any) -> DeviceArray:
         """``a`` on the device: device arrays as they are, NumPy copied in (timed as h2d)."""
         if isinstance(a, DeviceArray):
             return a
-        with self._phase("h2d"):
+        with self.h2d():
             return to_device(a)
 
     def host(self, a: Any) -> np.ndarray:

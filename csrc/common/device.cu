@@ -79,4 +79,18 @@ int cudnn_runtime_version() {
 #endif
 }
 
+int multiprocessor_count() {
+    static int cached[64] = {};
+    int device = 0;
+    GPUOPT_CUDA_CHECK(cudaGetDevice(&device));
+    if (device < 0 || device >= 64) {
+        int value = 0;
+        GPUOPT_CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, device));
+        return value;
+    }
+    if (cached[device] == 0)
+        GPUOPT_CUDA_CHECK(cudaDeviceGetAttribute(&cached[device], cudaDevAttrMultiProcessorCount, device));
+    return cached[device];
+}
+
 }  // namespace gpuopt

@@ -39,6 +39,10 @@ struct DeviceInfo {
 // Properties of device `index`; throws CudaError if it cannot be queried.
 DeviceInfo device_info(int index);
 
+// Multiprocessors of the current device, cached per device: launchers that size persistent or split grids
+// ask on every call.
+int multiprocessor_count();
+
 // Versions of the libraries loaded at run time (0 when not built with them).
 int cublas_runtime_version();
 int cudnn_runtime_version();

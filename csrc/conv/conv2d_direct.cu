@@ -46,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/device.hpp"
 #include "../common/launch.cuh"
 #include "../matmul/matmul_kernels.cuh"
 #include "conv2d_cuda.hpp"
@@ -371,7 +372,7 @@ void conv2d_direct_regblock(const float* x, const float* w, const float* bias, f
     s.validate();
     GPUOPT_REQUIRE(x != nullptr && w != nullptr && y != nullptr,
                    "conv2d direct_regblock: x, w and y must be device pointers");
-    const DirectRegblockPlan plan = conv2d_direct_regblock_plan(s, k_tile, pixels, matmul::multiprocessor_count());
+    const DirectRegblockPlan plan = conv2d_direct_regblock_plan(s, k_tile, pixels, multiprocessor_count());
     const std::string what = "conv2d direct_regblock (k_tile=" + std::to_string(plan.k_tile) + ", pixels=" +
                              std::to_string(plan.pixels) + ", " + std::to_string(plan.channels_per_chunk) +
                              " channel(s) staged)";

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "../common/device.hpp"
 #include "matmul_async.cuh"
 
 namespace gpuopt::matmul {

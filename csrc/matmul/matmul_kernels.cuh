@@ -42,8 +42,6 @@ inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p
 // Launch a planned kernel on stream 0 and check the launch.
 void run_launch(const MatmulLaunch& l, const float* a, const float* b, float* c, std::int64_t M, std::int64_t N,
                 std::int64_t K);
-// Multiprocessors of the current device (cached per device).
-int multiprocessor_count();
 // Registers, shared memory, spills and occupancy of a kernel at `threads` per block and `dynamic_smem`
 // bytes of dynamic shared memory (also used by the conv2d kernels), and of a planned matmul kernel.
 KernelInfo kernel_info(const void* kernel, const std::string& name, int threads, std::size_t dynamic_smem);

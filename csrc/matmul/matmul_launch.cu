@@ -53,21 +53,6 @@ void run_launch(const MatmulLaunch& l, const float* a, const float* b, float* c,
                                          static_cast<int>(K)));
 }
 
-int multiprocessor_count() {
-    // Cached per device: the auto tile choice asks on every call.
-    static int cached[64] = {};
-    int device = 0;
-    GPUOPT_CUDA_CHECK(cudaGetDevice(&device));
-    if (device < 0 || device >= 64) {
-        int value = 0;
-        GPUOPT_CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrMultiProcessorCount, device));
-        return value;
-    }
-    if (cached[device] == 0)
-        GPUOPT_CUDA_CHECK(cudaDeviceGetAttribute(&cached[device], cudaDevAttrMultiProcessorCount, device));
-    return cached[device];
-}
-
 bool device_has_clusters() {
     static int cached[64] = {};  // 0 unknown, 1 no, 2 yes
     int device = 0;

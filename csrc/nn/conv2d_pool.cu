@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "../common/cuda_check.cuh"
+#include "../common/device.hpp"
 #include "../common/device_buffer.cuh"
 #include "../common/error.hpp"
 #include "../common/launch.cuh"
@@ -351,9 +352,8 @@ void launch(const TIn* x, float divisor, const float* wt, const float* bias, flo
                                              : conv_pool_kernel<R, R, 8, ACT, POOL, TIn>;
     require_shared_memory(kernel, static_cast<std::size_t>(p.shared_bytes), "conv2d_pool/fused");
     // As many blocks as stay resident (each loops over items), at most one per item.
-    int device = 0, sms = 0, per_sm = 0;
-    GPUOPT_CUDA_CHECK(cudaGetDevice(&device));
-    GPUOPT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const int sms = multiprocessor_count();
+    int per_sm = 0;
     GPUOPT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, p.threads, p.shared_bytes));
     const int kblocks = ceil_div(L.K, L.cpb);
     const std::int64_t resident = std::max<std::int64_t>(1, static_cast<std::int64_t>(sms) * std::max(per_sm, 1) / kblocks);

@@ -33,7 +33,7 @@ from ..cuda import DeviceArray, as_device_array, synchronize, to_device
 from .stages import Stage, get_stage, missing, stages
 from .timing import ForwardTiming, Recorder
 
-__all__ = ["Network", "LayerSpec", "prepare_images", "prepare_labels",
+__all__ = ["Network", "LayerSpec", "prepare_images", "check_finite_images", "prepare_labels",
            "DEFAULT_MEMORY_BUDGET", "op_function"]
 
 #: Default activation memory of one chunk: 2 GiB, so the 10,000-image MNIST test set is one chunk (512 MiB made
@@ -58,6 +58,7 @@ class LayerSpec(NamedTuple):
 class _Images:
     data: Any  # numpy.ndarray or DeviceArray, (N, 1, S, S), float32 or uint8
     device: bool
+    checked: bool = True  # NumPy float32 images: finiteness checked already (else: as they are uploaded)
 
     @property
     def n(self) -> int:
@@ -75,7 +76,7 @@ def _check_image_shape(shape: tuple[int, ...], side: int, name: str) -> int:
     return int(shape[0])
 
 
-def prepare_images(images: Any, side: int, name: str = "images") -> _Images:
+def prepare_images(images: Any, side: int, name: str = "images", *, check_finite: bool = True) -> _Images:
     """Check a batch of images and view it as (N, 1, side, side).
 
     NumPy (or anything ``np.asarray`` takes): uint8 (raw pixels 0-255) is kept as it is; float32 is used
@@ -83,7 +84,9 @@ def prepare_images(images: Any, side: int, name: str = "images") -> _Images:
     (ValueError naming the first bad image). Integer dtypes other than uint8, bool and non-numeric dtypes
     raise TypeError. Device arrays must be float32 or uint8 and C-contiguous (TypeError / ValueError); they
     are used in place and their values are not scanned (gpuopt's rule for device inputs), so a NaN pixel of
-    a device array gives NaN logits for its image instead of an error.
+    a device array gives NaN logits for its image instead of an error. ``check_finite=False`` leaves the
+    finiteness check of float32 NumPy images to the caller (``_Images.checked`` is False): device-resident
+    stages check each chunk as it is copied to the device, which saves a pass over the images.
     """
     if hasattr(images, "__cuda_array_interface__"):
         arr = as_device_array(images, name)
@@ -103,13 +106,19 @@ def prepare_images(images: Any, side: int, name: str = "images") -> _Images:
                            if a.dtype.kind in "iu" else ""))
     n = _check_image_shape(a.shape, side, name)
     a = np.ascontiguousarray(a).reshape(n, 1, side, side)
-    if a.dtype == np.float32:
-        finite = np.isfinite(a).reshape(n, -1).all(axis=1)
-        if not finite.all():
-            bad = int(np.argmin(finite))
-            raise ValueError(f"{name}[{bad}] contains NaN or infinity ({int((~finite).sum())} bad image(s)); images "
-                             "must be finite")
-    return _Images(a, False)
+    if a.dtype == np.float32 and check_finite:
+        check_finite_images(a, name)
+    return _Images(a, False, checked=check_finite or a.dtype != np.float32)
+
+
+def check_finite_images(a: np.ndarray, name: str = "images") -> None:
+    """ValueError naming the first image of ``a`` (N, ...) float32 with a NaN or infinity, and how many there are."""
+    n = a.shape[0]
+    finite = np.isfinite(a).reshape(n, -1).all(axis=1)
+    if not finite.all():
+        bad = int(np.argmin(finite))
+        raise ValueError(f"{name}[{bad}] contains NaN or infinity ({int((~finite).sum())} bad image(s)); images "
+                         "must be finite")
 
 
 def prepare_labels(labels: Any, n: int, classes: int) -> np.ndarray:
@@ -282,7 +291,9 @@ class Network:
             raise TypeError(f"timing must be True or False, got {timing!r}")
         started = time.perf_counter()
         stage = self._stage(variant, head)
-        imgs = images if isinstance(images, _Images) else prepare_images(images, self.side)
+        imgs = images if isinstance(images, _Images) else prepare_images(images, self.side, check_finite=False)
+        if not imgs.checked and not stage.resident:
+            check_finite_images(imgs.data)
         n = imgs.n
         size = min(n, self.chunk_images(max_batch) or n)
         rec = Recorder(timing)
@@ -293,6 +304,11 @@ class Network:
             x = _rows(imgs.data, start, min(n, start + size))
             if not stage.resident or (x.dtype == np.uint8 and not chain[0].raw_input):
                 x = _scale_on_host(x, rec)
+            if stage.resident and isinstance(x, np.ndarray):
+                # One staged copy of the chunk, checked for NaN/inf on the way (the images' only pass on the host).
+                x, finite = rec.to_device(x, "Copy to device (images)", check_finite=not imgs.checked)
+                if not finite:
+                    check_finite_images(imgs.data)  # names the first bad image of the whole batch
             for step in chain:
                 kwargs: dict[str, Any] = dict(step.params)
                 if step.w is not None:
@@ -306,7 +322,7 @@ class Network:
                 x = rec.call(step, op_function(step.op), x, kwargs)
             what = "predictions" if head == "predict" else "probabilities" if head == "proba" else "logits"
             if imgs.device and isinstance(x, np.ndarray):
-                x = rec.to_device(x, f"Copy to device ({what})")
+                x = rec.to_device(x, f"Copy to device ({what})")[0]
             elif not imgs.device and isinstance(x, DeviceArray):
                 x = rec.to_host(x, f"Copy back ({what})")
             parts.append(x)
@@ -370,7 +386,7 @@ class Network:
         float, or ``(accuracy, correct, total)`` with ``return_counts=True``; with ``timing=True`` a
         ``(that, ForwardTiming)`` pair.
         """
-        imgs = prepare_images(images, self.side)
+        imgs = prepare_images(images, self.side, check_finite=False)
         y = prepare_labels(labels, imgs.n, self.classes)
         result = self._run(imgs, "predict", variant, timing, max_batch)
         pred, t = result if timing else (result, None)

@@ -15,7 +15,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from .._exec import ExecContext, Timing
-from ..cuda import DeviceArray
+from ..cuda import DeviceArray, to_device_checked
 from .stages import REPORT_SETTING, Step, stages
 
 __all__ = ["LayerTime", "ForwardTiming", "Recorder"]
@@ -130,11 +130,14 @@ class Recorder:
         self._add(name, "copy", "d2h", ctx.record())
         return out
 
-    def to_device(self, a: np.ndarray, name: str) -> DeviceArray:
+    def to_device(self, a: np.ndarray, name: str, check_finite: bool = False) -> tuple[DeviceArray, bool]:
+        """``a`` copied to the device (a row of its own) and, with ``check_finite`` (float32), whether every
+        value is finite (checked as it is staged; else True)."""
         ctx = ExecContext(timing=self.timing, device_result=True, gpu=True)
-        out = ctx.finish(a)
+        with ctx.h2d():
+            out, finite = to_device_checked(a, check_finite)
         self._add(name, "copy", "h2d", ctx.record())
-        return out
+        return out, finite
 
     def layers(self) -> list[LayerTime]:
         return [LayerTime(name, *row) for name, row in self.rows.items()]

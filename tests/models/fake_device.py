@@ -54,9 +54,10 @@ class FakeCuda:
             raise RuntimeError(f"fake GPU: access of {nbytes} bytes at 0x{ptr:x} outside any live allocation")
         return buf.data[ptr - buf.ptr: ptr - buf.ptr + nbytes]
 
-    def copy_h2d(self, dst: int, host: np.ndarray, nbytes: int) -> None:
+    def copy_h2d(self, dst: int, host: np.ndarray, nbytes: int, check_finite: bool = False) -> bool:
         self.h2d += 1
         self._view(dst, nbytes)[:] = np.ascontiguousarray(host).view(np.uint8).reshape(-1)[:nbytes]
+        return not check_finite or bool(np.isfinite(host).all())
 
     def copy_d2h(self, out: np.ndarray, src: int, nbytes: int) -> None:
         self.d2h += 1

@@ -1,0 +1,116 @@
+// Pinned staging for pageable host-to-device copies (staging.hpp). Host code only, compiled with OpenMP.
+#include "staging.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+
+#include "cuda_check.cuh"
+#include "error.hpp"
+#include "parallel.hpp"
+#include "runtime.hpp"
+
+namespace gpuopt {
+
+namespace {
+
+constexpr std::size_t kSlotBytes = std::size_t{4} << 20;    // one DMA: ~75 us at the H200's 53 GB/s
+constexpr int kSlots = 3;                                    // the host runs up to two slots ahead of the DMA
+constexpr std::size_t kBlockBytes = std::size_t{64} << 10;   // one thread's unit: copied, then scanned in cache
+constexpr std::size_t kMinStagedBytes = std::size_t{2} << 20;  // below this the driver's path is as fast
+constexpr int kMaxThreads = 8;                               // more threads lose bandwidth on the H200's host
+
+struct Staging {
+    std::mutex mutex;  // one staged copy at a time: the slots are shared
+    void* slot[kSlots] = {};
+    cudaEvent_t drained[kSlots] = {};  // recorded after the DMA from each slot
+
+    bool ready = false;
+
+    void acquire() {
+        if (ready) return;
+        try {
+            for (int k = 0; k < kSlots; ++k) {
+                GPUOPT_CUDA_CHECK(cudaHostAlloc(&slot[k], kSlotBytes, cudaHostAllocPortable));
+                GPUOPT_CUDA_CHECK(cudaEventCreateWithFlags(&drained[k], cudaEventDisableTiming));
+            }
+        } catch (...) {
+            release();  // all slots or none
+            throw;
+        }
+        ready = true;
+    }
+    void release() noexcept {
+        for (int k = 0; k < kSlots; ++k) {
+            if (drained[k]) cudaEventSynchronize(drained[k]), cudaEventDestroy(drained[k]);
+            if (slot[k]) cudaFreeHost(slot[k]);
+            slot[k] = nullptr;
+            drained[k] = nullptr;
+        }
+        ready = false;
+    }
+};
+
+// Never destroyed: at process exit the driver may already be gone.
+Staging& staging() {
+    static Staging* s = new Staging;
+    return *s;
+}
+
+int staging_threads() { return std::min(kMaxThreads, cpu_threads()); }
+
+}  // namespace
+
+bool all_finite_f32(const void* src, std::size_t bytes) noexcept {
+    const auto* w = static_cast<const std::uint32_t*>(src);
+    const std::size_t n = bytes / 4;
+    std::uint32_t bad = 0;  // branch-free so the loop vectorises: an exponent of all ones is inf or NaN
+    for (std::size_t i = 0; i < n; ++i) bad |= static_cast<std::uint32_t>((w[i] & 0x7f800000u) == 0x7f800000u);
+    return bad == 0;
+}
+
+bool copy_host_to_device_staged(void* dst, const void* src, std::size_t bytes, bool check_finite_f32) {
+    GPUOPT_REQUIRE(!check_finite_f32 || bytes % 4 == 0, "a float32 check needs a whole number of float32 values");
+    const int threads = staging_threads();
+    if (bytes < kMinStagedBytes || threads < 2) {
+        const bool finite = !check_finite_f32 || all_finite_f32(src, bytes);
+        copy_host_to_device(dst, src, bytes);
+        return finite;
+    }
+    Staging& st = staging();
+    std::lock_guard<std::mutex> lock(st.mutex);
+    st.acquire();
+    const auto* from = static_cast<const char*>(src);
+    auto* to = static_cast<char*>(dst);
+    int bad = 0;
+    int k = 0;
+    for (std::size_t offset = 0; offset < bytes; offset += kSlotBytes, k = (k + 1) % kSlots) {
+        const std::size_t n = std::min(kSlotBytes, bytes - offset);
+        GPUOPT_CUDA_CHECK(cudaEventSynchronize(st.drained[k]));  // the slot's previous DMA is done
+        char* slot = static_cast<char*>(st.slot[k]);
+        const auto blocks = static_cast<std::int64_t>((n + kBlockBytes - 1) / kBlockBytes);
+#if defined(_OPENMP)
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(| : bad)
+#endif
+        for (std::int64_t b = 0; b < blocks; ++b) {
+            const std::size_t at = static_cast<std::size_t>(b) * kBlockBytes;
+            const std::size_t len = std::min(kBlockBytes, n - at);
+            std::memcpy(slot + at, from + offset + at, len);
+            if (check_finite_f32) bad |= static_cast<int>(!all_finite_f32(slot + at, len));
+        }
+        GPUOPT_CUDA_CHECK(cudaMemcpyAsync(to + offset, slot, n, cudaMemcpyHostToDevice, nullptr));
+        GPUOPT_CUDA_CHECK(cudaEventRecord(st.drained[k], nullptr));
+    }
+    return bad == 0;
+}
+
+void staging_release() noexcept {
+    Staging& st = staging();
+    std::lock_guard<std::mutex> lock(st.mutex);
+    st.release();
+}
+
+}  // namespace gpuopt
