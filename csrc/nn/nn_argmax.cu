@@ -74,21 +74,16 @@ __device__ __forceinline__ Best better(Best a, Best b) {
 template <int LANES>
 __global__ void __launch_bounds__(kThreads) argmax_rows_kernel(const float* __restrict__ x, i64* __restrict__ out,
                                                                i64 nrows, int cols) {
-    constexpr int kRowsPerBlock = kThreads / LANES;
     __shared__ Best scratch[kThreads / 32];
-    const int lane = threadIdx.x % LANES, slot = threadIdx.x / LANES;
-    // Block-uniform loop: every thread takes part in every reduction (rows past the end idle).
-    for (i64 base = static_cast<i64>(blockIdx.x) * kRowsPerBlock; base < nrows;
-         base += static_cast<i64>(gridDim.x) * kRowsPerBlock) {
-        const i64 row = base + slot;
+    rows::for_each_row<LANES>(nrows, [&](i64 row, bool valid, int lane) {
         Best b{-INFINITY, INT_MAX};
-        if (row < nrows) {
+        if (valid) {
             const float* r = x + row * cols;
             for (int j = lane; j < cols; j += LANES) b = better(b, Best{__ldg(r + j), j});
         }
         b = rows::group_reduce<LANES>(b, [](Best p, Best q) { return better(p, q); }, scratch);
-        if (row < nrows && lane == 0) out[row] = b.i;
-    }
+        if (valid && lane == 0) out[row] = b.i;
+    });
 }
 
 void launch_rows(const float* x, i64* out, i64 nrows, i64 cols, cudaStream_t stream) {

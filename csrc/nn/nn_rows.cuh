@@ -34,6 +34,18 @@ unsigned row_blocks(i64 rows) {
     return grid_for(rows, kThreads / LANES);
 }
 
+// Runs body(row, valid, lane) for this thread's row in each group of kThreads / LANES consecutive rows the
+// block takes (grid-stride). The loop is block-uniform: every thread of the block runs every iteration,
+// rows past the end with valid == false, as group_reduce's shuffles and barriers need.
+template <int LANES, class Body>
+__device__ __forceinline__ void for_each_row(i64 nrows, Body&& body) {
+    constexpr int kRowsPerBlock = kThreads / LANES;
+    const int lane = threadIdx.x % LANES, slot = threadIdx.x / LANES;
+    for (i64 base = static_cast<i64>(blockIdx.x) * kRowsPerBlock; base < nrows;
+         base += static_cast<i64>(gridDim.x) * kRowsPerBlock)
+        body(base + slot, base + slot < nrows, lane);
+}
+
 __device__ __forceinline__ float shfl_xor(float v, int off) { return __shfl_xor_sync(0xffffffffu, v, off); }
 
 // Reduces v over the LANES threads of each group with `op` (commutative and associative on the

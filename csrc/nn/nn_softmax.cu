@@ -26,16 +26,10 @@ constexpr int kThreads = rows::kThreads;
 template <int LANES>
 __global__ void __launch_bounds__(kThreads) softmax_rows_kernel(const float* __restrict__ x, float* __restrict__ y,
                                                                 i64 nrows, int cols) {
-    constexpr int kRowsPerBlock = kThreads / LANES;
     __shared__ float scratch[kThreads / 32];
-    const int lane = threadIdx.x % LANES, slot = threadIdx.x / LANES;
     const auto fmax_op = [](float a, float b) { return fmaxf(a, b); };
     const auto add_op = [](float a, float b) { return a + b; };
-    // Block-uniform loop: every thread takes part in every reduction (rows past the end idle).
-    for (i64 base = static_cast<i64>(blockIdx.x) * kRowsPerBlock; base < nrows;
-         base += static_cast<i64>(gridDim.x) * kRowsPerBlock) {
-        const i64 row = base + slot;
-        const bool valid = row < nrows;
+    rows::for_each_row<LANES>(nrows, [&](i64 row, bool valid, int lane) {
         const float* r = x + (valid ? row : 0) * cols;
         float m = -INFINITY;
         if (valid)
@@ -49,7 +43,7 @@ __global__ void __launch_bounds__(kThreads) softmax_rows_kernel(const float* __r
             float* out = y + row * cols;
             for (int j = lane; j < cols; j += LANES) out[j] = expf(__ldg(r + j) - m) / s;
         }
-    }
+    });
 }
 
 }  // namespace

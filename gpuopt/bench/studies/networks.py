@@ -7,7 +7,9 @@
   the same network in PyTorch (strict FP32, TF32 off) measured in the same run when torch is importable.
   Correctness beside each: accuracy on the real MNIST test set, predictions against ``serial``.
 * **The layer ops at the network's shapes**: every GPU variant of each layer op on the MNIST layers'
-  tensors (10,000 images, device-resident), against its floor (bytes over bandwidth, FLOPs over peak).
+  tensors (10,000 images, device-resident), against its floor (bytes over bandwidth, FLOPs over peak); the
+  fused conv layers beside what a user would run instead: cuDNN (precise algorithms, and any algorithm) with
+  the pool after it, and PyTorch (strict FP32, cudnn.benchmark) when torch is importable.
 
 The MNIST network is the trained ECE408 model when the data folder has it (else seeded random weights,
 said in the notes); the Fashion network always has seeded random weights and synthetic images (its trained
@@ -203,8 +205,31 @@ def _network_rows(name: str, net, images: np.ndarray, labels, plan: Plan, res: S
             prog.update(f"{name} pytorch {n}")
 
 
-def _op_cases(net) -> list[tuple[str, str, Callable[[str], Any], tuple[int, ...], float, float]]:
-    """(op, shape label, fn(variant) -> result, shape, bytes moved, FLOPs) on the MNIST layers' tensors."""
+def _conv_pool_baselines(x: Any, w: Any) -> dict[str, Callable[[], Any]]:
+    """What a user would run instead of conv2d_pool/fused for conv -> ReLU -> 2x2 average pool: cuDNN (gpuopt's
+    wrapper, ReLU fused; its precise algorithms and any algorithm) then gpuopt's coalesced pool, and PyTorch
+    (strict FP32, cudnn.benchmark) when it is importable."""
+    def cudnn(algorithms: str) -> Callable[[], Any]:
+        return lambda: nn.avg_pool2d(gpuopt.conv2d(x, w, activation="relu", variant="cudnn", algorithms=algorithms), 2,
+                                     variant="coalesced")
+
+    out = {"cudnn precise + avg_pool2d": cudnn("precise"), "cudnn any + avg_pool2d": cudnn("any")}
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return out
+    if torch.cuda.is_available():
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.benchmark = True
+        xt, wt = torch.as_tensor(x, device="cuda"), torch.as_tensor(w, device="cuda")
+        out["pytorch (F.conv2d, relu, avg_pool2d)"] = lambda: F.avg_pool2d(F.relu(F.conv2d(xt, wt)), 2)
+    return out
+
+
+def _op_cases(net) -> list[tuple[str, str, Callable[[str], Any], float, float, dict[str, Callable[[], Any]]]]:
+    """(op, shape label, fn(variant) -> result, bytes moved, FLOPs, baselines: name -> fn()) on the MNIST layers'
+    tensors."""
     rng = np.random.default_rng(1)
     n = TABLE_IMAGES
     d = gpuopt.to_device
@@ -218,23 +243,23 @@ def _op_cases(net) -> list[tuple[str, str, Callable[[str], Any], tuple[int, ...]
     b = 4.0
     a = n * 32 * 24 * 24
     return [
-        ("relu", "(10000, 32, 24, 24)", lambda v: nn.relu(act, variant=v), 2 * a * b, 0.0),
-        ("tanh", "(10000, 32, 24, 24)", lambda v: nn.tanh(act, variant=v), 2 * a * b, 0.0),
-        ("max_pool2d", "(10000, 32, 24, 24), 2x2", lambda v: nn.max_pool2d(act, 2, variant=v), 1.25 * a * b, 0.0),
-        ("avg_pool2d", "(10000, 32, 24, 24), 2x2", lambda v: nn.avg_pool2d(act, 2, variant=v), 1.25 * a * b, 0.0),
+        ("relu", "(10000, 32, 24, 24)", lambda v: nn.relu(act, variant=v), 2 * a * b, 0.0, {}),
+        ("tanh", "(10000, 32, 24, 24)", lambda v: nn.tanh(act, variant=v), 2 * a * b, 0.0, {}),
+        ("max_pool2d", "(10000, 32, 24, 24), 2x2", lambda v: nn.max_pool2d(act, 2, variant=v), 1.25 * a * b, 0.0, {}),
+        ("avg_pool2d", "(10000, 32, 24, 24), 2x2", lambda v: nn.avg_pool2d(act, 2, variant=v), 1.25 * a * b, 0.0, {}),
         ("fully_connected", "fc1: (10000, 1024) @ (1024, 128), ReLU",
          lambda v: nn.fully_connected(f1, w["fc1"], activation="relu", variant=v), (n * 1152 + 1024 * 128) * b,
-         2.0 * n * 1024 * 128),
+         2.0 * n * 1024 * 128, {}),
         ("fully_connected", "fc2: (10000, 128) @ (128, 10)", lambda v: nn.fully_connected(f2, w["fc2"], variant=v),
-         (n * 138 + 1280) * b, 2.0 * n * 1280),
-        ("argmax", "(10000, 10)", lambda v: nn.argmax(lg, variant=v), n * 10 * b + n * 8, 0.0),
-        ("softmax", "(10000, 10)", lambda v: nn.softmax(lg, variant=v), 2 * n * 10 * b, 0.0),
+         (n * 138 + 1280) * b, 2.0 * n * 1280, {}),
+        ("argmax", "(10000, 10)", lambda v: nn.argmax(lg, variant=v), n * 10 * b + n * 8, 0.0, {}),
+        ("softmax", "(10000, 10)", lambda v: nn.softmax(lg, variant=v), 2 * n * 10 * b, 0.0, {}),
         ("conv2d_pool", "conv1: (10000, 1, 28, 28) * (32, 1, 5, 5), ReLU, 2x2 avg",
          lambda v: nn.conv2d_pool(x1, w["conv1"], activation="relu", pool="avg", variant=v),
-         (n * 784 + n * 32 * 144) * b, 2.0 * n * 32 * 576 * 25),
+         (n * 784 + n * 32 * 144) * b, 2.0 * n * 32 * 576 * 25, _conv_pool_baselines(x1, w["conv1"])),
         ("conv2d_pool", "conv2: (10000, 32, 12, 12) * (64, 32, 5, 5), ReLU, 2x2 avg",
          lambda v: nn.conv2d_pool(x2, w["conv2"], activation="relu", pool="avg", variant=v),
-         (n * 32 * 144 + n * 64 * 16) * b, 2.0 * n * 64 * 64 * 800),
+         (n * 32 * 144 + n * 64 * 16) * b, 2.0 * n * 64 * 64 * 800, _conv_pool_baselines(x2, w["conv2"])),
     ]
 
 
@@ -250,14 +275,14 @@ def _op_rows(net, plan: Plan, res: StudyResult, prog: Progress) -> None:
     flops_peak, bw = (gflops or 0.0) * 1e9, _dram_bandwidth(gpu)
     res.meta["floor"] = (f"floor = max(bytes / {bw / 1e12:.2f} TB/s (2 x DRAM clock x bus width), FLOPs / FP32 peak "
                          f"{formula})")
-    for op, shape, fn, nbytes, flops in _op_cases(net):
+    for op, shape, fn, nbytes, flops, baselines in _op_cases(net):
         floor = max(nbytes / bw if bw else 0.0, flops / flops_peak if flops_peak else 0.0) * 1e3
-        for variant, v in gpuopt.variants(op).items():
-            if not v.needs_cuda:
-                continue
+        calls = {variant: (lambda variant=variant: fn(variant))
+                 for variant, v in gpuopt.variants(op).items() if v.needs_cuda}
+        for variant, call in {**calls, **baselines}.items():
             row = dict(kind="op", op=op, variant=variant, shape=shape, images=TABLE_IMAGES, floor_ms=floor)
             try:
-                stats = measure(lambda: fn(variant), warmup=reps["warmup"], repeat=reps["repeat"], flush_l2=True)
+                stats = measure(call, warmup=reps["warmup"], repeat=reps["repeat"], flush_l2=True)
                 row["kernel_ms"], row["repeats"] = stats.median_ms, stats.repeats
             except Exception as exc:  # noqa: BLE001
                 row["error"] = _error(exc)
@@ -274,7 +299,9 @@ def run_networks(plan: Plan) -> StudyResult:
     mnist, fashion = _mnist(res.notes, res.meta, plan), _fashion(res.meta)
     sizes = plan.pick(NETWORK_IMAGES)
     stages = sum(len(n[0].stages) + 1 for n in (mnist, fashion)) * len(sizes)
-    ops = sum(len(v) for _, v in _op_pairs()) + 2 if plan.gpu else 0
+    # fully_connected and conv2d_pool run on two layers each; the conv layers have up to 3 baselines each
+    ops = sum(len(v) * (2 if op in ("fully_connected", "conv2d_pool") else 1) for op, v in _op_pairs()) + 6 \
+        if plan.gpu else 0
     with Progress(stages + ops, "networks", enabled=plan.progress) as prog:
         for name, (net, images, labels) in (("mnist", mnist), ("fashion", fashion)):
             _network_rows(name, net, images, labels, plan, res, prog)
