@@ -401,6 +401,9 @@ def plot_networks(meta, rows, path: Path) -> Path:
     device-resident dashed; log-log."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.5))
+    # One colour per stage in both panels (the Fashion network has no hybrid stage).
+    order = list(dict.fromkeys(r["stage"] for r in _rows(rows, kind="network") if r.get("numpy_ms")))
+    colour = {stage: f"C{i}" for i, stage in enumerate(order)}
     for ax, name in zip(axes, ("mnist", "fashion")):
         net_rows = [r for r in _rows(rows, kind="network", network=name) if r.get("numpy_ms")]
         if not net_rows:
@@ -409,7 +412,7 @@ def plot_networks(meta, rows, path: Path) -> Path:
         for stage in dict.fromkeys(r["stage"] for r in net_rows):
             rs = sorted(_rows(net_rows, stage=stage), key=lambda r: r["images"])
             line, = ax.plot([r["images"] for r in rs], [r["numpy_ms"] for r in rs], marker="o",
-                            label=f"{stage} (NumPy in/out)")
+                            color=colour[stage], label=f"{stage} (NumPy in/out)")
             dev = [r for r in rs if r.get("device_ms")]
             if dev:
                 ax.plot([r["images"] for r in dev], [r["device_ms"] for r in dev], marker="s", linestyle="--",
