@@ -69,6 +69,12 @@ void bind_matmul(py::module_& m) {
                              split_k);
     }, GPUOPT_MATMUL_ARGS, py::kw_only(), py::arg("tile"), py::arg("stages"), py::arg("split_k"));
 
+    def_variant(m, "matmul", "tf32x3", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K,
+                              int stages) {
+        py::gil_scoped_release release;
+        matmul::matmul_tf32x3(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, stages);
+    }, GPUOPT_MATMUL_ARGS, py::kw_only(), py::arg("stages"));
+
     m.def("matmul_kernel_info", [](const std::string& variant, int64_t M, int64_t N, int64_t K, int block, int tile_sz,
                                    const std::string& warp_layout, const std::string& tile, int stages, int split_k) {
         matmul::KernelParams p;

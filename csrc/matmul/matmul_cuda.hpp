@@ -3,7 +3,7 @@
 //
 // The ladder, simple to fast (notes/matmul.md has each step's prediction and outcome):
 //   naive -> coalesced -> shared -> tile_buffer (the CMU report) -> blocktile_1d ->
-//   blocktile_2d -> vectorized -> warptile -> async, with cuBLAS as the baseline.
+//   blocktile_2d -> vectorized -> warptile -> async -> tf32x3, with cuBLAS as the baseline.
 #pragma once
 
 #include <cstddef>
@@ -53,6 +53,11 @@ void matmul_warptile(const float* a, const float* b, float* c, std::int64_t M, s
 void matmul_async(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
                   const std::string& tile, int stages, int split_k);
 
+// FP32-accurate tensor cores: each operand split into a TF32 high part and a TF32 remainder, three
+// products accumulated in FP32 by mma.sync (128x128x32 tiles, `stages` 2 or 3 cp.async stages).
+void matmul_tf32x3(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
+                   int stages);
+
 // cuBLAS SGEMM, strict FP32 (no TF32): the baseline every variant is compared with.
 void matmul_cublas(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K);
 
@@ -73,7 +78,7 @@ struct KernelParams {
     int tile_sz = 1;                  // tile_buffer
     std::string warp_layout = "row";  // coalesced
     std::string tile = "auto";        // blocktile_2d, vectorized, warptile, async
-    int stages = 3;                   // async
+    int stages = 3;                   // async, tf32x3
     int split_k = 0;                  // async (0: auto)
 };
 

@@ -97,6 +97,12 @@ register("matmul", "async", description="warp-tiled kernel fed by a multi-stage 
                  Param("split_k", "auto", ("auto", 1, 2, 4),
                        "blocks of a cluster sharing an output tile over k (partial tiles summed in distributed "
                        "shared memory); auto: per shape")))(_run_gpu)
+register("matmul", "tf32x3",
+         description="FP32 accuracy on the TF32 tensor cores: each operand split into a TF32 high part and a TF32 "
+                     "remainder, three products (lo*hi + hi*lo + hi*hi) accumulated in FP32 by mma.sync; 128x128x32 "
+                     "tiles fed by cp.async",
+         report="gpuopt", **_gpu("matmul_tf32x3.cu"),
+         params=(Param("stages", 3, (2, 3), "k-steps in flight in shared memory (cp.async pipeline depth)"),))(_run_gpu)
 register("matmul", "cublas", description="cuBLAS SGEMM, strict FP32 (TF32 off): the baseline",
          report="library", preferred=True, **_gpu("matmul_cublas.cu"))(_run_gpu)
 

@@ -16,7 +16,7 @@ GPU_VARIANTS = [name for name, v in gpuopt.variants("matmul").items() if v.needs
 # Variants with a kernel of gpuopt's own (matmul_kernel_info answers for these).
 OWN_VARIANTS = [name for name in GPU_VARIANTS if name not in ("cublas", "naive")]
 # Kernels with 16-byte paths and scalar fallbacks.
-VECTOR_VARIANTS = ["vectorized", "warptile", "async"]
+VECTOR_VARIANTS = ["vectorized", "warptile", "async", "tf32x3"]
 # 1, primes, non-multiples of every tile, tall-skinny, wide, and large.
 SIZES = [(1, 1, 1), (1, 1, 7), (7, 1, 1), (2, 3, 5), (33, 33, 33), (31, 37, 41), (127, 1, 129), (1, 257, 3),
          (129, 65, 257), (1000, 1000, 1000), (1024, 1024, 1024), (4099, 67, 33), (17, 4096, 19), (2048, 2048, 4096)]
@@ -115,8 +115,10 @@ def test_misaligned_rows_and_pointers(cfg):
 
 @pytest.mark.parametrize("variant,params", [("warptile", {}), ("async", {}), ("async", {"tile": "128x256x16"}),
                                             ("async", {"tile": "64x64x16", "stages": 2}),
-                                            ("async", {"tile": "128x128x16", "split_k": 4})],
-                         ids=["warptile", "async", "async-128x256x16", "async-64x64x16-s2", "async-128x128x16-split4"])
+                                            ("async", {"tile": "128x128x16", "split_k": 4}), ("tf32x3", {}),
+                                            ("tf32x3", {"stages": 2})],
+                         ids=["warptile", "async", "async-128x256x16", "async-64x64x16-s2", "async-128x128x16-split4",
+                              "tf32x3", "tf32x3-s2"])
 def test_large_square_2048(variant, params):
     a, b, ref = _problem(2048, 2048, 2048)
     _check(gpuopt.matmul(gpuopt.to_device(a), gpuopt.to_device(b), variant=variant, **params).numpy(), ref, variant)
@@ -278,3 +280,35 @@ def test_error_leaves_process_usable(rng):
         cuda_module().Buffer(1 << 50)  # 1 PiB
     a = rng.standard_normal((8, 8)).astype(np.float32)
     assert relative_error(gpuopt.matmul(a, a, variant="naive"), a.astype(np.float64) @ a) < 1e-5
+
+
+def _tf32(x: np.ndarray) -> np.ndarray:
+    """x rounded to TF32 (10 mantissa bits, to nearest): what a single TF32 product sees."""
+    bits = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x1000) & 0xFFFFE000
+    return bits.astype(np.uint32).view(np.float32)
+
+
+@pytest.mark.parametrize("m,k,n", [(256, 4096, 384), (1000, 1000, 1000), (129, 65, 257)], ids=str)
+def test_tf32x3_has_fp32_level_error(m, k, n):
+    """3xTF32 against float64, beside an FFMA kernel on the same data: FP32-level error (within 2x of the FFMA
+    kernel's, and far below one TF32 product's, which the split exists to avoid); the same bits on every run."""
+    g = np.random.default_rng([SEED, m, k, n, 3])
+    a = g.standard_normal((m, k)).astype(np.float32)
+    b = g.standard_normal((k, n)).astype(np.float32)
+    exact = oracles.matmul(a, b)  # float64
+    da, db = gpuopt.to_device(a), gpuopt.to_device(b)
+    c3 = gpuopt.matmul(da, db, variant="tf32x3").numpy()
+    err3 = relative_error(c3, exact)
+    err_ffma = relative_error(gpuopt.matmul(da, db, variant="async").numpy(), exact)
+    err_tf32 = relative_error(_tf32(a).astype(np.float64) @ _tf32(b).astype(np.float64), exact)
+    assert err3 < 2 * err_ffma + 1e-7, f"3xTF32 {err3:.2e} vs FFMA {err_ffma:.2e}"
+    assert err3 < err_tf32 / 30, f"3xTF32 {err3:.2e} is not far below one TF32 product's {err_tf32:.2e}"
+    np.testing.assert_array_equal(gpuopt.matmul(da, db, variant="tf32x3").numpy(), c3)
+
+
+def test_tf32x3_kernel_holds_two_blocks_per_multiprocessor():
+    """The register budget the kernel is written for (128 per thread, no spills): two blocks of 8 warps."""
+    for stages in (2, 3):
+        info = matmul_kernel_info("tf32x3", stages=stages)
+        assert info["max_blocks_per_sm"] == 2 and info["registers"] <= 128 and info["local_bytes"] == 0, info

@@ -1,0 +1,216 @@
+// Ladder step 10, "tf32x3": FP32 accuracy from the TF32 tensor cores. Each operand x is split
+// into a TF32 high part hi = tf32(x) and a TF32 remainder lo = tf32(x - hi) (x - hi is exact in
+// FP32); a*b is then accumulated in FP32 as lo_a*hi_b + hi_a*lo_b + hi_a*hi_b, smallest terms
+// first ("3xTF32", as CUTLASS's FastF32). The dropped lo_a*lo_b and the rounding of the
+// remainders are about 2^-22 of each product, below FP32's own rounding of the sum, so the
+// result has FP32-level error (tests/matmul/test_gpu_matmul.py checks it against float64 beside
+// the FFMA kernels') while the multiplies run on the tensor cores.
+//
+// Block tile 128 x 128 x 32, 8 warps of 64 x 32 (2 x 4), mma.sync.m16n8k8 (4 x 4 per warp and
+// k-step of 8, three products each). Tiles go global -> shared by a STAGES-deep cp.async
+// pipeline (16-byte copies where rows are 16-byte aligned, else 4-byte), one barrier per
+// k-step. Shared rows are padded so every fragment load is conflict-free: A as [m][k] with a
+// row stride of 36 floats (4 mod 32 banks: the 8 rows x 4 columns of a fragment hit 32
+// distinct banks), B as [k][n] with 136 (8 mod 32: 4 rows x 8 columns). The split is done on
+// the fragments in registers (a cvt and a subtract per element), so shared memory holds FP32
+// data only. Deterministic: a fixed order of mma per output.
+#include <cstdint>
+#include <string>
+
+#include "../common/device.hpp"
+#include "matmul_kernels.cuh"
+
+namespace gpuopt::matmul {
+
+namespace {
+
+constexpr int BM = 128, BN = 128, BK = 32;
+constexpr int WARPS_M = 2, WARPS_N = 4, THREADS = 32 * WARPS_M * WARPS_N;
+constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;  // 64 x 32 per warp
+constexpr int MT = WM / 16, NT = WN / 8;             // m16 x n8 tiles per warp: 4 x 4
+constexpr int LDA = BK + 4, LDB = BN + 8;            // padded shared rows (see the header)
+constexpr int A_FLOATS = BM * LDA, B_FLOATS = BK * LDB, STAGE_FLOATS = A_FLOATS + B_FLOATS;
+
+struct Split {
+    std::uint32_t hi, lo;
+};
+
+// x = hi + lo (+ about 2^-22 |x|), both TF32 (round to nearest, ties away).
+__device__ __forceinline__ Split split_tf32(float x) {
+    std::uint32_t hi, lo;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
+    const float rest = x - __uint_as_float(hi);
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(rest));
+    return {hi, lo};
+}
+
+// d += a * b on one m16 x n8 x k8 tile (TF32 in, FP32 accumulate).
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <int STAGES, bool VEC>
+__global__ void __launch_bounds__(THREADS, 2) matmul_tf32x3_kernel(const float* __restrict__ a,
+                                                                   const float* __restrict__ b,
+                                                                   float* __restrict__ c, int M, int N, int K) {
+    extern __shared__ __align__(16) float smem[];
+    const dev::TileCoord tile = dev::tile_of_block<8>(static_cast<int>(blockIdx.x), ceil_div(M, BM), ceil_div(N, BN));
+    const int block_m = tile.m * BM, block_n = tile.n * BN;
+    const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+    const int g = lane / 4, q = lane % 4;  // fragment row group and column (PTX's groupID, threadID_in_group)
+    const int warp_m = (warp / WARPS_N) * WM, warp_n = (warp % WARPS_N) * WN;
+
+    // Copies: the A tile is BM rows of BK floats (8 float4 per row), the B tile BK rows of BN
+    // floats (32 float4 per row); thread t takes float4 t + p*THREADS of each. VEC: K % 4 == 0,
+    // N % 4 == 0 and 16-byte aligned bases, so a float4 is all in range or all out.
+    constexpr int A_COPIES = BM * BK / 4 / THREADS, B_COPIES = BK * BN / 4 / THREADS;
+    constexpr int A_ROWS = THREADS / (BK / 4), B_ROWS = THREADS / (BN / 4);
+    const int a_row = t / (BK / 4), a_col = (t % (BK / 4)) * 4;
+    const int b_row = t / (BN / 4), b_col = (t % (BN / 4)) * 4;
+    // One base pointer and one pass stride per operand (not a pointer per copy: that costs
+    // registers the 2-blocks-per-multiprocessor budget of 128 does not have). Out-of-range
+    // copies are zero-filled (src-size 0): their source address is formed, never read.
+    const float* a_base = a + static_cast<std::int64_t>(block_m + a_row) * K + a_col;
+    const float* b_base = b + static_cast<std::int64_t>(b_row) * N + block_n + b_col;
+    const std::int64_t a_pass = static_cast<std::int64_t>(A_ROWS) * K, b_pass = static_cast<std::int64_t>(B_ROWS) * N;
+    const int a_rows_left = M - block_m - a_row, b_cols_left = N - block_n - b_col;
+
+    auto load_stage = [&](int kt, int stage) {
+        float* as = smem + stage * STAGE_FLOATS + a_row * LDA + a_col;
+        float* bs = smem + stage * STAGE_FLOATS + A_FLOATS + b_row * LDB + b_col;
+        const int k0 = kt * BK;
+        const float* a_src = a_base + k0;
+        const float* b_src = b_base + static_cast<std::int64_t>(k0) * N;
+#pragma unroll
+        for (int p = 0; p < A_COPIES; ++p) {
+            const bool row_ok = p * A_ROWS < a_rows_left;
+            const int k_left = K - k0 - a_col;  // floats of this row from the copy's first
+            if constexpr (VEC) {
+                dev::cp_async_16(as + p * A_ROWS * LDA, a_src + p * a_pass, row_ok && k_left > 0 ? 16 : 0);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    dev::cp_async_4(as + p * A_ROWS * LDA + e, a_src + p * a_pass + e, row_ok && e < k_left ? 4 : 0);
+            }
+        }
+#pragma unroll
+        for (int p = 0; p < B_COPIES; ++p) {
+            const bool row_ok = k0 + b_row + p * B_ROWS < K;
+            if constexpr (VEC) {
+                dev::cp_async_16(bs + p * B_ROWS * LDB, b_src + p * b_pass, row_ok && b_cols_left > 0 ? 16 : 0);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    dev::cp_async_4(bs + p * B_ROWS * LDB + e, b_src + p * b_pass + e, row_ok && e < b_cols_left ? 4 : 0);
+            }
+        }
+    };
+
+    float acc[MT][NT][4] = {};
+    const int k_tiles = ceil_div(K, BK);
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < k_tiles) load_stage(s, s);
+        dev::cp_async_commit();
+    }
+    int read_stage = 0, write_stage = STAGES - 1;
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        // k-step kt has landed for this thread; the barrier makes it so for all, and orders
+        // every read of k-step kt-1's stage before it is refilled just below.
+        dev::cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        if (kt + STAGES - 1 < k_tiles) load_stage(kt + STAGES - 1, write_stage);
+        dev::cp_async_commit();
+        const float* as = smem + read_stage * STAGE_FLOATS + warp_m * LDA;
+        const float* bs = smem + read_stage * STAGE_FLOATS + A_FLOATS + warp_n;
+#pragma unroll 2
+        for (int kk = 0; kk < BK; kk += 8) {
+            std::uint32_t b_hi[NT][2], b_lo[NT][2];
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {  // b0: k = q, b1: k = q + 4; column g of the n8 tile
+                    const Split s = split_tf32(bs[(kk + q + 4 * h) * LDB + j * 8 + g]);
+                    b_hi[j][h] = s.hi;
+                    b_lo[j][h] = s.lo;
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+                std::uint32_t a_hi[4], a_lo[4];
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {  // a0: (g, q), a1: (g+8, q), a2: (g, q+4), a3: (g+8, q+4)
+                    const Split s = split_tf32(as[(i * 16 + g + 8 * (r % 2)) * LDA + kk + q + 4 * (r / 2)]);
+                    a_hi[r] = s.hi;
+                    a_lo[r] = s.lo;
+                }
+#pragma unroll
+                for (int j = 0; j < NT; ++j) {
+                    mma_tf32(acc[i][j], a_lo, b_hi[j]);
+                    mma_tf32(acc[i][j], a_hi, b_lo[j]);
+                    mma_tf32(acc[i][j], a_hi, b_hi[j]);
+                }
+            }
+        }
+        read_stage = read_stage + 1 == STAGES ? 0 : read_stage + 1;
+        write_stage = write_stage + 1 == STAGES ? 0 : write_stage + 1;
+    }
+    dev::cp_async_wait<0>();  // only empty groups remain; leave nothing in flight
+
+    // d0, d1: row g, columns 2q, 2q+1; d2, d3: row g + 8. VEC: N % 4 == 0 and c 16-byte aligned,
+    // so the pair is 8-byte aligned and both columns are in range or neither.
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = block_m + warp_m + i * 16 + g + 8 * h;
+            if (row >= M) continue;
+            float* c_row = c + static_cast<std::int64_t>(row) * N;
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                const int col = block_n + warp_n + j * 8 + 2 * q;
+                const float x = acc[i][j][2 * h], y = acc[i][j][2 * h + 1];
+                if constexpr (VEC) {
+                    if (col < N) *reinterpret_cast<float2*>(c_row + col) = make_float2(x, y);
+                } else {
+                    if (col < N) c_row[col] = x;
+                    if (col + 1 < N) c_row[col + 1] = y;
+                }
+            }
+        }
+    }
+}
+
+template <int STAGES>
+MatmulLaunch plan_stages(bool vec, std::int64_t M, std::int64_t N) {
+    MatmulLaunch l;
+    l.kernel = vec ? matmul_tf32x3_kernel<STAGES, true> : matmul_tf32x3_kernel<STAGES, false>;
+    l.threads = THREADS;
+    l.dynamic_smem = static_cast<std::size_t>(STAGES) * STAGE_FLOATS * sizeof(float);
+    l.blocks = tile_count(M, N, BM, BN, "tf32x3");
+    l.name = "tf32x3<128x128x32 w64x32 mma16x8x8 s" + std::to_string(STAGES) + (vec ? " vec>" : " scalar>");
+    return l;
+}
+
+}  // namespace
+
+MatmulLaunch plan_tf32x3(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
+                         std::int64_t K, int stages) {
+    const bool vec = K % 4 == 0 && N % 4 == 0 && aligned16(a) && aligned16(b) && aligned16(c);
+    if (stages == 2) return plan_stages<2>(vec, M, N);
+    if (stages == 3) return plan_stages<3>(vec, M, N);
+    ::gpuopt::detail::fail_argument(__FILE__, __LINE__,
+                                    "matmul tf32x3: stages must be 2 or 3, got " + std::to_string(stages));
+}
+
+void matmul_tf32x3(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
+                   int stages) {
+    require_shape(M, N, K, "tf32x3");
+    run_launch(plan_tf32x3(a, b, c, M, N, K, stages), a, b, c, M, N, K);
+}
+
+}  // namespace gpuopt::matmul
