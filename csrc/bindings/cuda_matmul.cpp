@@ -70,13 +70,14 @@ void bind_matmul(py::module_& m) {
     }, GPUOPT_MATMUL_ARGS, py::kw_only(), py::arg("tile"), py::arg("stages"), py::arg("split_k"));
 
     def_variant(m, "matmul", "tf32x3", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K,
-                              int stages) {
+                              int stages, int flush_k) {
         py::gil_scoped_release release;
-        matmul::matmul_tf32x3(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, stages);
-    }, GPUOPT_MATMUL_ARGS, py::kw_only(), py::arg("stages"));
+        matmul::matmul_tf32x3(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, stages, flush_k);
+    }, GPUOPT_MATMUL_ARGS, py::kw_only(), py::arg("stages"), py::arg("flush_k"));
 
     m.def("matmul_kernel_info", [](const std::string& variant, int64_t M, int64_t N, int64_t K, int block, int tile_sz,
-                                   const std::string& warp_layout, const std::string& tile, int stages, int split_k) {
+                                   const std::string& warp_layout, const std::string& tile, int stages, int split_k,
+                                   int flush_k) {
         matmul::KernelParams p;
         p.block = block;
         p.tile_sz = tile_sz;
@@ -84,9 +85,11 @@ void bind_matmul(py::module_& m) {
         p.tile = tile;
         p.stages = stages;
         p.split_k = split_k;
+        p.flush_k = flush_k;
         return kernel_info_dict(matmul::matmul_kernel_info(variant, p, M, N, K));
     }, py::arg("variant"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("block") = 16, py::arg("tile_sz") = 1,
           py::arg("warp_layout") = "row", py::arg("tile") = "auto", py::arg("stages") = 3, py::arg("split_k") = 0,
+          py::arg("flush_k") = 16,
           "Registers, shared memory, local memory and occupancy of the kernel `variant` runs for an M x N x K "
           "product with 16-byte aligned operands.");
 }

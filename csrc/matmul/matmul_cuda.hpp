@@ -54,9 +54,10 @@ void matmul_async(const float* a, const float* b, float* c, std::int64_t M, std:
                   const std::string& tile, int stages, int split_k);
 
 // FP32-accurate tensor cores: each operand split into a TF32 high part and a TF32 remainder, three
-// products accumulated in FP32 by mma.sync (128x128x32 tiles, `stages` 2 or 3 cp.async stages).
+// products summed by mma.sync per k-step of 32 and added in FP32 (128x128x32 tiles, `stages` 3 or 4
+// cp.async stages).
 void matmul_tf32x3(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
-                   int stages);
+                   int stages, int flush_k);
 
 // cuBLAS SGEMM, strict FP32 (no TF32): the baseline every variant is compared with.
 void matmul_cublas(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K);
@@ -80,6 +81,7 @@ struct KernelParams {
     std::string tile = "auto";        // blocktile_2d, vectorized, warptile, async
     int stages = 3;                   // async, tf32x3
     int split_k = 0;                  // async (0: auto)
+    int flush_k = 16;                 // tf32x3
 };
 
 // The kernel `variant` runs for an M x N x K product with 16-byte aligned operands (the

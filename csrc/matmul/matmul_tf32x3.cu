@@ -2,14 +2,18 @@
 // into a TF32 high part hi = tf32(x) and a TF32 remainder lo = tf32(x - hi) (x - hi is exact in
 // FP32); a*b is then accumulated in FP32 as lo_a*hi_b + hi_a*lo_b + hi_a*hi_b, smallest terms
 // first ("3xTF32", as CUTLASS's FastF32). The dropped lo_a*lo_b and the rounding of the
-// remainders are about 2^-22 of each product, below FP32's own rounding of the sum, so the
-// result has FP32-level error (tests/matmul/test_gpu_matmul.py checks it against float64 beside
-// the FFMA kernels') while the multiplies run on the tensor cores.
+// remainders are about 2^-22 of each product, below FP32's own rounding of the sum. But the
+// tensor cores add into their accumulator rounding toward zero (Ootomo and Yokota, 2022): summed
+// there over all of K, that bias grows linearly with K (measured on the H200: 2.9e-5 relative
+// error at K = 4096, 25x cuBLAS SGEMM's). So the products of FLUSH_K consecutive k (8, 16 or
+// 32: 3, 6 or 12 mma) go into a zeroed fragment that is added to the FP32 accumulator by
+// ordinary (round-to-nearest) adds: FP32-level error (tests/matmul/test_gpu_matmul.py checks it against float64
+// beside the FFMA kernels'), at the cost of 64 more registers (one block per multiprocessor).
 //
 // Block tile 128 x 128 x 32, 8 warps of 64 x 32 (2 x 4), mma.sync.m16n8k8 (4 x 4 per warp and
 // k-step of 8, three products each). Tiles go global -> shared by a STAGES-deep cp.async
 // pipeline (16-byte copies where rows are 16-byte aligned, else 4-byte), one barrier per
-// k-step. Shared rows are padded so every fragment load is conflict-free: A as [m][k] with a
+// k-step of 32. Shared rows are padded so every fragment load is conflict-free: A as [m][k] with a
 // row stride of 36 floats (4 mod 32 banks: the 8 rows x 4 columns of a fragment hit 32
 // distinct banks), B as [k][n] with 136 (8 mod 32: 4 rows x 8 columns). The split is done on
 // the fragments in registers (a cvt and a subtract per element), so shared memory holds FP32
@@ -53,8 +57,8 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const std::uint32_t (&a)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-template <int STAGES, bool VEC>
-__global__ void __launch_bounds__(THREADS, 2) matmul_tf32x3_kernel(const float* __restrict__ a,
+template <int STAGES, int FLUSH_K, bool VEC>
+__global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_kernel(const float* __restrict__ a,
                                                                    const float* __restrict__ b,
                                                                    float* __restrict__ c, int M, int N, int K) {
     extern __shared__ __align__(16) float smem[];
@@ -71,8 +75,7 @@ __global__ void __launch_bounds__(THREADS, 2) matmul_tf32x3_kernel(const float* 
     constexpr int A_ROWS = THREADS / (BK / 4), B_ROWS = THREADS / (BN / 4);
     const int a_row = t / (BK / 4), a_col = (t % (BK / 4)) * 4;
     const int b_row = t / (BN / 4), b_col = (t % (BN / 4)) * 4;
-    // One base pointer and one pass stride per operand (not a pointer per copy: that costs
-    // registers the 2-blocks-per-multiprocessor budget of 128 does not have). Out-of-range
+    // One base pointer and one pass stride per operand (not a pointer per copy). Out-of-range
     // copies are zero-filled (src-size 0): their source address is formed, never read.
     const float* a_base = a + static_cast<std::int64_t>(block_m + a_row) * K + a_col;
     const float* b_base = b + static_cast<std::int64_t>(b_row) * N + block_n + b_col;
@@ -127,6 +130,8 @@ __global__ void __launch_bounds__(THREADS, 2) matmul_tf32x3_kernel(const float* 
         dev::cp_async_commit();
         const float* as = smem + read_stage * STAGE_FLOATS + warp_m * LDA;
         const float* bs = smem + read_stage * STAGE_FLOATS + A_FLOATS + warp_n;
+        float part[MT][NT][4] = {};  // the products of FLUSH_K consecutive k, summed by the tensor cores
+        // Two k8 steps unrolled: fully unrolled, the compiler hoists every fragment load and runs out of registers.
 #pragma unroll 2
         for (int kk = 0; kk < BK; kk += 8) {
             std::uint32_t b_hi[NT][2], b_lo[NT][2];
@@ -150,10 +155,21 @@ __global__ void __launch_bounds__(THREADS, 2) matmul_tf32x3_kernel(const float* 
                 }
 #pragma unroll
                 for (int j = 0; j < NT; ++j) {
-                    mma_tf32(acc[i][j], a_lo, b_hi[j]);
-                    mma_tf32(acc[i][j], a_hi, b_lo[j]);
-                    mma_tf32(acc[i][j], a_hi, b_hi[j]);
+                    mma_tf32(part[i][j], a_lo, b_hi[j]);
+                    mma_tf32(part[i][j], a_hi, b_lo[j]);
+                    mma_tf32(part[i][j], a_hi, b_hi[j]);
                 }
+            }
+            if ((kk + 8) % FLUSH_K == 0) {
+#pragma unroll
+                for (int i = 0; i < MT; ++i)
+#pragma unroll
+                    for (int j = 0; j < NT; ++j)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            acc[i][j][e] += part[i][j][e];  // round to nearest
+                            part[i][j][e] = 0.f;
+                        }
             }
         }
         read_stage = read_stage + 1 == STAGES ? 0 : read_stage + 1;
@@ -185,32 +201,42 @@ __global__ void __launch_bounds__(THREADS, 2) matmul_tf32x3_kernel(const float* 
     }
 }
 
-template <int STAGES>
-MatmulLaunch plan_stages(bool vec, std::int64_t M, std::int64_t N) {
+template <int STAGES, int FLUSH_K>
+MatmulLaunch plan_flush(bool vec, std::int64_t M, std::int64_t N) {
     MatmulLaunch l;
-    l.kernel = vec ? matmul_tf32x3_kernel<STAGES, true> : matmul_tf32x3_kernel<STAGES, false>;
+    l.kernel = vec ? matmul_tf32x3_kernel<STAGES, FLUSH_K, true> : matmul_tf32x3_kernel<STAGES, FLUSH_K, false>;
     l.threads = THREADS;
     l.dynamic_smem = static_cast<std::size_t>(STAGES) * STAGE_FLOATS * sizeof(float);
     l.blocks = tile_count(M, N, BM, BN, "tf32x3");
-    l.name = "tf32x3<128x128x32 w64x32 mma16x8x8 s" + std::to_string(STAGES) + (vec ? " vec>" : " scalar>");
+    l.name = "tf32x3<128x128x32 w64x32 mma16x8x8 s" + std::to_string(STAGES) + " flush" + std::to_string(FLUSH_K) +
+             (vec ? " vec>" : " scalar>");
     return l;
+}
+
+template <int STAGES>
+MatmulLaunch plan_stages(int flush_k, bool vec, std::int64_t M, std::int64_t N) {
+    if (flush_k == 8) return plan_flush<STAGES, 8>(vec, M, N);
+    if (flush_k == 16) return plan_flush<STAGES, 16>(vec, M, N);
+    if (flush_k == 32) return plan_flush<STAGES, 32>(vec, M, N);
+    ::gpuopt::detail::fail_argument(__FILE__, __LINE__,
+                                    "matmul tf32x3: flush_k must be 8, 16 or 32, got " + std::to_string(flush_k));
 }
 
 }  // namespace
 
 MatmulLaunch plan_tf32x3(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
-                         std::int64_t K, int stages) {
+                         std::int64_t K, int stages, int flush_k) {
     const bool vec = K % 4 == 0 && N % 4 == 0 && aligned16(a) && aligned16(b) && aligned16(c);
-    if (stages == 2) return plan_stages<2>(vec, M, N);
-    if (stages == 3) return plan_stages<3>(vec, M, N);
+    if (stages == 3) return plan_stages<3>(flush_k, vec, M, N);
+    if (stages == 4) return plan_stages<4>(flush_k, vec, M, N);
     ::gpuopt::detail::fail_argument(__FILE__, __LINE__,
-                                    "matmul tf32x3: stages must be 2 or 3, got " + std::to_string(stages));
+                                    "matmul tf32x3: stages must be 3 or 4, got " + std::to_string(stages));
 }
 
 void matmul_tf32x3(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
-                   int stages) {
+                   int stages, int flush_k) {
     require_shape(M, N, K, "tf32x3");
-    run_launch(plan_tf32x3(a, b, c, M, N, K, stages), a, b, c, M, N, K);
+    run_launch(plan_tf32x3(a, b, c, M, N, K, stages, flush_k), a, b, c, M, N, K);
 }
 
 }  // namespace gpuopt::matmul

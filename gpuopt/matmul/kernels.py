@@ -102,7 +102,10 @@ register("matmul", "tf32x3",
                      "remainder, three products (lo*hi + hi*lo + hi*hi) accumulated in FP32 by mma.sync; 128x128x32 "
                      "tiles fed by cp.async",
          report="gpuopt", **_gpu("matmul_tf32x3.cu"),
-         params=(Param("stages", 3, (2, 3), "k-steps in flight in shared memory (cp.async pipeline depth)"),))(_run_gpu)
+         params=(Param("stages", 3, (3, 4), "k-steps in flight in shared memory (cp.async pipeline depth)"),
+                 Param("flush_k", 16, (8, 16, 32),
+                       "k summed inside the tensor cores (which round toward zero) before an FP32 round-to-nearest "
+                       "add into the accumulator: smaller is closer to FFMA accuracy, larger does fewer adds")))(_run_gpu)
 register("matmul", "cublas", description="cuBLAS SGEMM, strict FP32 (TF32 off): the baseline",
          report="library", preferred=True, **_gpu("matmul_cublas.cu"))(_run_gpu)
 

@@ -116,9 +116,9 @@ def test_misaligned_rows_and_pointers(cfg):
 @pytest.mark.parametrize("variant,params", [("warptile", {}), ("async", {}), ("async", {"tile": "128x256x16"}),
                                             ("async", {"tile": "64x64x16", "stages": 2}),
                                             ("async", {"tile": "128x128x16", "split_k": 4}), ("tf32x3", {}),
-                                            ("tf32x3", {"stages": 2})],
+                                            ("tf32x3", {"stages": 4})],
                          ids=["warptile", "async", "async-128x256x16", "async-64x64x16-s2", "async-128x128x16-split4",
-                              "tf32x3", "tf32x3-s2"])
+                              "tf32x3", "tf32x3-s4"])
 def test_large_square_2048(variant, params):
     a, b, ref = _problem(2048, 2048, 2048)
     _check(gpuopt.matmul(gpuopt.to_device(a), gpuopt.to_device(b), variant=variant, **params).numpy(), ref, variant)
@@ -289,8 +289,9 @@ def _tf32(x: np.ndarray) -> np.ndarray:
     return bits.astype(np.uint32).view(np.float32)
 
 
+@pytest.mark.parametrize("flush_k", [8, 16, 32])
 @pytest.mark.parametrize("m,k,n", [(256, 4096, 384), (1000, 1000, 1000), (129, 65, 257)], ids=str)
-def test_tf32x3_has_fp32_level_error(m, k, n):
+def test_tf32x3_has_fp32_level_error(m, k, n, flush_k):
     """3xTF32 against float64, beside an FFMA kernel on the same data: FP32-level error (within 2x of the FFMA
     kernel's, and far below one TF32 product's, which the split exists to avoid); the same bits on every run."""
     g = np.random.default_rng([SEED, m, k, n, 3])
@@ -298,17 +299,18 @@ def test_tf32x3_has_fp32_level_error(m, k, n):
     b = g.standard_normal((k, n)).astype(np.float32)
     exact = oracles.matmul(a, b)  # float64
     da, db = gpuopt.to_device(a), gpuopt.to_device(b)
-    c3 = gpuopt.matmul(da, db, variant="tf32x3").numpy()
+    c3 = gpuopt.matmul(da, db, variant="tf32x3", flush_k=flush_k).numpy()
     err3 = relative_error(c3, exact)
     err_ffma = relative_error(gpuopt.matmul(da, db, variant="async").numpy(), exact)
     err_tf32 = relative_error(_tf32(a).astype(np.float64) @ _tf32(b).astype(np.float64), exact)
+    # Summed in the tensor cores' accumulator over all of K (round toward zero) this was 2.9e-5 at K = 4096.
     assert err3 < 2 * err_ffma + 1e-7, f"3xTF32 {err3:.2e} vs FFMA {err_ffma:.2e}"
     assert err3 < err_tf32 / 30, f"3xTF32 {err3:.2e} is not far below one TF32 product's {err_tf32:.2e}"
-    np.testing.assert_array_equal(gpuopt.matmul(da, db, variant="tf32x3").numpy(), c3)
+    np.testing.assert_array_equal(gpuopt.matmul(da, db, variant="tf32x3", flush_k=flush_k).numpy(), c3)
 
 
-def test_tf32x3_kernel_holds_two_blocks_per_multiprocessor():
-    """The register budget the kernel is written for (128 per thread, no spills): two blocks of 8 warps."""
-    for stages in (2, 3):
+def test_tf32x3_kernel_resources():
+    """What the kernel is written for: 8 warps, one block per multiprocessor, no spills."""
+    for stages in (3, 4):
         info = matmul_kernel_info("tf32x3", stages=stages)
-        assert info["max_blocks_per_sm"] == 2 and info["registers"] <= 128 and info["local_bytes"] == 0, info
+        assert info["threads"] == 256 and info["max_blocks_per_sm"] == 1 and info["local_bytes"] == 0, info
