@@ -15,13 +15,14 @@ unless the GPU sat idle waiting), with ``time.perf_counter`` on the CPU.
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import numpy as np
 
 from .cuda import DeviceArray, to_device
+from .registry import resolve
 
 __all__ = ["Timing", "ExecContext", "check_before_copy"]
 
@@ -93,6 +94,9 @@ class _Phase:
         return self.host_ms
 
 
+_UNTIMED = nullcontext()
+
+
 class ExecContext:
     """Placement and timing of one op call (see the module docstring)."""
 
@@ -104,11 +108,12 @@ class ExecContext:
         self.details: dict[str, float] = {}
         self._phases = {name: _Phase(gpu) for name in ("h2d", "kernel", "d2h")} if timing else {}
 
+    def _phase(self, name: str):
+        # Untimed calls (the usual ones) share one no-op context manager: no generator per phase.
+        return self._timed(name) if self.timing else _UNTIMED
+
     @contextmanager
-    def _phase(self, name: str) -> Iterator[None]:
-        if not self.timing:
-            yield
-            return
+    def _timed(self, name: str) -> Iterator[None]:
         self._phases[name].begin()
         try:
             yield
@@ -187,8 +192,6 @@ def dispatch(op: str, variant: str | None, params: dict[str, Any], timing: bool,
     ``arrays`` are the caller's array arguments: if any is a DeviceArray the result is
     returned on the device.
     """
-    from .registry import resolve
-
     if not isinstance(timing, bool):
         raise TypeError(f"{op}: timing must be True or False, got {timing!r}")
     v, resolved = resolve(op, variant, params)

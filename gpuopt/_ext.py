@@ -81,7 +81,8 @@ def launcher(variant: Any) -> Any:
     """The compiled launcher of a GPU :class:`~gpuopt.registry.Variant` (``<op>_<name>``); needs a usable GPU."""
     if variant.binding is None:
         raise ValueError(f"{variant.op}/{variant.name} has no launcher of its own")
-    return getattr(require_cuda(f"{variant.op}/{variant.name}"), variant.binding)
+    mod = _load_cuda()[0]  # on every call's path: the message is only built when there is no module
+    return getattr(mod if mod is not None else require_cuda(f"{variant.op}/{variant.name}"), variant.binding)
 
 
 def host_check(variant: Any) -> Any:

@@ -21,6 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from .cuda import DeviceArray, as_device_array
+
+_FLOAT32 = np.dtype(np.float32)
+
 __all__ = ["float_array", "int_array", "integer", "real", "pair", "choice"]
 
 
@@ -50,10 +54,8 @@ def _check_shape(arr: np.ndarray, name: str, ndim: int, layout: str) -> None:
 
 
 def _device_array(a: Any, name: str, ndim: int, layout: str, dtype: Any):
-    from .cuda import as_device_array
-
-    arr = as_device_array(a, name)
-    if arr.dtype != np.dtype(dtype):
+    arr = a if type(a) is DeviceArray else as_device_array(a, name)
+    if arr.dtype != dtype:
         raise TypeError(f"{name} is a device array of dtype {arr.dtype}; gpuopt's kernels take {np.dtype(dtype).name} "
                         f"device arrays (convert on the device first, e.g. {name}.astype('{np.dtype(dtype).name}'))")
     _check_shape(arr, name, ndim, layout)  # type: ignore[arg-type]
@@ -65,8 +67,8 @@ def float_array(a: Any, name: str, ndim: int, layout: str = ""):
 
     Returns a NumPy array, or a :class:`gpuopt.cuda.DeviceArray` for device inputs.
     """
-    if hasattr(a, "__cuda_array_interface__"):
-        return _device_array(a, name, ndim, layout, np.float32)
+    if type(a) is DeviceArray or hasattr(a, "__cuda_array_interface__"):  # (gpuopt's own first: no hasattr)
+        return _device_array(a, name, ndim, layout, _FLOAT32)
     arr = _as_array(a, name)
     if arr.dtype.kind != "f":
         hint = f" (convert explicitly, e.g. {name}.astype(np.float32))" if arr.dtype.kind in "iub" else ""
@@ -97,9 +99,10 @@ def int_array(a: Any, name: str, ndim: int, layout: str = "", dtype: Any = np.in
 
 def integer(v: Any, name: str, minimum: int | None = None, maximum: int | None = None) -> int:
     """``v`` as a Python int (bools and floats rejected) within [minimum, maximum]."""
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {v!r} ({type(v).__name__})")
-    v = int(v)
+    if type(v) is not int:  # (plain ints skip the ABC check: it is on every call's path)
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
+            raise TypeError(f"{name} must be an integer, got {v!r} ({type(v).__name__})")
+        v = int(v)
     if minimum is not None and v < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {v}")
     if maximum is not None and v > maximum:

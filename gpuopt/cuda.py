@@ -19,6 +19,7 @@ Stream and synchronisation rules
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -58,16 +59,18 @@ class DeviceArray:
         """Uninitialised device array (filled with 0xFF bytes while poisoning is on)."""
         cuda = require_cuda("gpuopt.cuda.empty")
         shape = tuple(int(s) for s in shape)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        buf = cuda.Buffer(nbytes)
-        return cls(shape, dtype, buf.ptr, buf)
+        dtype = np.dtype(dtype)
+        buf = cuda.Buffer(math.prod(shape) * dtype.itemsize)
+        out = object.__new__(cls)  # every op's output is made here: skip __init__'s conversions, done above
+        out._shape, out._dtype, out._ptr, out._owner = shape, dtype, buf.ptr, buf
+        return out
 
     # ---------------------------------------------------------------- array protocol
     shape = property(lambda self: self._shape, doc="tuple of ints")
     dtype = property(lambda self: self._dtype, doc="numpy.dtype")
     ptr = property(lambda self: self._ptr, doc="device address (int)")
     ndim = property(lambda self: len(self._shape))
-    size = property(lambda self: int(np.prod(self._shape, dtype=np.int64)))
+    size = property(lambda self: math.prod(self._shape))
     nbytes = property(lambda self: self.size * self._dtype.itemsize)
 
     def __len__(self) -> int:

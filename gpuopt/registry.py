@@ -217,6 +217,13 @@ def default_variant(op: str) -> str:
     return "cpu"
 
 
+#: resolve()'s answers: (op, variant, params with their types) -> (the op's table, the Variant, the resolved
+#: parameters, the name used in errors). It is on every call's path; an entry counts only while the op's table
+#: is the same object holding the same Variant (tests that swap a table get fresh answers; the entry keeps the
+#: table alive, so its identity cannot be reused).
+_RESOLVED: dict[tuple, tuple[dict, "Variant", dict[str, Any], str]] = {}
+
+
 def resolve(op: str, variant: str | None, params: Mapping[str, Any], *,
             require_device: bool = True) -> tuple[Variant, dict[str, Any]]:
     """Look up ``variant`` of ``op`` and complete ``params`` with defaults.
@@ -234,21 +241,32 @@ def resolve(op: str, variant: str | None, params: Mapping[str, Any], *,
     _check_op(op)
     if variant is None:
         variant = default_variant(op)
-    if not isinstance(variant, str):
-        raise TypeError(f"{op}: variant must be a string, got {type(variant).__name__}")
     table = _REGISTRY[op]
-    if variant not in table:
-        raise ValueError(f"{op}: unknown variant {variant!r}; valid variants: {list(table)}")
-    v = table[variant]
-    unknown = sorted(set(params) - set(v.params))
-    if unknown:
-        valid = list(v.params) or "none"
-        raise ValueError(f"{op}/{variant}: unknown parameter(s) {unknown}; valid parameters: {valid}")
-    resolved = v.defaults()
-    for key, value in params.items():
-        resolved[key] = v.params[key].check(value, f"{op}/{variant}")
+    try:  # the value's type is part of the key: 1, 1.0 and True are equal (and hash alike) in Python
+        key: tuple | None = (op, variant, tuple([(k, type(x), x) for k, x in params.items()]) if params else ())
+        hit = _RESOLVED.get(key)
+    except TypeError:  # an unhashable parameter value: checked the long way, and rejected there
+        key, hit = None, None
+    if hit is not None and hit[0] is table and table.get(variant) is hit[1]:
+        v, resolved, where = hit[1], dict(hit[2]), hit[3]
+    else:
+        if not isinstance(variant, str):
+            raise TypeError(f"{op}: variant must be a string, got {type(variant).__name__}")
+        if variant not in table:
+            raise ValueError(f"{op}: unknown variant {variant!r}; valid variants: {list(table)}")
+        v = table[variant]
+        unknown = sorted(set(params) - set(v.params))
+        if unknown:
+            valid = list(v.params) or "none"
+            raise ValueError(f"{op}/{variant}: unknown parameter(s) {unknown}; valid parameters: {valid}")
+        resolved = v.defaults()
+        for name, value in params.items():
+            resolved[name] = v.params[name].check(value, f"{op}/{variant}")
+        where = f"{op}/{variant}"
+        if key is not None:
+            _RESOLVED[key] = (table, v, dict(resolved), where)
     if v.needs_cuda and require_device:
         from ._ext import require_cuda
 
-        require_cuda(f"{op}/{variant}")
+        require_cuda(where)
     return v, resolved

@@ -61,6 +61,29 @@ def test_parameters_are_checked_and_defaulted(toy_op):
         registry.resolve("toy", "cpu", {"order": 1})
 
 
+def test_resolve_answers_are_kept_but_never_stale(toy_op):
+    """resolve() keeps its answers (it is on every call's path); they must equal the long way's every time."""
+    import dataclasses
+
+    v, p = registry.resolve("toy", "cpu", {"block": 32})
+    p["block"] = 99  # the caller's dict is its own
+    assert registry.resolve("toy", "cpu", {"block": 32})[1] == {"block": 32, "order": "crs"}
+    registry.resolve("toy", "cpu", {"block": 16})
+    for bad in (True, np.True_):  # equal to 1 and hashing alike: the value's type is part of the key
+        with pytest.raises(ValueError, match="not allowed"):
+            registry.resolve("toy", "cpu", {"block": bad})
+    with pytest.raises(ValueError, match="not allowed"):  # unhashable: checked the long way
+        registry.resolve("toy", "cpu", {"block": [16]})
+    # A variant replaced in its table, and a table replaced: the new one answers.
+    table = registry._REGISTRY["toy"]
+    table["cpu"] = dataclasses.replace(v, params={"block": Param("block", 32, (32, 64), "block side")})
+    assert registry.resolve("toy", "cpu", {})[1] == {"block": 32}
+    registry._REGISTRY["toy"] = {"cpu": dataclasses.replace(v, params={})}
+    assert registry.resolve("toy", "cpu", {})[1] == {}
+    with pytest.raises(ValueError, match="unknown parameter"):
+        registry.resolve("toy", "cpu", {"block": 32})
+
+
 def test_cuda_variant_without_gpu_says_so(toy_op):
     if gpuopt.cuda_available():
         assert registry.resolve("toy", "gpu", {})[0].name == "gpu"

@@ -33,7 +33,7 @@ class Conv2dProblem:
 
     @property
     def output_shape(self) -> tuple[int, int, int, int]:
-        return conv2d_output_shape(self.x.shape, self.w.shape, self.stride, self.padding)
+        return _output_shape(self.x.shape, self.w.shape, self.stride, self.padding)
 
     @property
     def dims(self) -> tuple[int, ...]:
@@ -45,7 +45,11 @@ class Conv2dProblem:
 
 def conv2d_output_shape(x_shape, w_shape, stride=1, padding=0) -> tuple[int, int, int, int]:
     """Shape (N, K, P, Q) of ``conv2d`` output, P = (H + 2*ph - R) // u + 1, Q likewise."""
-    (u, v), (ph, pw) = pair(stride, "stride", 1), pair(padding, "padding", 0)
+    return _output_shape(x_shape, w_shape, pair(stride, "stride", 1), pair(padding, "padding", 0))
+
+
+def _output_shape(x_shape, w_shape, stride: tuple[int, int], padding: tuple[int, int]) -> tuple[int, int, int, int]:
+    (u, v), (ph, pw) = stride, padding
     n, _, h, w = x_shape
     k, _, r, s = w_shape
     return n, k, (h + 2 * ph - r) // u + 1, (w + 2 * pw - s) // v + 1
