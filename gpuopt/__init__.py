@@ -24,7 +24,7 @@ from ._ext import build_info, cuda_available, cuda_unavailable_reason, device_in
 from .registry import ops, variants
 from .conv import conv2d, conv2d_output_shape
 from .matmul import matmul, matmul_kernel_info
-from .kmeans import KMeansResult, kmeans
+from .kmeans import KMeansResult, kmeans, kmeans_predict
 from .sparse import sparse_conv2d
 from ._exec import Timing
 from .cuda import DeviceArray, synchronize, to_device
@@ -40,6 +40,7 @@ __all__ = [
     "matmul_kernel_info",
     "kmeans",
     "KMeansResult",
+    "kmeans_predict",
     "sparse_conv2d",
     "to_device",
     "DeviceArray",

@@ -73,6 +73,18 @@ py::tuple kmeans_py(const carray<float>& x, const carray<float>& init, float thr
     return py::make_tuple(centroids, membership, stats.iterations, delta);
 }
 
+carray<std::int32_t> kmeans_predict_py(const carray<float>& x, const carray<float>& centroids) {
+    const auto xs = bind::shape_of(x, 2, "x");
+    const auto cs = bind::shape_of(centroids, 2, "centroids");
+    GPUOPT_REQUIRE(cs[1] == xs[1], "centroids must have as many coordinates as x");
+    auto membership = bind::empty<std::int32_t>({xs[0]});
+    {
+        py::gil_scoped_release release;
+        kmeans::predict_cpu(x.data(), xs[0], xs[1], centroids.data(), cs[0], membership.mutable_data());
+    }
+    return membership;
+}
+
 carray<std::int32_t> sparse_conv_py(const carray<std::int16_t>& x, const carray<std::int16_t>& w) {
     const auto xs = bind::shape_of(x, 3, "x");
     const auto ws = bind::shape_of(w, 4, "w");
@@ -210,6 +222,7 @@ PYBIND11_MODULE(_core, m) {
     m.def("matmul", &matmul_py, py::arg("a").noconvert(), py::arg("b").noconvert(), nogil_doc);
     m.def("kmeans", &kmeans_py, py::arg("x").noconvert(), py::arg("init").noconvert(), py::arg("threshold"),
           py::arg("max_iter"), nogil_doc);
+    m.def("kmeans_predict", &kmeans_predict_py, py::arg("x").noconvert(), py::arg("centroids").noconvert(), nogil_doc);
     m.def("sparse_conv", &sparse_conv_py, py::arg("x").noconvert(), py::arg("w").noconvert(), nogil_doc);
     m.def("activation", &activation_py, py::arg("x").noconvert(), py::arg("activation"), nogil_doc);
     m.def("pool2d", &pool2d_py, py::arg("x").noconvert(), py::arg("size"), py::arg("kind"), nogil_doc);

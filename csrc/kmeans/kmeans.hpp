@@ -49,6 +49,11 @@ inline std::int32_t nearest_centre(const float* object, const float* centroids, 
     return best;
 }
 
+// The nearest centre of each of n objects (Liao's assignment step on its own: kmeans_predict's
+// reference). Parallel over objects; every object's answer is the same as nearest_centre's.
+void predict_cpu(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,
+                 std::int32_t* membership);
+
 // Liao's centre update: sums in object order, mean = sum / (float)count, an empty
 // cluster keeps its centre. sums/counts are scratch of size k*d and k.
 void update_centroids(const float* x, const std::int32_t* membership, std::int64_t n, std::int64_t d,

@@ -25,6 +25,13 @@ void update_centroids(const float* x, const std::int32_t* membership, std::int64
     }
 }
 
+void predict_cpu(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,
+                 std::int32_t* membership) {
+    GPUOPT_REQUIRE(n >= 0 && d > 0 && k >= 1, "kmeans_predict: need d >= 1 coordinates and k >= 1 centres");
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) membership[i] = nearest_centre(x + i * d, centroids, k, d);
+}
+
 KMeansStats kmeans_cpu(const float* x, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
                        std::int64_t max_iter, float* centroids, std::int32_t* membership) {
     GPUOPT_REQUIRE(n > 0 && d > 0, "kmeans: x must have at least one object and one coordinate");

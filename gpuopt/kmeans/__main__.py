@@ -9,6 +9,8 @@
          -d             : enable debug mode (the delta of every loop)
          --variant V    : gpuopt's variant (default: the fastest one usable here)
          --max-iter N   : most loops (default 500, as Liao's loop cap)
+         --init M       : initial centres: first (Liao's, default), random, kmeans++
+         --seed S       : seed of random and kmeans++ (default 0)
 
 As Liao's programs, it writes ``filename.cluster_centres`` and ``filename.membership`` beside the input
 (his ``file_write`` formats) and with ``-o`` prints his block of results: input file, numObjs, numCoords,
@@ -29,6 +31,7 @@ import numpy as np
 from .. import datasets
 from ..registry import default_variant, variants
 from .api import kmeans
+from .init import INIT_METHODS
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", choices=list(variants("kmeans")), default=None,
                    help="gpuopt's variant (default: the fastest one usable here)")
     p.add_argument("--max-iter", type=int, default=500, metavar="N", help="most loops (default 500)")
+    p.add_argument("--init", choices=INIT_METHODS, default="first",
+                   help="initial centres: first (Liao's, default), random, kmeans++")
+    p.add_argument("--seed", type=int, default=0, help="seed of random and kmeans++ (default 0)")
     return p
 
 
@@ -61,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"-t: threshold must be finite and >= 0, got {args.threshold}")
     if args.max_iter < 1:
         parser.error(f"--max-iter must be >= 1, got {args.max_iter}")
+    if args.seed < 0:
+        parser.error(f"--seed must be >= 0, got {args.seed}")
     if not os.path.isfile(args.filename):
         parser.error(f"-i: no such file: {args.filename}")
     variant = args.variant or default_variant("kmeans")
@@ -78,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.perf_counter()
     try:
-        result = kmeans(x, args.clusters, threshold=args.threshold, max_iter=args.max_iter, variant=variant)
+        result = kmeans(x, args.clusters, threshold=args.threshold, max_iter=args.max_iter, init=args.init,
+                        seed=args.seed, variant=variant)
     except RuntimeError as exc:  # a GPU variant without a usable GPU, or a CUDA error
         print(f"python -m gpuopt.kmeans: error: {exc}", file=sys.stderr)
         return 1

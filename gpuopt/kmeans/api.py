@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from .._exec import dispatch
-from .._validate import float_array, integer, real
+from .._validate import choice, float_array, integer, real
+from .init import INIT_METHODS, initial_centres
 
 __all__ = ["kmeans", "KMeansResult", "KMeansProblem"]
 
@@ -48,8 +49,8 @@ class KMeansProblem:
     max_iter: int
 
 
-def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, variant: str | None = None, timing: bool = False,
-           **params: Any):
+def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, seed: int = 0, variant: str | None = None,
+           timing: bool = False, **params: Any):
     """k-means clustering exactly as Wei-keng Liao's ``seq_kmeans`` computes it.
 
     The initial centres are the first ``k`` objects (or ``init``). Each loop assigns
@@ -70,8 +71,12 @@ def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, variant: str | Non
         Convergence threshold on delta, finite and >= 0 (compared in float32).
     max_iter : int
         Most loops to run, >= 1.
-    init : array_like, float, shape (k, D), optional
-        Initial centres (finite); default: ``x[:k]``.
+    init : "first", "random", "kmeans++" or array_like float (k, D), optional
+        Initial centres: ``"first"`` (default, Liao's: ``x[:k]``), ``"random"`` (k distinct objects),
+        ``"kmeans++"`` (D(x)^2 sampling), both drawn with ``seed`` (see :mod:`gpuopt.kmeans.init`), or
+        the centres themselves (finite).
+    seed : int
+        Seed of the ``random`` and ``kmeans++`` draws (>= 0); the same seed gives the same centres.
     variant : str, optional
         Implementation (see ``gpuopt.variants("kmeans")``).
     timing : bool
@@ -103,8 +108,9 @@ def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, variant: str | Non
     on_device = not isinstance(x, np.ndarray)
     if not on_device and not np.isfinite(x).all():
         raise ValueError("x must contain only finite values (NaN/inf found)")
-    if init is None:
-        init = x.rows(k) if on_device else x[:k].copy()
+    seed = integer(seed, "seed", 0)
+    if init is None or isinstance(init, str):
+        init = initial_centres(x, k, choice(init or "first", "init", INIT_METHODS), seed)
     else:
         init = float_array(init, "init", 2, "(k, D)")
         if init.shape != (k, d):

@@ -64,6 +64,8 @@ def test_quiet_without_o_and_debug_deltas(blobs, capsys):
     (["-i", "{bin}", "-n", "3"], "a binary file needs -b"),
     (["-i", "{txt}", "-n", "3", "-b"], "-i "),
     (["-i", "{txt}", "-n", "3", "--variant", "nope"], "invalid choice"),
+    (["-i", "{txt}", "-n", "3", "--init", "nope"], "invalid choice"),
+    (["-i", "{txt}", "-n", "3", "--init", "random", "--seed", "-2"], "--seed must be >= 0"),
 ])
 def test_bad_arguments_are_usage_errors(blobs, tmp_path, capsys, argv, message):
     _, txt, binf = blobs
@@ -79,6 +81,14 @@ def test_gpu_variant_without_gpu_is_an_error_not_a_traceback(blobs, capsys):
     _, txt, _ = blobs
     assert main(["-i", str(txt), "-n", "3", "--variant", "liao"]) == 1
     assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_init_and_seed(blobs):
+    x, txt, _ = blobs
+    x = datasets.read_liao(txt)
+    assert main(["-i", str(txt), "-n", "5", "--init", "kmeans++", "--seed", "4"]) == 0
+    ref = gpuopt.kmeans(x, 5, init="kmeans++", seed=4, variant="cpu")
+    np.testing.assert_array_equal(datasets.read_liao_membership(f"{txt}.membership"), ref.membership)
 
 
 def test_runs_as_a_module(blobs):
