@@ -101,6 +101,28 @@ carray<std::int32_t> sparse_conv_py(const carray<std::int16_t>& x, const carray<
     return y;
 }
 
+py::tuple dense_to_coo_py(const carray<std::int16_t>& w) {
+    const auto ws = bind::shape_of(w, 4, "w");
+    GPUOPT_REQUIRE(ws[2] <= 32767 && ws[3] <= 32767, "filter taps must index with int16 rows and columns");
+    const std::int64_t slices = ws[0] * ws[1], taps = ws[2] * ws[3];
+    auto nnz = bind::empty<std::int32_t>({ws[0], ws[1]});
+    {
+        py::gil_scoped_release release;
+        sparse::count_nonzeros(w.data(), slices, taps, nnz.mutable_data());
+    }
+    std::int64_t total = 0;
+    for (std::int64_t i = 0; i < slices; ++i) total += nnz.data()[i];
+    auto data = bind::empty<std::int16_t>({total});
+    auto row = bind::empty<std::int16_t>({total});
+    auto col = bind::empty<std::int16_t>({total});
+    {
+        py::gil_scoped_release release;
+        sparse::fill_coo(w.data(), slices, taps, ws[3], nnz.data(), data.mutable_data(), row.mutable_data(),
+                         col.mutable_data());
+    }
+    return py::make_tuple(nnz, data, row, col);
+}
+
 carray<float> activation_py(const carray<float>& x, const std::string& act) {
     const Activation a = activation_from_string(act);
     std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
@@ -224,6 +246,7 @@ PYBIND11_MODULE(_core, m) {
           py::arg("max_iter"), nogil_doc);
     m.def("kmeans_predict", &kmeans_predict_py, py::arg("x").noconvert(), py::arg("centroids").noconvert(), nogil_doc);
     m.def("sparse_conv", &sparse_conv_py, py::arg("x").noconvert(), py::arg("w").noconvert(), nogil_doc);
+    m.def("dense_to_coo", &dense_to_coo_py, py::arg("w").noconvert(), nogil_doc);
     m.def("activation", &activation_py, py::arg("x").noconvert(), py::arg("activation"), nogil_doc);
     m.def("pool2d", &pool2d_py, py::arg("x").noconvert(), py::arg("size"), py::arg("kind"), nogil_doc);
     m.def("fully_connected", &fully_connected_py, py::arg("x").noconvert(), py::arg("w").noconvert(),

@@ -19,4 +19,11 @@ struct SparseConvShape {
 bool sparse_conv_cpu(const std::int16_t* x, const std::int16_t* w, std::int32_t* y,
                      const SparseConvShape& s);
 
+// Dense filters w[slices][taps] (slices = M*C, taps = R*S) to the lab's COO lists: nnz[slice], then each
+// non-zero's value, tap row (tap / S) and column (tap % S), slice by slice, taps in row-major order.
+// count_nonzeros fills nnz; fill_coo (data/row/col sized to the sum) writes the entries. Parallel over slices.
+void count_nonzeros(const std::int16_t* w, std::int64_t slices, std::int64_t taps, std::int32_t* nnz);
+void fill_coo(const std::int16_t* w, std::int64_t slices, std::int64_t taps, std::int64_t S, const std::int32_t* nnz,
+              std::int16_t* data, std::int16_t* row, std::int16_t* col);
+
 }  // namespace gpuopt::sparse

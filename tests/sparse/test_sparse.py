@@ -87,6 +87,37 @@ def test_coo_rejects_bad_structures():
         COOFilters((1, 2, 3, 3), np.array([[1, 1]]), [1], [0], [0])
     with pytest.raises(ValueError, match="int16"):
         COOFilters.from_dense(np.full((1, 1, 3, 3), 40000))
+    # Repeats out of order, across the middle of a list, and in a later slice (the check sorts only when the
+    # entries are not strictly increasing); entries out of order but distinct are accepted.
+    with pytest.raises(ValueError, match="twice"):
+        COOFilters((1, 2, 3, 3), np.array([[2, 3]]), [1, 2, 3, 4, 5], [0, 2, 1, 0, 1], [0, 2, 1, 0, 1])
+    coo = COOFilters((1, 1, 3, 3), np.array([[3]]), [7, 8, 9], [2, 0, 1], [2, 0, 1])
+    np.testing.assert_array_equal(coo.to_dense()[0, 0], [[8, 0, 0], [0, 9, 0], [0, 0, 7]])
+
+
+@pytest.mark.parametrize("shape,density", [((3, 5, 3, 3), 0.3), ((2, 4, 7, 5), 0.05), ((1, 1, 1, 1), 1.0),
+                                           ((4, 3, 5, 5), 0.0), ((6, 7, 3, 3), 1.0)], ids=str)
+def test_from_dense_matches_numpy(rng, shape, density):
+    """The C++ encoder against NumPy's mask-and-nonzero: the same lists, slice by slice, taps row-major."""
+    w = rng.integers(-32768, 32768, shape).astype(np.int16)
+    w[rng.random(shape) >= density] = 0
+    m, c, r, s = shape
+    flat = w.reshape(m * c, r * s)
+    mask = flat != 0
+    pos = np.flatnonzero(mask) % (r * s)
+    coo = COOFilters.from_dense(w)
+    np.testing.assert_array_equal(coo.nnz, mask.sum(axis=1).reshape(m, c))
+    for got, want in ((coo.data, flat[mask]), (coo.row, pos // s), (coo.col, pos % s)):
+        assert got.dtype == np.int16
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(coo.to_dense(), w)
+    assert coo.offsets[-1] == mask.sum()
+    if r <= 10 and s <= 10:
+        fast = FASTFilters.from_dense(w)
+        np.testing.assert_array_equal(fast.to_dense(), w)
+        np.testing.assert_array_equal(fast.codes, FASTFilters.encode(flat[mask], pos // s, pos % s))
+        # what from_coo skips, the checking constructor accepts
+        np.testing.assert_array_equal(FASTFilters(w.shape, fast.nnz, fast.codes).to_dense(), w)
 
 
 # ---------------------------------------------------------------- the layer
