@@ -24,6 +24,8 @@ from .._validate import int_array
 __all__ = ["COOFilters", "FASTFilters", "to_coo", "to_fast", "to_dense"]
 
 _INT16 = np.iinfo(np.int16)
+#: The filter formats of the GPU variants with kernel arrays of their own (``dense`` reads the dense array).
+_KERNEL_FORMATS = ("coo", "fast")
 
 
 def _slice_offsets(nnz: np.ndarray) -> np.ndarray:
@@ -146,6 +148,37 @@ class COOFilters:
             dst[slice_ids, lane] = src
         return tuple(a.reshape(m, c, width) for a in out)  # type: ignore[return-value]
 
+    def kernel_arrays(self, fmt: str) -> tuple[list[Any], int]:
+        """What the GPU variant ``fmt`` reads, and the padded slice width: ``"coo"``: the :meth:`padded` data, row
+        and col (int16 (M, C, width) each); ``"fast"``: their FAST codes (int32 (M, C, width)). Built once per
+        object and kept; DeviceArrays after :meth:`to_device`, so a call sends nothing but the input maps."""
+        if fmt not in _KERNEL_FORMATS:
+            raise ValueError(f"fmt must be one of {list(_KERNEL_FORMATS)}, got {fmt!r}")
+        cache = self.__dict__.setdefault("_kernel_arrays", {})  # (frozen: the cache is not a field)
+        if fmt not in cache:
+            data, row, col = self.padded()
+            cache[fmt] = ([data, row, col] if fmt == "coo" else [FASTFilters.encode(data, row, col)], data.shape[2])
+        return cache[fmt]
+
+    def to_device(self, formats: tuple[str, ...] = _KERNEL_FORMATS) -> "COOFilters":
+        """Copy the kernel arrays of ``formats`` to the device once and keep them there (returns self): later
+        ``sparse_conv2d`` calls with these filters neither re-encode nor re-send them. Needs a GPU."""
+        from ..cuda import DeviceArray, to_device
+
+        for fmt in (formats,) if isinstance(formats, str) else formats:
+            arrays, width = self.kernel_arrays(fmt)
+            self.__dict__["_kernel_arrays"][fmt] = ([a if isinstance(a, DeviceArray) else to_device(a) for a in arrays],
+                                                    width)
+        return self
+
+    @property
+    def on_device(self) -> tuple[str, ...]:
+        """The formats whose kernel arrays are on the device (:meth:`to_device`)."""
+        from ..cuda import DeviceArray
+
+        cache = self.__dict__.get("_kernel_arrays", {})
+        return tuple(f for f in _KERNEL_FORMATS if f in cache and isinstance(cache[f][0][0], DeviceArray))
+
     @property
     def density(self) -> float:
         """Fraction of filter taps that are stored."""
@@ -224,6 +257,19 @@ class FASTFilters:
 
     def to_dense(self) -> np.ndarray:
         return self._coo.to_dense()
+
+    def kernel_arrays(self, fmt: str) -> tuple[list[Any], int]:
+        """As :meth:`COOFilters.kernel_arrays` (kept with this object's COO form)."""
+        return self._coo.kernel_arrays(fmt)
+
+    def to_device(self, formats: tuple[str, ...] = ("coo", "fast")) -> "FASTFilters":
+        """As :meth:`COOFilters.to_device` (returns self)."""
+        self._coo.to_device(formats)
+        return self
+
+    @property
+    def on_device(self) -> tuple[str, ...]:
+        return self._coo.on_device
 
     @property
     def uniform_nnz(self) -> int | None:

@@ -12,7 +12,6 @@ from .._exec import ExecContext
 from .._ext import host_check, launcher
 from ..registry import register
 from .api import SparseConvProblem
-from .formats import FASTFilters
 
 @register("sparse_conv2d", "cpu", description="CPU reference (C++, OpenMP): dense direct conv, exact int sums, "
           "ReLU, 2x2 max pool", report="reference", needs_cuda=False, kernel="csrc/sparse/sparse_conv_cpu.cpp",
@@ -29,15 +28,13 @@ _OVERFLOW_MESSAGE = "sparse_conv2d: a convolution sum does not fit in int32 (the
 
 
 def _gpu_filters(fmt: str, p: SparseConvProblem) -> tuple[list[Any], int]:
-    """The filter arrays in the variant's own format (what travels to the device), and
+    """The filter arrays in the variant's own format (what travels to the device, unless they live there), and
     the padded slice width (0 for dense)."""
     if fmt == "dense":
         return [p.dense()], 0  # int16 (M, C, R, S): NumPy, or a device array used in place
-    data, row, col = p.coo().padded()  # int16 (M, C, width) each, padded with value 0 at (0, 0)
-    if fmt == "coo":
-        return [data, row, col], data.shape[2]
-    # FAST: one int32 per entry; a padding entry (0, 0, 0) encodes to code 0.
-    return [FASTFilters.encode(data, row, col)], data.shape[2]
+    # COO: int16 data/row/col (M, C, width), padded with value 0 at (0, 0); FAST: their int32 codes (a padding
+    # entry encodes to 0). Kept by the filters object (on the device after its to_device()).
+    return p.coo().kernel_arrays(fmt)
 
 
 def _run_gpu(ctx: ExecContext, p: SparseConvProblem):
@@ -54,6 +51,7 @@ def _run_gpu(ctx: ExecContext, p: SparseConvProblem):
     dfilters = [ctx.device(f) for f in filters]
     ctx.details["filter_arrays"] = float(len(filters))
     ctx.details["filter_bytes"] = float(sum(f.nbytes for f in dfilters))
+    ctx.details["filter_bytes_sent"] = float(sum(f.nbytes for f in filters if isinstance(f, np.ndarray)))
     dy = ctx.empty((m, h // 2, w // 2), np.int32)
     ptrs = [f.ptr for f in dfilters]
     with ctx.kernel():

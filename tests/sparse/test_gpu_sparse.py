@@ -194,6 +194,25 @@ def test_fast_transfers_fewer_filter_bytes_than_coo(rng):
     assert details["fast"]["filter_bytes"] < details["coo"]["filter_bytes"] < details["dense"]["filter_bytes"]
 
 
+@pytest.mark.parametrize("variant", ["coo", "fast"])
+@pytest.mark.parametrize("form", ["coo", "fast"])
+def test_device_resident_filters_are_sent_once(rng, variant, form):
+    """Filters moved to the device once (to_device) give the same result and send no filter bytes per call."""
+    x = sparse_inputs(rng, 6, 10, 12)
+    w = ragged_filters(rng, 5, 6)
+    ref = gpuopt.sparse_conv2d(x, w, variant="cpu")
+    filters = (COOFilters if form == "coo" else FASTFilters).from_dense(w)
+    _, t = gpuopt.sparse_conv2d(x, filters, variant=variant, timing=True)
+    assert t.details["filter_bytes_sent"] == t.details["filter_bytes"] > 0
+    assert filters.to_device() is filters and filters.on_device == ("coo", "fast")
+    for _ in range(2):
+        y, t = gpuopt.sparse_conv2d(x, filters, variant=variant, timing=True)
+        np.testing.assert_array_equal(y, ref)
+        assert t.details["filter_bytes_sent"] == 0 and t.details["filter_bytes"] > 0
+    dy = gpuopt.sparse_conv2d(gpuopt.to_device(x), filters, variant=variant)
+    np.testing.assert_array_equal(dy.numpy(), ref)
+
+
 # ---------------------------------------------------------------- bad parameters
 def test_filters_larger_than_9_rejected():
     x = np.ones((1, 4, 4), np.int16)

@@ -164,3 +164,28 @@ def test_real_nctu_layer_slice(data_root):
     y = gpuopt.sparse_conv2d(x, FASTFilters.from_dense(w), variant="cpu")
     np.testing.assert_array_equal(y, oracles.sparse_conv(x, w))
     assert y.shape == (8, 16, 16)
+
+
+def test_kernel_arrays_are_built_once_and_shared(rng):
+    w = rng.integers(-5, 6, (3, 4, 3, 3)).astype(np.int16)
+    coo = COOFilters.from_dense(w)
+    arrays, width = coo.kernel_arrays("coo")
+    assert coo.kernel_arrays("coo")[0] is arrays and width == int(coo.nnz.max())
+    for got, want in zip(arrays, coo.padded()):
+        np.testing.assert_array_equal(got, want)
+    codes, _ = coo.kernel_arrays("fast")
+    np.testing.assert_array_equal(codes[0], FASTFilters.encode(*coo.padded()))
+    fast = coo.to_fast()
+    assert fast.kernel_arrays("fast")[0] is codes  # the FAST form shares its COO form's arrays
+    assert coo.on_device == ()
+    with pytest.raises(ValueError, match="fmt must be one of"):
+        coo.kernel_arrays("dense")
+
+
+def test_to_device_without_a_gpu_says_so(rng):
+    if gpuopt.cuda_available():
+        pytest.skip("a GPU is present")
+    coo = COOFilters.from_dense(rng.integers(-5, 6, (2, 2, 3, 3)).astype(np.int16))
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        coo.to_device()
+    assert coo.on_device == ()
