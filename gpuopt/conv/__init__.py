@@ -6,6 +6,8 @@
 * :mod:`.baseline` ``cpu`` (the reference), ``basic`` (both reports' first kernel), ``cudnn``
 * :mod:`.cs6235`, :mod:`.ece408`, :mod:`.gemm`, :mod:`.direct`, :mod:`.auto`: the families,
   registered in this order (simple to fast), mirroring csrc/conv/.
+* :mod:`.winograd` F(m x m, r x r): exact transforms and a NumPy reference of the algorithm (its float32
+  error per tile size is in notes/winograd.md); no variant registers yet, import it explicitly.
 
 Importing this package registers every variant; the family modules import only the modules
 above them in this list, never this package.

@@ -91,11 +91,13 @@ def test_init_and_seed(blobs):
     np.testing.assert_array_equal(datasets.read_liao_membership(f"{txt}.membership"), ref.membership)
 
 
-def test_runs_as_a_module(blobs):
+def test_runs_as_a_module(blobs, tmp_path):
     _, txt, _ = blobs
-    out = subprocess.run([sys.executable, "-m", "gpuopt.kmeans", "-i", str(txt), "-n", "2", "-o"], capture_output=True,
-                         text=True, check=True).stdout
-    assert "Performing **** Regular Kmeans" in out
+    # (cwd: not the checkout, whose gpuopt/ folder has no compiled modules and would shadow the installed package)
+    run = subprocess.run([sys.executable, "-m", "gpuopt.kmeans", "-i", str(txt), "-n", "2", "-o"], capture_output=True,
+                         text=True, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "Performing **** Regular Kmeans" in run.stdout
 
 
 @pytest.mark.gpu
