@@ -16,7 +16,7 @@ namespace {
 // phase totals in ms (loop_h2d_ms, loop_kernels_ms, loop_d2h_ms, transpose_ms), empty
 // when timing is False.
 py::tuple kmeans_liao_py(std::uintptr_t x_dev, const carray<float>& x_host, const carray<float>& init, float threshold,
-                         std::int64_t max_iter, int threads, bool timing) {
+                         std::int64_t max_iter, const kmeans::LiaoConfig& cfg, bool timing) {
     const auto xs = shape_of(x_host, 2, "x_host");
     const auto is = shape_of(init, 2, "init");
     GPUOPT_REQUIRE(is[1] == xs[1], "init must have as many coordinates as x");
@@ -29,7 +29,7 @@ py::tuple kmeans_liao_py(std::uintptr_t x_dev, const carray<float>& x_host, cons
     {
         py::gil_scoped_release release;
         stats = kmeans::kmeans_liao(dptr<const float>(x_dev), x_host.data(), xs[0], xs[1], is[0], threshold, max_iter,
-                                    centroids.mutable_data(), membership.mutable_data(), threads,
+                                    centroids.mutable_data(), membership.mutable_data(), cfg,
                                     timing ? &phases : nullptr);
     }
     carray<float> delta(static_cast<py::ssize_t>(stats.delta.size()));
@@ -44,15 +44,44 @@ py::tuple kmeans_liao_py(std::uintptr_t x_dev, const carray<float>& x_host, cons
     return py::make_tuple(centroids, membership, stats.iterations, delta, times);
 }
 
+kmeans::LiaoConfig liao_config(int threads, int reduction_threads, bool aos, bool vector_loads) {
+    kmeans::LiaoConfig cfg;
+    cfg.threads = threads;
+    cfg.reduction_threads = reduction_threads;
+    cfg.aos = aos;
+    cfg.vector_loads = vector_loads;
+    return cfg;
+}
+
 }  // namespace
 
 void bind_kmeans(py::module_& m) {
-    def_variant(m, "kmeans", "liao", &kmeans_liao_py, py::arg("x_dev_ptr"), py::arg("x_host"), py::arg("init"),
-          py::arg("threshold"), py::arg("max_iter"), py::arg("threads"), py::arg("timing") = true,
-          "Liao's CUDA k-means (see csrc/kmeans/kmeans_cuda.hpp).");
-    def_check(m, "kmeans", "liao", &kmeans::kmeans_liao_check, py::arg("n"), py::arg("d"), py::arg("k"),
-              py::kw_only(), py::arg("threads"),
-              "Raise ValueError if kmeans_liao cannot run this configuration (nothing runs; needs a device).");
+    // The CMU report's ladder over Liao's port (kmeans_cuda.hpp): one launcher per step, the layout fixed
+    // by the step, the thread counts its parameters (reduction_threads 0: Liao's rule).
+    struct Step {
+        const char* name;
+        bool aos, vector_loads;
+    };
+    for (const Step step : {Step{"liao", false, false}, Step{"liao_occupancy", false, false}, Step{"liao_aos", true, false},
+                            Step{"liao_vec", true, true}}) {
+        const bool aos = step.aos, vec = step.vector_loads;
+        def_variant(m, "kmeans", step.name,
+                    [aos, vec](std::uintptr_t x_dev, const carray<float>& x_host, const carray<float>& init,
+                               float threshold, std::int64_t max_iter, int threads, int reduction_threads, bool timing) {
+                        return kmeans_liao_py(x_dev, x_host, init, threshold, max_iter,
+                                              liao_config(threads, reduction_threads, aos, vec), timing);
+                    },
+                    py::arg("x_dev_ptr"), py::arg("x_host"), py::arg("init"), py::arg("threshold"), py::arg("max_iter"),
+                    py::kw_only(), py::arg("threads"), py::arg("reduction_threads") = 0, py::arg("timing") = true,
+                    "Liao's CUDA k-means, a step of the CMU report's ladder (see csrc/kmeans/kmeans_cuda.hpp).");
+        def_check(m, "kmeans", step.name,
+                  [aos, vec](std::int64_t n, std::int64_t d, std::int64_t k, int threads, int reduction_threads) {
+                      kmeans::kmeans_liao_check(n, d, k, liao_config(threads, reduction_threads, aos, vec));
+                  },
+                  py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(), py::arg("threads"),
+                  py::arg("reduction_threads") = 0,
+                  "Raise ValueError if this step cannot run the configuration (nothing runs; needs a device).");
+    }
 }
 
 }  // namespace gpuopt::bind

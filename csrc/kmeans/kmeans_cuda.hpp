@@ -12,17 +12,33 @@ namespace gpuopt::kmeans {
 // Milliseconds accumulated over the loop of kmeans_liao, measured with CUDA events on
 // stream 0 (the device timeline).
 struct KMeansLiaoTiming {
-    double setup_ms = 0.0;     // once, before the loop: transpose of x to SoA, membership = -1
+    double setup_ms = 0.0;     // once, before the loop: transpose of x to SoA (not for AoS), membership = -1
     double upload_ms = 0.0;    // per loop: centres (SoA) host -> device
     double kernels_ms = 0.0;   // per loop: find_nearest_cluster + compute_delta
     double download_ms = 0.0;  // per loop: membership device -> host
 };
 
+// The CMU 18-645 report's ladder over Liao's port; each step keeps the ones before it:
+//   liao            threads 128, compute_delta as many threads as partials (to 1024), SoA
+//   liao_occupancy  threads 256, compute_delta 512 (the report's occupancy fix)
+//   liao_aos        objects and centres row-major (array of structs): no transpose, each thread
+//                   reads its own object's coordinates in a row
+//   liao_vec        AoS rows and centres read as float4 where D % 4 == 0 and x is 16-byte aligned
+//                   (the report's "auto vectorized" step, made explicit)
+// Every step sums the squared differences in coordinate order without fused multiply-adds, so all
+// four give kmeans_cpu's memberships and centres bit for bit.
+struct LiaoConfig {
+    int threads = 128;            // find_nearest_cluster block: a power of two, 32..1024
+    int reduction_threads = 0;    // compute_delta block: a power of two, 32..1024; 0: Liao's rule
+    bool aos = false;             // array-of-structs objects and centres
+    bool vector_loads = false;    // float4 loads of AoS rows (needs aos)
+};
+
 // Rejects, before anything is allocated or launched, a configuration kmeans_liao cannot
-// run: n, d, k out of range, `threads` not a power of two in 32..1024, or k*d centre
+// run: n, d, k out of range, thread counts that are not a power of two in 32..1024, or k*d centre
 // coordinates (plus one int per thread) that do not fit this GPU's shared memory per
 // block (the message names the limit). Needs a current device.
-void kmeans_liao_check(std::int64_t n, std::int64_t d, std::int64_t k, int threads);
+void kmeans_liao_check(std::int64_t n, std::int64_t d, std::int64_t k, const LiaoConfig& cfg);
 
 // "liao": Wei-keng Liao's cuda_kmeans with the CMU 18-645 report's fix of compute_delta
 // (made deterministic for any number of blocks).
@@ -33,7 +49,7 @@ void kmeans_liao_check(std::int64_t n, std::int64_t d, std::int64_t k, int threa
 //           download it once).
 //   centroids_host: [k][d], in: initial centres, out: final centres.
 //   membership_host: [n], out.
-//   threads: threads per block of find_nearest_cluster (power of two, 32..1024).
+//   cfg: the ladder step (LiaoConfig above).
 //   timing: nullable; when given, phase times are accumulated into it.
 // Each loop uploads the centres, assigns every object on the GPU, downloads the
 // membership and the change count, and updates the centres on the host with
@@ -41,6 +57,6 @@ void kmeans_liao_check(std::int64_t n, std::int64_t d, std::int64_t k, int threa
 // delta = changed / n <= threshold or after max_iter loops.
 KMeansStats kmeans_liao(const float* x_dev, const float* x_host, std::int64_t n, std::int64_t d, std::int64_t k,
                         float threshold, std::int64_t max_iter, float* centroids_host, std::int32_t* membership_host,
-                        int threads, KMeansLiaoTiming* timing);
+                        const LiaoConfig& cfg, KMeansLiaoTiming* timing);
 
 }  // namespace gpuopt::kmeans

@@ -2,7 +2,9 @@
 // structure -- SoA objects and centres, one thread per object, the centres staged in
 // shared memory, one partial change count per block, a second kernel reducing them, the
 // centre update on the host -- with the CMU 18-645 report's compute_delta bug fixed
-// properly and the memberships and centres bit-identical to kmeans_cpu.
+// properly and the memberships and centres bit-identical to kmeans_cpu. The report's
+// further steps (liao_occupancy, liao_aos, liao_vec: kmeans_cuda.hpp) are configurations
+// of the same loop: thread counts, the objects' layout, float4 loads.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -54,14 +56,18 @@ __global__ void transpose_to_soa(const float* __restrict__ x, float* __restrict_
 
 // One thread per object: the nearest centre by Liao's squared distance, the membership
 // written, and the block's number of changed memberships left in partials[blockIdx.x].
-// Dynamic shared memory: centres [d][k] floats, then blockDim.x ints for the count.
-// blockDim.x must be a power of two (the tree reduction halves it).
-__global__ void find_nearest_cluster(const float* __restrict__ x_soa,    // [d][n]
-                                     const float* __restrict__ centres,  // [d][k]
+// Dynamic shared memory: the centres (k*d floats, [d][k] for SoA, [k][d] for AoS), then
+// blockDim.x ints for the count. blockDim.x must be a power of two (the tree reduction halves
+// it). AOS: x is [n][d] as given (no transpose); VEC (AoS, d % 4 == 0, x 16-byte aligned): each
+// row and centre read as float4, the four products still added one by one in coordinate order.
+template <bool AOS, bool VEC>
+__global__ void find_nearest_cluster(const float* __restrict__ x,        // [d][n] (SoA) or [n][d] (AoS)
+                                     const float* __restrict__ centres,  // [d][k] (SoA) or [k][d] (AoS)
                                      int n, int d, int k,
                                      std::int32_t* __restrict__ membership,  // [n], in: last loop's
                                      int* __restrict__ partials) {           // [gridDim.x]
-    extern __shared__ float shared[];
+    static_assert(AOS || !VEC, "float4 loads need the array-of-structs layout");
+    extern __shared__ __align__(16) float shared[];
     float* centres_s = shared;
     int* changed_s = reinterpret_cast<int*>(shared + static_cast<std::int64_t>(k) * d);
 
@@ -78,9 +84,25 @@ __global__ void find_nearest_cluster(const float* __restrict__ x_soa,    // [d][
         float best_dist = 0.f;
         for (int c = 0; c < k; ++c) {
             float dist = 0.f;
-            for (int j = 0; j < d; ++j) {
-                const float diff = __fsub_rn(x_soa[static_cast<std::int64_t>(j) * n + object], centres_s[j * k + c]);
-                dist = __fadd_rn(dist, __fmul_rn(diff, diff));
+            if constexpr (VEC) {
+                const float4* row = reinterpret_cast<const float4*>(x + static_cast<std::int64_t>(object) * d);
+                const float4* centre = reinterpret_cast<const float4*>(centres_s + c * d);
+                for (int j = 0; j < d / 4; ++j) {
+                    const float4 a = __ldg(row + j), b = centre[j];
+                    const float dx = __fsub_rn(a.x, b.x), dy = __fsub_rn(a.y, b.y);
+                    const float dz = __fsub_rn(a.z, b.z), dw = __fsub_rn(a.w, b.w);
+                    dist = __fadd_rn(dist, __fmul_rn(dx, dx));
+                    dist = __fadd_rn(dist, __fmul_rn(dy, dy));
+                    dist = __fadd_rn(dist, __fmul_rn(dz, dz));
+                    dist = __fadd_rn(dist, __fmul_rn(dw, dw));
+                }
+            } else {
+                for (int j = 0; j < d; ++j) {
+                    const float xj = AOS ? x[static_cast<std::int64_t>(object) * d + j]
+                                         : x[static_cast<std::int64_t>(j) * n + object];
+                    const float diff = __fsub_rn(xj, AOS ? centres_s[c * d + j] : centres_s[j * k + c]);
+                    dist = __fadd_rn(dist, __fmul_rn(diff, diff));
+                }
             }
             if (c == 0 || dist < best_dist) {  // strict <: a tie keeps the lower index
                 best_dist = dist;
@@ -102,6 +124,14 @@ __global__ void find_nearest_cluster(const float* __restrict__ x_soa,    // [d][
         __syncthreads();
     }
     if (threadIdx.x == 0) partials[blockIdx.x] = changed_s[0];
+}
+
+using FindNearest = void (*)(const float*, const float*, int, int, int, std::int32_t*, int*);
+
+// The instantiation a configuration runs: float4 loads only where every row is 16-byte aligned.
+FindNearest find_nearest_kernel(const LiaoConfig& cfg, bool rows_aligned16) {
+    if (!cfg.aos) return find_nearest_cluster<false, false>;
+    return cfg.vector_loads && rows_aligned16 ? find_nearest_cluster<true, true> : find_nearest_cluster<true, false>;
 }
 
 // Sum of the per-block partial counts, for any number of partials, in ONE block: each
@@ -137,7 +167,8 @@ void centres_to_soa(const float* centres, std::int64_t k, std::int64_t d, float*
 
 }  // namespace
 
-void kmeans_liao_check(std::int64_t n, std::int64_t d, std::int64_t k, int threads) {
+void kmeans_liao_check(std::int64_t n, std::int64_t d, std::int64_t k, const LiaoConfig& cfg) {
+    const int threads = cfg.threads;
     GPUOPT_REQUIRE(n > 0 && d > 0, "kmeans liao: x must have at least one object and one coordinate");
     GPUOPT_REQUIRE(k >= 1 && k <= n, "kmeans liao: k must be in 1..n");
     // One thread per object with int indices, and an int32 membership.
@@ -146,11 +177,17 @@ void kmeans_liao_check(std::int64_t n, std::int64_t d, std::int64_t k, int threa
     GPUOPT_REQUIRE(is_power_of_two(threads),
                    "kmeans liao: threads must be a power of two (the block reduction halves it), got " +
                        std::to_string(threads));
+    GPUOPT_REQUIRE(cfg.reduction_threads == 0 ||
+                       (is_power_of_two(cfg.reduction_threads) && cfg.reduction_threads >= 32 &&
+                        cfg.reduction_threads <= kMaxReductionThreads),
+                   "kmeans liao: reduction_threads must be 0 (Liao's rule) or a power of two in 32..1024, got " +
+                       std::to_string(cfg.reduction_threads));
+    GPUOPT_REQUIRE(cfg.aos || !cfg.vector_loads, "kmeans liao: float4 loads need the array-of-structs layout");
     GPUOPT_REQUIRE(d <= 65535LL * kTransposeTile,
                    "kmeans liao: at most " + std::to_string(65535LL * kTransposeTile) + " coordinates (transpose grid y limit)");
     // k*d centre coordinates are staged in shared memory, as in Liao's kernel: beyond the
     // per-block limit the kernel cannot run at all.
-    require_shared_memory(find_nearest_cluster, find_nearest_cluster_shared_bytes(d, k, threads),
+    require_shared_memory(find_nearest_kernel(cfg, false), find_nearest_cluster_shared_bytes(d, k, threads),
                           ("kmeans liao: find_nearest_cluster with k*D = " + std::to_string(k) + "*" + std::to_string(d) +
                            " centre coordinates and " + std::to_string(threads) + " threads")
                               .c_str());
@@ -158,23 +195,31 @@ void kmeans_liao_check(std::int64_t n, std::int64_t d, std::int64_t k, int threa
 
 KMeansStats kmeans_liao(const float* x_dev, const float* x_host, std::int64_t n, std::int64_t d, std::int64_t k,
                         float threshold, std::int64_t max_iter, float* centroids_host, std::int32_t* membership_host,
-                        int threads, KMeansLiaoTiming* timing) {
+                        const LiaoConfig& cfg, KMeansLiaoTiming* timing) {
     GPUOPT_REQUIRE(x_dev && x_host && centroids_host && membership_host, "kmeans liao: null pointer argument");
     GPUOPT_REQUIRE(max_iter >= 1, "kmeans liao: max_iter must be at least 1");
-    kmeans_liao_check(n, d, k, threads);
+    kmeans_liao_check(n, d, k, cfg);
+    const int threads = cfg.threads;
 
     const std::int64_t num_blocks = ceil_div<std::int64_t>(n, threads);  // <= 2^26 with n < 2^31, threads >= 32
     const int reduction_threads =
-        static_cast<int>(std::min<std::int64_t>(kMaxReductionThreads, std::max<std::int64_t>(32, next_power_of_two(num_blocks))));
+        cfg.reduction_threads > 0
+            ? cfg.reduction_threads
+            : static_cast<int>(std::min<std::int64_t>(kMaxReductionThreads,
+                                                      std::max<std::int64_t>(32, next_power_of_two(num_blocks))));
     const std::size_t shared_bytes = find_nearest_cluster_shared_bytes(d, k, threads);
     const std::size_t centre_floats = static_cast<std::size_t>(k * d);
+    const bool rows_aligned16 = d % 4 == 0 && reinterpret_cast<std::uintptr_t>(x_dev) % 16 == 0;
+    const FindNearest find_nearest = find_nearest_kernel(cfg, rows_aligned16);
+    require_shared_memory(find_nearest, shared_bytes, "kmeans liao: find_nearest_cluster");
 
-    DeviceBuffer<float> x_soa(static_cast<std::size_t>(n * d));
+    // SoA: a transposed scratch copy of x; AoS reads x as given.
+    DeviceBuffer<float> x_soa(cfg.aos ? 0 : static_cast<std::size_t>(n * d));
     DeviceBuffer<float> centres_dev(centre_floats);
     DeviceBuffer<std::int32_t> membership_dev(static_cast<std::size_t>(n));
     DeviceBuffer<int> partials(static_cast<std::size_t>(num_blocks));
     DeviceBuffer<int> changed_dev(1);
-    std::vector<float> centres_soa(centre_floats);
+    std::vector<float> centres_soa(cfg.aos ? 0 : centre_floats);
     std::vector<float> sums;
     std::vector<std::int64_t> counts;
 
@@ -186,7 +231,7 @@ KMeansStats kmeans_liao(const float* x_dev, const float* x_host, std::int64_t n,
         download_timer.emplace();
         setup_timer->start();
     }
-    {
+    if (!cfg.aos) {
         const dim3 block(kTransposeTile, kTransposeRows);
         const dim3 grid(static_cast<unsigned>(ceil_div<std::int64_t>(n, kTransposeTile)),
                         static_cast<unsigned>(ceil_div<std::int64_t>(d, kTransposeTile)));
@@ -204,17 +249,17 @@ KMeansStats kmeans_liao(const float* x_dev, const float* x_host, std::int64_t n,
     KMeansStats stats;
     float delta = 0.f;
     do {
-        centres_to_soa(centroids_host, k, d, centres_soa.data());
+        if (!cfg.aos) centres_to_soa(centroids_host, k, d, centres_soa.data());
         if (timing) upload_timer->start();
-        GPUOPT_CUDA_CHECK(cudaMemcpy(centres_dev.data(), centres_soa.data(), centre_floats * sizeof(float),
-                                     cudaMemcpyHostToDevice));
+        GPUOPT_CUDA_CHECK(cudaMemcpy(centres_dev.data(), cfg.aos ? centroids_host : centres_soa.data(),
+                                     centre_floats * sizeof(float), cudaMemcpyHostToDevice));
         if (timing) {
             upload_timer->stop();
             kernel_timer->start();
         }
-        find_nearest_cluster<<<static_cast<unsigned>(num_blocks), threads, shared_bytes>>>(
-            x_soa.data(), centres_dev.data(), static_cast<int>(n), static_cast<int>(d), static_cast<int>(k),
-            membership_dev.data(), partials.data());
+        find_nearest<<<static_cast<unsigned>(num_blocks), threads, shared_bytes>>>(
+            cfg.aos ? x_dev : x_soa.data(), centres_dev.data(), static_cast<int>(n), static_cast<int>(d),
+            static_cast<int>(k), membership_dev.data(), partials.data());
         GPUOPT_CHECK_LAUNCH("find_nearest_cluster");
         compute_delta<<<1, reduction_threads>>>(partials.data(), static_cast<int>(num_blocks), changed_dev.data());
         GPUOPT_CHECK_LAUNCH("compute_delta");

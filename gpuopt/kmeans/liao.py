@@ -23,15 +23,23 @@ def _kmeans_cpu(ctx: ExecContext, p: KMeansProblem) -> tuple[Any, Any, int, np.n
     return ctx.finish(centroids), ctx.finish(membership), iterations, delta
 
 
-_LIAO_THREADS = Param("threads", 128, (32, 64, 128, 256, 512, 1024),
-                      "threads per block of find_nearest_cluster, one object each (Liao: 128)")
+_POWERS = (32, 64, 128, 256, 512, 1024)
 
 
-@register("kmeans", "liao", description="Liao's CUDA port with the CMU report's fix", report="liao", needs_cuda=True,
-          kernel="csrc/kmeans/kmeans_liao.cu", test="tests/kmeans/test_gpu_kmeans.py", params=(_LIAO_THREADS,))
-def _kmeans_liao(ctx: ExecContext, p: KMeansProblem, *, threads: int) -> tuple[Any, Any, int, np.ndarray]:
-    """Liao's cuda_kmeans: SoA objects on the device, assignment and change count on the
-    GPU, centre update on the host every loop (bit-identical to the "cpu" variant).
+def _threads(default: int) -> Param:
+    return Param("threads", default, _POWERS,
+                 "threads per block of find_nearest_cluster, one object each (Liao: 128; the CMU report: 256)")
+
+
+_REDUCTION = Param("reduction_threads", 512, (0, *_POWERS),
+                   "threads of compute_delta's one block (the CMU report: 512); 0: Liao's rule (the next power of "
+                   "two of the partial count, at most 1024)")
+_LIAO = dict(needs_cuda=True, kernel="csrc/kmeans/kmeans_liao.cu", test="tests/kmeans/test_gpu_kmeans.py")
+
+
+def _kmeans_liao(ctx: ExecContext, p: KMeansProblem, **params: int) -> tuple[Any, Any, int, np.ndarray]:
+    """Liao's cuda_kmeans (and the CMU report's steps over it): objects on the device, assignment and change
+    count on the GPU, centre update on the host every loop (bit-identical to the "cpu" variant).
 
     The loop needs x on both sides: the device copy (transposed to SoA on the device) for
     the assignment and a host copy for the centre update. A device x is therefore also
@@ -43,12 +51,27 @@ def _kmeans_liao(ctx: ExecContext, p: KMeansProblem, *, threads: int) -> tuple[A
     n, d = p.x.shape
     k = p.init.shape[0]
     # Shared-memory and block-size limits: rejected before anything is copied or run.
-    host_check(ctx.variant)(n, d, k, threads=threads)
+    host_check(ctx.variant)(n, d, k, **params)
     run = launcher(ctx.variant)
     x_dev = ctx.device(p.x)
     x_host = ctx.host(p.x)
     with ctx.kernel():
         centroids, membership, iterations, delta, phases = run(
-            x_dev.ptr, x_host, p.init, p.threshold, p.max_iter, threads, timing=ctx.timing)
+            x_dev.ptr, x_host, p.init, p.threshold, p.max_iter, timing=ctx.timing, **params)
     ctx.details.update(phases)
     return ctx.finish(centroids), ctx.finish(membership), iterations, delta
+
+
+# The CMU 18-645 report's ladder over Liao's port (its Tables 1-3), each step keeping the ones before it and
+# every one bit-identical to "cpu" (csrc/kmeans/kmeans_cuda.hpp).
+register("kmeans", "liao", description="Liao's CUDA port with the CMU report's fix", report="liao",
+         params=(_threads(128),), **_LIAO)(_kmeans_liao)
+register("kmeans", "liao_occupancy", description="the CMU report's occupancy step: 256 threads per "
+         "find_nearest_cluster block, 512 for compute_delta", report="cmu18645", params=(_threads(256), _REDUCTION),
+         **_LIAO)(_kmeans_liao)
+register("kmeans", "liao_aos", description="the CMU report's AoS step: objects and centres row-major, no transpose "
+         "(each thread reads its object's coordinates in a row)", report="cmu18645",
+         params=(_threads(256), _REDUCTION), **_LIAO)(_kmeans_liao)
+register("kmeans", "liao_vec", description="the CMU report's vectorised step, made explicit: AoS rows and centres "
+         "read as float4 where D % 4 == 0", report="cmu18645", params=(_threads(256), _REDUCTION), **_LIAO)(
+    _kmeans_liao)

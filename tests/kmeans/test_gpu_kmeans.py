@@ -16,9 +16,9 @@ pytestmark = pytest.mark.gpu
 THREADS = list(gpuopt.variants("kmeans")["liao"].params["threads"].allowed)
 
 
-def assert_same_as_cpu(x, k, *, threshold=0.001, max_iter=500, init=None, **params):
+def assert_same_as_cpu(x, k, *, threshold=0.001, max_iter=500, init=None, variant="liao", **params):
     ref = gpuopt.kmeans(x, k, threshold=threshold, max_iter=max_iter, init=init, variant="cpu")
-    res = gpuopt.kmeans(x, k, threshold=threshold, max_iter=max_iter, init=init, variant="liao", **params)
+    res = gpuopt.kmeans(x, k, threshold=threshold, max_iter=max_iter, init=init, variant=variant, **params)
     assert res.membership.dtype == np.int32 and res.centroids.dtype == np.float32
     assert res.membership.shape == ref.membership.shape and res.centroids.shape == ref.centroids.shape
     np.testing.assert_array_equal(res.membership, ref.membership)
@@ -185,3 +185,62 @@ def test_check_rejects_what_the_kernel_cannot_run():
     with pytest.raises(ValueError, match="k must be"):
         check(10, 2, 11, threads=128)
     check(100, 2, 3, threads=128)  # fits: no error
+
+
+# ------------------------------------------------------------------ the CMU report's ladder over Liao's port
+
+LADDER = ["liao_occupancy", "liao_aos", "liao_vec"]
+
+
+@pytest.mark.parametrize("variant", LADDER)
+@pytest.mark.parametrize("name", list(datasets.KMEANS_SHAPES))
+def test_ladder_report_shapes(variant, name):
+    x, _ = datasets.make_kmeans_blobs(name, k=3, seed=7)
+    assert_same_as_cpu(x, 3, variant=variant)
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("variant", LADDER)
+@pytest.mark.parametrize("name", ["color17695.bin", "edge17695.bin", "texture17695.bin"])
+@pytest.mark.parametrize("k", [3, 5, 8, 16])
+def test_ladder_liao_data(data_root, variant, name, k):
+    assert_same_as_cpu(datasets.read_liao(data_root / "kmeans_liao" / name), k, variant=variant)
+
+
+@pytest.mark.parametrize("variant", LADDER)
+@pytest.mark.parametrize("d", [1, 3, 4, 8, 9, 16])  # float4 rows (D % 4 == 0) and the scalar fallback
+def test_ladder_awkward_data(rng, variant, d):
+    noise = rng.uniform(-1, 1, (4097, d)).astype(np.float32)
+    assert_same_as_cpu(noise, 9, threshold=0.0, max_iter=40, variant=variant)
+    grid = rng.integers(0, 4, (3001, d)).astype(np.float32)  # exact ties
+    assert_same_as_cpu(grid, 5, threshold=0.0, variant=variant)
+    assert_same_as_cpu(grid[:5], 5, variant=variant)  # k = N
+    assert_same_as_cpu(grid[:1], 1, variant=variant)  # N = 1
+
+
+@pytest.mark.parametrize("variant", LADDER)
+@pytest.mark.parametrize("threads,reduction", [(32, 0), (128, 32), (256, 512), (1024, 1024), (64, 128)])
+def test_ladder_thread_counts(rng, variant, threads, reduction):
+    x, _ = datasets.make_kmeans_blobs(9999, 8, k=6, seed=int(rng.integers(1 << 30)))
+    assert_same_as_cpu(x, 6, variant=variant, threads=threads, reduction_threads=reduction)
+
+
+def test_vec_on_a_misaligned_device_view(rng):
+    """A device x whose rows are not 16-byte aligned takes the scalar AoS path: the same result."""
+    x = rng.uniform(-1, 1, (1001, 4)).astype(np.float32)
+    buf = gpuopt.to_device(np.concatenate([np.zeros(1, np.float32), x.ravel()]))
+    view = gpuopt.DeviceArray((1001, 4), np.float32, buf.ptr + 4, buf)
+    ref = gpuopt.kmeans(x, 5, threshold=0.0, variant="cpu")
+    res = gpuopt.kmeans(view, 5, threshold=0.0, variant="liao_vec")
+    np.testing.assert_array_equal(res.membership.numpy(), ref.membership)
+    np.testing.assert_array_equal(res.centroids.numpy(), ref.centroids)
+
+
+def test_ladder_rejects_bad_thread_counts():
+    x = np.zeros((100, 4), np.float32)
+    with pytest.raises(ValueError, match="reduction_threads=48 is not allowed"):
+        gpuopt.kmeans(x, 2, variant="liao_aos", reduction_threads=48)
+    from gpuopt._ext import cuda_module
+
+    with pytest.raises(ValueError, match="reduction_threads must be 0"):
+        cuda_module().check.kmeans_liao_vec(100, 4, 2, threads=256, reduction_threads=48)
