@@ -55,7 +55,11 @@ carray<float> matmul_py(const carray<float>& a, const carray<float>& b) {
     return c;
 }
 
-py::tuple kmeans_py(const carray<float>& x, const carray<float>& init, float threshold, std::int64_t max_iter) {
+py::tuple kmeans_py(const carray<float>& x, const carray<float>& init, float threshold, std::int64_t max_iter,
+                    const std::string& summation) {
+    GPUOPT_REQUIRE(summation == "liao" || summation == "chunked",
+                   "kmeans: summation must be 'liao' or 'chunked', got '" + summation + "'");
+    const auto sum_order = summation == "chunked" ? kmeans::Summation::Chunked : kmeans::Summation::Liao;
     const auto xs = bind::shape_of(x, 2, "x");
     const auto is = bind::shape_of(init, 2, "init");
     GPUOPT_REQUIRE(is[1] == xs[1], "init must have as many coordinates as x");
@@ -66,7 +70,7 @@ py::tuple kmeans_py(const carray<float>& x, const carray<float>& init, float thr
     {
         py::gil_scoped_release release;
         stats = kmeans::kmeans_cpu(x.data(), xs[0], xs[1], is[0], threshold, max_iter, centroids.mutable_data(),
-                                   membership.mutable_data());
+                                   membership.mutable_data(), sum_order);
     }
     carray<float> delta(static_cast<py::ssize_t>(stats.delta.size()));
     std::copy(stats.delta.begin(), stats.delta.end(), delta.mutable_data());
@@ -243,7 +247,7 @@ PYBIND11_MODULE(_core, m) {
           py::arg("stride_h"), py::arg("stride_w"), py::arg("pad_h"), py::arg("pad_w"), py::arg("activation"), nogil_doc);
     m.def("matmul", &matmul_py, py::arg("a").noconvert(), py::arg("b").noconvert(), nogil_doc);
     m.def("kmeans", &kmeans_py, py::arg("x").noconvert(), py::arg("init").noconvert(), py::arg("threshold"),
-          py::arg("max_iter"), nogil_doc);
+          py::arg("max_iter"), py::arg("summation") = "liao", nogil_doc);
     m.def("kmeans_predict", &kmeans_predict_py, py::arg("x").noconvert(), py::arg("centroids").noconvert(), nogil_doc);
     m.def("sparse_conv", &sparse_conv_py, py::arg("x").noconvert(), py::arg("w").noconvert(), nogil_doc);
     m.def("dense_to_coo", &dense_to_coo_py, py::arg("w").noconvert(), nogil_doc);

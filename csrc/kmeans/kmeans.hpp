@@ -21,12 +21,23 @@ inline float record_iteration(KMeansStats& stats, std::int64_t changed, std::int
     return delta;
 }
 
+// How the centre sums are formed.
+//   Liao:    float32, in object order (his seq_kmeans, bit for bit).
+//   Chunked: float64 in a fixed order that parallel hardware can follow for any grid: the objects in
+//            chunks of kSumChunk consecutive objects; within a chunk each cluster's coordinate sums start
+//            at 0 and add its members in object order; the chunk sums of a cluster are added, from 0, in
+//            chunk order; the mean is rounded once, float32(sum / count). The device-resident k-means
+//            variants are to sum this way (the same bits on every run and launch shape).
+enum class Summation { Liao, Chunked };
+constexpr std::int64_t kSumChunk = 1024;
+
 // x: [n][d] objects. centroids: [k][d], in = initial centres, out = final centres.
 // membership: [n], out. Loops until delta <= threshold or max_iter loops ran.
 // Float32 arithmetic in Liao's order: squared distances summed over coordinates in
-// order, ties to the lower centre index, centre sums accumulated in object order.
+// order, ties to the lower centre index; centre sums as `summation` says.
 KMeansStats kmeans_cpu(const float* x, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
-                       std::int64_t max_iter, float* centroids, std::int32_t* membership);
+                       std::int64_t max_iter, float* centroids, std::int32_t* membership,
+                       Summation summation = Summation::Liao);
 
 // One assignment step (shared by the reference and by host-side parts of GPU variants):
 // the nearest centre of one object.
@@ -59,5 +70,10 @@ void predict_cpu(const float* x, std::int64_t n, std::int64_t d, const float* ce
 void update_centroids(const float* x, const std::int32_t* membership, std::int64_t n, std::int64_t d,
                       std::int64_t k, float* centroids, std::vector<float>& sums,
                       std::vector<std::int64_t>& counts);
+
+// The Chunked summation's centre update (see Summation); an empty cluster keeps its centre.
+void update_centroids_chunked(const float* x, const std::int32_t* membership, std::int64_t n, std::int64_t d,
+                              std::int64_t k, float* centroids, std::vector<double>& totals,
+                              std::vector<double>& chunk_sums, std::vector<std::int64_t>& counts);
 
 }  // namespace gpuopt::kmeans

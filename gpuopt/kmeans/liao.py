@@ -14,12 +14,16 @@ from ..registry import Param, register
 from .api import KMeansProblem
 
 @register("kmeans", "cpu", description="CPU reference (C++, OpenMP assignment): Liao's seq_kmeans, bit for bit",
-          report="reference", needs_cuda=False, kernel="csrc/kmeans/kmeans_cpu.cpp", test="tests/kmeans/test_kmeans.py")
-def _kmeans_cpu(ctx: ExecContext, p: KMeansProblem) -> tuple[Any, Any, int, np.ndarray]:
+          report="reference", needs_cuda=False, kernel="csrc/kmeans/kmeans_cpu.cpp", test="tests/kmeans/test_kmeans.py",
+          params=(Param("summation", "liao", ("liao", "chunked"),
+                        "centre sums: 'liao', float32 in object order (his seq_kmeans); 'chunked', float64 by "
+                        "chunks of 1024 objects (members in object order within a chunk, chunks in order), the "
+                        "mean rounded once: the order the device-resident variants follow for any grid"),))
+def _kmeans_cpu(ctx: ExecContext, p: KMeansProblem, *, summation: str) -> tuple[Any, Any, int, np.ndarray]:
     # Variants return (centroids, membership, iterations, delta history).
     x = ctx.host(p.x)
     with ctx.kernel():
-        centroids, membership, iterations, delta = _core.kmeans(x, p.init, p.threshold, p.max_iter)
+        centroids, membership, iterations, delta = _core.kmeans(x, p.init, p.threshold, p.max_iter, summation)
     return ctx.finish(centroids), ctx.finish(membership), iterations, delta
 
 

@@ -66,3 +66,59 @@ def test_cpu_matches_numpy_liao_on_liao_data(data_root, name, dim, k):
     x = datasets.read_liao(data_root / "kmeans_liao" / name)
     assert x.shape[1] == dim
     assert_same_as_liao(x, k)
+
+
+# ----------------------------------------------------------------------------- the chunked summation
+
+
+def _chunked_means(x, membership, k, previous):
+    """The 'chunked' centre update written out: float64, chunks of 1024 objects, each cluster's members in object
+    order within a chunk (np.cumsum is sequential), chunk sums added in chunk order, the mean rounded once."""
+    x64 = x.astype(np.float64)
+    totals = np.zeros((k, x.shape[1]))
+    counts = np.zeros(k, np.int64)
+    for start in range(0, x.shape[0], 1024):
+        m = membership[start:start + 1024]
+        part = np.zeros_like(totals)
+        for c in range(k):
+            rows = x64[start:start + 1024][m == c]
+            counts[c] += len(rows)
+            if len(rows):
+                part[c] = np.cumsum(rows, axis=0)[-1]
+        totals = totals + part
+    out = previous.copy()
+    nz = counts > 0
+    out[nz] = (totals[nz] / counts[nz, None]).astype(np.float32)
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 1023, 1024, 1025, 5000])
+def test_chunked_summation_is_the_written_out_order(rng, n):
+    x = (rng.standard_normal((n, 5)) * 10 ** rng.uniform(-3, 3, (n, 1))).astype(np.float32)  # wide magnitudes
+    k = min(4, n)
+    init = x[:k].copy()
+    one = gpuopt.kmeans(x, k, init=init, max_iter=1, variant="cpu", summation="chunked")
+    first = gpuopt.kmeans_predict(x, init)
+    np.testing.assert_array_equal(one.membership, first)
+    np.testing.assert_array_equal(one.centroids, _chunked_means(x, first, k, init))
+    full = gpuopt.kmeans(x, k, init=init, threshold=0.0, variant="cpu", summation="chunked")
+    again = gpuopt.kmeans(x, k, init=init, threshold=0.0, variant="cpu", summation="chunked")
+    np.testing.assert_array_equal(full.centroids, again.centroids)
+
+
+def test_chunked_differs_from_liao_only_in_rounding(rng):
+    x = (rng.standard_normal((6000, 3)) * 1000).astype(np.float32) + np.float32(1e4)
+    liao = gpuopt.kmeans(x, 5, max_iter=1, variant="cpu")
+    chunked = gpuopt.kmeans(x, 5, max_iter=1, variant="cpu", summation="chunked")
+    np.testing.assert_array_equal(liao.membership, chunked.membership)  # the same assignment
+    assert not np.array_equal(liao.centroids, chunked.centroids)  # float32 object-order sums round differently
+    np.testing.assert_allclose(liao.centroids, chunked.centroids, rtol=1e-4)
+
+
+def test_chunked_empty_cluster_keeps_its_centre():
+    x = np.array([[0.0], [0.1], [0.2]], dtype=np.float32)
+    init = np.array([[0.1], [100.0]], dtype=np.float32)
+    res = gpuopt.kmeans(x, 2, init=init, variant="cpu", summation="chunked")
+    assert res.centroids[1, 0] == 100.0 and (res.membership == 0).all()
+    with pytest.raises(ValueError, match="summation='pairwise' is not allowed"):
+        gpuopt.kmeans(x, 2, variant="cpu", summation="pairwise")
