@@ -95,18 +95,27 @@ def _fashion(meta: dict[str, Any]):
     return FashionCNN.random(seed=FASHION_SEED), synthetic_images(10000, FASHION_SEED), None
 
 
-def _torch_net(name: str, net) -> Callable[[Any], Any] | None:
-    """The same network in PyTorch (strict FP32: TF32 off), images (N, 1, S, S) float32 on the GPU -> classes."""
+def _strict_torch() -> Any:
+    """torch set up as every PyTorch baseline here runs (strict FP32: TF32 off; cudnn.benchmark: cuDNN's fastest
+    algorithm per shape, what a tuned PyTorch user gets), or None without torch or a usable GPU."""
     try:
         import torch
-        import torch.nn.functional as F
     except ImportError:
         return None
     if not torch.cuda.is_available():
         return None
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cudnn.benchmark = True  # cuDNN's fastest algorithm per shape: what a tuned PyTorch user gets
+    torch.backends.cudnn.benchmark = True
+    return torch
+
+
+def _torch_net(name: str, net) -> Callable[[Any], Any] | None:
+    """The same network in PyTorch (strict FP32: TF32 off), images (N, 1, S, S) float32 on the GPU -> classes."""
+    torch = _strict_torch()
+    if torch is None:
+        return None
+    F = torch.nn.functional
     w = {k: torch.as_tensor(np.ascontiguousarray(v), device="cuda") for k, v in net.weights.items()}
     if name == "mnist":  # fc1 in gpuopt's NCHW-flatten row order (the network permuted it at load)
         def run(x):
@@ -214,14 +223,9 @@ def _conv_pool_baselines(x: Any, w: Any) -> dict[str, Callable[[], Any]]:
                                      variant="coalesced")
 
     out = {"cudnn precise + avg_pool2d": cudnn("precise"), "cudnn any + avg_pool2d": cudnn("any")}
-    try:
-        import torch
-        import torch.nn.functional as F
-    except ImportError:
-        return out
-    if torch.cuda.is_available():
-        torch.backends.cudnn.allow_tf32 = False
-        torch.backends.cudnn.benchmark = True
+    torch = _strict_torch()
+    if torch is not None:
+        F = torch.nn.functional
         xt, wt = torch.as_tensor(x, device="cuda"), torch.as_tensor(w, device="cuda")
         out["pytorch (F.conv2d, relu, avg_pool2d)"] = lambda: F.avg_pool2d(F.relu(F.conv2d(xt, wt)), 2)
     return out
