@@ -21,7 +21,7 @@ import numpy as np
 import gpuopt
 from gpuopt._ext import cuda_available
 
-__all__ = ["metadata", "format_metadata", "write_results", "read_results"]
+__all__ = ["metadata", "format_metadata", "environment_line", "write_results", "read_results"]
 
 
 # --------------------------------------------------------------------------- metadata
@@ -137,6 +137,11 @@ def metadata() -> dict[str, Any]:
     })
     meta["gpu"] = gpu
     return meta
+
+
+def environment_line() -> str:
+    """This run's :func:`metadata` as :func:`format_metadata`'s one line (what the command lines print)."""
+    return format_metadata(metadata())
 
 
 def format_metadata(meta: Mapping[str, Any]) -> str:

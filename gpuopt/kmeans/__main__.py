@@ -29,6 +29,7 @@ import time
 import numpy as np
 
 from .. import datasets
+from ..bench.results import environment_line
 from ..registry import default_variant, variants
 from .api import kmeans
 from .init import INIT_METHODS
@@ -50,12 +51,6 @@ def _parser() -> argparse.ArgumentParser:
                    help="initial centres: first (Liao's, default), random, kmeans++")
     p.add_argument("--seed", type=int, default=0, help="seed of random and kmeans++ (default 0)")
     return p
-
-
-def _environment() -> str:
-    from ..bench.results import format_metadata, metadata
-
-    return format_metadata(metadata())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Loop iterations    = {result.iterations}")
         print(f"I/O time           = {io_s:10.4f} sec")
         print(f"Computation timing = {compute_s:10.4f} sec")
-        print(f"(gpuopt kmeans/{variant}; {_environment()})")
+        print(f"(gpuopt kmeans/{variant}; {environment_line()})")
     return 0
 
 

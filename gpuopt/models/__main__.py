@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .._ext import cuda_available, cuda_unavailable_reason
+from ..bench.results import environment_line
 from .fashion import FashionCNN, synthetic_images
 from .mnist import REFERENCE_ACCURACY, MnistCNN
 from .network import DEFAULT_MEMORY_BUDGET, Network
@@ -101,12 +102,6 @@ def _need_file(parser: argparse.ArgumentParser, option: str, path: str | None) -
         parser.error(f"{option}: no such file: {path}")
 
 
-def _environment() -> str:
-    from ..bench.results import format_metadata, metadata
-
-    return format_metadata(metadata())
-
-
 def cmd_stages(network: str | None) -> int:
     for net in [network] if network else list(STAGES):
         for stage in STAGES[net].values():
@@ -181,7 +176,7 @@ def cmd_mnist(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if n > len(images):
         parser.error(f"--images {n}: the {'test file' if args.test_file else 'test set'} has {len(images)} images")
     images, labels = images[:n], labels[:n]
-    print(_environment())
+    print(environment_line())
     print(f"network   {net.title} ({net.source})")
     stage = STAGES["mnist"][variant]
     print(f"stage     {variant}: {stage.description}")
@@ -218,7 +213,7 @@ def cmd_fashion(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
     n = 10000 if args.images is None else args.images
     images = synthetic_images(n, args.seed)
     stage = STAGES["fashion"][variant]
-    print(_environment())
+    print(environment_line())
     print(f"network   {net.title} ({net.source})")
     if not args.weights:
         print("          the trained weights are not public: seeded random weights, so no accuracy is measured")
