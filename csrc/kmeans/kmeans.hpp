@@ -65,15 +65,16 @@ inline std::int32_t nearest_centre(const float* object, const float* centroids, 
 void predict_cpu(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,
                  std::int32_t* membership);
 
-// Liao's centre update: sums in object order, mean = sum / (float)count, an empty
-// cluster keeps its centre. sums/counts are scratch of size k*d and k.
-void update_centroids(const float* x, const std::int32_t* membership, std::int64_t n, std::int64_t d,
-                      std::int64_t k, float* centroids, std::vector<float>& sums,
-                      std::vector<std::int64_t>& counts);
+// Scratch of the centre update, kept by a caller across loops (no allocation per loop).
+struct CentreScratch {
+    std::vector<float> totals_f, chunk_sums_f;
+    std::vector<double> totals_d, chunk_sums_d;
+    std::vector<std::int64_t> counts;
+};
 
-// The Chunked summation's centre update (see Summation); an empty cluster keeps its centre.
-void update_centroids_chunked(const float* x, const std::int32_t* membership, std::int64_t n, std::int64_t d,
-                              std::int64_t k, float* centroids, std::vector<double>& totals,
-                              std::vector<double>& chunk_sums, std::vector<std::int64_t>& counts);
+// The centre update as `summation` says (see Summation): each cluster's mean of its members; an empty
+// cluster keeps its centre.
+void update_centroids(const float* x, const std::int32_t* membership, std::int64_t n, std::int64_t d,
+                      std::int64_t k, Summation summation, float* centroids, CentreScratch& scratch);
 
 }  // namespace gpuopt::kmeans

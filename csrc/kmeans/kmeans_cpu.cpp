@@ -5,24 +5,49 @@
 
 namespace gpuopt::kmeans {
 
-void update_centroids(const float* x, const std::int32_t* membership, std::int64_t n, std::int64_t d,
-                      std::int64_t k, float* centroids, std::vector<float>& sums,
+namespace {
+
+// Both summations are one procedure: the objects in chunks of `chunk`; within a chunk each cluster's sums
+// start at 0 and add its members in object order; a cluster's chunk sums are added from 0 in chunk order;
+// mean = Sum(total) / Sum(count), rounded to float once. Liao's is Sum = float with one chunk of all n
+// objects: 0 + s == s (a sum that starts at +0 is never -0 when rounding to nearest), so his object-order
+// float sums come out exactly. Chunked is Sum = double, chunks of kSumChunk. Serial on purpose: the order
+// is the definition.
+template <class Sum>
+void update_in_chunks(const float* x, const std::int32_t* membership, std::int64_t n, std::int64_t d, std::int64_t k,
+                      std::int64_t chunk, float* centroids, std::vector<Sum>& totals, std::vector<Sum>& chunk_sums,
                       std::vector<std::int64_t>& counts) {
-    sums.assign(static_cast<std::size_t>(k * d), 0.f);
+    totals.assign(static_cast<std::size_t>(k * d), Sum(0));
     counts.assign(static_cast<std::size_t>(k), 0);
-    // Serial on purpose: float sums depend on their order, and Liao adds in object order.
-    for (std::int64_t i = 0; i < n; ++i) {
-        const std::int64_t m = membership[i];
-        ++counts[m];
-        float* s = sums.data() + m * d;
-        const float* o = x + i * d;
-        for (std::int64_t j = 0; j < d; ++j) s[j] += o[j];
+    for (std::int64_t start = 0; start < n; start += chunk) {
+        chunk_sums.assign(static_cast<std::size_t>(k * d), Sum(0));
+        const std::int64_t stop = std::min(n, start + chunk);
+        for (std::int64_t i = start; i < stop; ++i) {
+            const std::int64_t m = membership[i];
+            ++counts[m];
+            Sum* s = chunk_sums.data() + m * d;
+            const float* o = x + i * d;
+            for (std::int64_t j = 0; j < d; ++j) s[j] += static_cast<Sum>(o[j]);
+        }
+        for (std::int64_t e = 0; e < k * d; ++e) totals[e] += chunk_sums[e];
     }
     for (std::int64_t c = 0; c < k; ++c) {
         if (counts[c] == 0) continue;
-        const float count = static_cast<float>(counts[c]);
-        for (std::int64_t j = 0; j < d; ++j) centroids[c * d + j] = sums[c * d + j] / count;
+        const Sum count = static_cast<Sum>(counts[c]);
+        for (std::int64_t j = 0; j < d; ++j) centroids[c * d + j] = static_cast<float>(totals[c * d + j] / count);
     }
+}
+
+}  // namespace
+
+void update_centroids(const float* x, const std::int32_t* membership, std::int64_t n, std::int64_t d,
+                      std::int64_t k, Summation summation, float* centroids, CentreScratch& scratch) {
+    if (summation == Summation::Chunked)
+        update_in_chunks<double>(x, membership, n, d, k, kSumChunk, centroids, scratch.totals_d, scratch.chunk_sums_d,
+                                 scratch.counts);
+    else
+        update_in_chunks<float>(x, membership, n, d, k, std::max<std::int64_t>(n, 1), centroids, scratch.totals_f,
+                                scratch.chunk_sums_f, scratch.counts);
 }
 
 void predict_cpu(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,
@@ -32,30 +57,6 @@ void predict_cpu(const float* x, std::int64_t n, std::int64_t d, const float* ce
     for (std::int64_t i = 0; i < n; ++i) membership[i] = nearest_centre(x + i * d, centroids, k, d);
 }
 
-void update_centroids_chunked(const float* x, const std::int32_t* membership, std::int64_t n, std::int64_t d,
-                              std::int64_t k, float* centroids, std::vector<double>& totals,
-                              std::vector<double>& chunk_sums, std::vector<std::int64_t>& counts) {
-    totals.assign(static_cast<std::size_t>(k * d), 0.0);
-    counts.assign(static_cast<std::size_t>(k), 0);
-    for (std::int64_t start = 0; start < n; start += kSumChunk) {
-        chunk_sums.assign(static_cast<std::size_t>(k * d), 0.0);
-        const std::int64_t stop = std::min(n, start + kSumChunk);
-        for (std::int64_t i = start; i < stop; ++i) {  // each cluster's members in object order
-            const std::int64_t m = membership[i];
-            ++counts[m];
-            double* s = chunk_sums.data() + m * d;
-            const float* o = x + i * d;
-            for (std::int64_t j = 0; j < d; ++j) s[j] += static_cast<double>(o[j]);
-        }
-        for (std::int64_t e = 0; e < k * d; ++e) totals[e] += chunk_sums[e];  // chunk order
-    }
-    for (std::int64_t c = 0; c < k; ++c) {
-        if (counts[c] == 0) continue;
-        const double count = static_cast<double>(counts[c]);
-        for (std::int64_t j = 0; j < d; ++j) centroids[c * d + j] = static_cast<float>(totals[c * d + j] / count);
-    }
-}
-
 KMeansStats kmeans_cpu(const float* x, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
                        std::int64_t max_iter, float* centroids, std::int32_t* membership, Summation summation) {
     GPUOPT_REQUIRE(n > 0 && d > 0, "kmeans: x must have at least one object and one coordinate");
@@ -63,9 +64,7 @@ KMeansStats kmeans_cpu(const float* x, std::int64_t n, std::int64_t d, std::int6
     GPUOPT_REQUIRE(max_iter >= 1, "kmeans: max_iter must be at least 1");
 
     KMeansStats stats;
-    std::vector<float> sums;
-    std::vector<double> totals, chunk_sums;
-    std::vector<std::int64_t> counts;
+    CentreScratch scratch;
     std::fill(membership, membership + n, -1);
     float delta = 0.f;
     do {
@@ -78,10 +77,7 @@ KMeansStats kmeans_cpu(const float* x, std::int64_t n, std::int64_t d, std::int6
             if (membership[i] != idx) ++changed;
             membership[i] = idx;
         }
-        if (summation == Summation::Chunked)
-            update_centroids_chunked(x, membership, n, d, k, centroids, totals, chunk_sums, counts);
-        else
-            update_centroids(x, membership, n, d, k, centroids, sums, counts);
+        update_centroids(x, membership, n, d, k, summation, centroids, scratch);
         delta = record_iteration(stats, changed, n);
     } while (delta > threshold && stats.iterations < max_iter);
     return stats;

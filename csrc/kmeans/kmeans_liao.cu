@@ -220,8 +220,7 @@ KMeansStats kmeans_liao(const float* x_dev, const float* x_host, std::int64_t n,
     DeviceBuffer<int> partials(static_cast<std::size_t>(num_blocks));
     DeviceBuffer<int> changed_dev(1);
     std::vector<float> centres_soa(cfg.aos ? 0 : centre_floats);
-    std::vector<float> sums;
-    std::vector<std::int64_t> counts;
+    CentreScratch scratch;
 
     std::optional<EventTimer> setup_timer, upload_timer, kernel_timer, download_timer;
     if (timing) {
@@ -282,7 +281,7 @@ KMeansStats kmeans_liao(const float* x_dev, const float* x_host, std::int64_t n,
 
         // The host update of the CPU reference itself: sums in object order, so the
         // centres stay bit-identical to kmeans_cpu.
-        update_centroids(x_host, membership_host, n, d, k, centroids_host, sums, counts);
+        update_centroids(x_host, membership_host, n, d, k, Summation::Liao, centroids_host, scratch);
         delta = record_iteration(stats, changed, n);
     } while (delta > threshold && stats.iterations < max_iter);
     return stats;
