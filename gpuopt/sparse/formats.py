@@ -40,6 +40,14 @@ def _check_filter_shape(shape: Any) -> tuple[int, int, int, int]:
     return tuple(int(v) for v in shape)  # type: ignore[return-value]
 
 
+def _check_fast_shape(shape: Any) -> tuple[int, int, int, int]:
+    shape = _check_filter_shape(shape)
+    if shape[2] > 10 or shape[3] > 10:
+        raise ValueError(f"FAST stores row and column as one decimal digit each; filters of {shape[2]}x{shape[3]} "
+                         "taps cannot be encoded (at most 10x10)")
+    return shape
+
+
 @dataclass(frozen=True, eq=False)
 class COOFilters:
     """Filters w (M, C, R, S) in COO form, one list of non-zeros per (m, c) slice.
@@ -207,10 +215,7 @@ class FASTFilters:
     _coo: COOFilters = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        shape = _check_filter_shape(self.shape)
-        if shape[2] > 10 or shape[3] > 10:
-            raise ValueError(f"FAST stores row and column as one decimal digit each; filters of {shape[2]}x{shape[3]} "
-                             "taps cannot be encoded (at most 10x10)")
+        shape = _check_fast_shape(self.shape)
         codes = np.asarray(self.codes)
         if codes.ndim != 1 or (codes.size and codes.dtype.kind not in "iu"):
             raise TypeError(f"FAST codes must be a 1-D integer array, got {codes.dtype} {codes.shape}")
@@ -240,8 +245,7 @@ class FASTFilters:
     @classmethod
     def from_coo(cls, coo: COOFilters) -> "FASTFilters":
         """FAST codes of valid COO filters (ValueError if R or S > 10); nothing is re-validated."""
-        if coo.shape[2] > 10 or coo.shape[3] > 10:
-            cls(coo.shape, coo.nnz, np.zeros(0, np.int32))  # raises the size error
+        _check_fast_shape(coo.shape)
         out = object.__new__(cls)
         for name, value in (("shape", coo.shape), ("nnz", coo.nnz), ("codes", cls.encode(coo.data, coo.row, coo.col)),
                             ("offsets", coo.offsets), ("_coo", coo)):
