@@ -103,8 +103,7 @@ void bind_runtime(py::module_& m) {
         .def_property_readonly("nbytes", &Buffer::nbytes);
 
     m.def("copy_h2d", [](std::uintptr_t dst, const py::array& src, std::size_t nbytes, bool check_finite) {
-        const void* p = host_source(src, nbytes);
-        GPUOPT_REQUIRE(!check_finite || src.dtype().is(py::dtype::of<float>()), "check_finite needs float32 data");
+        const void* p = host_source(src, nbytes);  // (float32 for check_finite: gpuopt.cuda.to_device_checked checks)
         py::gil_scoped_release release;
         return copy_host_to_device_staged(dptr<void>(dst), p, nbytes, check_finite);
     }, py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("check_finite") = false,
