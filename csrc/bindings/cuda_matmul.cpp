@@ -70,14 +70,15 @@ void bind_matmul(py::module_& m) {
     }, GPUOPT_MATMUL_ARGS, py::kw_only(), py::arg("tile"), py::arg("stages"), py::arg("split_k"));
 
     def_variant(m, "matmul", "tf32x3", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K,
-                              int stages, int flush_k) {
+                              int stages, int flush_k, const std::string& split) {
         py::gil_scoped_release release;
-        matmul::matmul_tf32x3(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, stages, flush_k);
-    }, GPUOPT_MATMUL_ARGS, py::kw_only(), py::arg("stages"), py::arg("flush_k"));
+        matmul::matmul_tf32x3(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, stages, flush_k,
+                              split);
+    }, GPUOPT_MATMUL_ARGS, py::kw_only(), py::arg("stages"), py::arg("flush_k"), py::arg("split"));
 
     m.def("matmul_kernel_info", [](const std::string& variant, int64_t M, int64_t N, int64_t K, int block, int tile_sz,
                                    const std::string& warp_layout, const std::string& tile, int stages, int split_k,
-                                   int flush_k) {
+                                   int flush_k, const std::string& split) {
         matmul::KernelParams p;
         p.block = block;
         p.tile_sz = tile_sz;
@@ -86,10 +87,11 @@ void bind_matmul(py::module_& m) {
         p.stages = stages;
         p.split_k = split_k;
         p.flush_k = flush_k;
+        p.split = split;
         return kernel_info_dict(matmul::matmul_kernel_info(variant, p, M, N, K));
     }, py::arg("variant"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("block") = 16, py::arg("tile_sz") = 1,
           py::arg("warp_layout") = "row", py::arg("tile") = "auto", py::arg("stages") = 3, py::arg("split_k") = 0,
-          py::arg("flush_k") = 16,
+          py::arg("flush_k") = 16, py::arg("split") = "fragment",
           "Registers, shared memory, local memory and occupancy of the kernel `variant` runs for an M x N x K "
           "product with 16-byte aligned operands.");
 }

@@ -57,7 +57,7 @@ void matmul_async(const float* a, const float* b, float* c, std::int64_t M, std:
 // products summed by mma.sync per k-step of 32 and added in FP32 (128x128x32 tiles, `stages` 3 or 4
 // cp.async stages).
 void matmul_tf32x3(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
-                   int stages, int flush_k);
+                   int stages, int flush_k, const std::string& split);
 
 // cuBLAS SGEMM, strict FP32 (no TF32): the baseline every variant is compared with.
 void matmul_cublas(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K);
@@ -82,6 +82,7 @@ struct KernelParams {
     int stages = 3;                   // async, tf32x3
     int split_k = 0;                  // async (0: auto)
     int flush_k = 16;                 // tf32x3
+    std::string split = "fragment";   // tf32x3
 };
 
 // The kernel `variant` runs for an M x N x K product with 16-byte aligned operands (the

@@ -61,7 +61,7 @@ MatmulLaunch plan_warptile(const float* a, const float* b, const float* c, std::
 MatmulLaunch plan_async(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N, std::int64_t K,
                         const std::string& tile, int stages, int split_k);
 MatmulLaunch plan_tf32x3(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
-                         std::int64_t K, int stages, int flush_k);
+                         std::int64_t K, int stages, int flush_k, const std::string& split);
 
 namespace dev {
 

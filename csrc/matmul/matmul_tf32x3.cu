@@ -34,6 +34,10 @@ constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;  // 64 x 32 per warp
 constexpr int MT = WM / 16, NT = WN / 8;             // m16 x n8 tiles per warp: 4 x 4
 constexpr int LDA = BK + 4, LDB = BN + 8;            // padded shared rows (see the header)
 constexpr int A_FLOATS = BM * LDA, B_FLOATS = BK * LDB, STAGE_FLOATS = A_FLOATS + B_FLOATS;
+// TILE_SPLIT: each landed k-step is split once into (hi, lo) float2 tiles that the fragments load with
+// one 8-byte read per element. Rows padded to 4 (mod 16) float2s: each half-warp's 16 fragment loads hit
+// 16 distinct 8-byte bank pairs.
+constexpr int LDA2 = BK + 4, LDB2 = BN + 4, A_PAIRS = BM * LDA2, B_PAIRS = BK * LDB2;
 
 struct Split {
     std::uint32_t hi, lo;
@@ -57,7 +61,7 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const std::uint32_t (&a)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-template <int STAGES, int FLUSH_K, bool VEC>
+template <int STAGES, int FLUSH_K, bool VEC, bool TILE_SPLIT>
 __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_kernel(const float* __restrict__ a,
                                                                    const float* __restrict__ b,
                                                                    float* __restrict__ c, int M, int N, int K) {
@@ -130,6 +134,36 @@ __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_kernel(const float* 
         dev::cp_async_commit();
         const float* as = smem + read_stage * STAGE_FLOATS + warp_m * LDA;
         const float* bs = smem + read_stage * STAGE_FLOATS + A_FLOATS + warp_n;
+        float2* const a2 = reinterpret_cast<float2*>(smem + STAGES * STAGE_FLOATS);  // TILE_SPLIT only
+        float2* const b2 = a2 + A_PAIRS;
+        if constexpr (TILE_SPLIT) {
+            // Split this k-step once: the elements this thread copied (any mapping would do after the barrier
+            // above; every warp is done with the previous k-step's split tiles too).
+            const float* st = smem + read_stage * STAGE_FLOATS;
+#pragma unroll
+            for (int p = 0; p < A_COPIES; ++p) {
+                const int row = a_row + p * A_ROWS;
+                const float4 v = *reinterpret_cast<const float4*>(st + row * LDA + a_col);
+                const Split s0 = split_tf32(v.x), s1 = split_tf32(v.y), s2 = split_tf32(v.z), s3 = split_tf32(v.w);
+                float4* dst = reinterpret_cast<float4*>(a2 + row * LDA2 + a_col);
+                dst[0] = make_float4(__uint_as_float(s0.hi), __uint_as_float(s0.lo), __uint_as_float(s1.hi),
+                                     __uint_as_float(s1.lo));
+                dst[1] = make_float4(__uint_as_float(s2.hi), __uint_as_float(s2.lo), __uint_as_float(s3.hi),
+                                     __uint_as_float(s3.lo));
+            }
+#pragma unroll
+            for (int p = 0; p < B_COPIES; ++p) {
+                const int row = b_row + p * B_ROWS;
+                const float4 v = *reinterpret_cast<const float4*>(st + A_FLOATS + row * LDB + b_col);
+                const Split s0 = split_tf32(v.x), s1 = split_tf32(v.y), s2 = split_tf32(v.z), s3 = split_tf32(v.w);
+                float4* dst = reinterpret_cast<float4*>(b2 + row * LDB2 + b_col);
+                dst[0] = make_float4(__uint_as_float(s0.hi), __uint_as_float(s0.lo), __uint_as_float(s1.hi),
+                                     __uint_as_float(s1.lo));
+                dst[1] = make_float4(__uint_as_float(s2.hi), __uint_as_float(s2.lo), __uint_as_float(s3.hi),
+                                     __uint_as_float(s3.lo));
+            }
+            __syncthreads();  // the split tiles are complete before any fragment reads them
+        }
         float part[MT][NT][4] = {};  // the products of FLUSH_K consecutive k, summed by the tensor cores
         // Two k8 steps unrolled: fully unrolled, the compiler hoists every fragment load and runs out of registers.
 #pragma unroll 2
@@ -139,9 +173,15 @@ __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_kernel(const float* 
             for (int j = 0; j < NT; ++j) {
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {  // b0: k = q, b1: k = q + 4; column g of the n8 tile
-                    const Split s = split_tf32(bs[(kk + q + 4 * h) * LDB + j * 8 + g]);
-                    b_hi[j][h] = s.hi;
-                    b_lo[j][h] = s.lo;
+                    if constexpr (TILE_SPLIT) {
+                        const float2 v = b2[(kk + q + 4 * h) * LDB2 + warp_n + j * 8 + g];
+                        b_hi[j][h] = __float_as_uint(v.x);
+                        b_lo[j][h] = __float_as_uint(v.y);
+                    } else {
+                        const Split s = split_tf32(bs[(kk + q + 4 * h) * LDB + j * 8 + g]);
+                        b_hi[j][h] = s.hi;
+                        b_lo[j][h] = s.lo;
+                    }
                 }
             }
 #pragma unroll
@@ -149,9 +189,15 @@ __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_kernel(const float* 
                 std::uint32_t a_hi[4], a_lo[4];
 #pragma unroll
                 for (int r = 0; r < 4; ++r) {  // a0: (g, q), a1: (g+8, q), a2: (g, q+4), a3: (g+8, q+4)
-                    const Split s = split_tf32(as[(i * 16 + g + 8 * (r % 2)) * LDA + kk + q + 4 * (r / 2)]);
-                    a_hi[r] = s.hi;
-                    a_lo[r] = s.lo;
+                    if constexpr (TILE_SPLIT) {
+                        const float2 v = a2[(warp_m + i * 16 + g + 8 * (r % 2)) * LDA2 + kk + q + 4 * (r / 2)];
+                        a_hi[r] = __float_as_uint(v.x);
+                        a_lo[r] = __float_as_uint(v.y);
+                    } else {
+                        const Split s = split_tf32(as[(i * 16 + g + 8 * (r % 2)) * LDA + kk + q + 4 * (r / 2)]);
+                        a_hi[r] = s.hi;
+                        a_lo[r] = s.lo;
+                    }
                 }
 #pragma unroll
                 for (int j = 0; j < NT; ++j) {
@@ -201,23 +247,25 @@ __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_kernel(const float* 
     }
 }
 
-template <int STAGES, int FLUSH_K>
+template <int STAGES, int FLUSH_K, bool TILE_SPLIT>
 MatmulLaunch plan_flush(bool vec, std::int64_t M, std::int64_t N) {
     MatmulLaunch l;
-    l.kernel = vec ? matmul_tf32x3_kernel<STAGES, FLUSH_K, true> : matmul_tf32x3_kernel<STAGES, FLUSH_K, false>;
+    l.kernel = vec ? matmul_tf32x3_kernel<STAGES, FLUSH_K, true, TILE_SPLIT>
+                   : matmul_tf32x3_kernel<STAGES, FLUSH_K, false, TILE_SPLIT>;
     l.threads = THREADS;
-    l.dynamic_smem = static_cast<std::size_t>(STAGES) * STAGE_FLOATS * sizeof(float);
+    l.dynamic_smem = static_cast<std::size_t>(STAGES) * STAGE_FLOATS * sizeof(float) +
+                     (TILE_SPLIT ? static_cast<std::size_t>(A_PAIRS + B_PAIRS) * sizeof(float2) : 0);
     l.blocks = tile_count(M, N, BM, BN, "tf32x3");
     l.name = "tf32x3<128x128x32 w64x32 mma16x8x8 s" + std::to_string(STAGES) + " flush" + std::to_string(FLUSH_K) +
-             (vec ? " vec>" : " scalar>");
+             (TILE_SPLIT ? " tile-split" : "") + (vec ? " vec>" : " scalar>");
     return l;
 }
 
-template <int STAGES>
+template <int STAGES, bool TILE_SPLIT>
 MatmulLaunch plan_stages(int flush_k, bool vec, std::int64_t M, std::int64_t N) {
-    if (flush_k == 8) return plan_flush<STAGES, 8>(vec, M, N);
-    if (flush_k == 16) return plan_flush<STAGES, 16>(vec, M, N);
-    if (flush_k == 32) return plan_flush<STAGES, 32>(vec, M, N);
+    if (flush_k == 8) return plan_flush<STAGES, 8, TILE_SPLIT>(vec, M, N);
+    if (flush_k == 16) return plan_flush<STAGES, 16, TILE_SPLIT>(vec, M, N);
+    if (flush_k == 32) return plan_flush<STAGES, 32, TILE_SPLIT>(vec, M, N);
     ::gpuopt::detail::fail_argument(__FILE__, __LINE__,
                                     "matmul tf32x3: flush_k must be 8, 16 or 32, got " + std::to_string(flush_k));
 }
@@ -225,18 +273,21 @@ MatmulLaunch plan_stages(int flush_k, bool vec, std::int64_t M, std::int64_t N) 
 }  // namespace
 
 MatmulLaunch plan_tf32x3(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
-                         std::int64_t K, int stages, int flush_k) {
+                         std::int64_t K, int stages, int flush_k, const std::string& split) {
     const bool vec = K % 4 == 0 && N % 4 == 0 && aligned16(a) && aligned16(b) && aligned16(c);
-    if (stages == 3) return plan_stages<3>(flush_k, vec, M, N);
-    if (stages == 4) return plan_stages<4>(flush_k, vec, M, N);
+    GPUOPT_REQUIRE(split == "fragment" || split == "tile",
+                   "matmul tf32x3: split must be 'fragment' or 'tile', got '" + split + "'");
+    const bool tile = split == "tile";
+    if (stages == 3) return tile ? plan_stages<3, true>(flush_k, vec, M, N) : plan_stages<3, false>(flush_k, vec, M, N);
+    if (stages == 4) return tile ? plan_stages<4, true>(flush_k, vec, M, N) : plan_stages<4, false>(flush_k, vec, M, N);
     ::gpuopt::detail::fail_argument(__FILE__, __LINE__,
                                     "matmul tf32x3: stages must be 3 or 4, got " + std::to_string(stages));
 }
 
 void matmul_tf32x3(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
-                   int stages, int flush_k) {
+                   int stages, int flush_k, const std::string& split) {
     require_shape(M, N, K, "tf32x3");
-    run_launch(plan_tf32x3(a, b, c, M, N, K, stages, flush_k), a, b, c, M, N, K);
+    run_launch(plan_tf32x3(a, b, c, M, N, K, stages, flush_k, split), a, b, c, M, N, K);
 }
 
 }  // namespace gpuopt::matmul

@@ -105,7 +105,11 @@ register("matmul", "tf32x3",
          params=(Param("stages", 3, (3, 4), "k-steps in flight in shared memory (cp.async pipeline depth)"),
                  Param("flush_k", 16, (8, 16, 32),
                        "k summed inside the tensor cores (which round toward zero) before an FP32 round-to-nearest "
-                       "add into the accumulator: smaller is closer to FFMA accuracy, larger does fewer adds")))(_run_gpu)
+                       "add into the accumulator: smaller is closer to FFMA accuracy, larger does fewer adds"),
+                 Param("split", "fragment", ("fragment", "tile"),
+                       "where operands become hi + lo: 'fragment' per fragment load (3 instructions per use), "
+                       "'tile' once per landed k-step into float2 shared tiles (a second barrier per k-step)")))(
+    _run_gpu)
 register("matmul", "cublas", description="cuBLAS SGEMM, strict FP32 (TF32 off): the baseline",
          report="library", preferred=True, **_gpu("matmul_cublas.cu"))(_run_gpu)
 

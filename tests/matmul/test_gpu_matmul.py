@@ -289,9 +289,10 @@ def _tf32(x: np.ndarray) -> np.ndarray:
     return bits.astype(np.uint32).view(np.float32)
 
 
+@pytest.mark.parametrize("split", ["fragment", "tile"])
 @pytest.mark.parametrize("flush_k", [8, 16, 32])
 @pytest.mark.parametrize("m,k,n", [(256, 4096, 384), (1000, 1000, 1000), (129, 65, 257)], ids=str)
-def test_tf32x3_has_fp32_level_error(m, k, n, flush_k):
+def test_tf32x3_has_fp32_level_error(m, k, n, flush_k, split):
     """3xTF32 against float64, beside an FFMA kernel on the same data: FP32-level error (within 2x of the FFMA
     kernel's, and far below one TF32 product's, which the split exists to avoid); the same bits on every run."""
     g = np.random.default_rng([SEED, m, k, n, 3])
@@ -299,18 +300,21 @@ def test_tf32x3_has_fp32_level_error(m, k, n, flush_k):
     b = g.standard_normal((k, n)).astype(np.float32)
     exact = oracles.matmul(a, b)  # float64
     da, db = gpuopt.to_device(a), gpuopt.to_device(b)
-    c3 = gpuopt.matmul(da, db, variant="tf32x3", flush_k=flush_k).numpy()
+    c3 = gpuopt.matmul(da, db, variant="tf32x3", flush_k=flush_k, split=split).numpy()
     err3 = relative_error(c3, exact)
     err_ffma = relative_error(gpuopt.matmul(da, db, variant="async").numpy(), exact)
     err_tf32 = relative_error(_tf32(a).astype(np.float64) @ _tf32(b).astype(np.float64), exact)
     # Summed in the tensor cores' accumulator over all of K (round toward zero) this was 2.9e-5 at K = 4096.
     assert err3 < 2 * err_ffma + 1e-7, f"3xTF32 {err3:.2e} vs FFMA {err_ffma:.2e}"
     assert err3 < err_tf32 / 30, f"3xTF32 {err3:.2e} is not far below one TF32 product's {err_tf32:.2e}"
-    np.testing.assert_array_equal(gpuopt.matmul(da, db, variant="tf32x3", flush_k=flush_k).numpy(), c3)
+    np.testing.assert_array_equal(gpuopt.matmul(da, db, variant="tf32x3", flush_k=flush_k, split=split).numpy(), c3)
+    # Both splits compute the same hi and lo and issue the same mma in the same order: the same bits.
+    other = "tile" if split == "fragment" else "fragment"
+    np.testing.assert_array_equal(gpuopt.matmul(da, db, variant="tf32x3", flush_k=flush_k, split=other).numpy(), c3)
 
 
 def test_tf32x3_kernel_resources():
     """What the kernel is written for: 8 warps, one block per multiprocessor, no spills."""
-    for stages in (3, 4):
-        info = matmul_kernel_info("tf32x3", stages=stages)
+    for stages, split in ((3, "fragment"), (4, "fragment"), (3, "tile"), (4, "tile")):
+        info = matmul_kernel_info("tf32x3", stages=stages, split=split)
         assert info["threads"] == 256 and info["max_blocks_per_sm"] == 1 and info["local_bytes"] == 0, info
