@@ -61,6 +61,25 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const std::uint32_t (&a)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// Four consecutive floats global -> shared, the first `valid` of them in range (the rest zero-filled).
+// VEC: one 16-byte copy (the caller's rows are 16-byte aligned and a multiple of 4 long, so valid is 0 or >= 4).
+template <bool VEC>
+__device__ __forceinline__ void copy4(float* dst, const float* src, int valid) {
+    if constexpr (VEC) {
+        dev::cp_async_16(dst, src, valid > 0 ? 16 : 0);
+    } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dev::cp_async_4(dst + e, src + e, e < valid ? 4 : 0);
+    }
+}
+
+// x split into (hi, lo) for four consecutive floats, stored as two float4 (hi0, lo0, hi1, lo1), (hi2, ...).
+__device__ __forceinline__ void split4(float4* dst, float4 v) {
+    const Split s0 = split_tf32(v.x), s1 = split_tf32(v.y), s2 = split_tf32(v.z), s3 = split_tf32(v.w);
+    dst[0] = make_float4(__uint_as_float(s0.hi), __uint_as_float(s0.lo), __uint_as_float(s1.hi), __uint_as_float(s1.lo));
+    dst[1] = make_float4(__uint_as_float(s2.hi), __uint_as_float(s2.lo), __uint_as_float(s3.hi), __uint_as_float(s3.lo));
+}
+
 template <int STAGES, int FLUSH_K, bool VEC, bool TILE_SPLIT>
 __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_kernel(const float* __restrict__ a,
                                                                    const float* __restrict__ b,
@@ -92,29 +111,13 @@ __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_kernel(const float* 
         const int k0 = kt * BK;
         const float* a_src = a_base + k0;
         const float* b_src = b_base + static_cast<std::int64_t>(k0) * N;
+        const int k_left = K - k0 - a_col;  // floats of an A row from the copy's first
 #pragma unroll
-        for (int p = 0; p < A_COPIES; ++p) {
-            const bool row_ok = p * A_ROWS < a_rows_left;
-            const int k_left = K - k0 - a_col;  // floats of this row from the copy's first
-            if constexpr (VEC) {
-                dev::cp_async_16(as + p * A_ROWS * LDA, a_src + p * a_pass, row_ok && k_left > 0 ? 16 : 0);
-            } else {
+        for (int p = 0; p < A_COPIES; ++p)
+            copy4<VEC>(as + p * A_ROWS * LDA, a_src + p * a_pass, p * A_ROWS < a_rows_left ? k_left : 0);
 #pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    dev::cp_async_4(as + p * A_ROWS * LDA + e, a_src + p * a_pass + e, row_ok && e < k_left ? 4 : 0);
-            }
-        }
-#pragma unroll
-        for (int p = 0; p < B_COPIES; ++p) {
-            const bool row_ok = k0 + b_row + p * B_ROWS < K;
-            if constexpr (VEC) {
-                dev::cp_async_16(bs + p * B_ROWS * LDB, b_src + p * b_pass, row_ok && b_cols_left > 0 ? 16 : 0);
-            } else {
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    dev::cp_async_4(bs + p * B_ROWS * LDB + e, b_src + p * b_pass + e, row_ok && e < b_cols_left ? 4 : 0);
-            }
-        }
+        for (int p = 0; p < B_COPIES; ++p)
+            copy4<VEC>(bs + p * B_ROWS * LDB, b_src + p * b_pass, k0 + b_row + p * B_ROWS < K ? b_cols_left : 0);
     };
 
     float acc[MT][NT][4] = {};
@@ -143,24 +146,14 @@ __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_kernel(const float* 
 #pragma unroll
             for (int p = 0; p < A_COPIES; ++p) {
                 const int row = a_row + p * A_ROWS;
-                const float4 v = *reinterpret_cast<const float4*>(st + row * LDA + a_col);
-                const Split s0 = split_tf32(v.x), s1 = split_tf32(v.y), s2 = split_tf32(v.z), s3 = split_tf32(v.w);
-                float4* dst = reinterpret_cast<float4*>(a2 + row * LDA2 + a_col);
-                dst[0] = make_float4(__uint_as_float(s0.hi), __uint_as_float(s0.lo), __uint_as_float(s1.hi),
-                                     __uint_as_float(s1.lo));
-                dst[1] = make_float4(__uint_as_float(s2.hi), __uint_as_float(s2.lo), __uint_as_float(s3.hi),
-                                     __uint_as_float(s3.lo));
+                split4(reinterpret_cast<float4*>(a2 + row * LDA2 + a_col),
+                       *reinterpret_cast<const float4*>(st + row * LDA + a_col));
             }
 #pragma unroll
             for (int p = 0; p < B_COPIES; ++p) {
                 const int row = b_row + p * B_ROWS;
-                const float4 v = *reinterpret_cast<const float4*>(st + A_FLOATS + row * LDB + b_col);
-                const Split s0 = split_tf32(v.x), s1 = split_tf32(v.y), s2 = split_tf32(v.z), s3 = split_tf32(v.w);
-                float4* dst = reinterpret_cast<float4*>(b2 + row * LDB2 + b_col);
-                dst[0] = make_float4(__uint_as_float(s0.hi), __uint_as_float(s0.lo), __uint_as_float(s1.hi),
-                                     __uint_as_float(s1.lo));
-                dst[1] = make_float4(__uint_as_float(s2.hi), __uint_as_float(s2.lo), __uint_as_float(s3.hi),
-                                     __uint_as_float(s3.lo));
+                split4(reinterpret_cast<float4*>(b2 + row * LDB2 + b_col),
+                       *reinterpret_cast<const float4*>(st + A_FLOATS + row * LDB + b_col));
             }
             __syncthreads();  // the split tiles are complete before any fragment reads them
         }
