@@ -56,6 +56,32 @@ kmeans::LiaoConfig liao_config(int threads, int reduction_threads, bool aos, boo
 }  // namespace
 
 void bind_kmeans(py::module_& m) {
+    // kmeans_device(x_dev, centroids_dev, membership_dev, n, d, k, threshold, max_iter, *, loops_per_sync)
+    //   -> (iterations, delta (iterations,) float32); centres and memberships are written in place.
+    def_variant(m, "kmeans", "device",
+                [](std::uintptr_t x_dev, std::uintptr_t centroids_dev, std::uintptr_t membership_dev, std::int64_t n,
+                   std::int64_t d, std::int64_t k, float threshold, std::int64_t max_iter, int loops_per_sync) {
+                    kmeans::KMeansStats stats;
+                    {
+                        py::gil_scoped_release release;
+                        stats = kmeans::kmeans_device(dptr<const float>(x_dev), n, d, k, threshold, max_iter,
+                                                      dptr<float>(centroids_dev), dptr<std::int32_t>(membership_dev),
+                                                      loops_per_sync);
+                    }
+                    carray<float> delta(static_cast<py::ssize_t>(stats.delta.size()));
+                    std::copy(stats.delta.begin(), stats.delta.end(), delta.mutable_data());
+                    return py::make_tuple(stats.iterations, delta);
+                },
+                py::arg("x_dev_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
+                py::arg("d"), py::arg("k"), py::arg("threshold"), py::arg("max_iter"), py::kw_only(),
+                py::arg("loops_per_sync"), "The whole k-means loop on the GPU (see csrc/kmeans/kmeans_cuda.hpp).");
+    def_check(m, "kmeans", "device",
+              [](std::int64_t n, std::int64_t d, std::int64_t k, int loops_per_sync) {
+                  GPUOPT_REQUIRE(loops_per_sync >= 1, "kmeans device: loops_per_sync must be >= 1");
+                  kmeans::kmeans_device_check(n, d, k);
+              },
+              py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(), py::arg("loops_per_sync") = 1,
+              "Raise ValueError if kmeans_device cannot run this configuration (nothing runs; needs a device).");
     // The CMU report's ladder over Liao's port (kmeans_cuda.hpp): one launcher per step, the layout fixed
     // by the step, the thread counts its parameters (reduction_threads 0: Liao's rule).
     struct Step {

@@ -59,4 +59,12 @@ KMeansStats kmeans_liao(const float* x_dev, const float* x_host, std::int64_t n,
                         float threshold, std::int64_t max_iter, float* centroids_host, std::int32_t* membership_host,
                         const LiaoConfig& cfg, KMeansLiaoTiming* timing);
 
+// "device": the whole loop on the GPU for k*D <= 1024 (kmeans_device.cu). x_dev [n][d]; centroids_dev [k][d],
+// in: initial centres, out: final; membership_dev [n], out. Loops are queued loops_per_sync at a time, the
+// stop flag read once per batch. Sums as Summation::Chunked: equal to kmeans_cpu(..., Chunked) bit for bit.
+void kmeans_device_check(std::int64_t n, std::int64_t d, std::int64_t k);
+KMeansStats kmeans_device(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
+                          std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev,
+                          int loops_per_sync);
+
 }  // namespace gpuopt::kmeans

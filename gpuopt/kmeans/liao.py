@@ -10,6 +10,7 @@ import numpy as np
 from .. import _core
 from .._exec import ExecContext
 from .._ext import host_check, launcher
+from ..cuda import to_device
 from ..registry import Param, register
 from .api import KMeansProblem
 
@@ -79,3 +80,25 @@ register("kmeans", "liao_aos", description="the CMU report's AoS step: objects a
 register("kmeans", "liao_vec", description="the CMU report's vectorised step, made explicit: AoS rows and centres "
          "read as float4 where D % 4 == 0", report="cmu18645", params=(_threads(256), _REDUCTION), **_LIAO)(
     _kmeans_liao)
+
+
+@register("kmeans", "device", description="the whole loop on the GPU for k*D <= 1024: one pass assigns (Liao's "
+          "distance) and sums each chunk of 1024 objects (float64, members in object order), one block finishes the "
+          "loop; the stop flag read once per batch of loops; equal to cpu(summation='chunked') bit for bit",
+          report="gpuopt", needs_cuda=True, kernel="csrc/kmeans/kmeans_device.cu",
+          test="tests/kmeans/test_gpu_kmeans.py",
+          params=(Param("loops_per_sync", 8, (1, 2, 4, 8, 16, 32),
+                        "loops queued before the host reads the stop flag (later ones return at once)"),))
+def _kmeans_device(ctx: ExecContext, p: KMeansProblem, *, loops_per_sync: int) -> tuple[Any, Any, int, np.ndarray]:
+    n, d = p.x.shape
+    k = p.init.shape[0]
+    host_check(ctx.variant)(n, d, k, loops_per_sync=loops_per_sync)
+    run = launcher(ctx.variant)
+    x_dev = ctx.device(p.x)
+    with ctx.h2d():
+        centroids = to_device(p.init)
+    membership = ctx.empty((n,), np.int32)
+    with ctx.kernel():
+        iterations, delta = run(x_dev.ptr, centroids.ptr, membership.ptr, n, d, k, p.threshold, p.max_iter,
+                                loops_per_sync=loops_per_sync)
+    return ctx.finish(centroids), ctx.finish(membership), iterations, delta

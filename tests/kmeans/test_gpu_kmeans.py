@@ -244,3 +244,64 @@ def test_ladder_rejects_bad_thread_counts():
 
     with pytest.raises(ValueError, match="reduction_threads must be 0"):
         cuda_module().check.kmeans_liao_vec(100, 4, 2, threads=256, reduction_threads=48)
+
+
+# ------------------------------------------------------------------ "device": the whole loop on the GPU
+
+
+def assert_same_as_chunked_cpu(x, k, *, threshold=0.001, max_iter=500, init=None, **params):
+    ref = gpuopt.kmeans(x, k, threshold=threshold, max_iter=max_iter, init=init, variant="cpu", summation="chunked")
+    res = gpuopt.kmeans(x, k, threshold=threshold, max_iter=max_iter, init=init, variant="device", **params)
+    np.testing.assert_array_equal(res.membership, ref.membership)
+    assert res.iterations == ref.iterations
+    np.testing.assert_array_equal(res.delta, ref.delta)
+    np.testing.assert_array_equal(res.centroids, ref.centroids)  # the same float64 sums in the same order
+    return res
+
+
+@pytest.mark.parametrize("name", list(datasets.KMEANS_SHAPES))
+def test_device_report_shapes(name):
+    x, _ = datasets.make_kmeans_blobs(name, k=3, seed=7)
+    assert_same_as_chunked_cpu(x, 3)
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("name", ["color17695.bin", "edge17695.bin", "texture17695.bin"])
+@pytest.mark.parametrize("k", [3, 5, 8, 16])
+def test_device_liao_data(data_root, name, k):
+    x = datasets.read_liao(data_root / "kmeans_liao" / name)
+    res = assert_same_as_chunked_cpu(x, k)
+    liao = gpuopt.kmeans(x, k, variant="cpu")
+    differ = int(np.count_nonzero(res.membership != liao.membership))
+    assert differ <= x.shape[0] // 100, f"{differ} memberships differ from the Liao-exact result"
+
+
+@pytest.mark.parametrize("n,d,k", [(1, 1, 1), (7, 3, 7), (1023, 4, 5), (1024, 8, 3), (1025, 16, 64), (5000, 2, 1),
+                                   (20001, 5, 9)], ids=str)
+def test_device_awkward_shapes(rng, n, d, k):
+    x = rng.uniform(-1, 1, (n, d)).astype(np.float32)
+    assert_same_as_chunked_cpu(x, k, threshold=0.0, max_iter=60)
+    grid = rng.integers(0, 3, (n, d)).astype(np.float32)  # exact ties, duplicates, empty clusters
+    assert_same_as_chunked_cpu(grid, k, threshold=0.0, max_iter=60)
+
+
+@pytest.mark.parametrize("loops_per_sync", [1, 2, 8, 32])
+def test_device_batches_of_loops_stop_where_the_reference_stops(rng, loops_per_sync):
+    x, _ = datasets.make_kmeans_blobs(30000, 6, k=5, seed=int(rng.integers(1 << 30)))
+    for max_iter in (1, 3, 500):
+        assert_same_as_chunked_cpu(x, 5, max_iter=max_iter, loops_per_sync=loops_per_sync)
+
+
+def test_device_input_stays_on_the_device(rng):
+    x = rng.uniform(-1, 1, (4000, 4)).astype(np.float32)
+    res = gpuopt.kmeans(gpuopt.to_device(x), 4, variant="device")
+    assert isinstance(res.centroids, gpuopt.DeviceArray) and isinstance(res.membership, gpuopt.DeviceArray)
+    ref = gpuopt.kmeans(x, 4, variant="cpu", summation="chunked")
+    np.testing.assert_array_equal(res.membership.numpy(), ref.membership)
+    np.testing.assert_array_equal(res.centroids.numpy(), ref.centroids)
+
+
+def test_device_limits_are_checked_before_launch():
+    x = np.zeros((2000, 40), np.float32)
+    with pytest.raises(ValueError, match="k\\*D = 1040"):
+        gpuopt.kmeans(x, 26, variant="device")

@@ -24,7 +24,7 @@ __all__ = ["STUDY"]
 
 
 #: Liao's port and the CMU report's steps over it (its Tables 1-3), then the reference.
-KMEANS_VARIANTS = ("liao", "liao_occupancy", "liao_aos", "liao_vec", "cpu")
+KMEANS_VARIANTS = ("liao", "liao_occupancy", "liao_aos", "liao_vec", "device", "cpu")
 KMEANS_K = 3
 KMEANS_THRESHOLD = 0.001
 KMEANS_BLOB_SEED = 0

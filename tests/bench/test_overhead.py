@@ -1,0 +1,20 @@
+"""The overhead study on the CPU (tiny): its rows, table and figure."""
+
+from gpuopt.bench.study import Plan
+from gpuopt.bench.studies import STUDIES, shown_in
+
+
+def test_tiny_cpu_run_table_and_figure(tmp_path):
+    study = STUDIES["overhead"]
+    res = study.run(Plan(gpu=False, tiny=True, progress=False))
+    assert {(r["op"], r["caller"], r["impl"]) for r in res.rows} == {("conv2d", "numpy", "gpuopt"),
+                                                                    ("matmul", "numpy", "gpuopt")}
+    assert all(r.get("error") is None and r["us_per_call"] > 0 and r["us_min"] <= r["us_max"] for r in res.rows)
+    assert any("no GPU here" in n for n in res.notes)
+    text = study.table(res.rows, res.meta)
+    assert "µs/call" in text and "x PyTorch" in text
+    assert study.figures(res.meta, res.rows, tmp_path / "overhead.png").is_file()
+
+
+def test_declares_what_it_shows():
+    assert "overhead.png" in shown_in("matmul", "async") and "overhead.png" in shown_in("conv2d", "implicit_gemm")
