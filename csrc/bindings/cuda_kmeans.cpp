@@ -56,17 +56,17 @@ kmeans::LiaoConfig liao_config(int threads, int reduction_threads, bool aos, boo
 }  // namespace
 
 void bind_kmeans(py::module_& m) {
-    // kmeans_device(x_dev, centroids_dev, membership_dev, n, d, k, threshold, max_iter, *, loops_per_sync)
+    // kmeans_device(x_dev, centroids_dev, membership_dev, n, d, k, threshold, max_iter, *, loops_per_sync, blocks)
     //   -> (iterations, delta (iterations,) float32); centres and memberships are written in place.
     def_variant(m, "kmeans", "device",
                 [](std::uintptr_t x_dev, std::uintptr_t centroids_dev, std::uintptr_t membership_dev, std::int64_t n,
-                   std::int64_t d, std::int64_t k, float threshold, std::int64_t max_iter, int loops_per_sync) {
+                   std::int64_t d, std::int64_t k, float threshold, std::int64_t max_iter, int loops_per_sync, int blocks) {
                     kmeans::KMeansStats stats;
                     {
                         py::gil_scoped_release release;
                         stats = kmeans::kmeans_device(dptr<const float>(x_dev), n, d, k, threshold, max_iter,
                                                       dptr<float>(centroids_dev), dptr<std::int32_t>(membership_dev),
-                                                      loops_per_sync);
+                                                      loops_per_sync, blocks);
                     }
                     carray<float> delta(static_cast<py::ssize_t>(stats.delta.size()));
                     std::copy(stats.delta.begin(), stats.delta.end(), delta.mutable_data());
@@ -74,14 +74,26 @@ void bind_kmeans(py::module_& m) {
                 },
                 py::arg("x_dev_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
                 py::arg("d"), py::arg("k"), py::arg("threshold"), py::arg("max_iter"), py::kw_only(),
-                py::arg("loops_per_sync"), "The whole k-means loop on the GPU (see csrc/kmeans/kmeans_cuda.hpp).");
+                py::arg("loops_per_sync"), py::arg("blocks") = 0, "The whole k-means loop on the GPU (see csrc/kmeans/kmeans_cuda.hpp).");
     def_check(m, "kmeans", "device",
-              [](std::int64_t n, std::int64_t d, std::int64_t k, int loops_per_sync) {
+              [](std::int64_t n, std::int64_t d, std::int64_t k, int loops_per_sync, int blocks) {
                   GPUOPT_REQUIRE(loops_per_sync >= 1, "kmeans device: loops_per_sync must be >= 1");
+                  GPUOPT_REQUIRE(blocks >= 0, "kmeans device: blocks must be >= 0 (0: as many as are resident)");
                   kmeans::kmeans_device_check(n, d, k);
               },
-              py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(), py::arg("loops_per_sync") = 1,
+              py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(), py::arg("loops_per_sync") = 1, py::arg("blocks") = 0,
               "Raise ValueError if kmeans_device cannot run this configuration (nothing runs; needs a device).");
+    def_variant(m, "kmeans_predict", "device",
+                [](std::uintptr_t x_dev, std::uintptr_t centroids_dev, std::uintptr_t membership_dev, std::int64_t n,
+                   std::int64_t d, std::int64_t k) {
+                    py::gil_scoped_release release;
+                    kmeans::kmeans_predict_device(dptr<const float>(x_dev), n, d, dptr<const float>(centroids_dev), k,
+                                                  dptr<std::int32_t>(membership_dev));
+                },
+                py::arg("x_dev_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
+                py::arg("d"), py::arg("k"), "The nearest centre of each object (see csrc/kmeans/kmeans_cuda.hpp).");
+    def_check(m, "kmeans_predict", "device", &kmeans::kmeans_predict_device_check, py::arg("n"), py::arg("d"),
+              py::arg("k"), "Raise ValueError if kmeans_predict_device cannot run this configuration.");
     // The CMU report's ladder over Liao's port (kmeans_cuda.hpp): one launcher per step, the layout fixed
     // by the step, the thread counts its parameters (reduction_threads 0: Liao's rule).
     struct Step {

@@ -23,13 +23,18 @@ inline float record_iteration(KMeansStats& stats, std::int64_t changed, std::int
 
 // How the centre sums are formed.
 //   Liao:    float32, in object order (his seq_kmeans, bit for bit).
-//   Chunked: float64 in a fixed order that parallel hardware can follow for any grid: the objects in
-//            chunks of kSumChunk consecutive objects; within a chunk each cluster's coordinate sums start
-//            at 0 and add its members in object order; the chunk sums of a cluster are added, from 0, in
-//            chunk order; the mean is rounded once, float32(sum / count). The device-resident k-means
-//            variants are to sum this way (the same bits on every run and launch shape).
+//   Chunked: float64 over a fixed tree of the object indices, so that parallel hardware can follow it on any
+//            grid: leaves of kSumLeaf consecutive objects, chunks of kSumFanout leaves, groups of kSumFanout
+//            chunks. Each cluster's coordinate sum of a leaf starts at 0 and adds the leaf's members in object
+//            order; a chunk's sum starts at 0 and adds its leaf sums in order; a group's, its chunk sums in
+//            order; the total starts at 0 and adds the group sums in order. The mean is rounded once,
+//            float32(total / count). The device-resident k-means variants sum this way (the same bits on every
+//            run and launch shape).
 enum class Summation { Liao, Chunked };
-constexpr std::int64_t kSumChunk = 1024;
+constexpr std::int64_t kSumLeaf = 32;                        // objects per leaf
+constexpr std::int64_t kSumFanout = 32;                      // leaves per chunk, chunks per group
+constexpr std::int64_t kSumChunk = kSumLeaf * kSumFanout;    // 1024 objects
+constexpr std::int64_t kSumGroup = kSumChunk * kSumFanout;   // 32768 objects
 
 // x: [n][d] objects. centroids: [k][d], in = initial centres, out = final centres.
 // membership: [n], out. Loops until delta <= threshold or max_iter loops ran.
@@ -67,9 +72,11 @@ void predict_cpu(const float* x, std::int64_t n, std::int64_t d, const float* ce
 
 // Scratch of the centre update, kept by a caller across loops (no allocation per loop).
 struct CentreScratch {
-    std::vector<float> totals_f, chunk_sums_f;
-    std::vector<double> totals_d, chunk_sums_d;
+    std::vector<float> sums_f;   // Liao: [k][d]
+    std::vector<double> sums_d;  // Chunked: one [k][d] per level of the tree (leaf, chunk, group, total)
     std::vector<std::int64_t> counts;
+    std::vector<std::int32_t> open[3];  // Chunked: clusters with members in the open leaf, chunk, group
+    std::vector<unsigned char> is_open;  // [3][k]
 };
 
 // The centre update as `summation` says (see Summation): each cluster's mean of its members; an empty

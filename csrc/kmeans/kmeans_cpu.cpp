@@ -7,35 +7,75 @@ namespace gpuopt::kmeans {
 
 namespace {
 
-// Both summations are one procedure: the objects in chunks of `chunk`; within a chunk each cluster's sums
-// start at 0 and add its members in object order; a cluster's chunk sums are added from 0 in chunk order;
-// mean = Sum(total) / Sum(count), rounded to float once. Liao's is Sum = float with one chunk of all n
-// objects: 0 + s == s (a sum that starts at +0 is never -0 when rounding to nearest), so his object-order
-// float sums come out exactly. Chunked is Sum = double, chunks of kSumChunk. Serial on purpose: the order
-// is the definition.
-template <class Sum>
-void update_in_chunks(const float* x, const std::int32_t* membership, std::int64_t n, std::int64_t d, std::int64_t k,
-                      std::int64_t chunk, float* centroids, std::vector<Sum>& totals, std::vector<Sum>& chunk_sums,
-                      std::vector<std::int64_t>& counts) {
-    totals.assign(static_cast<std::size_t>(k * d), Sum(0));
+// Liao: float32 sums from 0 in object order, mean = sum / count in float.
+void update_liao(const float* x, const std::int32_t* membership, std::int64_t n, std::int64_t d, std::int64_t k,
+                 float* centroids, CentreScratch& scratch) {
+    auto& sums = scratch.sums_f;
+    auto& counts = scratch.counts;
+    sums.assign(static_cast<std::size_t>(k * d), 0.f);
     counts.assign(static_cast<std::size_t>(k), 0);
-    for (std::int64_t start = 0; start < n; start += chunk) {
-        chunk_sums.assign(static_cast<std::size_t>(k * d), Sum(0));
-        const std::int64_t stop = std::min(n, start + chunk);
-        for (std::int64_t i = start; i < stop; ++i) {
-            const std::int64_t m = membership[i];
-            ++counts[m];
-            Sum* s = chunk_sums.data() + m * d;
-            const float* o = x + i * d;
-            for (std::int64_t j = 0; j < d; ++j) s[j] += static_cast<Sum>(o[j]);
+    for (std::int64_t i = 0; i < n; ++i) {
+        const std::int64_t m = membership[i];
+        ++counts[m];
+        for (std::int64_t j = 0; j < d; ++j) sums[m * d + j] += x[i * d + j];
+    }
+    for (std::int64_t c = 0; c < k; ++c)
+        if (counts[c] > 0)
+            for (std::int64_t j = 0; j < d; ++j)
+                centroids[c * d + j] = sums[c * d + j] / static_cast<float>(counts[c]);
+}
+
+// Chunked: the tree of Summation::Chunked walked in object order. Level 0 holds the open leaf's sums, 1 the open
+// chunk's, 2 the open group's, 3 the total; when a leaf (chunk, group) closes, its sums are added into the level
+// above and restart at 0. Only clusters with members are added: +0 is the identity for a sum that starts at +0
+// (never -0 when rounding to nearest), so skipping the others changes no bit and keeps this O(n d). Serial on
+// purpose: the order is the definition.
+void update_chunked(const float* x, const std::int32_t* membership, std::int64_t n, std::int64_t d, std::int64_t k,
+                    float* centroids, CentreScratch& scratch) {
+    constexpr int kLevels = 4;
+    const std::int64_t kd = k * d;
+    auto& sums = scratch.sums_d;
+    auto& counts = scratch.counts;
+    sums.assign(static_cast<std::size_t>(kLevels * kd), 0.0);
+    counts.assign(static_cast<std::size_t>(k), 0);
+    scratch.is_open.assign(static_cast<std::size_t>(3 * k), 0);
+    for (auto& list : scratch.open) list.clear();
+    auto open = [&](int level, std::int32_t c) {
+        unsigned char& flag = scratch.is_open[static_cast<std::size_t>(level * k + c)];
+        if (!flag) {
+            flag = 1;
+            scratch.open[level].push_back(c);
         }
-        for (std::int64_t e = 0; e < k * d; ++e) totals[e] += chunk_sums[e];
+    };
+    auto close = [&](int level) {  // add level's open sums into level + 1, restart them at 0
+        for (const std::int32_t c : scratch.open[level]) {
+            double* from = sums.data() + level * kd + c * d;
+            double* to = from + kd;
+            for (std::int64_t j = 0; j < d; ++j) {
+                to[j] += from[j];
+                from[j] = 0.0;
+            }
+            scratch.is_open[static_cast<std::size_t>(level * k + c)] = 0;
+            if (level + 1 < 3) open(level + 1, c);
+        }
+        scratch.open[level].clear();
+    };
+    for (std::int64_t i = 0; i < n; ++i) {
+        const std::int32_t m = membership[i];
+        ++counts[m];
+        open(0, m);
+        double* leaf = sums.data() + m * d;
+        for (std::int64_t j = 0; j < d; ++j) leaf[j] += static_cast<double>(x[i * d + j]);
+        const std::int64_t done = i + 1;
+        if (done % kSumLeaf == 0 || done == n) close(0);
+        if (done % kSumChunk == 0 || done == n) close(1);
+        if (done % kSumGroup == 0 || done == n) close(2);
     }
-    for (std::int64_t c = 0; c < k; ++c) {
-        if (counts[c] == 0) continue;
-        const Sum count = static_cast<Sum>(counts[c]);
-        for (std::int64_t j = 0; j < d; ++j) centroids[c * d + j] = static_cast<float>(totals[c * d + j] / count);
-    }
+    const double* total = sums.data() + 3 * kd;
+    for (std::int64_t c = 0; c < k; ++c)
+        if (counts[c] > 0)
+            for (std::int64_t j = 0; j < d; ++j)
+                centroids[c * d + j] = static_cast<float>(total[c * d + j] / static_cast<double>(counts[c]));
 }
 
 }  // namespace
@@ -43,11 +83,9 @@ void update_in_chunks(const float* x, const std::int32_t* membership, std::int64
 void update_centroids(const float* x, const std::int32_t* membership, std::int64_t n, std::int64_t d,
                       std::int64_t k, Summation summation, float* centroids, CentreScratch& scratch) {
     if (summation == Summation::Chunked)
-        update_in_chunks<double>(x, membership, n, d, k, kSumChunk, centroids, scratch.totals_d, scratch.chunk_sums_d,
-                                 scratch.counts);
+        update_chunked(x, membership, n, d, k, centroids, scratch);
     else
-        update_in_chunks<float>(x, membership, n, d, k, std::max<std::int64_t>(n, 1), centroids, scratch.totals_f,
-                                scratch.chunk_sums_f, scratch.counts);
+        update_liao(x, membership, n, d, k, centroids, scratch);
 }
 
 void predict_cpu(const float* x, std::int64_t n, std::int64_t d, const float* centroids, std::int64_t k,

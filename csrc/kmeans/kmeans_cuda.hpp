@@ -59,12 +59,20 @@ KMeansStats kmeans_liao(const float* x_dev, const float* x_host, std::int64_t n,
                         float threshold, std::int64_t max_iter, float* centroids_host, std::int32_t* membership_host,
                         const LiaoConfig& cfg, KMeansLiaoTiming* timing);
 
-// "device": the whole loop on the GPU for k*D <= 1024 (kmeans_device.cu). x_dev [n][d]; centroids_dev [k][d],
+// "device": the whole loop on the GPU for k*D <= 1024 (kmeans_device.cu), one pass over the points a loop. x_dev [n][d]; centroids_dev [k][d],
 // in: initial centres, out: final; membership_dev [n], out. Loops are queued loops_per_sync at a time, the
-// stop flag read once per batch. Sums as Summation::Chunked: equal to kmeans_cpu(..., Chunked) bit for bit.
+// stop flag read once per batch. blocks: assign_and_sum's grid (0: as many as are resident at once). Sums as
+// Summation::Chunked: equal to kmeans_cpu(..., Chunked) bit for bit, for any blocks.
 void kmeans_device_check(std::int64_t n, std::int64_t d, std::int64_t k);
 KMeansStats kmeans_device(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
                           std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev,
-                          int loops_per_sync);
+                          int loops_per_sync, int blocks = 0);
+
+// kmeans_predict "device": the nearest centre of each of n objects (Liao's distance, ties to the lower index),
+// one thread an object, the centres staged through shared memory; equal to predict_cpu. x_dev [n][d],
+// centroids_dev [k][d], membership_dev [n] out. Checks (d <= 8192) before launching.
+void kmeans_predict_device_check(std::int64_t n, std::int64_t d, std::int64_t k);
+void kmeans_predict_device(const float* x_dev, std::int64_t n, std::int64_t d, const float* centroids_dev,
+                           std::int64_t k, std::int32_t* membership_dev);
 
 }  // namespace gpuopt::kmeans

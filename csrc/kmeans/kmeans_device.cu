@@ -1,14 +1,17 @@
-// "device": the whole k-means loop on the GPU for small k*D (the centres fit one block's shared memory and
-// one thread each). Per loop, two kernels and no host round trip:
-//   assign_and_sum  blocks stride over chunks of kSumChunk objects: each thread assigns its objects (Liao's
-//                   distance: float32, coordinates in order, unfused, ties to the lower index), memberships
-//                   and changes are counted, then one thread per (cluster, coordinate) sums that cluster's
-//                   members of the chunk in object order in float64 (Summation::Chunked, kmeans.hpp);
-//   finish_loop     one block: each (cluster, coordinate) adds its chunk sums in chunk order and divides once;
-//                   delta = changed / n (Liao's float32), recorded; the done flag set when delta <= threshold
-//                   or the loop cap is reached.
-// Every kernel returns at once when the done flag is set, so the host queues loops in batches and reads
-// the flag once per batch. The result equals kmeans_cpu(..., Summation::Chunked) bit for bit, on any grid.
+// "device": the whole k-means loop on the GPU for small k*D (the centres fit shared memory). Per loop, two
+// kernels and no host round trip:
+//   assign_and_sum  blocks stride over chunks of kSumChunk objects (one pass over the points): each thread
+//                   assigns its objects with Liao's distance (float32, coordinates in order, unfused, ties to
+//                   the lower index) and counts changes and members (integers: any order); then the chunk's
+//                   sums follow Summation::Chunked (kmeans.hpp): one thread per (leaf, cluster, coordinate)
+//                   adds the leaf's members in object order in float64, and one thread per (cluster,
+//                   coordinate) adds the 32 leaf sums in order into the chunk sum, written to chunk_sums;
+//   finish_loop     one warp per (cluster, coordinate): lanes add a group's 32 chunk sums in order, the warp
+//                   adds the group sums in order; the mean rounded once. The last block to finish computes
+//                   delta = changed / n (Liao's float32), records it and sets the done flag when delta <=
+//                   threshold or the loop cap is reached, and zeroes the counters for the next loop.
+// Every kernel returns at once when the done flag is set, so the host queues loops in batches and reads the
+// flag once per batch. The result equals kmeans_cpu(..., Summation::Chunked) bit for bit, on any grid.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -25,39 +28,63 @@ namespace gpuopt::kmeans {
 
 namespace {
 
-constexpr int kThreads = 256;                  // assign_and_sum block; kSumChunk / kThreads objects a thread
-constexpr int kFinishThreads = 1024;           // finish_loop: one thread per (cluster, coordinate)
-constexpr int kObjectsPerThread = static_cast<int>(kSumChunk) / kThreads;
-static_assert(kSumChunk % kThreads == 0, "a chunk splits evenly over the block");
+constexpr int kThreads = 256;                                   // assign_and_sum block
+constexpr int kLeaf = static_cast<int>(kSumLeaf);               // objects per leaf
+constexpr int kLeaves = static_cast<int>(kSumFanout);           // leaves per chunk
+constexpr int kChunk = static_cast<int>(kSumChunk);             // objects per chunk
+constexpr int kGroup = static_cast<int>(kSumFanout);            // chunks per group
+constexpr int kMaxCentreCoords = 1024;                          // k*D: at most 4 (cluster, coordinate) a thread
+constexpr int kCoordsPerThread = kMaxCentreCoords / kThreads;
+constexpr int kLeafSlab = 8192;                                 // doubles of leaf sums in shared memory at once
+constexpr int kFinishWarps = 8;                                 // finish_loop: warps (one (cluster, coordinate) each) a block
+static_assert(kChunk % kThreads == 0 && kLeaf == 32 && kGroup == 32, "a chunk splits evenly; a warp per leaf/group");
 
 struct LoopState {
-    int done;        // 1 once the loop has stopped
-    int iterations;  // loops run
+    int done;                           // 1 once the loop has stopped
+    int iterations;                     // loops run
+    unsigned int finished_blocks;       // finish_loop's last-block counter
+    unsigned long long changed;         // memberships changed this loop (assign_and_sum adds, finish_loop reads)
 };
+
+// Leaves whose sums are held at once: a power of two dividing 32, with leaves * k*D doubles in kLeafSlab.
+__host__ __device__ inline int leaves_per_pass(int kd) {
+    int leaves = kLeaves;
+    while (leaves > 1 && leaves * kd > kLeafSlab) leaves /= 2;
+    return leaves;
+}
+
+std::size_t assign_shared_bytes(std::int64_t d, std::int64_t k) {
+    const std::int64_t kd = k * d;
+    return static_cast<std::size_t>(leaves_per_pass(static_cast<int>(kd)) * kd) * sizeof(double) +
+           static_cast<std::size_t>(kd) * sizeof(float) + static_cast<std::size_t>(kChunk + k) * sizeof(std::int32_t);
+}
 
 __global__ void __launch_bounds__(kThreads) assign_and_sum(const float* __restrict__ x, std::int64_t n, int d, int k,
                                                            const float* __restrict__ centres,  // [k][d]
                                                            std::int32_t* __restrict__ membership,
-                                                           double* __restrict__ chunk_sums,       // [chunks][k][d]
-                                                           int* __restrict__ chunk_counts,        // [chunks][k]
-                                                           int* __restrict__ chunk_changed,       // [chunks]
-                                                           const LoopState* __restrict__ state) {
+                                                           double* __restrict__ chunk_sums,  // [chunks][k][d]
+                                                           unsigned long long* __restrict__ counts,  // [k]
+                                                           LoopState* __restrict__ state) {
     if (state->done) return;
+    const int kd = k * d;
+    const int leaves = leaves_per_pass(kd);
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    float* centres_s = reinterpret_cast<float*>(smem_raw);
-    std::int32_t* members_s = reinterpret_cast<std::int32_t*>(centres_s + k * d);  // kSumChunk
+    double* leaf_s = reinterpret_cast<double*>(smem_raw);                    // [leaves][k*d]
+    float* centres_s = reinterpret_cast<float*>(leaf_s + leaves * kd);       // [k][d]
+    std::int32_t* members_s = reinterpret_cast<std::int32_t*>(centres_s + kd);  // [kChunk]
+    int* counts_s = members_s + kChunk;                                      // [k], this block's chunks
     __shared__ int changed_s[kThreads / 32];
-    for (int i = threadIdx.x; i < k * d; i += kThreads) centres_s[i] = centres[i];
+    for (int i = threadIdx.x; i < kd; i += kThreads) centres_s[i] = centres[i];
+    for (int c = threadIdx.x; c < k; c += kThreads) counts_s[c] = 0;
     __syncthreads();
 
-    const std::int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
+    int changed = 0;
+    const std::int64_t chunks = (n + kChunk - 1) / kChunk;
     for (std::int64_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
-        const std::int64_t start = chunk * kSumChunk;
-        const int len = static_cast<int>(n - start < kSumChunk ? n - start : kSumChunk);
-        int changed = 0;
-        for (int r = 0; r < kObjectsPerThread; ++r) {
-            const int i = r * kThreads + threadIdx.x;  // consecutive threads, consecutive objects
-            std::int32_t best = 0;
+        const std::int64_t start = chunk * kChunk;
+        const int len = static_cast<int>(n - start < kChunk ? n - start : kChunk);
+        for (int i = threadIdx.x; i < kChunk; i += kThreads) {  // consecutive threads, consecutive objects
+            std::int32_t best = -1;
             if (i < len) {
                 const float* o = x + (start + i) * d;
                 float best_dist = 0.f;
@@ -74,72 +101,140 @@ __global__ void __launch_bounds__(kThreads) assign_and_sum(const float* __restri
                 }
                 changed += membership[start + i] != best;
                 membership[start + i] = best;
+                atomicAdd(&counts_s[best], 1);
             }
-            members_s[i] = best;
+            members_s[i] = best;  // -1 past the end: a member of no cluster
         }
-        // The chunk's change count (an int sum: any order gives the same).
-        for (int off = 16; off > 0; off /= 2) changed += __shfl_xor_sync(0xffffffffu, changed, off);
-        if (threadIdx.x % 32 == 0) changed_s[threadIdx.x / 32] = changed;
-        __syncthreads();  // members_s and changed_s complete
-        if (threadIdx.x == 0) {
-            int total = 0;
-            for (int w = 0; w < kThreads / 32; ++w) total += changed_s[w];
-            chunk_changed[chunk] = total;
-        }
-        // One thread per (cluster, coordinate): the members of this chunk in object order, float64 from 0.
-        for (int t = threadIdx.x; t < k * d; t += kThreads) {
-            const int c = t / d, j = t % d;
-            double s = 0.0;
-            int count = 0;
-            for (int i = 0; i < len; ++i) {
-                if (members_s[i] == c) {
-                    s += static_cast<double>(x[(start + i) * d + j]);
-                    ++count;
-                }
-            }
-            chunk_sums[(chunk * k + c) * d + j] = s;
-            if (j == 0) chunk_counts[chunk * k + c] = count;
-        }
-        __syncthreads();  // members_s is rewritten by the next chunk
-    }
-}
+        __syncthreads();  // members_s complete
 
-__global__ void __launch_bounds__(kFinishThreads) finish_loop(std::int64_t n, int d, int k, std::int64_t chunks,
-                                                              const double* __restrict__ chunk_sums,
-                                                              const int* __restrict__ chunk_counts,
-                                                              const int* __restrict__ chunk_changed,
-                                                              float* __restrict__ centres, float threshold,
-                                                              int max_iter, float* __restrict__ delta_history,
-                                                              LoopState* __restrict__ state) {
-    if (state->done) return;
-    for (int t = threadIdx.x; t < k * d; t += kFinishThreads) {
-        const int c = t / d, j = t % d;
-        double total = 0.0;
-        std::int64_t count = 0;
-        for (std::int64_t ch = 0; ch < chunks; ++ch) {  // chunk order
-            total += chunk_sums[(ch * k + c) * d + j];
-            count += chunk_counts[ch * k + c];
+        // Chunk sums of the (cluster, coordinate) pairs this thread owns: the leaf sums added in leaf order.
+        double chunk_sum[kCoordsPerThread];
+#pragma unroll
+        for (int q = 0; q < kCoordsPerThread; ++q) chunk_sum[q] = 0.0;
+        for (int leaf0 = 0; leaf0 < kLeaves; leaf0 += leaves) {
+            // One thread per (leaf, cluster, coordinate): the leaf's members in object order.
+            for (int item = threadIdx.x; item < leaves * kd; item += kThreads) {
+                const int leaf = leaf0 + item / kd, e = item % kd;
+                const int c = e / d, j = e % d;
+                const int first = leaf * kLeaf;
+                const float* col = x + (start + first) * d + j;
+                double s = 0.0;
+                for (int i = 0; i < kLeaf; ++i)
+                    if (members_s[first + i] == c) s += static_cast<double>(col[static_cast<std::int64_t>(i) * d]);
+                leaf_s[item] = s;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int q = 0; q < kCoordsPerThread; ++q) {
+                const int e = threadIdx.x + q * kThreads;
+                if (e < kd)
+                    for (int leaf = 0; leaf < leaves; ++leaf) chunk_sum[q] += leaf_s[leaf * kd + e];
+            }
+            __syncthreads();  // leaf_s is rewritten by the next pass, members_s by the next chunk
         }
-        if (count > 0) centres[c * d + j] = static_cast<float>(total / static_cast<double>(count));
+#pragma unroll
+        for (int q = 0; q < kCoordsPerThread; ++q) {
+            const int e = threadIdx.x + q * kThreads;
+            if (e < kd) chunk_sums[chunk * kd + e] = chunk_sum[q];
+        }
     }
-    __shared__ long long changed_total;
-    if (threadIdx.x == 0) changed_total = 0;
-    __syncthreads();
-    long long mine = 0;
-    for (std::int64_t ch = threadIdx.x; ch < chunks; ch += kFinishThreads) mine += chunk_changed[ch];
-    atomicAdd(reinterpret_cast<unsigned long long*>(&changed_total), static_cast<unsigned long long>(mine));
+    // The block's change and member counts (integers: the same total in any order).
+    for (int off = 16; off > 0; off /= 2) changed += __shfl_xor_sync(0xffffffffu, changed, off);
+    if (threadIdx.x % 32 == 0) changed_s[threadIdx.x / 32] = changed;
     __syncthreads();
     if (threadIdx.x == 0) {
+        unsigned long long total = 0;
+        for (int w = 0; w < kThreads / 32; ++w) total += static_cast<unsigned long long>(changed_s[w]);
+        if (total) atomicAdd(&state->changed, total);
+    }
+    for (int c = threadIdx.x; c < k; c += kThreads)
+        if (counts_s[c]) atomicAdd(&counts[c], static_cast<unsigned long long>(counts_s[c]));
+}
+
+__global__ void __launch_bounds__(kFinishWarps * 32) finish_loop(std::int64_t n, int d, int k, std::int64_t chunks,
+                                                                 const double* __restrict__ chunk_sums,
+                                                                 unsigned long long* __restrict__ counts,
+                                                                 float* __restrict__ centres, float threshold,
+                                                                 int max_iter, float* __restrict__ delta_history,
+                                                                 LoopState* __restrict__ state) {
+    if (state->done) return;  // read by every block before the last one can change it
+    const int kd = k * d;
+    const int lane = threadIdx.x % 32;
+    const int e = blockIdx.x * kFinishWarps + threadIdx.x / 32;
+    if (e < kd) {
+        // Groups of 32 chunks, one a lane; the group sums (chunks in order) then added in group order by the
+        // whole warp, lane by lane (every lane forms the same total).
+        double total = 0.0;
+        const std::int64_t groups = (chunks + kGroup - 1) / kGroup;
+        for (std::int64_t g0 = 0; g0 < groups; g0 += 32) {
+            double group_sum = 0.0;
+            const std::int64_t g = g0 + lane;
+            if (g < groups) {
+                const std::int64_t first = g * kGroup, last = first + kGroup < chunks ? first + kGroup : chunks;
+                for (std::int64_t ch = first; ch < last; ++ch) group_sum += chunk_sums[ch * kd + e];
+            }
+            const int in_round = groups - g0 < 32 ? static_cast<int>(groups - g0) : 32;
+            for (int r = 0; r < in_round; ++r) total += __shfl_sync(0xffffffffu, group_sum, r);
+        }
+        const int c = e / d;
+        const unsigned long long count = counts[c];
+        if (lane == 0 && count > 0) centres[e] = static_cast<float>(total / static_cast<double>(count));
+    }
+    // The last block to get here closes the loop.
+    __shared__ bool last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(&state->finished_blocks, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int c = threadIdx.x; c < k; c += blockDim.x) counts[c] = 0;
+    if (threadIdx.x == 0) {
         // Liao's measure: the change count as a float over numObjs as a float.
-        const float delta = static_cast<float>(changed_total) / static_cast<float>(n);
+        const float delta = static_cast<float>(state->changed) / static_cast<float>(n);
         delta_history[state->iterations] = delta;
         state->iterations += 1;
+        state->changed = 0;
+        state->finished_blocks = 0;
         if (!(delta > threshold) || state->iterations >= max_iter) state->done = 1;
     }
 }
 
-std::size_t assign_shared_bytes(std::int64_t d, std::int64_t k) {
-    return static_cast<std::size_t>(k * d) * sizeof(float) + static_cast<std::size_t>(kSumChunk) * sizeof(std::int32_t);
+constexpr int kPredictThreads = 256;
+constexpr int kPredictTile = 8192;  // centre coordinates staged in shared memory at once (32 KiB)
+
+// One thread per object; the centres pass through shared memory in tiles of whole centres, in index order, so
+// the strict "closer than the best so far" keeps Liao's ties to the lower index across tiles.
+__global__ void __launch_bounds__(kPredictThreads) predict_kernel(const float* __restrict__ x, std::int64_t n, int d,
+                                                                  int k, const float* __restrict__ centres,
+                                                                  std::int32_t* __restrict__ membership) {
+    __shared__ float tile_s[kPredictTile];
+    const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kPredictThreads + threadIdx.x;
+    const float* o = x + (i < n ? i : 0) * d;
+    const int per_tile = kPredictTile / d;
+    std::int32_t best = 0;
+    float best_dist = 0.f;
+    for (int c0 = 0; c0 < k; c0 += per_tile) {
+        const int count = k - c0 < per_tile ? k - c0 : per_tile;
+        __syncthreads();  // the previous tile is no longer read
+        for (int t = threadIdx.x; t < count * d; t += kPredictThreads) tile_s[t] = centres[c0 * d + t];
+        __syncthreads();
+        if (i < n)
+            for (int c = 0; c < count; ++c) {
+                float dist = 0.f;
+                for (int j = 0; j < d; ++j) {
+                    const float diff = __fsub_rn(o[j], tile_s[c * d + j]);
+                    dist = __fadd_rn(dist, __fmul_rn(diff, diff));
+                }
+                if (c0 + c == 0 || dist < best_dist) {
+                    best_dist = dist;
+                    best = c0 + c;
+                }
+            }
+    }
+    if (i < n) membership[i] = best;
 }
 
 }  // namespace
@@ -148,26 +243,28 @@ void kmeans_device_check(std::int64_t n, std::int64_t d, std::int64_t k) {
     GPUOPT_REQUIRE(n > 0 && d > 0, "kmeans device: x must have at least one object and one coordinate");
     GPUOPT_REQUIRE(k >= 1 && k <= n, "kmeans device: k must be in 1..n");
     GPUOPT_REQUIRE(n <= (std::int64_t{1} << 40), "kmeans device: at most 2^40 objects");
-    GPUOPT_REQUIRE(k * d <= kFinishThreads,
+    GPUOPT_REQUIRE(k * d <= kMaxCentreCoords,
                    "kmeans device: k*D = " + std::to_string(k * d) + " centre coordinates; this variant holds at most " +
-                       std::to_string(kFinishThreads) + " (one thread each)");
+                       std::to_string(kMaxCentreCoords));
     require_shared_memory(assign_and_sum, assign_shared_bytes(d, k), "kmeans device: assign_and_sum");
 }
 
 KMeansStats kmeans_device(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
                           std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev,
-                          int loops_per_sync) {
+                          int loops_per_sync, int blocks_wanted) {
     GPUOPT_REQUIRE(x_dev && centroids_dev && membership_dev, "kmeans device: null pointer argument");
     GPUOPT_REQUIRE(max_iter >= 1 && max_iter <= (1 << 30), "kmeans device: max_iter must be in 1..2^30");
     GPUOPT_REQUIRE(loops_per_sync >= 1, "kmeans device: loops_per_sync must be >= 1");
+    GPUOPT_REQUIRE(blocks_wanted >= 0, "kmeans device: blocks must be >= 0 (0: as many as are resident)");
     kmeans_device_check(n, d, k);
-    const std::int64_t chunks = (n + kSumChunk - 1) / kSumChunk;
-    DeviceBuffer<double> chunk_sums(static_cast<std::size_t>(chunks * k * d));
-    DeviceBuffer<int> chunk_counts(static_cast<std::size_t>(chunks * k));
-    DeviceBuffer<int> chunk_changed(static_cast<std::size_t>(chunks));
+    const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+    const int kd = static_cast<int>(k * d);
+    DeviceBuffer<double> chunk_sums(static_cast<std::size_t>(chunks * kd));
+    DeviceBuffer<unsigned long long> counts(static_cast<std::size_t>(k));
     DeviceBuffer<float> history(static_cast<std::size_t>(max_iter));
     DeviceBuffer<LoopState> state(1);
     GPUOPT_CUDA_CHECK(cudaMemsetAsync(state.data(), 0, sizeof(LoopState)));
+    GPUOPT_CUDA_CHECK(cudaMemsetAsync(counts.data(), 0, static_cast<std::size_t>(k) * sizeof(unsigned long long)));
     // Every membership starts at -1, so the first loop counts all n objects as changed (as the reference).
     GPUOPT_CUDA_CHECK(cudaMemsetAsync(membership_dev, 0xFF, static_cast<std::size_t>(n) * sizeof(std::int32_t)));
 
@@ -175,18 +272,23 @@ KMeansStats kmeans_device(const float* x_dev, std::int64_t n, std::int64_t d, st
     const std::size_t shared = assign_shared_bytes(d, k);
     GPUOPT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, assign_and_sum, kThreads, shared));
     const std::int64_t resident = static_cast<std::int64_t>(multiprocessor_count()) * std::max(per_sm, 1);
-    const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(chunks, resident));
+    const unsigned blocks =
+        static_cast<unsigned>(std::min<std::int64_t>(chunks, blocks_wanted > 0 ? blocks_wanted : resident));
+    const unsigned finish_blocks = static_cast<unsigned>((kd + kFinishWarps - 1) / kFinishWarps);
 
-    LoopState host_state{0, 0};
+    LoopState host_state{};
     while (!host_state.done) {
-        for (int b = 0; b < loops_per_sync; ++b) {  // queued; kernels past the stop return at once
+        // Queued without waiting; loops past the stop return at once. No more than the cap allows.
+        const std::int64_t batch = std::min<std::int64_t>(loops_per_sync, max_iter - host_state.iterations);
+        for (std::int64_t b = 0; b < batch; ++b) {
             assign_and_sum<<<blocks, kThreads, shared>>>(x_dev, n, static_cast<int>(d), static_cast<int>(k),
                                                          centroids_dev, membership_dev, chunk_sums.data(),
-                                                         chunk_counts.data(), chunk_changed.data(), state.data());
+                                                         counts.data(), state.data());
             GPUOPT_CHECK_LAUNCH("assign_and_sum");
-            finish_loop<<<1, kFinishThreads>>>(n, static_cast<int>(d), static_cast<int>(k), chunks, chunk_sums.data(),
-                                               chunk_counts.data(), chunk_changed.data(), centroids_dev, threshold,
-                                               static_cast<int>(max_iter), history.data(), state.data());
+            finish_loop<<<finish_blocks, kFinishWarps * 32>>>(n, static_cast<int>(d), static_cast<int>(k), chunks,
+                                                              chunk_sums.data(), counts.data(), centroids_dev,
+                                                              threshold, static_cast<int>(max_iter), history.data(),
+                                                              state.data());
             GPUOPT_CHECK_LAUNCH("finish_loop");
         }
         GPUOPT_CUDA_CHECK(cudaMemcpy(&host_state, state.data(), sizeof(LoopState), cudaMemcpyDeviceToHost));
@@ -197,6 +299,26 @@ KMeansStats kmeans_device(const float* x_dev, std::int64_t n, std::int64_t d, st
     GPUOPT_CUDA_CHECK(cudaMemcpy(stats.delta.data(), history.data(), stats.delta.size() * sizeof(float),
                                  cudaMemcpyDeviceToHost));
     return stats;
+}
+
+void kmeans_predict_device_check(std::int64_t n, std::int64_t d, std::int64_t k) {
+    GPUOPT_REQUIRE(n >= 0 && d > 0 && k >= 1, "kmeans_predict device: need d >= 1 coordinates and k >= 1 centres");
+    GPUOPT_REQUIRE(d <= kPredictTile, "kmeans_predict device: at most " + std::to_string(kPredictTile) +
+                                          " coordinates (one centre a shared-memory tile), got " + std::to_string(d));
+    GPUOPT_REQUIRE(k <= (std::int64_t{1} << 31) - 1 && k * d <= (std::int64_t{1} << 31) - 1,
+                   "kmeans_predict device: k*D must fit 32-bit indexing");
+    GPUOPT_REQUIRE(n / kPredictThreads < (std::int64_t{1} << 31) - 1, "kmeans_predict device: too many objects");
+}
+
+void kmeans_predict_device(const float* x_dev, std::int64_t n, std::int64_t d, const float* centroids_dev,
+                           std::int64_t k, std::int32_t* membership_dev) {
+    kmeans_predict_device_check(n, d, k);
+    if (n == 0) return;
+    GPUOPT_REQUIRE(x_dev && centroids_dev && membership_dev, "kmeans_predict device: null pointer argument");
+    const auto blocks = static_cast<unsigned>((n + kPredictThreads - 1) / kPredictThreads);
+    predict_kernel<<<blocks, kPredictThreads>>>(x_dev, n, static_cast<int>(d), static_cast<int>(k), centroids_dev,
+                                                membership_dev);
+    GPUOPT_CHECK_LAUNCH("kmeans predict_kernel");
 }
 
 }  // namespace gpuopt::kmeans

@@ -83,16 +83,21 @@ register("kmeans", "liao_vec", description="the CMU report's vectorised step, ma
 
 
 @register("kmeans", "device", description="the whole loop on the GPU for k*D <= 1024: one pass assigns (Liao's "
-          "distance) and sums each chunk of 1024 objects (float64, members in object order), one block finishes the "
-          "loop; the stop flag read once per batch of loops; equal to cpu(summation='chunked') bit for bit",
+          "distance) and sums each chunk of 1024 objects (float64 over the fixed tree of summation='chunked'), a warp "
+          "per centre coordinate finishes the loop; the stop flag read once per batch of loops; equal to "
+          "cpu(summation='chunked') bit for bit",
           report="gpuopt", needs_cuda=True, kernel="csrc/kmeans/kmeans_device.cu",
           test="tests/kmeans/test_gpu_kmeans.py",
           params=(Param("loops_per_sync", 8, (1, 2, 4, 8, 16, 32),
-                        "loops queued before the host reads the stop flag (later ones return at once)"),))
-def _kmeans_device(ctx: ExecContext, p: KMeansProblem, *, loops_per_sync: int) -> tuple[Any, Any, int, np.ndarray]:
+                        "loops queued before the host reads the stop flag (later ones return at once)"),
+                  Param("blocks", 0, (0, 1, 2, 3, 8, 64, 1024),
+                        "assign_and_sum blocks (0: as many as are resident at once); the result does not depend on "
+                        "it")))
+def _kmeans_device(ctx: ExecContext, p: KMeansProblem, *, loops_per_sync: int,
+                   blocks: int) -> tuple[Any, Any, int, np.ndarray]:
     n, d = p.x.shape
     k = p.init.shape[0]
-    host_check(ctx.variant)(n, d, k, loops_per_sync=loops_per_sync)
+    host_check(ctx.variant)(n, d, k, loops_per_sync=loops_per_sync, blocks=blocks)
     run = launcher(ctx.variant)
     x_dev = ctx.device(p.x)
     with ctx.h2d():
@@ -100,5 +105,5 @@ def _kmeans_device(ctx: ExecContext, p: KMeansProblem, *, loops_per_sync: int) -
     membership = ctx.empty((n,), np.int32)
     with ctx.kernel():
         iterations, delta = run(x_dev.ptr, centroids.ptr, membership.ptr, n, d, k, p.threshold, p.max_iter,
-                                loops_per_sync=loops_per_sync)
+                                loops_per_sync=loops_per_sync, blocks=blocks)
     return ctx.finish(centroids), ctx.finish(membership), iterations, delta

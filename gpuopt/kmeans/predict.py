@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import _core
 from .._exec import ExecContext, dispatch
+from .._ext import host_check, launcher
 from .._validate import float_array
 from ..registry import register
 
@@ -63,4 +64,18 @@ def _predict_cpu(ctx: ExecContext, p: PredictProblem) -> Any:
     x, c = ctx.host(p.x), ctx.host(p.centroids)
     with ctx.kernel():
         membership = _core.kmeans_predict(x, c)
+    return ctx.finish(membership)
+
+
+@register("kmeans_predict", "device", description="one thread per object, the centres through shared memory in "
+          "index order: Liao's distance and ties, equal to cpu", report="gpuopt", needs_cuda=True, preferred=True,
+          kernel="csrc/kmeans/kmeans_device.cu", test="tests/kmeans/test_init_predict.py")
+def _predict_device(ctx: ExecContext, p: PredictProblem) -> Any:
+    n, d = p.x.shape
+    k = p.centroids.shape[0]
+    host_check(ctx.variant)(n, d, k)
+    x, c = ctx.device(p.x), ctx.device(p.centroids)
+    membership = ctx.empty((n,), np.int32)
+    with ctx.kernel():
+        launcher(ctx.variant)(x.ptr, c.ptr, membership.ptr, n, d, k)
     return ctx.finish(membership)

@@ -9,7 +9,8 @@ from gpuopt import bench
 from gpuopt.bench.studies import STUDIES, _conv, ece408
 from gpuopt.bench.study import Plan
 
-SWEEP_NAMES = ["matmul", "matmul_report", "conv2d", "cs6235", "ece408", "kmeans", "sparse", "networks", "overhead"]
+SWEEP_NAMES = ["matmul", "matmul_report", "conv2d", "cs6235", "ece408", "kmeans", "kmeans_loop", "sparse", "networks",
+               "overhead"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 #: The figures of the sweeps that draw more than <name>.png.
 FIGURES = {"cs6235": [f"cs6235_fig{i}.png" for i in range(1, 9)],

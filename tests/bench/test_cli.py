@@ -116,7 +116,7 @@ def test_cli_unknown_sweep_exits_2(tmp_path):
                           capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 2
     assert "unknown sweep 'fft'" in proc.stderr
-    assert "valid sweeps: matmul, matmul_report, conv2d, cs6235, ece408, kmeans, sparse" in proc.stderr
+    assert "valid sweeps: matmul, matmul_report, conv2d, cs6235, ece408, kmeans, kmeans_loop, sparse" in proc.stderr
     assert not list(tmp_path.iterdir())  # nothing ran
 
 

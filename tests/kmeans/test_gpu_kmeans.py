@@ -285,6 +285,44 @@ def test_device_awkward_shapes(rng, n, d, k):
     assert_same_as_chunked_cpu(grid, k, threshold=0.0, max_iter=60)
 
 
+def _cancelling(rng, n, d):
+    """+-1e15 in equal numbers among noise objects: the float64 rounding of the partial sums is as large as what is
+    left of the noise, so every summation order but the tree's gives other float32 means (tests/kmeans/test_kmeans.py
+    shows this on the CPU)."""
+    big = rng.permutation(np.repeat(np.array([1e15, -1e15, 0.0, 0.0]), n // 4))
+    return np.where(big[:, None] != 0, big[:, None], rng.standard_normal((n, d)) * 100).astype(np.float32)
+
+
+@pytest.mark.parametrize("n,d,k", [(70000, 3, 1), (70001, 16, 32), (40000, 16, 64), (3000, 1024, 1), (3000, 257, 2),
+                                   (100000, 8, 3)], ids=str)
+def test_device_follows_the_summation_tree(rng, n, d, k):
+    # Leaves of 32, chunks of 32 leaves (in one pass, or 16 or 8 leaves a pass for larger k*D), groups of 32 chunks,
+    # groups in order: the same bits as the CPU's tree on data where any other order shows.
+    x = _cancelling(rng, n, d)
+    assert_same_as_chunked_cpu(x, 1, max_iter=1)
+    x = rng.uniform(-1, 1, (n, d)).astype(np.float32) * np.float32(10) ** rng.integers(-6, 7, (n, 1)).astype(np.float32)
+    assert_same_as_chunked_cpu(x, k, threshold=0.0, max_iter=4)
+
+
+@pytest.mark.parametrize("blocks", [1, 3, 64, 1024])
+def test_device_result_does_not_depend_on_the_grid(rng, blocks):
+    x = _cancelling(rng, 50000, 4)
+    base = gpuopt.kmeans(x, 1, max_iter=1, variant="device")
+    res = gpuopt.kmeans(x, 1, max_iter=1, variant="device", blocks=blocks)
+    np.testing.assert_array_equal(res.centroids, base.centroids)
+    assert_same_as_chunked_cpu(rng.uniform(0, 1, (50000, 4)).astype(np.float32), 6, threshold=0.0, max_iter=20,
+                               blocks=blocks)
+
+
+def test_device_repeated_runs_give_the_same_bits(rng):
+    x, _ = datasets.make_kmeans_blobs(120000, 8, k=3, seed=int(rng.integers(1 << 30)))
+    runs = [gpuopt.kmeans(x, 3, threshold=0.0, max_iter=30, variant="device") for _ in range(3)]
+    for r in runs[1:]:
+        np.testing.assert_array_equal(r.centroids, runs[0].centroids)
+        np.testing.assert_array_equal(r.membership, runs[0].membership)
+        np.testing.assert_array_equal(r.delta, runs[0].delta)
+
+
 @pytest.mark.parametrize("loops_per_sync", [1, 2, 8, 32])
 def test_device_batches_of_loops_stop_where_the_reference_stops(rng, loops_per_sync):
     x, _ = datasets.make_kmeans_blobs(30000, 6, k=5, seed=int(rng.integers(1 << 30)))

@@ -71,30 +71,32 @@ def test_cpu_matches_numpy_liao_on_liao_data(data_root, name, dim, k):
 # ----------------------------------------------------------------------------- the chunked summation
 
 
-def _chunked_means(x, membership, k, previous):
-    """The 'chunked' centre update written out: float64, chunks of 1024 objects, each cluster's members in object
-    order within a chunk (np.cumsum is sequential), chunk sums added in chunk order, the mean rounded once."""
+def _chunked_means(x, membership, k, previous, fanouts=(32, 32, 32)):
+    """The 'chunked' centre update written out: float64 over a tree of the object indices, leaves of 32 objects,
+    chunks of 32 leaves, groups of 32 chunks, the groups in order; every level a sequential sum from 0 in index
+    order (np.cumsum is sequential; a non-member adds +0.0, which changes no bit); the mean rounded once.
+    fanouts=(n,) gives one flat float64 sum in object order (used to show the order matters)."""
+    n, d = x.shape
     x64 = x.astype(np.float64)
-    totals = np.zeros((k, x.shape[1]))
-    counts = np.zeros(k, np.int64)
-    for start in range(0, x.shape[0], 1024):
-        m = membership[start:start + 1024]
-        part = np.zeros_like(totals)
-        for c in range(k):
-            rows = x64[start:start + 1024][m == c]
-            counts[c] += len(rows)
-            if len(rows):
-                part[c] = np.cumsum(rows, axis=0)[-1]
-        totals = totals + part
+    span = int(np.prod(fanouts))
     out = previous.copy()
-    nz = counts > 0
-    out[nz] = (totals[nz] / counts[nz, None]).astype(np.float32)
+    for c in range(k):
+        count = int((membership == c).sum())
+        if count == 0:
+            continue
+        level = np.zeros((-(-n // span) * span, d))
+        level[:n][membership == c] = x64[membership == c]
+        for size in fanouts:
+            level = np.cumsum(level.reshape(-1, size, d), axis=1)[:, -1]
+        total = np.cumsum(level, axis=0)[-1]
+        out[c] = (total / count).astype(np.float32)
     return out
 
 
-@pytest.mark.parametrize("n", [1, 1023, 1024, 1025, 5000])
+@pytest.mark.parametrize("n", [1, 31, 33, 1023, 1024, 1025, 5000, 40000])
 def test_chunked_summation_is_the_written_out_order(rng, n):
-    x = (rng.standard_normal((n, 5)) * 10 ** rng.uniform(-3, 3, (n, 1))).astype(np.float32)  # wide magnitudes
+    # Magnitudes over 16 decades: float64 sums of these depend on the order, so a wrong tree shows.
+    x = (rng.standard_normal((n, 5)) * 10 ** rng.uniform(-8, 8, (n, 1))).astype(np.float32)
     k = min(4, n)
     init = x[:k].copy()
     one = gpuopt.kmeans(x, k, init=init, max_iter=1, variant="cpu", summation="chunked")
@@ -104,6 +106,22 @@ def test_chunked_summation_is_the_written_out_order(rng, n):
     full = gpuopt.kmeans(x, k, init=init, threshold=0.0, variant="cpu", summation="chunked")
     again = gpuopt.kmeans(x, k, init=init, threshold=0.0, variant="cpu", summation="chunked")
     np.testing.assert_array_equal(full.centroids, again.centroids)
+
+
+@pytest.mark.parametrize("n", [5000, 70000])
+def test_chunked_summation_order_shows_under_cancellation(rng, n):
+    # One cluster; +-1e15 in equal numbers cancel among noise objects, so the float64 rounding of the partial sums (order-dependent,
+    # about 1e2) is as large as the noise that is left: every other order gives other float32 means.
+    big = rng.permutation(np.repeat(np.array([1e15, -1e15, 0.0, 0.0]), n // 4))  # n // 4 of each sign
+    x = np.where(big[:, None] != 0, big[:, None], rng.standard_normal((n, 3)) * 100).astype(np.float32)
+    init = x[:1].copy()
+    res = gpuopt.kmeans(x, 1, init=init, max_iter=1, variant="cpu", summation="chunked")
+    member = np.zeros(n, np.int32)
+    np.testing.assert_array_equal(res.centroids, _chunked_means(x, member, 1, init))
+    assert not np.array_equal(res.centroids, _chunked_means(x, member, 1, init, fanouts=(n,)))  # one flat sum
+    assert not np.array_equal(res.centroids, _chunked_means(x, member, 1, init, fanouts=(1024,)))  # chunks only
+    if n > 32768:
+        assert not np.array_equal(res.centroids, _chunked_means(x, member, 1, init, fanouts=(32, 32)))  # no groups
 
 
 def test_chunked_differs_from_liao_only_in_rounding(rng):

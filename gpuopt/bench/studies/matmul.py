@@ -156,6 +156,11 @@ def fp32_peak(gpu: Mapping[str, Any] | None) -> tuple[float | None, str]:
     return peak, text
 
 
+def dram_bandwidth(gpu: Mapping[str, Any]) -> float:
+    """DRAM bytes/s of a GPU from its properties: 2 (double data rate) x memory clock x bus width."""
+    return 2 * gpu.get("memory_clock_rate_khz", 0) * 1e3 * gpu.get("memory_bus_width_bits", 0) / 8
+
+
 def _peak_of(meta: Mapping[str, Any] | None) -> tuple[float | None, str]:
     meta = meta or {}
     if meta.get("fp32_peak_gflops"):

@@ -32,7 +32,7 @@ from ..harness import Progress, measure
 from ..study import CALL_REPEATS, Output, Plan, Study, StudyResult, _error, _note
 from ..tables import _fmt, _md_table, format_table
 from ..results import format_metadata
-from .matmul import fp32_peak
+from .matmul import dram_bandwidth, fp32_peak
 
 __all__ = ["STUDY"]
 
@@ -267,16 +267,11 @@ def _op_cases(net) -> list[tuple[str, str, Callable[[str], Any], float, float, d
     ]
 
 
-def _dram_bandwidth(gpu: Mapping[str, Any]) -> float:
-    """DRAM bytes/s of a GPU from its properties: 2 (double data rate) x memory clock x bus width."""
-    return 2 * gpu.get("memory_clock_rate_khz", 0) * 1e3 * gpu.get("memory_bus_width_bits", 0) / 8
-
-
 def _op_rows(net, plan: Plan, res: StudyResult, prog: Progress) -> None:
     reps = plan.pick(CALL_REPEATS)
     gpu = gpuopt.device_info() or {}
     gflops, formula = fp32_peak(gpu)
-    flops_peak, bw = (gflops or 0.0) * 1e9, _dram_bandwidth(gpu)
+    flops_peak, bw = (gflops or 0.0) * 1e9, dram_bandwidth(gpu)
     res.meta["floor"] = (f"floor = max(bytes / {bw / 1e12:.2f} TB/s (2 x DRAM clock x bus width), FLOPs / FP32 peak "
                          f"{formula})")
     for op, shape, fn, nbytes, flops, baselines in _op_cases(net):

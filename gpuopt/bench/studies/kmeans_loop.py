@@ -1,0 +1,196 @@
+"""kmeans_loop: the k-means loop per iteration on device-resident points, beside a five-line PyTorch Lloyd loop
+and the floor -> kmeans_loop.csv/.json/.png (issue 11's performance lines).
+
+The points are uniform in [0, 1)^D (no cluster structure: memberships keep changing, so threshold 0 runs all
+``LOOP_ITERS`` loops, max_iter = LOOP_ITERS, Liao's first-k initialisation); the time of
+one call (CUDA events around it after warm-up, median; points already on the device, results left there) over the
+loops it ran. The liao ladder keeps its loop on the host (its design); ``device`` keeps it on the GPU; ``predict``
+is one assignment pass alone (``kmeans_predict``'s device variant, the first k points as centres). PyTorch:
+distances by matrix product (||c||^2 - 2 x.c, FP32 with TF32 off), argmin, index_add_ of the sums, bincount of
+the counts, the same first-k start. Floors: the points read once (and the memberships read and written) at the
+DRAM bandwidth; the Liao-exact assignment's sub, mul and add per object, centre and coordinate (no fused
+multiply-add: three FP32 instructions) at the FP32 instruction rate.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+import gpuopt
+
+from ..figures import _empty, _finish, _grouped_bars, _headroom, _log_if_wide, _pyplot
+from ..harness import Progress, measure
+from ..study import Output, Plan, Study, StudyResult, _error, _host, _release_gpu_cache
+from ..tables import _errors, _fmt, format_table
+from .matmul import dram_bandwidth, fp32_peak
+from .networks import _strict_torch
+
+__all__ = ["STUDY"]
+
+#: (label, N, D, k): the CMU report's largest set (kmeans04) and issue 11's two large ones.
+LOOP_SHAPES = (("kmeans04", 488_565, 8, 3), ("1M x 16", 1_000_000, 16, 64), ("10M x 16", 10_000_000, 16, 256))
+LOOP_ITERS = 10
+LOOP_VARIANTS = ("liao", "liao_occupancy", "liao_aos", "liao_vec", "device")
+LOOP_SEED = 0
+# Most objects per set, and the timing repeats, per plan.
+LOOP_MAX_N: dict[Any, int | None] = {("gpu", "full"): None, ("gpu", "quick"): 1_000_000, ("cpu", "full"): 100_000,
+                                     ("cpu", "quick"): 20_000, "tiny": 2_000}
+LOOP_REPEATS: dict[Any, dict[str, Any]] = {
+    ("gpu", "full"): dict(warmup=2, repeat=10, max_time_s=10.0), ("gpu", "quick"): dict(warmup=1, repeat=3,
+                                                                                          max_time_s=3.0),
+    ("cpu", "full"): dict(warmup=1, repeat=3, max_time_s=10.0), ("cpu", "quick"): dict(warmup=0, repeat=1),
+    "tiny": dict(warmup=0, repeat=1)}
+LOOP_COLUMNS = ("dataset", "N", "D", "k", "variant", "iterations", "us_per_iter", "call_ms", "call_min_ms",
+                "call_max_ms", "repeats", "memory_floor_us", "compute_floor_us", "x_floor", "x_pytorch",
+                "differ_liao", "error")
+
+
+def _torch_lloyd(x_np: np.ndarray, k: int, iters: int) -> Callable[[], Any] | None:
+    """The five-line PyTorch Lloyd loop on device tensors (None without torch or a GPU)."""
+    torch = _strict_torch()
+    if torch is None:
+        return None
+    x = torch.as_tensor(x_np, device="cuda")
+    c0 = x[:k].clone()
+
+    def run():
+        c, prev = c0.clone(), torch.full((x.shape[0],), -1, device="cuda", dtype=torch.int64)
+        for _ in range(iters):
+            m = ((c * c).sum(1) - 2 * (x @ c.T)).argmin(1)  # ||x||^2 is the same for every centre
+            changed = (m != prev).sum()  # the stopping rule's count (not read: every run does `iters` loops)
+            counts = torch.bincount(m, minlength=k)
+            sums = torch.zeros_like(c).index_add_(0, m, x)
+            c = torch.where(counts[:, None] > 0, sums / counts.clamp(min=1)[:, None].to(c.dtype), c)
+            prev = m
+        return c, m, changed
+    return run
+
+
+def _floors(n: int, d: int, k: int) -> tuple[float | None, float | None]:
+    """(memory floor, Liao-exact compute floor) of one loop in µs, from this GPU's properties."""
+    gpu = gpuopt.device_info()
+    if not gpu:
+        return None, None
+    bw = dram_bandwidth(gpu)
+    gflops, _ = fp32_peak(gpu)
+    memory = (n * d * 4 + n * 4 * 2) / bw * 1e6 if bw else None
+    compute = 3.0 * n * k * d / (gflops * 1e9 / 2) * 1e6 if gflops else None  # instructions / (FLOP/s / 2)
+    return memory, compute
+
+
+def run_kmeans_loop(plan: Plan) -> StudyResult:
+    res = StudyResult()
+    max_n = plan.pick(LOOP_MAX_N)
+    reps = plan.pick(LOOP_REPEATS)
+    names = [v for v in LOOP_VARIANTS if v in gpuopt.variants("kmeans")] if plan.gpu else ["cpu"]
+    gpu = gpuopt.device_info() or {}
+    gflops, formula = fp32_peak(gpu)
+    res.meta.update(iterations=LOOP_ITERS, data_seed=LOOP_SEED, repeats=reps,
+                    inputs=f"uniform [0, 1) float32 (numpy default_rng({LOOP_SEED}).random((N, D))), on the device "
+                           "before timing",
+                    timing="one call's CUDA-event time (points on the device, results left there), median over "
+                           "the repeats after warm-up, over the loops it ran: µs per iteration",
+                    floors=f"memory: (N D + 2 N) x 4 bytes / {dram_bandwidth(gpu) / 1e12:.2f} TB/s (2 x DRAM clock x "
+                           f"bus width); compute: 3 N k D FP32 instructions (Liao's unfused sub, mul, add) at "
+                           f"{formula} / 2 instructions per second" if gpu else "no GPU",
+                    pytorch="distances by x @ c.T (FP32, TF32 off), argmin, bincount, index_add_; same first-k start")
+    if max_n is not None and any(n > max_n for _, n, _, _ in LOOP_SHAPES):
+        res.notes.append(f"data sets cut to at most {max_n} objects in this mode (see the N column)")
+    torch_ok = plan.gpu and _strict_torch() is not None
+    if plan.gpu and not torch_ok:
+        res.notes.append("PyTorch with CUDA not importable: no PyTorch rows")
+    total = len(LOOP_SHAPES) * (len(names) + (2 if torch_ok else 1) if plan.gpu else len(names))
+    with Progress(total, "kmeans_loop", enabled=plan.progress) as prog:
+        for label, n_full, d, k in LOOP_SHAPES:
+            n = n_full if max_n is None else min(n_full, max_n)
+            x = np.random.default_rng(LOOP_SEED).random((n, d), dtype=np.float32)
+            x_in = gpuopt.to_device(x) if plan.gpu else x
+            memory, compute = _floors(n, d, k)
+            floor = max(f for f in (memory, compute, 0.0) if f is not None)
+            rows, memberships = [], {}
+            extra = (["predict"] if plan.gpu else []) + (["pytorch"] if torch_ok else [])
+            for name in names + extra:
+                row: dict[str, Any] = dict(dataset=label, N=n, D=d, k=k, variant=name, memory_floor_us=memory,
+                                           compute_floor_us=compute)
+                try:
+                    if name == "pytorch":
+                        fn, iters = _torch_lloyd(x, k, LOOP_ITERS), LOOP_ITERS
+                    elif name == "predict":  # one assignment pass (kmeans_predict's device variant)
+                        centres = gpuopt.to_device(np.ascontiguousarray(x[:k]))
+                        fn, iters = (lambda centres=centres: gpuopt.kmeans_predict(x_in, centres, variant="device")), 1
+                    else:
+                        fn = (lambda name=name: gpuopt.kmeans(x_in, k, threshold=0.0, max_iter=LOOP_ITERS,
+                                                              variant=name))
+                        out = fn()
+                        iters, memberships[name] = out.iterations, _host(out.membership)
+                    st = measure(fn, device="gpu" if plan.gpu else "cpu", flush_l2=plan.gpu, **reps)
+                    row.update(iterations=iters, us_per_iter=st.median_ms * 1e3 / iters, call_ms=st.median_ms,
+                               call_min_ms=st.min_ms, call_max_ms=st.max_ms, repeats=st.repeats,
+                               x_floor=st.median_ms * 1e3 / iters / floor if floor else None)
+                except Exception as exc:  # noqa: BLE001
+                    row["error"] = _error(exc)
+                    res.notes.append(f"kmeans_loop {label} {name}: {row['error']}")
+                rows.append(row)
+                prog.update(f"{label} {name}")
+            torch_us = next((r.get("us_per_iter") for r in rows if r["variant"] == "pytorch"), None)
+            liao = memberships.get("liao")
+            for row in rows:
+                if torch_us and row.get("us_per_iter") and row["variant"] != "pytorch":
+                    row["x_pytorch"] = torch_us / row["us_per_iter"]
+                if liao is not None and row["variant"] in memberships:
+                    row["differ_liao"] = int(np.count_nonzero(memberships[row["variant"]] != liao))
+            res.rows.extend(rows)
+            del x_in
+            _release_gpu_cache(plan)
+    return res
+
+
+def table_kmeans_loop(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
+    """Per data set and variant: µs per iteration, over its floor, x PyTorch, memberships differing from liao."""
+    body = [[r["dataset"], f"{r['N']}x{r['D']}", r["k"], r["variant"], _fmt(r.get("us_per_iter"), ".4g"),
+             _fmt(r.get("memory_floor_us"), ".3g"), _fmt(r.get("compute_floor_us"), ".3g"),
+             _fmt(r.get("x_floor"), ".3g"), _fmt(r.get("x_pytorch"), ".3g"), _fmt(r.get("differ_liao"))]
+            for r in rows]
+    return (f"{(meta or {}).get('iterations', LOOP_ITERS)} loops a call, device-resident points; 'x PyTorch' = the "
+            "PyTorch loop's time over this one (same run); floors per loop\n"
+            + format_table(["data set", "N x D", "k", "variant", "µs/iter", "mem floor µs", "Liao compute floor µs",
+                            "x floor", "x PyTorch", "differ from liao"], body) + _errors(rows))
+
+
+def plot_kmeans_loop(meta, rows, path: Path) -> Path:
+    """µs per iteration per data set, a bar per variant (log scale when wide), the floor in the labels."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(10, 5.5))
+    good = [r for r in rows if r.get("us_per_iter")]
+    if not good:
+        _empty(ax, "no successful measurements")
+        return _finish(fig, ax, meta, "k-means loop: time per iteration", path)
+    sets = list(dict.fromkeys(r["dataset"] for r in rows))
+    variants = list(dict.fromkeys(r["variant"] for r in good))
+    by = {(r["dataset"], r["variant"]): r for r in good}
+    values = _grouped_bars(ax, sets, variants,
+                           lambda s, v: by[(s, v)]["us_per_iter"] if (s, v) in by else None,
+                           lambda s, v: f"{by[(s, v)]['us_per_iter']:.3g}")
+    first = {r["dataset"]: r for r in rows}
+
+    def floor_text(r):
+        f = [x for x in (r.get("memory_floor_us"), r.get("compute_floor_us")) if x is not None]
+        return f"\nfloor {max(f):.3g} µs" if f else ""
+    ax.set_xticklabels([f"{s}\n{first[s]['N']}x{first[s]['D']}, k={first[s]['k']}{floor_text(first[s])}"
+                        for s in sets], fontsize=8)
+    log = _log_if_wide(ax, values, 20)
+    _headroom(ax, values)
+    ax.set_xlabel("data set (objects x coordinates, clusters)")
+    ax.set_ylabel("time per loop iteration (µs)" + (", log scale" if log else ""))
+    return _finish(fig, ax, meta, f"k-means loop on device-resident points ({LOOP_ITERS} loops a call): "
+                                  "time per iteration", path)
+
+
+STUDY = Study("kmeans_loop", "kmeans", "k-means: the loop per iteration",
+              "time per loop iteration on device-resident points of every GPU k-means variant beside a PyTorch "
+              "Lloyd loop and the memory and compute floors (kmeans04, 1M x 16 k=64, 10M x 16 k=256)",
+              LOOP_VARIANTS, LOOP_COLUMNS, run_kmeans_loop, table_kmeans_loop, figures=plot_kmeans_loop,
+              outputs=(Output("kmeans_loop.png", ops=(("kmeans_predict", ("device",)),)),))
