@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../common/cuda_check.cuh"
@@ -59,6 +60,54 @@ std::size_t assign_shared_bytes(std::int64_t d, std::int64_t k) {
            static_cast<std::size_t>(kd) * sizeof(float) + static_cast<std::size_t>(kChunk + k) * sizeof(std::int32_t);
 }
 
+// Liao's nearest centre of one object: float32 squared differences summed over the coordinates in order,
+// unfused, ties to the lower index. With D > 0 (the coordinate count known at compile time) the object's
+// coordinates are read once into registers instead of once per centre.
+template <int D>
+__device__ inline std::int32_t nearest(const float* __restrict__ o, const float* centres, int c_first, int count,
+                                       int d, std::int32_t best, float& best_dist) {
+    constexpr int kRegs = D > 0 ? D : 1;
+    float xr[kRegs];
+    if constexpr (D > 0) {
+#pragma unroll
+        for (int j = 0; j < D; ++j) xr[j] = o[j];
+    }
+    for (int c = 0; c < count; ++c) {
+        const float* centre = centres + c * (D > 0 ? D : d);
+        float dist = 0.f;
+        if constexpr (D > 0) {
+#pragma unroll
+            for (int j = 0; j < D; ++j) {
+                const float diff = __fsub_rn(xr[j], centre[j]);
+                dist = __fadd_rn(dist, __fmul_rn(diff, diff));
+            }
+        } else {
+            for (int j = 0; j < d; ++j) {
+                const float diff = __fsub_rn(o[j], centre[j]);
+                dist = __fadd_rn(dist, __fmul_rn(diff, diff));
+            }
+        }
+        if (c_first + c == 0 || dist < best_dist) {
+            best_dist = dist;
+            best = c_first + c;
+        }
+    }
+    return best;
+}
+
+// Calls f(std::integral_constant<int, D>{}) with D = d for d in 1..kMaxUnrolledDim, else D = 0 (any d).
+constexpr int kMaxUnrolledDim = 32;
+template <class F, int... Ds>
+void with_dim_impl(int d, F&& f, std::integer_sequence<int, Ds...>) {
+    const bool done = ((d == Ds + 1 ? (f(std::integral_constant<int, Ds + 1>{}), true) : false) || ...);
+    if (!done) f(std::integral_constant<int, 0>{});
+}
+template <class F>
+void with_dim(std::int64_t d, F&& f) {
+    with_dim_impl(static_cast<int>(d), f, std::make_integer_sequence<int, kMaxUnrolledDim>{});
+}
+
+template <int D>
 __global__ void __launch_bounds__(kThreads) assign_and_sum(const float* __restrict__ x, std::int64_t n, int d, int k,
                                                            const float* __restrict__ centres,  // [k][d]
                                                            std::int32_t* __restrict__ membership,
@@ -66,6 +115,7 @@ __global__ void __launch_bounds__(kThreads) assign_and_sum(const float* __restri
                                                            unsigned long long* __restrict__ counts,  // [k]
                                                            LoopState* __restrict__ state) {
     if (state->done) return;
+    if constexpr (D > 0) d = D;  // constant from here on
     const int kd = k * d;
     const int leaves = leaves_per_pass(kd);
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -86,19 +136,8 @@ __global__ void __launch_bounds__(kThreads) assign_and_sum(const float* __restri
         for (int i = threadIdx.x; i < kChunk; i += kThreads) {  // consecutive threads, consecutive objects
             std::int32_t best = -1;
             if (i < len) {
-                const float* o = x + (start + i) * d;
                 float best_dist = 0.f;
-                for (int c = 0; c < k; ++c) {
-                    float dist = 0.f;
-                    for (int j = 0; j < d; ++j) {
-                        const float diff = __fsub_rn(o[j], centres_s[c * d + j]);
-                        dist = __fadd_rn(dist, __fmul_rn(diff, diff));
-                    }
-                    if (c == 0 || dist < best_dist) {
-                        best_dist = dist;
-                        best = c;
-                    }
-                }
+                best = nearest<D>(x + (start + i) * d, centres_s, 0, k, d, 0, best_dist);
                 changed += membership[start + i] != best;
                 membership[start + i] = best;
                 atomicAdd(&counts_s[best], 1);
@@ -169,9 +208,13 @@ __global__ void __launch_bounds__(kFinishWarps * 32) finish_loop(std::int64_t n,
         for (std::int64_t g0 = 0; g0 < groups; g0 += 32) {
             double group_sum = 0.0;
             const std::int64_t g = g0 + lane;
-            if (g < groups) {
-                const std::int64_t first = g * kGroup, last = first + kGroup < chunks ? first + kGroup : chunks;
-                for (std::int64_t ch = first; ch < last; ++ch) group_sum += chunk_sums[ch * kd + e];
+            if (g < groups) {  // all 32 loads issued before the in-order adds (+0.0 past the last chunk: no change)
+                double part[kGroup];
+#pragma unroll
+                for (int u = 0; u < kGroup; ++u)
+                    part[u] = g * kGroup + u < chunks ? chunk_sums[(g * kGroup + u) * kd + e] : 0.0;
+#pragma unroll
+                for (int u = 0; u < kGroup; ++u) group_sum += part[u];
             }
             const int in_round = groups - g0 < 32 ? static_cast<int>(groups - g0) : 32;
             for (int r = 0; r < in_round; ++r) total += __shfl_sync(0xffffffffu, group_sum, r);
@@ -207,10 +250,12 @@ constexpr int kPredictTile = 8192;  // centre coordinates staged in shared memor
 
 // One thread per object; the centres pass through shared memory in tiles of whole centres, in index order, so
 // the strict "closer than the best so far" keeps Liao's ties to the lower index across tiles.
+template <int D>
 __global__ void __launch_bounds__(kPredictThreads) predict_kernel(const float* __restrict__ x, std::int64_t n, int d,
                                                                   int k, const float* __restrict__ centres,
                                                                   std::int32_t* __restrict__ membership) {
     __shared__ float tile_s[kPredictTile];
+    if constexpr (D > 0) d = D;
     const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kPredictThreads + threadIdx.x;
     const float* o = x + (i < n ? i : 0) * d;
     const int per_tile = kPredictTile / d;
@@ -221,18 +266,7 @@ __global__ void __launch_bounds__(kPredictThreads) predict_kernel(const float* _
         __syncthreads();  // the previous tile is no longer read
         for (int t = threadIdx.x; t < count * d; t += kPredictThreads) tile_s[t] = centres[c0 * d + t];
         __syncthreads();
-        if (i < n)
-            for (int c = 0; c < count; ++c) {
-                float dist = 0.f;
-                for (int j = 0; j < d; ++j) {
-                    const float diff = __fsub_rn(o[j], tile_s[c * d + j]);
-                    dist = __fadd_rn(dist, __fmul_rn(diff, diff));
-                }
-                if (c0 + c == 0 || dist < best_dist) {
-                    best_dist = dist;
-                    best = c0 + c;
-                }
-            }
+        if (i < n) best = nearest<D>(o, tile_s, c0, count, d, best, best_dist);
     }
     if (i < n) membership[i] = best;
 }
@@ -246,7 +280,9 @@ void kmeans_device_check(std::int64_t n, std::int64_t d, std::int64_t k) {
     GPUOPT_REQUIRE(k * d <= kMaxCentreCoords,
                    "kmeans device: k*D = " + std::to_string(k * d) + " centre coordinates; this variant holds at most " +
                        std::to_string(kMaxCentreCoords));
-    require_shared_memory(assign_and_sum, assign_shared_bytes(d, k), "kmeans device: assign_and_sum");
+    with_dim(d, [&](auto dim) {
+        require_shared_memory(assign_and_sum<dim.value>, assign_shared_bytes(d, k), "kmeans device: assign_and_sum");
+    });
 }
 
 KMeansStats kmeans_device(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
@@ -263,39 +299,42 @@ KMeansStats kmeans_device(const float* x_dev, std::int64_t n, std::int64_t d, st
     DeviceBuffer<unsigned long long> counts(static_cast<std::size_t>(k));
     DeviceBuffer<float> history(static_cast<std::size_t>(max_iter));
     DeviceBuffer<LoopState> state(1);
+    int iterations = 0;
     GPUOPT_CUDA_CHECK(cudaMemsetAsync(state.data(), 0, sizeof(LoopState)));
     GPUOPT_CUDA_CHECK(cudaMemsetAsync(counts.data(), 0, static_cast<std::size_t>(k) * sizeof(unsigned long long)));
     // Every membership starts at -1, so the first loop counts all n objects as changed (as the reference).
     GPUOPT_CUDA_CHECK(cudaMemsetAsync(membership_dev, 0xFF, static_cast<std::size_t>(n) * sizeof(std::int32_t)));
 
-    int per_sm = 0;
-    const std::size_t shared = assign_shared_bytes(d, k);
-    GPUOPT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, assign_and_sum, kThreads, shared));
-    const std::int64_t resident = static_cast<std::int64_t>(multiprocessor_count()) * std::max(per_sm, 1);
-    const unsigned blocks =
-        static_cast<unsigned>(std::min<std::int64_t>(chunks, blocks_wanted > 0 ? blocks_wanted : resident));
-    const unsigned finish_blocks = static_cast<unsigned>((kd + kFinishWarps - 1) / kFinishWarps);
-
-    LoopState host_state{};
-    while (!host_state.done) {
-        // Queued without waiting; loops past the stop return at once. No more than the cap allows.
-        const std::int64_t batch = std::min<std::int64_t>(loops_per_sync, max_iter - host_state.iterations);
-        for (std::int64_t b = 0; b < batch; ++b) {
-            assign_and_sum<<<blocks, kThreads, shared>>>(x_dev, n, static_cast<int>(d), static_cast<int>(k),
-                                                         centroids_dev, membership_dev, chunk_sums.data(),
-                                                         counts.data(), state.data());
-            GPUOPT_CHECK_LAUNCH("assign_and_sum");
-            finish_loop<<<finish_blocks, kFinishWarps * 32>>>(n, static_cast<int>(d), static_cast<int>(k), chunks,
-                                                              chunk_sums.data(), counts.data(), centroids_dev,
-                                                              threshold, static_cast<int>(max_iter), history.data(),
-                                                              state.data());
-            GPUOPT_CHECK_LAUNCH("finish_loop");
+    with_dim(d, [&](auto dim) {
+        const auto assign = assign_and_sum<dim.value>;
+        int per_sm = 0;
+        const std::size_t shared = assign_shared_bytes(d, k);
+        GPUOPT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, assign, kThreads, shared));
+        const std::int64_t resident = static_cast<std::int64_t>(multiprocessor_count()) * std::max(per_sm, 1);
+        const unsigned blocks =
+            static_cast<unsigned>(std::min<std::int64_t>(chunks, blocks_wanted > 0 ? blocks_wanted : resident));
+        const unsigned finish_blocks = static_cast<unsigned>((kd + kFinishWarps - 1) / kFinishWarps);
+        LoopState host_state{};
+        while (!host_state.done) {
+            // Queued without waiting; loops past the stop return at once. No more than the cap allows.
+            const std::int64_t batch = std::min<std::int64_t>(loops_per_sync, max_iter - host_state.iterations);
+            for (std::int64_t b = 0; b < batch; ++b) {
+                assign<<<blocks, kThreads, shared>>>(x_dev, n, static_cast<int>(d), static_cast<int>(k), centroids_dev,
+                                                     membership_dev, chunk_sums.data(), counts.data(), state.data());
+                GPUOPT_CHECK_LAUNCH("assign_and_sum");
+                finish_loop<<<finish_blocks, kFinishWarps * 32>>>(n, static_cast<int>(d), static_cast<int>(k), chunks,
+                                                                  chunk_sums.data(), counts.data(), centroids_dev,
+                                                                  threshold, static_cast<int>(max_iter),
+                                                                  history.data(), state.data());
+                GPUOPT_CHECK_LAUNCH("finish_loop");
+            }
+            GPUOPT_CUDA_CHECK(cudaMemcpy(&host_state, state.data(), sizeof(LoopState), cudaMemcpyDeviceToHost));
         }
-        GPUOPT_CUDA_CHECK(cudaMemcpy(&host_state, state.data(), sizeof(LoopState), cudaMemcpyDeviceToHost));
-    }
+        iterations = host_state.iterations;
+    });
     KMeansStats stats;
-    stats.iterations = host_state.iterations;
-    stats.delta.resize(static_cast<std::size_t>(host_state.iterations));
+    stats.iterations = iterations;
+    stats.delta.resize(static_cast<std::size_t>(iterations));
     GPUOPT_CUDA_CHECK(cudaMemcpy(stats.delta.data(), history.data(), stats.delta.size() * sizeof(float),
                                  cudaMemcpyDeviceToHost));
     return stats;
@@ -316,9 +355,11 @@ void kmeans_predict_device(const float* x_dev, std::int64_t n, std::int64_t d, c
     if (n == 0) return;
     GPUOPT_REQUIRE(x_dev && centroids_dev && membership_dev, "kmeans_predict device: null pointer argument");
     const auto blocks = static_cast<unsigned>((n + kPredictThreads - 1) / kPredictThreads);
-    predict_kernel<<<blocks, kPredictThreads>>>(x_dev, n, static_cast<int>(d), static_cast<int>(k), centroids_dev,
-                                                membership_dev);
-    GPUOPT_CHECK_LAUNCH("kmeans predict_kernel");
+    with_dim(d, [&](auto dim) {
+        predict_kernel<dim.value><<<blocks, kPredictThreads>>>(x_dev, n, static_cast<int>(d), static_cast<int>(k),
+                                                               centroids_dev, membership_dev);
+        GPUOPT_CHECK_LAUNCH("kmeans predict_kernel");
+    });
 }
 
 }  // namespace gpuopt::kmeans

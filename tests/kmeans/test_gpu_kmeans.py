@@ -289,7 +289,7 @@ def _cancelling(rng, n, d):
     """+-1e15 in equal numbers among noise objects: the float64 rounding of the partial sums is as large as what is
     left of the noise, so every summation order but the tree's gives other float32 means (tests/kmeans/test_kmeans.py
     shows this on the CPU)."""
-    big = rng.permutation(np.repeat(np.array([1e15, -1e15, 0.0, 0.0]), n // 4))
+    big = rng.permutation(np.concatenate([np.repeat(np.array([1e15, -1e15]), n // 4), np.zeros(n - n // 4 * 2)]))
     return np.where(big[:, None] != 0, big[:, None], rng.standard_normal((n, d)) * 100).astype(np.float32)
 
 
