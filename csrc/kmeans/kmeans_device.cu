@@ -68,7 +68,18 @@ __device__ inline std::int32_t nearest(const float* __restrict__ o, const float*
                                        int d, std::int32_t best, float& best_dist) {
     constexpr int kRegs = D > 0 ? D : 1;
     float xr[kRegs];
-    if constexpr (D > 0) {
+    if constexpr (D > 0 && D % 4 == 0) {
+        if ((reinterpret_cast<std::uintptr_t>(o) & 15) == 0) {  // a 16-byte aligned row: D / 4 vector loads
+#pragma unroll
+            for (int j = 0; j < D; j += 4) {
+                const float4 v = *reinterpret_cast<const float4*>(o + j);
+                xr[j] = v.x, xr[j + 1] = v.y, xr[j + 2] = v.z, xr[j + 3] = v.w;
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < D; ++j) xr[j] = o[j];
+        }
+    } else if constexpr (D > 0) {
 #pragma unroll
         for (int j = 0; j < D; ++j) xr[j] = o[j];
     }
@@ -107,8 +118,9 @@ void with_dim(std::int64_t d, F&& f) {
     with_dim_impl(static_cast<int>(d), f, std::make_integer_sequence<int, kMaxUnrolledDim>{});
 }
 
+// At most 64 registers (4 blocks an SM): left alone, ptxas picks 32 and spills for some D, or 80 and fits only 3.
 template <int D>
-__global__ void __launch_bounds__(kThreads) assign_and_sum(const float* __restrict__ x, std::int64_t n, int d, int k,
+__global__ void __launch_bounds__(kThreads, 4) assign_and_sum(const float* __restrict__ x, std::int64_t n, int d, int k,
                                                            const float* __restrict__ centres,  // [k][d]
                                                            std::int32_t* __restrict__ membership,
                                                            double* __restrict__ chunk_sums,  // [chunks][k][d]
@@ -133,18 +145,20 @@ __global__ void __launch_bounds__(kThreads) assign_and_sum(const float* __restri
     for (std::int64_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
         const std::int64_t start = chunk * kChunk;
         const int len = static_cast<int>(n - start < kChunk ? n - start : kChunk);
-        for (int i = threadIdx.x; i < kChunk; i += kThreads) {  // consecutive threads, consecutive objects
+#pragma unroll  // the objects' loads issued together
+        for (int r = 0; r < kChunk / kThreads; ++r) {
+            const int i = r * kThreads + threadIdx.x;  // consecutive threads, consecutive objects: a warp, a leaf
             std::int32_t best = -1;
             if (i < len) {
                 float best_dist = 0.f;
                 best = nearest<D>(x + (start + i) * d, centres_s, 0, k, d, 0, best_dist);
                 changed += membership[start + i] != best;
                 membership[start + i] = best;
-                atomicAdd(&counts_s[best], 1);
             }
             members_s[i] = best;  // -1 past the end: a member of no cluster
         }
         __syncthreads();  // members_s complete
+        for (int i = threadIdx.x; i < len; i += kThreads) atomicAdd(&counts_s[members_s[i]], 1);
 
         // Chunk sums of the (cluster, coordinate) pairs this thread owns: the leaf sums added in leaf order.
         double chunk_sum[kCoordsPerThread];
@@ -158,8 +172,16 @@ __global__ void __launch_bounds__(kThreads) assign_and_sum(const float* __restri
                 const int first = leaf * kLeaf;
                 const float* col = x + (start + first) * d + j;
                 double s = 0.0;
-                for (int i = 0; i < kLeaf; ++i)
-                    if (members_s[first + i] == c) s += static_cast<double>(col[static_cast<std::int64_t>(i) * d]);
+                if (first + kLeaf <= len) {  // a whole leaf: every load issued, non-members add +0.0 (no change)
+                    float v[kLeaf];
+#pragma unroll
+                    for (int i = 0; i < kLeaf; ++i) v[i] = col[static_cast<std::int64_t>(i) * d];
+#pragma unroll
+                    for (int i = 0; i < kLeaf; ++i) s += members_s[first + i] == c ? static_cast<double>(v[i]) : 0.0;
+                } else {
+                    for (int i = 0; i < kLeaf; ++i)
+                        if (members_s[first + i] == c) s += static_cast<double>(col[static_cast<std::int64_t>(i) * d]);
+                }
                 leaf_s[item] = s;
             }
             __syncthreads();
