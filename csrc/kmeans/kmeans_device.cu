@@ -3,8 +3,10 @@
 //   assign_and_sum  blocks stride over chunks of kSumChunk objects (one pass over the points): each thread
 //                   assigns its objects with Liao's distance (float32, coordinates in order, unfused, ties to
 //                   the lower index) and counts changes and members (integers: any order); then the chunk's
-//                   sums follow Summation::Chunked (kmeans.hpp): one thread per (leaf, cluster, coordinate)
-//                   adds the leaf's members in object order in float64, and one thread per (cluster,
+//                   sums follow Summation::Chunked (kmeans.hpp): for k <= 4 one thread per (leaf, cluster,
+//                   coordinate) adds the leaf's members in object order in float64 (every load issued first),
+//                   for larger k one thread per (leaf, coordinate) adds each object into its cluster's sum in
+//                   shared memory (each point read once); then one thread per (cluster,
 //                   coordinate) adds the 32 leaf sums in order into the chunk sum, written to chunk_sums;
 //   finish_loop     one warp per (cluster, coordinate): lanes add a group's 32 chunk sums in order, the warp
 //                   adds the group sums in order; the mean rounded once. The last block to finish computes
@@ -37,7 +39,8 @@ constexpr int kGroup = static_cast<int>(kSumFanout);            // chunks per gr
 constexpr int kMaxCentreCoords = 1024;                          // k*D: at most 4 (cluster, coordinate) a thread
 constexpr int kCoordsPerThread = kMaxCentreCoords / kThreads;
 constexpr int kLeafSlab = 8192;                                 // doubles of leaf sums in shared memory at once
-constexpr int kFinishWarps = 8;                                 // finish_loop: warps (one (cluster, coordinate) each) a block
+constexpr int kGatherMaxK = 4;                                  // leaf sums a (leaf, cluster, coordinate) up to this k
+constexpr int kFinishWarps = 8;                                 // finish_loop: warps a block, a (cluster, coordinate) each
 static_assert(kChunk % kThreads == 0 && kLeaf == 32 && kGroup == 32, "a chunk splits evenly; a warp per leaf/group");
 
 struct LoopState {
@@ -107,7 +110,7 @@ __device__ inline std::int32_t nearest(const float* __restrict__ o, const float*
 }
 
 // Calls f(std::integral_constant<int, D>{}) with D = d for d in 1..kMaxUnrolledDim, else D = 0 (any d).
-constexpr int kMaxUnrolledDim = 32;
+constexpr int kMaxUnrolledDim = 24;  // beyond, x[D] in registers next to the rest passes 64 registers
 template <class F, int... Ds>
 void with_dim_impl(int d, F&& f, std::integer_sequence<int, Ds...>) {
     const bool done = ((d == Ds + 1 ? (f(std::integral_constant<int, Ds + 1>{}), true) : false) || ...);
@@ -145,8 +148,11 @@ __global__ void __launch_bounds__(kThreads, 4) assign_and_sum(const float* __res
     for (std::int64_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
         const std::int64_t start = chunk * kChunk;
         const int len = static_cast<int>(n - start < kChunk ? n - start : kChunk);
-#pragma unroll  // the objects' loads issued together
-        for (int r = 0; r < kChunk / kThreads; ++r) {
+        // A thread's objects in groups whose loads are issued together (as many as registers allow: 4 x D floats).
+        constexpr int kTogether = D > 0 && D <= 4 ? 4 : (D > 0 && D <= 12 ? 2 : 1);
+        for (int r0 = 0; r0 < kChunk / kThreads; r0 += kTogether)
+#pragma unroll
+        for (int r = r0; r < r0 + kTogether; ++r) {
             const int i = r * kThreads + threadIdx.x;  // consecutive threads, consecutive objects: a warp, a leaf
             std::int32_t best = -1;
             if (i < len) {
@@ -165,24 +171,46 @@ __global__ void __launch_bounds__(kThreads, 4) assign_and_sum(const float* __res
 #pragma unroll
         for (int q = 0; q < kCoordsPerThread; ++q) chunk_sum[q] = 0.0;
         for (int leaf0 = 0; leaf0 < kLeaves; leaf0 += leaves) {
-            // One thread per (leaf, cluster, coordinate): the leaf's members in object order.
-            for (int item = threadIdx.x; item < leaves * kd; item += kThreads) {
-                const int leaf = leaf0 + item / kd, e = item % kd;
-                const int c = e / d, j = e % d;
-                const int first = leaf * kLeaf;
-                const float* col = x + (start + first) * d + j;
-                double s = 0.0;
-                if (first + kLeaf <= len) {  // a whole leaf: every load issued, non-members add +0.0 (no change)
-                    float v[kLeaf];
+            if (k <= kGatherMaxK) {
+                // One thread per (leaf, cluster, coordinate): the leaf's members in object order.
+                for (int item = threadIdx.x; item < leaves * kd; item += kThreads) {
+                    const int leaf = leaf0 + item / kd, e = item % kd;
+                    const int c = e / d, j = e % d;
+                    const int first = leaf * kLeaf;
+                    const float* col = x + (start + first) * d + j;
+                    double s = 0.0;
+                    if (first + kLeaf <= len) {  // a whole leaf: loads issued first, non-members add +0.0 (no-op)
 #pragma unroll
-                    for (int i = 0; i < kLeaf; ++i) v[i] = col[static_cast<std::int64_t>(i) * d];
+                        for (int h = 0; h < kLeaf; h += kLeaf / 2) {  // in halves: 16 registers of loads in flight
+                            float v[kLeaf / 2];
 #pragma unroll
-                    for (int i = 0; i < kLeaf; ++i) s += members_s[first + i] == c ? static_cast<double>(v[i]) : 0.0;
-                } else {
-                    for (int i = 0; i < kLeaf; ++i)
-                        if (members_s[first + i] == c) s += static_cast<double>(col[static_cast<std::int64_t>(i) * d]);
+                            for (int i = 0; i < kLeaf / 2; ++i) v[i] = col[static_cast<std::int64_t>(h + i) * d];
+#pragma unroll
+                            for (int i = 0; i < kLeaf / 2; ++i)
+                                s += members_s[first + h + i] == c ? static_cast<double>(v[i]) : 0.0;
+                        }
+                    } else {
+                        for (int i = 0; i < kLeaf; ++i)
+                            if (members_s[first + i] == c)
+                                s += static_cast<double>(col[static_cast<std::int64_t>(i) * d]);
+                    }
+                    leaf_s[item] = s;
                 }
-                leaf_s[item] = s;
+            } else {
+                // One thread per (leaf, coordinate): the leaf's objects in order, each added to its cluster's sum
+                // (each x read once; the same sequence of adds per (leaf, cluster, coordinate) as above).
+                for (int t = threadIdx.x; t < leaves * kd; t += kThreads) leaf_s[t] = 0.0;
+                __syncthreads();
+                for (int item = threadIdx.x; item < leaves * d; item += kThreads) {
+                    const int lp = item / d, j = item % d;
+                    const int first = (leaf0 + lp) * kLeaf;
+                    double* acc = leaf_s + lp * kd + j;
+                    const float* col = x + (start + first) * d + j;
+                    for (int i = 0; i < kLeaf; ++i) {
+                        const int m = members_s[first + i];
+                        if (m >= 0) acc[m * d] += static_cast<double>(col[static_cast<std::int64_t>(i) * d]);
+                    }
+                }
             }
             __syncthreads();
 #pragma unroll

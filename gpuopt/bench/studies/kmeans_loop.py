@@ -24,7 +24,7 @@ import gpuopt
 from ..figures import _empty, _finish, _grouped_bars, _headroom, _log_if_wide, _pyplot
 from ..harness import Progress, measure
 from ..study import Output, Plan, Study, StudyResult, _error, _host, _release_gpu_cache
-from ..tables import _errors, _fmt, format_table
+from ..tables import _errors, _fmt, _skipped, format_table
 from .matmul import dram_bandwidth, fp32_peak
 from .networks import _strict_torch
 
@@ -45,7 +45,7 @@ LOOP_REPEATS: dict[Any, dict[str, Any]] = {
     "tiny": dict(warmup=0, repeat=1)}
 LOOP_COLUMNS = ("dataset", "N", "D", "k", "variant", "iterations", "us_per_iter", "call_ms", "call_min_ms",
                 "call_max_ms", "repeats", "memory_floor_us", "compute_floor_us", "x_floor", "x_pytorch",
-                "differ_liao", "error")
+                "differ_liao", "skipped", "error")
 
 
 def _torch_lloyd(x_np: np.ndarray, k: int, iters: int) -> Callable[[], Any] | None:
@@ -130,6 +130,9 @@ def run_kmeans_loop(plan: Plan) -> StudyResult:
                     row.update(iterations=iters, us_per_iter=st.median_ms * 1e3 / iters, call_ms=st.median_ms,
                                call_min_ms=st.min_ms, call_max_ms=st.max_ms, repeats=st.repeats,
                                x_floor=st.median_ms * 1e3 / iters / floor if floor else None)
+                except ValueError as exc:  # the variant rejects the shape up front (device: k*D > 1024)
+                    row["skipped"] = _error(exc)
+                    res.notes.append(f"kmeans_loop {label} {name}: not applicable: {row['skipped']}")
                 except Exception as exc:  # noqa: BLE001
                     row["error"] = _error(exc)
                     res.notes.append(f"kmeans_loop {label} {name}: {row['error']}")
@@ -157,7 +160,7 @@ def table_kmeans_loop(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None
     return (f"{(meta or {}).get('iterations', LOOP_ITERS)} loops a call, device-resident points; 'x PyTorch' = the "
             "PyTorch loop's time over this one (same run); floors per loop\n"
             + format_table(["data set", "N x D", "k", "variant", "µs/iter", "mem floor µs", "Liao compute floor µs",
-                            "x floor", "x PyTorch", "differ from liao"], body) + _errors(rows))
+                            "x floor", "x PyTorch", "differ from liao"], body) + _errors(rows) + _skipped(rows))
 
 
 def plot_kmeans_loop(meta, rows, path: Path) -> Path:
