@@ -69,7 +69,7 @@ def _predict_cpu(ctx: ExecContext, p: PredictProblem) -> Any:
 
 @register("kmeans_predict", "device", description="one thread per object, the centres through shared memory in "
           "index order: Liao's distance and ties, equal to cpu", report="gpuopt", needs_cuda=True, preferred=True,
-          kernel="csrc/kmeans/kmeans_device.cu", test="tests/kmeans/test_init_predict.py")
+          kernel="csrc/kmeans/kmeans_device.cu", test="tests/kmeans/test_gpu_kmeans.py")
 def _predict_device(ctx: ExecContext, p: PredictProblem) -> Any:
     n, d = p.x.shape
     k = p.centroids.shape[0]

@@ -343,3 +343,33 @@ def test_device_limits_are_checked_before_launch():
     x = np.zeros((2000, 40), np.float32)
     with pytest.raises(ValueError, match="k\\*D = 1040"):
         gpuopt.kmeans(x, 26, variant="device")
+
+
+# ------------------------------------------------------------------ kmeans_predict "device"
+
+@pytest.mark.parametrize("n,d,k", [(1, 1, 1), (257, 3, 5), (1000, 8192, 2), (5000, 7, 3000), (100_000, 16, 256)],
+                         ids=str)
+def test_device_predict_equals_cpu(n, d, k):
+    rng = np.random.default_rng(n + d + k)
+    x = rng.uniform(-1, 1, (n, d)).astype(np.float32)
+    c = rng.uniform(-1, 1, (k, d)).astype(np.float32)
+    out = gpuopt.kmeans_predict(x, c, variant="device")  # allocations poisoned: a missed object shows as -1
+    assert isinstance(out, np.ndarray) and out.dtype == np.int32
+    np.testing.assert_array_equal(out, gpuopt.kmeans_predict(x, c, variant="cpu"))
+
+
+def test_device_predict_ties_across_shared_memory_tiles():
+    # 8192 // 7 = 1170 centres a tile: equal centres at 5, 1175 and 2900 (three tiles) tie for every object.
+    rng = np.random.default_rng(3)
+    c = rng.uniform(10, 20, (3000, 7)).astype(np.float32)
+    c[1175] = c[2900] = c[5] = 0.0
+    x = rng.integers(-1, 2, (4000, 7)).astype(np.float32)
+    out = gpuopt.kmeans_predict(gpuopt.to_device(x), gpuopt.to_device(c), variant="device")
+    assert (out.numpy() == 5).all()
+    np.testing.assert_array_equal(out.numpy(), gpuopt.kmeans_predict(x, c, variant="cpu"))
+
+
+def test_device_predict_is_the_default_on_a_gpu_and_checks_its_limits():
+    assert gpuopt.registry.default_variant("kmeans_predict") == "device"
+    with pytest.raises(ValueError, match="at most 8192 coordinates"):
+        gpuopt.kmeans_predict(np.zeros((2, 8193), np.float32), np.zeros((1, 8193), np.float32), variant="device")
