@@ -108,7 +108,8 @@ register("matmul", "tf32x3",
                        "add into the accumulator: smaller is closer to FFMA accuracy, larger does fewer adds"),
                  Param("split", "fragment", ("fragment", "tile"),
                        "where operands become hi + lo: 'fragment' per fragment load (3 instructions per use), "
-                       "'tile' once per landed k-step into float2 shared tiles (a second barrier per k-step)")))(
+                       "'tile' once per landed k-step into float2 shared tiles (a second barrier per k-step; "
+                       "0.7x 'fragment' on the H200, notes/matmul.md)")))(
     _run_gpu)
 register("matmul", "cublas", description="cuBLAS SGEMM, strict FP32 (TF32 off): the baseline",
          report="library", preferred=True, **_gpu("matmul_cublas.cu"))(_run_gpu)
