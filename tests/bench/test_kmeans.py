@@ -26,4 +26,23 @@ def test_figure(tmp_path):
     meta = {"gpu": None, "k": 3, "threshold": 0.001, "gpuopt_version": "0", "commit": "abc"}
     path = STUDIES["kmeans"].figures(meta, ROWS, tmp_path / "kmeans.png")
     assert path == tmp_path / "kmeans.png" and path.read_bytes()[:8] == PNG_MAGIC
-    assert [o.file for o in STUDIES["kmeans"].outputs] == ["kmeans.png"]
+    assert [o.file for o in STUDIES["kmeans"].outputs] == ["kmeans.png", "kmeans_report.md"]
+
+
+def test_report_tables_put_the_gtx480_seconds_beside_this_run():
+    from gpuopt.bench.studies.kmeans import KMEANS_REPORT_TABLES, report_markdown
+
+    ms = {"liao": 10.0, "liao_occupancy": 5.0, "liao_aos": 4.0, "liao_vec": 2.0, "device": 1.0}
+    rows = [dict(dataset=s, variant=v, computation_ms=t) for s in ("kmeans01", "kmeans02", "kmeans03", "kmeans04")
+            for v, t in ms.items()]
+    text = report_markdown({}, rows)
+    assert [line for line in text.splitlines() if line.startswith("**Table")] == [
+        f"**{t}** (GTX 480 s / H200 ms)" for t in KMEANS_REPORT_TABLES]
+    # The report's printed rows, and this run's times, totals and speedups over the original version.
+    assert "| Original Version | `liao` | 0.0496 / 10 | 0.0447 / 10 | 0.2292 / 10 | 0.4144 / 10 | 0.7379 / 40 | " \
+           "1.00x / 1.00x |" in text
+    assert "| Auto Vectorized Version | `liao_vec` | 0.0448 / 2 | 0.0450 / 2 | 0.0810 / 2 | 0.0550 / 2 | " \
+           "0.2258 / 8 | 3.60x / 5.00x |" in text
+    assert "| (gpuopt, not in the report) | `device` |" in text and "- / 10.00x |" in text
+    missing = report_markdown({}, [r for r in rows if r["variant"] != "liao_aos"])
+    assert "| AOS Optimized Version | `liao_aos` | 0.0440 / - |" in missing  # a variant that did not run

@@ -1,6 +1,7 @@
-"""kmeans: Liao's k-means, ``liao`` (CUDA) vs ``cpu``, on Liao's 17695-object sets and
-Gaussian blobs of the CMU 18-645 report's four shapes: computation time, iterations,
-transfer / loop breakdown -> kmeans.csv/.json/.png.
+"""kmeans: Liao's k-means, ``liao`` and the CMU 18-645 report's steps over it (CUDA), ``device`` and ``cpu``, on
+Liao's 17695-object sets and Gaussian blobs of the report's four shapes: computation time, iterations,
+transfer / loop breakdown -> kmeans.csv/.json/.png, and the report's Tables 1-3 (its GTX 480 seconds beside the
+H200's) -> kmeans_report.md.
 
 The data sets are the same in every run (the blobs use seed 0).
 """
@@ -18,7 +19,8 @@ from gpuopt import datasets
 from ..figures import _empty, _finish, _grouped_bars, _headroom, _log_if_wide, _ok, _pyplot
 from ..harness import Progress, measure, median_timing
 from ..study import CALL_REPEATS, Output, Plan, Study, StudyResult, _error, _host, _select, _timed_calls
-from ..tables import _errors, _fmt, format_table
+from ..results import format_metadata
+from ..tables import _errors, _fmt, _md_table, extras_file, format_table
 
 __all__ = ["STUDY"]
 
@@ -32,6 +34,18 @@ KMEANS_THRESHOLD = 0.001
 KMEANS_BLOB_SEED = 0
 #: Liao's data sets: label -> file in data_dir()/kmeans_liao.
 KMEANS_LIAO_FILES = {"color17695": "color17695.bin", "edge17695": "edge17695.bin", "texture17695": "texture17695.bin"}
+#: The CMU 18-645 report's Tables 1-3: computation time (seconds, GTX 480) on kmeans01-04, one row per version,
+#: each table a separate run of the versions it lists. Our variant for each of its versions:
+KMEANS_REPORT_VERSIONS = {"liao": "Original Version", "liao_occupancy": "Scheduling Maximized Version",
+                          "liao_aos": "AOS Optimized Version", "liao_vec": "Auto Vectorized Version"}
+KMEANS_REPORT_SETS = ("kmeans01", "kmeans02", "kmeans03", "kmeans04")
+KMEANS_REPORT_TABLES = {
+    "Table 1": {"liao": (0.0496, 0.0447, 0.2292, 0.4144), "liao_occupancy": (0.0445, 0.0448, 0.2011, 0.1016)},
+    "Table 2": {"liao": (0.0613, 0.0447, 0.2313, 0.4344), "liao_occupancy": (0.0435, 0.0445, 0.1999, 0.1008),
+                "liao_aos": (0.0440, 0.0446, 0.1735, 0.0765)},
+    "Table 3": {"liao": (0.0510, 0.0451, 0.2457, 0.4705), "liao_occupancy": (0.0474, 0.0461, 0.2172, 0.1095),
+                "liao_aos": (0.0453, 0.0452, 0.1813, 0.0791), "liao_vec": (0.0448, 0.0450, 0.0810, 0.0550)},
+}
 # In GPU quick mode the cpu variant runs only on sets with N*D up to this.
 KMEANS_SMALL = 1_000_000
 # Most objects per data set (None: all).
@@ -140,8 +154,9 @@ def table_kmeans(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = No
              _fmt(r.get("d2h_ms"), ".3g"), _fmt(r.get("match_cpu")), _fmt(r.get("differ_liao"))] for r in rows]
     return (f"k={rows[0]['k'] if rows else KMEANS_K}, threshold {KMEANS_THRESHOLD}; computation = wall time of the "
             "call (median); '= cpu': memberships, iterations and centres equal to cpu's (cpu(summation='chunked') "
-            f"for {', '.join(KMEANS_CHUNKED)}); 'differ from Liao': memberships not those of the Liao-exact cpu\n" + format_table(["data set", "N x D", "variant", "iters", "computation ms",
-                                              "loop ms", "h2d ms", "d2h ms", "= cpu", "differ from Liao"], body) + _errors(rows))
+            f"for {', '.join(KMEANS_CHUNKED)}); 'differ from Liao': memberships not those of the Liao-exact cpu\n"
+            + format_table(["data set", "N x D", "variant", "iters", "computation ms", "loop ms", "h2d ms", "d2h ms",
+                            "= cpu", "differ from Liao"], body) + _errors(rows))
 
 
 def plot_kmeans(meta, rows, path: Path) -> Path:
@@ -168,8 +183,50 @@ def plot_kmeans(meta, rows, path: Path) -> Path:
     return _finish(fig, ax, meta, f"k-means (k={k}, threshold {thr}): computation time per data set", path)
 
 
+def report_markdown(meta: Mapping[str, Any], rows: list[dict[str, Any]]) -> str:
+    """The CMU 18-645 report's Tables 1-3 (GTX 480, seconds) beside this run's computation time of the same
+    versions on the same shapes (ms), totals and total speedups over the original version."""
+    by = {(r["dataset"], r["variant"]): r.get("computation_ms") for r in rows}
+    lines = ["### The CMU 18-645 report's Tables 1-3 on the H200", "",
+             f"Measured with {format_metadata(meta)}.", "",
+             "Computation time of the whole k-means call (Liao's 'Computation timing'), k = 3, threshold 0.001. "
+             "The report's columns: its GTX 480 runs of the course's kmeans01-04.dat (seconds, as printed). Ours: "
+             "Gaussian blobs of the same shapes (the course's files are not public; iteration counts differ), "
+             "median ms on the H200 from one run for all three tables (the report re-ran every table). Total "
+             "speedup = the original version's total over this version's, from the totals. On the H200 the "
+             "ladder's time is the host loop's (memberships down and the centres updated on the CPU every "
+             "loop), which the report's kernel-side steps do not touch; `device` keeps the loop on the GPU.", ""]
+
+    def ours(variant: str) -> list[float | None]:
+        return [by.get((name, variant)) for name in KMEANS_REPORT_SETS]
+
+    def total(values) -> float | None:
+        return sum(values) if values and all(v is not None for v in values) else None
+
+    for title, table in KMEANS_REPORT_TABLES.items():
+        base_report, base_ours = total(table["liao"]), total(ours("liao"))
+        body = []
+        for variant, secs in table.items():
+            mine, t_report, t_ours = ours(variant), total(secs), total(ours(variant))
+            body.append([KMEANS_REPORT_VERSIONS[variant], f"`{variant}`",
+                         *[f"{s:.4f} / {_fmt(m, '.3g')}" for s, m in zip(secs, mine)],
+                         f"{t_report:.4f} / {_fmt(t_ours, '.3g')}",
+                         f"{base_report / t_report:.2f}x / "
+                         + (f"{base_ours / t_ours:.2f}x" if base_ours and t_ours else "-")])
+        if title == "Table 3":  # beyond the report: the whole loop on the GPU
+            mine = ours("device")
+            t_ours = total(mine)
+            body.append(["(gpuopt, not in the report)", "`device`", *[f"- / {_fmt(m, '.3g')}" for m in mine],
+                         f"- / {_fmt(t_ours, '.3g')}",
+                         "- / " + (f"{base_ours / t_ours:.2f}x" if base_ours and t_ours else "-")])
+        lines += [f"**{title}** (GTX 480 s / H200 ms)", "",
+                  _md_table(["version", "variant", *KMEANS_REPORT_SETS, "Total", "Total speedup"], body), ""]
+    return "\n".join(lines)
+
+
 STUDY = Study("kmeans", "kmeans", "k-means (Liao's algorithm)",
-              "liao vs cpu on Liao's 17695-object sets and the CMU report's four shapes: computation time, "
-              "iterations, transfer/loop breakdown",
-              KMEANS_VARIANTS, KMEANS_COLUMNS, run_kmeans, table_kmeans, figures=plot_kmeans,
-              outputs=(Output("kmeans.png"),))
+              "the liao ladder, device and cpu on Liao's 17695-object sets and the CMU report's four shapes: "
+              "computation time, iterations, transfer/loop breakdown; the report's Tables 1-3 -> kmeans_report.md",
+              KMEANS_VARIANTS, KMEANS_COLUMNS, run_kmeans, table_kmeans,
+              extras=extras_file("kmeans_report.md", report_markdown), figures=plot_kmeans,
+              outputs=(Output("kmeans.png"), Output("kmeans_report.md", variants=(*KMEANS_REPORT_VERSIONS, "device"))))
