@@ -1,4 +1,7 @@
-"""Command line: ``python -m gpuopt {info,variants,check}``.
+"""Command line: ``python -m gpuopt {reproduce,info,variants,check}``.
+
+* ``reproduce`` every figure and table of the five reports and one reproduction report (measured with a GPU,
+                redrawn from the committed H200 results without one): ``gpuopt.reproduce``;
 
 * ``info``      what was compiled and which device is here;
 * ``variants``  every variant of every op (or of one op) with its parameters; ``--where`` adds where
@@ -113,8 +116,15 @@ def _where(op: str) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["reproduce"]:  # its own options (gpuopt.reproduce)
+        from gpuopt.reproduce import main as reproduce_main
+
+        return reproduce_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m gpuopt", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("reproduce", help="the five reports' figures and tables, and the reproduction report "
+                                     "(python -m gpuopt reproduce --help)")
     sub.add_parser("info", help="build and device information (JSON)")
     pv = sub.add_parser("variants", help="list variants")
     pv.add_argument("op", nargs="?", help="one op (default: all)")
