@@ -13,18 +13,49 @@ from __future__ import annotations
 import argparse
 import base64
 import html
+import os
 import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from .items import ITEMS, REPORT_TITLES, Finding, Item
 
-__all__ = ["main", "ITEMS", "REPORT_TITLES", "DEFAULT_RESULTS", "write_report", "studies_for"]
+__all__ = ["main", "ITEMS", "REPORT_TITLES", "DEFAULT_RESULTS", "find_results", "summary", "write_report",
+           "studies_for"]
 
 #: The committed results of a source checkout (the package sits in <repo>/gpuopt).
 DEFAULT_RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+
+
+#: Where else to look for the committed results (an installed package run outside the checkout).
+RESULTS_ENV = "GPUOPT_RESULTS_DIR"
+
+
+def find_results() -> Path | None:
+    """The committed H200 results: ``$GPUOPT_RESULTS_DIR``, the source checkout's ``benchmarks/results``, or
+    ``./benchmarks/results``; None when none of them exists."""
+    for path in (os.environ.get(RESULTS_ENV), DEFAULT_RESULTS, Path.cwd() / "benchmarks" / "results"):
+        if path and Path(path).is_dir():
+            return Path(path)
+    return None
+
+
+def summary(report: str, results: str | os.PathLike | None = None) -> str:
+    """One report's items as text, from the committed results (or ``results``): what the report printed, what the
+    H200 showed, the ratio and the verdict (the notebooks print this)."""
+    folder = Path(results) if results is not None else find_results()
+    if report not in REPORT_TITLES:
+        raise ValueError(f"report must be one of {list(REPORT_TITLES)}, got {report!r}")
+    if folder is None:
+        return f"no committed results found (set {RESULTS_ENV} to a benchmarks/results folder)"
+    lines = [REPORT_TITLES[report]]
+    for item, finding, meta in _findings([i for i in ITEMS if i.report == report], folder):
+        lines += [f"- {item.title}", f"    report:  {finding.printed}",
+                  f"    here:    {finding.measured} ({_source_line(meta, 'the committed run')})",
+                  f"    ratio:   {finding.ratio or '-'}", f"    verdict: {finding.verdict}"]
+    return "\n".join(lines)
 
 
 def studies_for(items: Sequence[Item]) -> list[str]:
@@ -99,13 +130,11 @@ def _redraw(studies: list[str], out: Path, results: Path) -> int:
     return status
 
 
-def _source_line(meta: dict[str, Any] | None, measured_here: bool) -> str:
+def _source_line(meta: Mapping[str, Any] | None, how: str) -> str:
     if not meta:
         return "no results"
     gpu = (meta.get("gpu") or {}).get("name") or "no GPU"
-    when = (meta.get("timestamp_utc") or "")[:10]
-    how = "measured by this run" if measured_here else "the committed run, redrawn here (no usable GPU)"
-    return f"{gpu}, commit {meta.get('commit')}, {when}: {how}"
+    return f"{gpu}, commit {meta.get('commit')}, {(meta.get('timestamp_utc') or '')[:10]}: {how}"
 
 
 def _findings(items: Sequence[Item], out: Path) -> list[tuple[Item, Finding, dict[str, Any] | None]]:
@@ -138,7 +167,8 @@ def write_report(items: Sequence[Item], out: Path, *, measured_here: bool, note:
         md += [f"## {REPORT_TITLES[report]}", ""]
         body_html.append(f"<h2>{html.escape(REPORT_TITLES[report])}</h2>")
         for item, finding, meta in mine:
-            source = _source_line(meta, measured_here)
+            source = _source_line(meta, "measured by this run" if measured_here else
+                                  "the committed run, redrawn here (no usable GPU)")
             lines = [("Report", finding.printed), ("Here", f"{finding.measured} ({source})"),
                      ("Ratio", finding.ratio or "-"), ("Verdict", finding.verdict)]
             md += [f"### {item.title}", ""] + [f"- **{k}:** {v}" for k, v in lines] + [""]
@@ -208,9 +238,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no progress lines from the studies")
     args = parser.parse_args(argv)
     out, results = Path(args.out), Path(args.results)
-    if not results.is_dir() and (Path.cwd() / "benchmarks" / "results").is_dir() and args.results == str(
-            DEFAULT_RESULTS):
-        results = Path.cwd() / "benchmarks" / "results"  # an installed package run from a checkout
+    if args.results == str(DEFAULT_RESULTS) and not results.is_dir():
+        results = find_results() or results  # an installed package: $GPUOPT_RESULTS_DIR or ./benchmarks/results
     out.mkdir(parents=True, exist_ok=True)
     items = _selected(args.only)
     studies = studies_for(items)
