@@ -86,3 +86,18 @@ def test_report_of_an_empty_folder_says_what_is_missing(tmp_path):
     text = md.read_text()
     assert "not in these results" in text and "(ece408_op_time.png: not written)" in text
     assert page.read_text().startswith("<!doctype html>")
+
+
+@pytest.mark.slow
+def test_docs_reproduction_is_the_committed_results_redrawn(tmp_path):
+    # After committing new results: python -m gpuopt reproduce --redraw --out DIR --link-prefix ../benchmarks/results/
+    # and copy DIR/reproduction.md to docs/reproduction.md.
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "repro"
+    proc = subprocess.run([sys.executable, "-m", "gpuopt", "reproduce", "--redraw", "--quiet", "--out", str(out),
+                           "--results", str(RESULTS), "--link-prefix", "../benchmarks/results/"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (out / "reproduction.md").read_text() == (REPO / "docs" / "reproduction.md").read_text()
+    for link in (f for i in ITEMS for f in i.files):
+        assert (RESULTS / link).is_file(), link  # every link of docs/reproduction.md resolves

@@ -150,8 +150,10 @@ def _findings(items: Sequence[Item], out: Path) -> list[tuple[Item, Finding, dic
     return found
 
 
-def write_report(items: Sequence[Item], out: Path, *, measured_here: bool, note: str = "") -> tuple[Path, Path]:
-    """``out/reproduction.md`` and ``out/reproduction.html`` from the results already in ``out``."""
+def write_report(items: Sequence[Item], out: Path, *, measured_here: bool, note: str = "",
+                 link_prefix: str = "") -> tuple[Path, Path]:
+    """``out/reproduction.md`` and ``out/reproduction.html`` from the results already in ``out``; the Markdown
+    links its figures and tables as ``link_prefix + name`` (e.g. ``../benchmarks/results/`` for docs/)."""
     found = _findings(items, out)
     head = "# gpuopt: the five reports reproduced"
     where = ("Measured on this machine's GPU." if measured_here else
@@ -167,8 +169,7 @@ def write_report(items: Sequence[Item], out: Path, *, measured_here: bool, note:
         md += [f"## {REPORT_TITLES[report]}", ""]
         body_html.append(f"<h2>{html.escape(REPORT_TITLES[report])}</h2>")
         for item, finding, meta in mine:
-            source = _source_line(meta, "measured by this run" if measured_here else
-                                  "the committed run, redrawn here (no usable GPU)")
+            source = _source_line(meta, "measured by this run" if measured_here else "the committed run, redrawn here")
             lines = [("Report", finding.printed), ("Here", f"{finding.measured} ({source})"),
                      ("Ratio", finding.ratio or "-"), ("Verdict", finding.verdict)]
             md += [f"### {item.title}", ""] + [f"- **{k}:** {v}" for k, v in lines] + [""]
@@ -182,11 +183,11 @@ def write_report(items: Sequence[Item], out: Path, *, measured_here: bool, note:
                     md.append(f"({name}: not written)")
                     continue
                 if name.endswith(".png"):
-                    md += [f"![{item.title}]({name})", ""]
+                    md += [f"![{item.title}]({link_prefix}{name})", ""]
                     data = base64.b64encode(path.read_bytes()).decode("ascii")
                     body_html.append(f'<img alt="{html.escape(item.title)}" src="data:image/png;base64,{data}">')
                 else:
-                    md += [f"Table: [{name}]({name})", ""]
+                    md += [f"Table: [{name}]({link_prefix}{name})", ""]
                     body_html.append(_markdown_tables_html(path.read_text(encoding="utf-8")))
     md_path, html_path = out / "reproduction.md", out / "reproduction.html"
     md_path.write_text("\n".join(md) + "\n", encoding="utf-8")
@@ -236,6 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR",
                         help="the committed H200 results to redraw (default: %(default)s)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines from the studies")
+    parser.add_argument("--link-prefix", default="", metavar="PREFIX",
+                        help="prefix of the figure and table links in reproduction.md (docs/reproduction.md is "
+                             "written with ../benchmarks/results/)")
     args = parser.parse_args(argv)
     out, results = Path(args.out), Path(args.results)
     if args.results == str(DEFAULT_RESULTS) and not results.is_dir():
@@ -254,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         print(f"[reproduce] redrawing the committed results from {results} ({note})", flush=True)
         status = _redraw(studies, out, results)
-    md_path, html_path = write_report(items, out, measured_here=measure, note=note)
+    md_path, html_path = write_report(items, out, measured_here=measure, note=note, link_prefix=args.link_prefix)
     print(f"[reproduce] {len(items)} items -> {md_path}, {html_path}")
     return status
 
