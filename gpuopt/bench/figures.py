@@ -58,10 +58,11 @@ def _headroom(ax, values: Sequence[float], factor: float = 1.3) -> None:
     if not vals:
         return
     top = max(vals)
+    vertical = getattr(ax, "_gpuopt_vertical_labels", False)  # taller labels (see _grouped_bars)
     if ax.get_yscale() == "log":
-        ax.set_ylim(top=top * factor**4)
+        ax.set_ylim(top=top * factor ** (8 if vertical else 4))
     else:
-        ax.set_ylim(bottom=0, top=top * factor)
+        ax.set_ylim(bottom=0, top=top * (factor + 0.3 if vertical else factor))
 
 
 def _save(fig, path: Path, **savefig: Any) -> Path:
@@ -78,7 +79,10 @@ def _finish(fig, ax, meta: Mapping[str, Any], title: str, path: Path) -> Path:
     ax.set_title(f"{title}\n{where}", fontsize=9)
     ax.grid(True, which="major", axis="y", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=9)
+        if getattr(ax, "_gpuopt_vertical_labels", False):  # many bars a group: the legend beside, not over them
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        else:
+            ax.legend(fontsize=9)
     fig.tight_layout()
     return _save(fig, path)
 
@@ -99,11 +103,23 @@ def _log_if_wide(ax, values: Sequence[float], ratio: float = 20.0) -> bool:
     return False
 
 
+def short_number(v: float) -> str:
+    """A bar label that stays short: 3 significant digits, k/M above a thousand (2.64k, 149k, 1.2M)."""
+    for scale, suffix in ((1e6, "M"), (1e3, "k")):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g}{suffix}"
+    return f"{v:.3g}"
+
+
 def _grouped_bars(ax, groups: list[str], series: list[str], value: Callable[[str, str], float | None],
-                  label: Callable[[str, str], str] | None = None) -> list[float]:
-    """A bar per series in each group (``value(group, series)``, missing ones left out), labelled by ``label``;
-    returns the values drawn."""
+                  label: Callable[[str, str], str] | None = None,
+                  names: Mapping[str, str] | None = None) -> list[float]:
+    """A bar per series in each group (``value(group, series)``, missing ones left out), labelled by ``label``
+    (vertical, on one line, from 4 series a group on: side by side they would overlap; the legend then goes
+    beside the axes), the legend naming each series ``names.get(s, s)``; returns the values drawn."""
     width = 0.8 / max(len(series), 1)
+    vertical = len(series) >= 4
+    ax._gpuopt_vertical_labels = vertical
     values = []
     for i, s in enumerate(series):
         xs, ys = [], []
@@ -113,11 +129,13 @@ def _grouped_bars(ax, groups: list[str], series: list[str], value: Callable[[str
                 xs.append(j - 0.4 + width * (i + 0.5))
                 ys.append(v)
         values.extend(ys)
-        bars = ax.bar(xs, ys, width=width * 0.95, label=s)
+        bars = ax.bar(xs, ys, width=width * 0.95, label=(names or {}).get(s, s))
         if label is not None:
             for x, y, g in zip(xs, ys, [g for g in groups if (value(g, s) or 0) > 0]):
-                ax.annotate(label(g, s), (x, y), xytext=(0, 2), textcoords="offset points", ha="center",
-                            va="bottom", fontsize=7)
+                text = label(g, s)
+                ax.annotate(text.replace("\n", ", ") if vertical else text, (x, y), xytext=(0, 2),
+                            textcoords="offset points", ha="center", va="bottom", fontsize=7,
+                            rotation=90 if vertical else 0)
         del bars
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels(groups)

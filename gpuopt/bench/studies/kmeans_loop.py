@@ -21,7 +21,7 @@ import numpy as np
 
 import gpuopt
 
-from ..figures import _empty, _finish, _grouped_bars, _headroom, _log_if_wide, _pyplot
+from ..figures import _empty, _finish, _grouped_bars, _headroom, _log_if_wide, _pyplot, short_number
 from ..harness import Progress, measure
 from ..study import Output, Plan, Study, StudyResult, _error, _host, _release_gpu_cache
 from ..tables import _errors, _fmt, _skipped, format_table
@@ -176,12 +176,13 @@ def plot_kmeans_loop(meta, rows, path: Path) -> Path:
     by = {(r["dataset"], r["variant"]): r for r in good}
     values = _grouped_bars(ax, sets, variants,
                            lambda s, v: by[(s, v)]["us_per_iter"] if (s, v) in by else None,
-                           lambda s, v: f"{by[(s, v)]['us_per_iter']:.3g}")
+                           lambda s, v: short_number(by[(s, v)]["us_per_iter"]),
+                           names={"predict": "predict (one pass)", "pytorch": "PyTorch Lloyd loop"})
     first = {r["dataset"]: r for r in rows}
 
     def floor_text(r):
         f = [x for x in (r.get("memory_floor_us"), r.get("compute_floor_us")) if x is not None]
-        return f"\nfloor {max(f):.3g} µs" if f else ""
+        return f"\nfloor {short_number(max(f))} µs" if f else ""
     ax.set_xticklabels([f"{s}\n{first[s]['N']}x{first[s]['D']}, k={first[s]['k']}{floor_text(first[s])}"
                         for s in sets], fontsize=8)
     log = _log_if_wide(ax, values, 20)
