@@ -95,9 +95,10 @@ def _fashion(meta: dict[str, Any]):
     return FashionCNN.random(seed=FASHION_SEED), synthetic_images(10000, FASHION_SEED), None
 
 
-def _strict_torch() -> Any:
-    """torch set up as every PyTorch baseline here runs (strict FP32: TF32 off; cudnn.benchmark: cuDNN's fastest
-    algorithm per shape, what a tuned PyTorch user gets), or None without torch or a usable GPU."""
+def _strict_torch(benchmark: bool = True) -> Any:
+    """torch set up as every PyTorch baseline here runs (strict FP32: TF32 off; cudnn.benchmark, unless
+    ``benchmark=False``: cuDNN's fastest algorithm per shape, what a tuned PyTorch user gets), or None without
+    torch or a usable GPU."""
     try:
         import torch
     except ImportError:
@@ -106,7 +107,7 @@ def _strict_torch() -> Any:
         return None
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.benchmark = benchmark
     return torch
 
 

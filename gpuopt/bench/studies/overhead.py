@@ -58,15 +58,10 @@ def _inputs(op: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _torch():
-    try:
-        import torch
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
-        return None
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    return torch
+    """PyTorch as the baselines run it (strict FP32), without cuDNN's benchmark mode (the study's calls are tiny)."""
+    from .networks import _strict_torch
+
+    return _strict_torch(benchmark=False)
 
 
 def _cases(op: str, a: np.ndarray, b: np.ndarray, plan: Plan, notes: list[str]):
