@@ -26,4 +26,15 @@ def test_figure(tmp_path):
     meta = {"gpu": None, "gpuopt_version": "0", "commit": "abc"}
     path = STUDIES["sparse"].figures(meta, ROWS, tmp_path / "sparse.png")
     assert path == tmp_path / "sparse.png" and path.read_bytes()[:8] == PNG_MAGIC
-    assert [o.file for o in STUDIES["sparse"].outputs] == ["sparse.png"]
+    assert [o.file for o in STUDIES["sparse"].outputs] == ["sparse.png", "sparse_report.md"]
+
+
+def test_lab_table_puts_the_labs_numbers_beside_this_run():
+    from gpuopt.bench.studies.sparse import lab_markdown
+
+    rows = [dict(variant="fast", filter_format="FASTFilters", kernel_ms=0.8, total_ms=1.1, speedup_vs_cpu=8.5,
+                 exact_vs_cpu=True, details={"filter_arrays": 1.0, "filter_bytes_sent": 1048576.0}),
+            dict(variant="cpu", filter_format="dense", total_ms=9.5)]
+    text = lab_markdown({}, rows)
+    assert "| fast | FASTFilters | 16438.6 | 105.128 | 156.4 | 9.5 | 0.8 | 1.1 | 8.5 | 1 | 1048576 | yes |" in text
+    assert "| cpu |" not in text  # the CPU is a column, not a row

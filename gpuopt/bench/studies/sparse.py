@@ -16,13 +16,16 @@ from gpuopt import datasets
 from ..figures import _empty, _finish, _headroom, _log_if_wide, _ok, _pyplot
 from ..harness import Progress, median_timing
 from ..study import CALL_REPEATS, Output, Plan, Study, StudyResult, _error, _host, _select, _timed_calls
-from ..tables import _errors, _fmt, format_table
+from ..results import format_metadata
+from ..tables import _errors, _fmt, _md_table, extras_file, format_table
 
 __all__ = ["STUDY"]
 
 
 SPARSE_VARIANTS = ("dense", "coo", "fast", "cpu")
 SPARSE_FORMATS = {"dense": "dense", "coo": "COOFilters", "fast": "FASTFilters", "cpu": "dense"}
+#: The lab's printed results (its Results blocks): CPU time, GPU time with transfers (TotalExecTime), speed-up.
+SPARSE_LAB = {"coo": (17160.6, 123.628, 138.808), "fast": (16438.6, 105.128, 156.368)}
 SPARSE_FILTER_SEED = 0
 SPARSE_FILTER_NOTE = "generated filters, one non-zero per 3x3 slice; the lab's filters are not public"
 # Input maps C = filters M per plan (the lab: 512).
@@ -144,7 +147,36 @@ def plot_sparse(meta, rows, path: Path) -> Path:
     return _finish(fig, ax, meta, title, path)
 
 
+def lab_markdown(meta: Mapping[str, Any], rows: list[dict[str, Any]]) -> str:
+    """The lab's table (CPU time, GPU time with transfers, speed-up; COO and FAST) beside this run's, with the
+    filter arrays and bytes each format sends."""
+    by = {r["variant"]: r for r in rows}
+    cpu = by.get("cpu", {}).get("total_ms")
+    body = []
+    for name in [r["variant"] for r in rows if r["variant"] != "cpu"]:
+        r = by[name]
+        lab_cpu, lab_gpu, lab_speedup = SPARSE_LAB.get(name, (None, None, None))
+        details = r.get("details") or {}
+        body.append([name, r.get("filter_format", "-"), _fmt(lab_cpu, ".6g"), _fmt(lab_gpu, ".6g"),
+                     _fmt(lab_speedup, ".4g"), _fmt(cpu, ".4g"), _fmt(r.get("kernel_ms"), ".4g"),
+                     _fmt(r.get("total_ms"), ".4g"), _fmt(r.get("speedup_vs_cpu"), ".4g"),
+                     _fmt(details.get("filter_arrays"), ".0f"),
+                     _fmt(details.get("filter_bytes_sent", details.get("filter_bytes")), ".0f"),
+                     _fmt(r.get("exact_vs_cpu"))])
+    return "\n".join([
+        "### The NCTU lab's table on the H200", "", f"Measured with {format_metadata(meta)}.", "",
+        "The lab's columns as it printed them (its GPU unnamed; its CPU time a serial loop). H200: the same layer "
+        "on the lab's real inNeu.txt with generated filters of one non-zero per 3x3 slice (the lab's filters are "
+        "not public); CPU = gpuopt's C++ reference (OpenMP) on the H200 host; GPU total = kernels plus transfers "
+        "of the neurons and the filters in the variant's format, as the lab graded (TotalExecTime); speed-up = "
+        "CPU over GPU total.", "",
+        _md_table(["variant", "filters", "lab CPU ms", "lab GPU ms", "lab speed-up", "H200 CPU ms",
+                   "H200 kernel ms", "H200 GPU total ms", "speed-up", "filter arrays", "filter bytes sent",
+                   "exact"], body), ""])
+
+
 STUDY = Study("sparse", "sparse_conv2d", "NCTU sparse convolution layer",
               "dense vs COO vs FAST vs cpu on the lab's inNeu: kernel + transfer time, exactness",
-              SPARSE_VARIANTS, SPARSE_COLUMNS, run_sparse, table_sparse, figures=plot_sparse,
-              outputs=(Output("sparse.png"),))
+              SPARSE_VARIANTS, SPARSE_COLUMNS, run_sparse, table_sparse,
+              extras=extras_file("sparse_report.md", lab_markdown), figures=plot_sparse,
+              outputs=(Output("sparse.png"), Output("sparse_report.md")))
