@@ -72,7 +72,8 @@ def _op_time(meta, rows: Rows) -> Finding:
                           for ly in layers) + f" ({steps[0].get('report_gpu', 'the report GPU')})",
         measured="; ".join(f"{ly}: fastest report step '{best_ours[ly]['step']}' {best_ours[ly]['median_ms']:.3g} ms, "
                            f"gpuopt auto {_g(auto.get(ly))} ms" for ly in layers),
-        ratio="; ".join(f"{ly} {best_report[ly]['report_ms'] / best_ours[ly]['median_ms']:.0f}x" for ly in layers),
+        ratio="the report's fastest over the H200's fastest report step: "
+              + "; ".join(f"{ly} {best_report[ly]['report_ms'] / best_ours[ly]['median_ms']:.0f}x" for ly in layers),
         verdict=(f"the report's fastest step is also the fastest here for {len(same)} of {len(layers)} layers"
                  + ("" if len(same) == len(layers) else " (the H200 ranks its steps differently: see the table)")))
 
@@ -102,7 +103,7 @@ def _network(network: str, reference: str) -> Callable[[Mapping[str, Any], Rows]
         measured = (f"fast stage {_g(fast.get('device_ms'))} ms device-resident, {_g(fast.get('numpy_ms'))} ms NumPy "
                     f"in/out; PyTorch {_g((torch or {}).get('device_ms'))} / {_g((torch or {}).get('numpy_ms'))} ms"
                     + (f"; accuracy {acc}" if acc is not None else ""))
-        ratio = (f"{torch['device_ms'] / fast['device_ms']:.2f}x PyTorch (device-resident)"
+        ratio = (f"{torch['device_ms'] / fast['device_ms']:.2f}x faster than PyTorch FP32 (device-resident, same run)"
                  if torch and torch.get("device_ms") and fast.get("device_ms") else None)
         return Finding(reference, measured, ratio,
                        "whole network on the GPU, faster than PyTorch FP32 in the same run" if ratio
@@ -145,7 +146,8 @@ def _mnist_tables(meta, rows: Rows) -> Finding:
     return Finding(
         printed="per-layer totals (K80): " + ", ".join(f"{s} {tot[s][0] / 1e3:.4g} s" for s in stages),
         measured="H200: " + ", ".join(f"{s} {tot[s][1]:.4g} ms" for s in stages),
-        ratio=", ".join(f"{s} {tot[s][0] / tot[s][1]:.0f}x" for s in stages if tot[s][1]),
+        ratio="the K80's per-layer total over the H200's: "
+              + ", ".join(f"{s} {tot[s][0] / tot[s][1]:.0f}x" for s in stages if tot[s][1]),
         verdict=("stages rank as in the report (" + " > ".join(order_report) + ")" if order_report == order_ours
                  else "stages rank differently on the H200: report " + " > ".join(order_report) + ", here "
                  + " > ".join(order_ours)))
@@ -168,8 +170,8 @@ def _kmeans_tables(meta, rows: Rows) -> Finding:
         printed=f"Table 3 totals (GTX 480): original {report_total['liao']:.4f} s -> vectorised "
                 f"{report_total['liao_vec']:.4f} s ({report_total['liao'] / report_total['liao_vec']:.2f}x)",
         measured=", ".join(f"{v} {total[v]:.3g} ms" for v in total),
-        ratio=f"ladder {total['liao'] / total[best]:.2f}x at best; device {total['liao'] / total['device']:.1f}x"
-              if "device" in total else None,
+        ratio=f"over the original version (liao) in the same run: ladder {total['liao'] / total[best]:.2f}x at "
+              f"best; device {total['liao'] / total['device']:.1f}x" if "device" in total else None,
         verdict="differs: on the H200 the host loop (memberships down, centres on the CPU) dominates and the "
                 "report's kernel-side steps do not move it; the loop on the GPU (device) does")
 
@@ -188,7 +190,8 @@ def _matmul_table4(meta, rows: Rows) -> Finding:
     return Finding(
         printed="GFLOP/s at 1000 (GTX 480): " + ", ".join(f"{v} {printed[v]:.4g}" for v in order if v in printed),
         measured="H200: " + ", ".join(f"{v} {_g(ours.get(v), '.4g')}" for v in order),
-        ratio=", ".join(f"{v} {ours[v] / printed[v]:.0f}x" for v in order if ours.get(v) and printed.get(v)),
+        ratio="H200 GFLOP/s over the GTX 480's: "
+              + ", ".join(f"{v} {ours[v] / printed[v]:.0f}x" for v in order if ours.get(v) and printed.get(v)),
         verdict=f"{steps_up} of {len(order) - 1} steps help on the H200 as on the GTX 480" if steps_up < len(order) - 1
         else "every step helps on the H200 as on the GTX 480")
 
@@ -227,7 +230,8 @@ def _matmul_ladder(meta, rows: Rows) -> Finding:
         return _missing("matmul rows at n = 4096")
     best = max(mine, key=lambda r: r["gflops"])
     return Finding("(beyond the reports)", f"best {best['label']} {best['gflops'] / 1e3:.1f} TFLOP/s, cuBLAS "
-                   f"{cublas['gflops'] / 1e3:.1f} TFLOP/s at 4096", f"{best['gflops'] / cublas['gflops']:.2f}x cuBLAS",
+                   f"{cublas['gflops'] / 1e3:.1f} TFLOP/s at 4096",
+                   f"{best['gflops'] / cublas['gflops']:.2f}x cuBLAS SGEMM (same run)",
                    "the ladder reaches cuBLAS SGEMM (FP32)" if best["gflops"] >= 0.98 * cublas["gflops"]
                    else "below cuBLAS SGEMM")
 
@@ -240,7 +244,7 @@ def _conv_auto(meta, rows: Rows) -> Finding:
     low = min(vs, key=vs.get) if vs else None
     return Finding("(beyond the reports)",
                    "auto vs cuDNN precise: " + ", ".join(f"{c} {s:.2f}x" for c, s in vs.items()),
-                   f"lowest {vs[low]:.2f}x ({low})" if low else None,
+                   f"lowest {vs[low]:.2f}x cuDNN precise, same run ({low})" if low else None,
                    "auto beats cuDNN's precise algorithms on every layer" if vs and min(vs.values()) >= 1.0
                    else "below cuDNN on some layers (issue 13)")
 
@@ -255,7 +259,8 @@ def _overhead(meta, rows: Rows) -> Finding:
     return Finding("(beyond the reports)",
                    "µs per call on device arrays: " + ", ".join(f"{op} gpuopt {best[op]:.3g} / PyTorch "
                                                                  f"{_g(torch.get(op))}" for op in sorted(best)),
-                   ", ".join(f"{op} {best[op] / torch[op]:.2f}x PyTorch's" for op in sorted(best) if torch.get(op)),
+                   "per-call time over PyTorch's (same run): "
+                   + ", ".join(f"{op} {best[op] / torch[op]:.2f}x" for op in sorted(best) if torch.get(op)),
                    "calls cost more than PyTorch's (issue 13)" if any(best[o] > torch.get(o, 1e9) for o in best)
                    else "calls no dearer than PyTorch's")
 
@@ -273,7 +278,8 @@ def _kmeans_loop(meta, rows: Rows) -> Finding:
         return _missing("kmeans_loop rows")
     return Finding("(beyond the reports)",
                    "; ".join(f"{s}: {v} {t:.3g} µs/iter, PyTorch {_g(p)}" for s, v, t, p in parts),
-                   "; ".join(f"{s} {p / t:.1f}x PyTorch" for s, _, t, p in parts if p),
+                   "; ".join(f"{s} {p / t:.1f}x faster than the PyTorch Lloyd loop (same run)"
+                             for s, _, t, p in parts if p),
                    "the loop on the GPU beats the PyTorch Lloyd loop on every set measured"
                    if all(p and p > t for _, _, t, p in parts) else "see the table")
 
