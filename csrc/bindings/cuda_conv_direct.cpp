@@ -1,15 +1,45 @@
 // conv2d direct_regblock (conv2d_direct.cu): its binding, its check (the plan, host only), the plan itself and
 // its kernels' resources. k_tile and pixels: 0 picks per shape (gpuopt's "auto").
+// conv2d direct_fused: conv2d_pool's fused kernel (csrc/nn/conv2d_pool.cu) with pool_size 1, for valid stride-1
+// 3x3 and 5x5 layers.
 #include <pybind11/stl.h>
 
 #include <vector>
 
 #include "../conv/conv2d_cuda.hpp"
+#include "../nn/conv2d_pool.hpp"
 #include "conv_args.hpp"
 
 namespace gpuopt::bind {
 
+namespace {
+
+// The conv2d shape as conv2d_pool's (pool_size 1); only what the fused kernel computes is accepted.
+nn::ConvPoolShape fused_shape(const conv::Conv2dShape& s) {
+    s.validate();
+    GPUOPT_REQUIRE(s.stride_h == 1 && s.stride_w == 1 && s.pad_h == 0 && s.pad_w == 0,
+                   "conv2d/direct_fused: computes valid (padding 0), stride-1 convolutions only, got stride (" +
+                       std::to_string(s.stride_h) + ", " + std::to_string(s.stride_w) + ") and padding (" +
+                       std::to_string(s.pad_h) + ", " + std::to_string(s.pad_w) + ")");
+    nn::ConvPoolShape c;
+    c.N = s.N, c.C = s.C, c.H = s.H, c.W = s.W, c.K = s.K, c.R = s.R, c.S = s.S, c.pool = 1;
+    return c;
+}
+
+}  // namespace
+
 void bind_conv_direct(py::module_& m) {
+    def_conv2d(m, "direct_fused", [](const Conv2dArgs& a, int channels_per_block, int images) {
+        const nn::ConvPoolShape s = fused_shape(a.shape);
+        run_conv(a, [&](const float* x, const float* w, const float* bias, float* y, const conv::Conv2dShape&,
+                        Activation act) {
+            nn::conv2d_pool_fused(x, nn::InputType::Float32, 1.f, w, bias, y, s, act, nn::PoolKind::Max,
+                                  {channels_per_block, images, 0});
+        });
+    }, [](const conv::Conv2dShape& s, int channels_per_block, int images) {
+        nn::conv2d_pool_plan(fused_shape(s), {channels_per_block, images, 0});
+    }, py::arg("channels_per_block"), py::arg("images"));
+
     def_conv2d(m, "direct_regblock", [](const Conv2dArgs& a, int k_tile, int pixels) {
         run_conv(a, [&](auto... p) { conv::conv2d_direct_regblock(p..., k_tile, pixels); });
     }, [](const conv::Conv2dShape& s, int k_tile, int pixels) {

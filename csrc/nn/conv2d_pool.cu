@@ -52,7 +52,8 @@ __device__ __forceinline__ float load_input<std::uint8_t>(const std::uint8_t* x,
 
 // Runtime layout of one launch, the same in every block.
 struct Layout {
-    int N, C, H, W, K, PP, QQ;      // shape; PP x QQ pooled outputs
+    int N, C, H, W, K, PP, QQ;      // shape; PP x QQ 2x2 windows (pooled outputs; pool_size 1: the patch grid)
+    int P, Q;                       // convolution outputs
     int tile_p, tile_q;             // conv outputs per tile
     int tiles_q, tiles;             // tiles along q, tiles per image
     int images, cpb, chunk;         // images / output channels per block, input channels per chunk
@@ -90,6 +91,37 @@ __device__ __forceinline__ float pool4(float a, float b, float c, float d) {
         m = (c > m || isnan(c)) && !isnan(m) ? c : m;
         m = (d > m || isnan(d)) && !isnan(m) ? d : m;
         return m;
+    }
+}
+
+// pool_size 1: bias, activation and the 2 x 4 patch (rows p, p + 1; columns q..q + 3) of each of the thread's
+// channels stored where it lies inside the P x Q output; one 16-byte store a row when Q % 4 == 0 (q is a multiple
+// of 4, so the row's four values are aligned).
+template <int CPT, Activation ACT>
+__device__ __forceinline__ void store_patch(const float (&acc)[2][4][CPT], const float* __restrict__ bias,
+                                            float* __restrict__ y, const Layout& L, std::int64_t n, int p, int q,
+                                            int k0, int g, int half) {
+    if (n >= L.N || p >= L.P || q >= L.Q) return;
+#pragma unroll
+    for (int k = 0; k < CPT; ++k) {
+        const int kk = k0 + (k < 4 ? 4 * g + k : half + 4 * g + k - 4);
+        if (kk >= L.K) continue;
+        const float b = bias ? __ldg(bias + kk) : 0.f;
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            if (p + i >= L.P) continue;
+            float v[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) v[j] = apply_activation(acc[i][j][k] + b, ACT);
+            float* out = y + ((n * L.K + kk) * L.P + p + i) * static_cast<std::int64_t>(L.Q) + q;
+            if (L.Q % 4 == 0) {
+                *reinterpret_cast<float4*>(out) = make_float4(v[0], v[1], v[2], v[3]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    if (q + j < L.Q) out[j] = v[j];
+            }
+        }
     }
 }
 
@@ -140,7 +172,7 @@ __device__ __forceinline__ void stage(const TIn* __restrict__ x, float divisor, 
 
 // A persistent loop over (image group, tile) items, each in steps of `chunk` input channels, double-buffered:
 // the copies of step t + 1 (the next chunk, or the next item's first) are issued before step t computes.
-template <int R, int S, int CPT, Activation ACT, PoolKind POOL, typename TIn>
+template <int R, int S, int CPT, Activation ACT, PoolKind POOL, bool POOLED, typename TIn>
 __global__ void __launch_bounds__(CPT == 4 ? kMaxThreadsCpt4 : kMaxThreads, CPT == 4 ? 2 : 1) conv_pool_kernel(const TIn* __restrict__ x, float divisor,
                                                                 const float* __restrict__ wt,
                                                                 const float* __restrict__ bias,
@@ -247,6 +279,11 @@ __global__ void __launch_bounds__(CPT == 4 ? kMaxThreadsCpt4 : kMaxThreads, CPT 
 
         // Epilogue: bias, activation, pool the two windows, store what lies inside the output.
         const std::int64_t n = n0 + img;
+        if constexpr (!POOLED) {  // pool_size 1: the 2 x 4 patch itself, rows and columns inside P x Q
+            store_patch<CPT, ACT>(acc, bias, y, L, n, p0 + pr, q0 + qc, kb * L.cpb, g, half);
+            if (item + gridDim.x < items) origin(item + gridDim.x, n0, p0, q0);
+            continue;
+        }
         const int pp = (p0 + pr) / 2, qq = (q0 + qc) / 2;
         if (n < L.N && pp < L.PP && qq < L.QQ) {
 #pragma unroll
@@ -270,10 +307,16 @@ __global__ void __launch_bounds__(CPT == 4 ? kMaxThreadsCpt4 : kMaxThreads, CPT 
     matmul::dev::cp_async_wait<0>();  // nothing left in flight
 }
 
+// The grid of 2x2 windows the kernel tiles: the pooling windows, or for pool_size 1 the convolution output
+// rounded up to whole windows (the extra row or column is computed on zero-filled input and not stored).
+std::int64_t windows_h(const ConvPoolShape& s) { return s.pool == 2 ? s.pooled_h() : (s.H - s.R + 2) / 2; }
+std::int64_t windows_w(const ConvPoolShape& s) { return s.pool == 2 ? s.pooled_w() : (s.W - s.S + 2) / 2; }
+
 Layout make_layout(const ConvPoolShape& s, const ConvPoolPlan& p) {
     Layout L{};
     L.N = static_cast<int>(s.N), L.C = static_cast<int>(s.C), L.H = static_cast<int>(s.H), L.W = static_cast<int>(s.W);
-    L.K = static_cast<int>(s.K), L.PP = static_cast<int>(s.pooled_h()), L.QQ = static_cast<int>(s.pooled_w());
+    L.K = static_cast<int>(s.K), L.PP = static_cast<int>(windows_h(s)), L.QQ = static_cast<int>(windows_w(s));
+    L.P = static_cast<int>(s.H - s.R + 1), L.Q = static_cast<int>(s.W - s.S + 1);
     L.tile_p = p.tile_p, L.tile_q = p.tile_q;
     L.tiles_q = ceil_div(2 * L.QQ, p.tile_q);
     L.tiles = ceil_div(2 * L.PP, p.tile_p) * L.tiles_q;
@@ -291,8 +334,9 @@ ConvPoolPlan conv2d_pool_plan(const ConvPoolShape& s, const ConvPoolConfig& cfg)
     GPUOPT_REQUIRE(s.R == s.S && (s.R == 3 || s.R == 5),
                    "conv2d_pool/fused: filters must be 3x3 or 5x5 (the sizes the fused kernel is compiled for), got " +
                        std::to_string(s.R) + "x" + std::to_string(s.S));
-    GPUOPT_REQUIRE(s.pool == 2, "conv2d_pool/fused: pool_size must be 2, got " + std::to_string(s.pool));
-    GPUOPT_REQUIRE(s.H >= s.R + 1 && s.W >= s.S + 1,
+    GPUOPT_REQUIRE(s.pool == 2 || s.pool == 1,
+                   "conv2d_pool/fused: pool_size must be 2 (or 1: no pooling), got " + std::to_string(s.pool));
+    GPUOPT_REQUIRE(s.H >= s.R + s.pool - 1 && s.W >= s.S + s.pool - 1,
                    "conv2d_pool: the input (" + std::to_string(s.H) + "x" + std::to_string(s.W) +
                        ") must be larger than the filter, so that at least one pooling window is filled");
     // 32-bit indices inside a block and for shapes; 64-bit for global offsets.
@@ -300,7 +344,7 @@ ConvPoolPlan conv2d_pool_plan(const ConvPoolShape& s, const ConvPoolConfig& cfg)
                    "conv2d_pool/fused: a single image or filter bank is too large for the kernel's indices");
 
     ConvPoolPlan p;
-    const int PP = static_cast<int>(s.pooled_h()), QQ = static_cast<int>(s.pooled_w());
+    const int PP = static_cast<int>(windows_h(s)), QQ = static_cast<int>(windows_w(s));
     GPUOPT_REQUIRE(cfg.channels_per_block == 0 ||
                        (cfg.channels_per_block % 8 == 0 && cfg.channels_per_block >= 8 &&
                         cfg.channels_per_block <= kMaxChannelsPerBlock),
@@ -345,11 +389,11 @@ ConvPoolPlan conv2d_pool_plan(const ConvPoolShape& s, const ConvPoolConfig& cfg)
 
 namespace {
 
-template <int R, Activation ACT, PoolKind POOL, typename TIn>
+template <int R, Activation ACT, PoolKind POOL, bool POOLED, typename TIn>
 void launch(const TIn* x, float divisor, const float* wt, const float* bias, float* y, const Layout& L,
             const ConvPoolPlan& p) {
-    auto kernel = p.channels_per_thread == 4 ? conv_pool_kernel<R, R, 4, ACT, POOL, TIn>
-                                             : conv_pool_kernel<R, R, 8, ACT, POOL, TIn>;
+    auto kernel = p.channels_per_thread == 4 ? conv_pool_kernel<R, R, 4, ACT, POOL, POOLED, TIn>
+                                             : conv_pool_kernel<R, R, 8, ACT, POOL, POOLED, TIn>;
     require_shared_memory(kernel, static_cast<std::size_t>(p.shared_bytes), "conv2d_pool/fused");
     // As many blocks as stay resident (each loops over items), at most one per item.
     const int sms = multiprocessor_count();
@@ -362,19 +406,21 @@ void launch(const TIn* x, float divisor, const float* wt, const float* bias, flo
     GPUOPT_CHECK_LAUNCH("conv_pool_kernel");
 }
 
-template <int R, Activation ACT, PoolKind POOL>
+template <int R, Activation ACT, PoolKind POOL, bool POOLED = true>
 void dispatch_input(const void* x, InputType t, float divisor, const float* wt, const float* bias, float* y,
                     const Layout& L, const ConvPoolPlan& p) {
     if (t == InputType::Uint8)
-        launch<R, ACT, POOL>(static_cast<const std::uint8_t*>(x), divisor, wt, bias, y, L, p);
+        launch<R, ACT, POOL, POOLED>(static_cast<const std::uint8_t*>(x), divisor, wt, bias, y, L, p);
     else
-        launch<R, ACT, POOL>(static_cast<const float*>(x), divisor, wt, bias, y, L, p);
+        launch<R, ACT, POOL, POOLED>(static_cast<const float*>(x), divisor, wt, bias, y, L, p);
 }
 
 template <int R, Activation ACT>
 void dispatch_pool(PoolKind pool, const void* x, InputType t, float divisor, const float* wt, const float* bias,
-                   float* y, const Layout& L, const ConvPoolPlan& p) {
-    if (pool == PoolKind::Max)
+                   float* y, const Layout& L, const ConvPoolPlan& p, bool pooled) {
+    if (!pooled)  // pool_size 1: the kind does not matter
+        dispatch_input<R, ACT, PoolKind::Max, false>(x, t, divisor, wt, bias, y, L, p);
+    else if (pool == PoolKind::Max)
         dispatch_input<R, ACT, PoolKind::Max>(x, t, divisor, wt, bias, y, L, p);
     else
         dispatch_input<R, ACT, PoolKind::Average>(x, t, divisor, wt, bias, y, L, p);
@@ -382,11 +428,11 @@ void dispatch_pool(PoolKind pool, const void* x, InputType t, float divisor, con
 
 template <int R>
 void dispatch_act(Activation act, PoolKind pool, const void* x, InputType t, float divisor, const float* wt,
-                  const float* bias, float* y, const Layout& L, const ConvPoolPlan& p) {
+                  const float* bias, float* y, const Layout& L, const ConvPoolPlan& p, bool pooled) {
     switch (act) {
-        case Activation::Relu: return dispatch_pool<R, Activation::Relu>(pool, x, t, divisor, wt, bias, y, L, p);
-        case Activation::Tanh: return dispatch_pool<R, Activation::Tanh>(pool, x, t, divisor, wt, bias, y, L, p);
-        default: return dispatch_pool<R, Activation::None>(pool, x, t, divisor, wt, bias, y, L, p);
+        case Activation::Relu: return dispatch_pool<R, Activation::Relu>(pool, x, t, divisor, wt, bias, y, L, p, pooled);
+        case Activation::Tanh: return dispatch_pool<R, Activation::Tanh>(pool, x, t, divisor, wt, bias, y, L, p, pooled);
+        default: return dispatch_pool<R, Activation::None>(pool, x, t, divisor, wt, bias, y, L, p, pooled);
     }
 }
 
@@ -404,9 +450,9 @@ void conv2d_pool_fused(const void* x, InputType input_type, float input_divisor,
     arrange_filters<<<grid_for(arranged, 256), 256>>>(w, wt.data(), L.K, L.C, RS, L.cpb, arranged);
     GPUOPT_CHECK_LAUNCH("arrange_filters");
     if (s.R == 3)
-        dispatch_act<3>(act, pool, x, input_type, input_divisor, wt.data(), bias, y, L, p);
+        dispatch_act<3>(act, pool, x, input_type, input_divisor, wt.data(), bias, y, L, p, s.pool == 2);
     else
-        dispatch_act<5>(act, pool, x, input_type, input_divisor, wt.data(), bias, y, L, p);
+        dispatch_act<5>(act, pool, x, input_type, input_divisor, wt.data(), bias, y, L, p, s.pool == 2);
 }
 
 }  // namespace gpuopt::nn

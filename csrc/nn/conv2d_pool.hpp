@@ -5,7 +5,8 @@
 // x (N, C, H, W) float32 or uint8 (uint8 is divided by `input_divisor` as it is loaded, rounded as a
 // float32 division: raw MNIST pixels to [0, 1] on the device), w (K, C, R, S) float32, bias (K,) or
 // null, y (N, K, (H-R+1)/2, (W-S+1)/2) float32 (trailing conv rows/columns that do not fill a window
-// are dropped, as pool2d does). Device pointers, stream 0.
+// are dropped, as pool2d does). pool 1 stores the convolution itself, y (N, K, H-R+1, W-S+1): conv2d's
+// `direct_fused`. Device pointers, stream 0.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,7 @@ namespace gpuopt::nn {
 struct ConvPoolShape {
     std::int64_t N = 0, C = 0, H = 0, W = 0;  // input
     std::int64_t K = 0, R = 0, S = 0;         // filters
-    std::int64_t pool = 2;                    // window side (and stride)
+    std::int64_t pool = 2;                    // window side (and stride): 2, or 1 (no pooling)
     std::int64_t pooled_h() const { return (H - R + 1) / pool; }
     std::int64_t pooled_w() const { return (W - S + 1) / pool; }
 };

@@ -8,19 +8,22 @@ reports' eight layers, so treat it as a starting point; ``autotune=True`` measur
 1. 1x1 filters, stride 1, no padding: a plain GEMM, so ``unroll`` (its im2col is a copy
    and the product runs on the matmul ladder's ``async`` kernel): CS6235 conf2 4.5x and
    conf4 1.15x cuDNN.
-2. Short filter windows (C*R*S <= 160 taps) with few maps (K <= 16) or a stride above 1, and
+2. Valid stride-1 3x3 or 5x5 layers with 32 maps or more and enough output pixels (N*P*Q >= 65536):
+   ``direct_fused``, conv2d_pool's persistent cp.async kernel unpooled (MNIST conv1 and conv2, which
+   run through that kernel, pooled, in 0.39 and 1.58 ms against implicit_gemm_fast's 0.60 and 1.94).
+3. Short filter windows (C*R*S <= 160 taps) with few maps (K <= 16) or a stride above 1, and
    enough output pixels (N*P*Q >= 65536): the register-blocked direct kernel
    ``direct_regblock``. A GEMM over so few taps moves tiles more than it multiplies; with
    few maps its 32+ row tiles are mostly empty, and strided gathers slow its X tiles.
    ECE408 Fashion conv1 (K=6) and conv2 (K=16, 150 taps), CS6235 conf3 (27 taps, stride 2).
-3. Fewer than 16 output maps (small batches): GEMM tiles of 32+ rows would be mostly empty,
+4. Fewer than 16 output maps (small batches): GEMM tiles of 32+ rows would be mostly empty,
    so the direct shared-memory kernel ``tiled_unrolled``.
-4. Few output positions (N*P*Q < 65536, e.g. one image): ``implicit_gemm``, whose 16x16
+5. Few output positions (N*P*Q < 65536, e.g. one image): ``implicit_gemm``, whose 16x16
    tiles still fill the GPU: CS6235 conf1 1.16x cuDNN.
-5. Exactly 16 output maps, or a stride above 1, with a batch of 4+ images (longer windows
-   than rule 2): the CS6235 unroll-and-jam ``unroll_nk``.
-6. Otherwise ``implicit_gemm_fast``, its tile by the number of output maps: 32x128x8 up to
-   32 maps (MNIST conv1 1.25x cuDNN), 64x128x8 above (MNIST conv2 0.83x).
+6. Exactly 16 output maps, or a stride above 1, with a batch of 4+ images (longer windows
+   than rule 3): the CS6235 unroll-and-jam ``unroll_nk``.
+7. Otherwise ``implicit_gemm_fast``, its tile by the number of output maps: 32x128x8 up to
+   32 maps, 64x128x8 above.
 
 With ``autotune=True`` the first call for a problem (shapes, stride, padding, bias or
 not, activation) times every GPU variant of gpuopt on the call's own inputs (one warm-up
@@ -56,6 +59,8 @@ def _heuristic(x_shape, w_shape, stride, padding) -> tuple[str, dict[str, Any]]:
     if r == 1 and s == 1 and tuple(stride) == (1, 1) and tuple(padding) == (0, 0):
         return "unroll", {}
     strided = tuple(stride) != (1, 1)
+    if not strided and tuple(padding) == (0, 0) and r == s and r in (3, 5) and k >= 32 and n * p * q >= 65536:
+        return "direct_fused", {}
     if c * r * s <= 160 and (k <= 16 or strided) and n * p * q >= 65536:
         return "direct_regblock", {}
     if k < 16:

@@ -1,4 +1,4 @@
-"""conv2d ``direct_regblock``: gpuopt's register-blocked direct convolution.
+"""conv2d ``direct_regblock``: gpuopt's register-blocked direct convolution; ``direct_fused``: conv2d_pool's kernel unpooled.
 
 Made for layers whose filter window, C*R*S taps, is too short for a GEMM to pay off, such as the CS6235
 report's conf3 (3 input channels, 3x3 filters, stride 2: 27 taps): an implicit GEMM there spends its time
@@ -42,3 +42,16 @@ PIXELS = ("auto", 1, 2, 4)
 def _direct_regblock(ctx: ExecContext, p: Conv2dProblem, *, k_tile, pixels):
     # The launcher takes 0 for "auto" (it picks per shape).
     return run_gpu(ctx, p, k_tile=0 if k_tile == "auto" else k_tile, pixels=0 if pixels == "auto" else pixels)
+
+
+@register("conv2d", "direct_fused",
+          description="valid stride-1 3x3/5x5 layers through conv2d_pool's fused kernel with no pooling: a persistent, "
+                      "cp.async double-buffered direct convolution, 2x4 outputs x 8 maps (4 for short windows) per "
+                      "thread, bias and activation in registers",
+          report="gpuopt", needs_cuda=True, kernel="csrc/nn/conv2d_pool.cu", test="tests/conv/test_gpu_direct.py",
+          params=(Param("channels_per_block", 0, (0, 8, 16, 24, 32, 40, 48, 56, 64),
+                        "output maps a block computes; 0 picks per shape (all of them, up to 64)"),
+                  Param("images", 0, (0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16),
+                        "images a block computes at once; 0 picks per shape (about 256 threads a block)")))
+def _direct_fused(ctx: ExecContext, p: Conv2dProblem, *, channels_per_block, images):
+    return run_gpu(ctx, p, channels_per_block=channels_per_block, images=images)

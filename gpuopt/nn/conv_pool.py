@@ -75,7 +75,8 @@ def conv2d_pool(x, w, bias=None, *, activation: str = "none", pool: str = "max",
         device array.
     w : float (K, C, R, S) filters; bias : float (K,), optional.
     activation : "none", "relu" or "tanh", applied before pooling.
-    pool : "max" or "avg"; pool_size : window side and stride (the ``fused`` kernel: 2).
+    pool : "max" or "avg"; pool_size : window side and stride (the ``fused`` kernel: 2, or 1 for the layer
+        unpooled, which is conv2d's ``direct_fused``).
 
     Returns
     -------

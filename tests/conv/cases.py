@@ -130,14 +130,36 @@ def check_cs6235_problem(problem, variant, params):
     check_against_cpu(y[images], x, w, stride=stride, bias=bias, activation="relu", what=f"{variant} {params}")
 
 
+#: Variants that compute only valid (padding 0), stride-1 convolutions with 3x3 or 5x5 filters, and refuse
+#: every other problem up front with a ValueError.
+VALID_STRIDE1_ONLY = {"direct_fused"}
+
+
+def _pair(v):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+
+
+def refusal(variant, w_shape, stride=1, padding=0):
+    """The message (a regex) with which ``variant`` must refuse this problem up front, or None if it runs it."""
+    if variant in VALID_STRIDE1_ONLY:
+        r, s = w_shape[2:]
+        if _pair(stride) != (1, 1) or _pair(padding) != (0, 0):
+            return "valid .*stride-1"
+        if r != s or r not in (3, 5):
+            return "3x3 or 5x5"
+    return None
+
+
 def check_device_arrays(rng, variant, *, exact=True, **params):
     """``variant`` with device inputs returns a DeviceArray equal to its NumPy result (bitwise when ``exact``:
     same kernel, same inputs; else to 1e-6, for atomics or library kernels), one device input is enough, and
     a device output chains into the next layer (checked against the CPU reference). N = 6, K = 9: tails for
     the unrolled kernels."""
     x, w, bias = uniform(rng, (6, 3, 15, 13)), uniform(rng, (9, 3, 3, 3)), uniform(rng, 9)
-    w2 = uniform(rng, (5, 9, 2, 2))
-    kw = dict(padding=1, bias=bias, activation="tanh", variant=variant, **params)
+    valid_only = variant in VALID_STRIDE1_ONLY  # then: padding 0, and a 3x3 stride-1 second layer
+    w2 = uniform(rng, (5, 9, 3, 3) if valid_only else (5, 9, 2, 2))
+    pad, stride2 = (0, 1) if valid_only else (1, 2)
+    kw = dict(padding=pad, bias=bias, activation="tanh", variant=variant, **params)
     same = np.testing.assert_array_equal if exact else (
         lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6))
     y = gpuopt.conv2d(x, w, **kw)
@@ -148,10 +170,10 @@ def check_device_arrays(rng, variant, *, exact=True, **params):
     dmixed = gpuopt.conv2d(x, dw, **kw)  # one device input is enough for a device result
     assert isinstance(dmixed, gpuopt.DeviceArray)
     same(dmixed.numpy(), y)
-    dz = gpuopt.conv2d(dy, gpuopt.to_device(w2), stride=2, variant=variant, **params)
+    dz = gpuopt.conv2d(dy, gpuopt.to_device(w2), stride=stride2, variant=variant, **params)
     assert isinstance(dz, gpuopt.DeviceArray)
-    ref = gpuopt.conv2d(gpuopt.conv2d(x, w, padding=1, bias=bias, activation="tanh", variant="cpu"), w2, stride=2,
-                        variant="cpu")
+    ref = gpuopt.conv2d(gpuopt.conv2d(x, w, padding=pad, bias=bias, activation="tanh", variant="cpu"), w2,
+                        stride=stride2, variant="cpu")
     assert relative_error(dz.numpy(), ref) < 1e-5
 
 

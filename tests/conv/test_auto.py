@@ -16,8 +16,10 @@ from gpuopt.conv import auto_choice
     ((128, 3, 112, 112), (64, 3, 3, 3), 2, "direct_regblock", {}),  # conf3: 27 taps, stride 2
     ((10000, 8, 30, 30), (16, 8, 5, 5), 1, "unroll_nk", {}),        # 200 taps, K = 16
     ((100, 20, 61, 61), (24, 20, 3, 3), 2, "unroll_nk", {}),        # 180 taps, stride 2
-    ((10000, 1, 28, 28), (32, 1, 5, 5), 1, "implicit_gemm_fast", {"tile": "32x128x8"}),   # MNIST conv1
-    ((10000, 32, 12, 12), (64, 32, 5, 5), 1, "implicit_gemm_fast", {"tile": "64x128x8"}),  # MNIST conv2
+    ((10000, 1, 28, 28), (32, 1, 5, 5), 1, "direct_fused", {}),     # MNIST conv1: valid, stride 1, 5x5, K = 32
+    ((10000, 32, 12, 12), (64, 32, 5, 5), 1, "direct_fused", {}),    # MNIST conv2
+    ((10000, 32, 14, 14), (32, 32, 7, 7), 1, "implicit_gemm_fast", {"tile": "32x128x8"}),  # 7x7: not compiled
+    ((10000, 32, 12, 12), (64, 32, 5, 5), 2, "unroll_nk", {}),      # strided
 ])
 def test_heuristic_picks(x_shape, w_shape, stride, expected, params):
     assert auto_choice(x_shape, w_shape, stride) == (expected, params)

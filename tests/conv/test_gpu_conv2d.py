@@ -5,8 +5,8 @@ import pytest
 
 import gpuopt
 from conftest import relative_error
-from .cases import (AWKWARD_SHAPES, CS6235, ECE408, check_device_arrays, check_launcher_rejects_bad_arguments,
-                    run_and_check, uniform)
+from .cases import (AWKWARD_SHAPES, CS6235, ECE408, VALID_STRIDE1_ONLY, check_device_arrays,
+                    check_launcher_rejects_bad_arguments, refusal, run_and_check, uniform)
 
 pytestmark = pytest.mark.gpu
 
@@ -27,9 +27,12 @@ SHAPES = AWKWARD_SHAPES + [
 def check_against_cpu(variant, x, w, *, stride=1, padding=0, bias=None, activation=None, images=None):
     """Run ``variant`` on the whole batch; compare with the CPU reference on ``images`` (all by default), the
     error relative to the sums of |terms| (cases.check_against_cpu)."""
-    if variant == "unroll_constmem" and w.nbytes > 65536:
-        # Its weights live in the 64 KB constant bank: larger filter banks are refused up front.
-        with pytest.raises(ValueError, match="64 KB|65536"):
+    # unroll_constmem's weights live in the 64 KB constant bank: larger filter banks are refused up front;
+    # shape-limited variants refuse the problems they do not compute (cases.refusal).
+    refused = "64 KB|65536" if variant == "unroll_constmem" and w.nbytes > 65536 else refusal(
+        variant, w.shape, stride, padding)
+    if refused:
+        with pytest.raises(ValueError, match=refused):
             gpuopt.conv2d(x, w, stride=stride, padding=padding, bias=bias, activation=activation, variant=variant)
         return None
     return run_and_check(variant, x, w, stride=stride, padding=padding, bias=bias, activation=activation,
@@ -87,19 +90,21 @@ def test_device_arrays_in_device_array_out(rng, variant):
 @pytest.mark.parametrize("variant", [v for v in GPU_VARIANTS if v not in NONDETERMINISTIC])
 def test_deterministic_variants_are_bitwise_reproducible(rng, variant):
     x, w = uniform(rng, (3, 40, 11, 11)), uniform(rng, (20, 40, 3, 3))
-    y1 = gpuopt.conv2d(x, w, padding=1, variant=variant)
-    np.testing.assert_array_equal(y1, gpuopt.conv2d(x, w, padding=1, variant=variant))
+    pad = 0 if variant in VALID_STRIDE1_ONLY else 1
+    y1 = gpuopt.conv2d(x, w, padding=pad, variant=variant)
+    np.testing.assert_array_equal(y1, gpuopt.conv2d(x, w, padding=pad, variant=variant))
 
 
 @pytest.mark.parametrize("variant", GPU_VARIANTS)
 def test_timing_record(rng, variant):
     x, w = uniform(rng, (4, 16, 32, 32)), uniform(rng, (32, 16, 3, 3))
-    y, t = gpuopt.conv2d(x, w, padding=1, variant=variant, timing=True)
+    pad = 0 if variant in VALID_STRIDE1_ONLY else 1
+    y, t = gpuopt.conv2d(x, w, padding=pad, variant=variant, timing=True)
     assert isinstance(t, gpuopt.Timing) and t.device == "gpu"
     assert t.h2d_ms > 0 and t.kernel_ms > 0 and t.d2h_ms > 0
     assert t.total_ms == pytest.approx(t.h2d_ms + t.kernel_ms + t.d2h_ms)
-    assert relative_error(y, gpuopt.conv2d(x, w, padding=1, variant="cpu")) < 1e-5
-    dy, td = gpuopt.conv2d(gpuopt.to_device(x), gpuopt.to_device(w), padding=1, variant=variant, timing=True)
+    assert relative_error(y, gpuopt.conv2d(x, w, padding=pad, variant="cpu")) < 1e-5
+    dy, td = gpuopt.conv2d(gpuopt.to_device(x), gpuopt.to_device(w), padding=pad, variant=variant, timing=True)
     assert isinstance(dy, gpuopt.DeviceArray)
     assert td.h2d_ms == 0 and td.d2h_ms == 0 and td.kernel_ms > 0
 

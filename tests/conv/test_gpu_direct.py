@@ -140,3 +140,58 @@ def test_launchers_reject_bad_arguments_before_launch(rng):
             ("k_tile must be", LAUNCH_GOOD, {"k_tile": 4}),
             ("pixels must be", LAUNCH_GOOD, {"pixels": 8})]
     check_launcher_rejects_bad_arguments(cuda().conv2d_direct_regblock, rng, more, what=VARIANT, k_tile=0, pixels=0)
+
+
+# ---------------------------------------------------------------- direct_fused (conv2d_pool's kernel, unpooled)
+FUSED = "direct_fused"
+# Valid stride-1 3x3 and 5x5 layers: odd and even P and Q (the patch grid's extra row/column is not stored),
+# Q % 4 == 0 (16-byte row stores) and not, K tails of the 8-map groups and over 64 maps (two map blocks),
+# short windows (4 maps a thread), C over one staged chunk, one image and many (persistent loop), wide rows
+# (several tiles along q), the smallest input.
+FUSED_SHAPES = [
+    (1, 1, 5, 5, 1, 5, 5),
+    (2, 3, 7, 9, 5, 3, 3),
+    (3, 1, 28, 28, 32, 5, 5),
+    (5, 32, 12, 12, 64, 5, 5),
+    (2, 6, 30, 30, 16, 5, 5),
+    (1, 7, 13, 70, 9, 3, 3),
+    (4, 300, 9, 10, 70, 3, 3),
+    (37, 2, 11, 8, 3, 5, 5),
+    (2, 16, 3, 3, 8, 3, 3),
+]
+
+
+@pytest.mark.parametrize("params", [{}, dict(channels_per_block=8, images=1), dict(channels_per_block=64, images=3)],
+                         ids=["auto", "cpb8-i1", "cpb64-i3"])
+@pytest.mark.parametrize("shape", FUSED_SHAPES, ids=str)
+def test_direct_fused_matches_cpu(rng, params, shape):
+    n, c, h, w, k, r, s = shape
+    bias = uniform(rng, k)
+    for activation in (None, "relu"):
+        run_and_check(FUSED, uniform(rng, (n, c, h, w)), uniform(rng, (k, c, r, s)), bias=bias,
+                      activation=activation, **params)
+
+
+def test_direct_fused_ece408_layers_and_reproducible(rng):
+    from .cases import ECE408
+
+    for x_shape, w_shape in ECE408.values():
+        x, w = uniform(rng, (min(x_shape[0], 64),) + tuple(x_shape[1:])), uniform(rng, w_shape)
+        y = run_and_check(FUSED, x, w)
+        np.testing.assert_array_equal(y, gpuopt.conv2d(x, w, variant=FUSED))
+
+
+@pytest.mark.parametrize("stride,padding,fs,match", [
+    (2, 0, 3, "stride-1"), (1, 1, 3, "valid"), (1, 0, 1, "3x3 or 5x5"), (1, 0, 7, "3x3 or 5x5")])
+def test_direct_fused_refuses_what_it_does_not_compute(rng, stride, padding, fs, match):
+    x, w = uniform(rng, (1, 2, 12, 12)), uniform(rng, (4, 2, fs, fs))
+    with pytest.raises(ValueError, match=match):
+        gpuopt.conv2d(x, w, stride=stride, padding=padding, variant=FUSED)
+    run_and_check(FUSED, x, uniform(rng, (4, 2, 3, 3)))  # still usable
+
+
+def test_direct_fused_launcher_rejects_bad_arguments(rng):
+    check_launcher_rejects_bad_arguments(getattr(cuda(), "conv2d_direct_fused"), rng, what=FUSED,
+                                         channels_per_block=0, images=0,
+                                         more=[("channels_per_block", (1, 2, 5, 5, 3, 3, 3, 1, 1, 0, 0),
+                                                {"channels_per_block": 12})])

@@ -57,6 +57,22 @@ def test_fused_matches_cpu(rng, shape, activation, pool):
     assert_close(out, ref, x, w, b)
 
 
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_fused_pool_size_1_is_the_layer_unpooled(rng, shape):
+    """pool_size 1 (conv2d's direct_fused): every convolution output stored, float32 and uint8 input."""
+    x, w, b = _case(rng, shape)
+    out = nn.conv2d_pool(x, w, b, activation="relu", pool_size=1, variant="fused")
+    ref = nn.conv2d_pool(x, w, b, activation="relu", pool_size=1, variant="cpu")
+    assert out.shape == (shape[0], shape[4], shape[2] - shape[5] + 1, shape[3] - shape[5] + 1)
+    assert np.isfinite(out).all()
+    mag = oracles.conv2d(np.abs(x), np.abs(w), np.abs(b))
+    np.testing.assert_array_less(np.abs(out.astype(np.float64) - ref), 1e-5 * mag + 1e-30)
+    pixels = rng.integers(0, 256, shape[:4], dtype=np.uint8)
+    out8 = nn.conv2d_pool(pixels, w, b, activation="tanh", pool_size=1, input_divisor=255.0, variant="fused")
+    ref8 = nn.conv2d_pool(pixels, w, b, activation="tanh", pool_size=1, input_divisor=255.0, variant="cpu")
+    assert relative_error(out8, ref8) < 1e-5
+
+
 def test_fused_large_batch_mnist_conv2(rng):
     """Many blocks of 4 images, a tail of 3: every output written."""
     x, w, _ = _case(rng, (403, 32, 12, 12, 64, 5), with_bias=False)
@@ -114,7 +130,7 @@ def test_timing_reports_the_kernel(rng):
 
 
 @pytest.mark.parametrize("w_shape,pool_size,match", [((4, 1, 7, 7), 2, "3x3 or 5x5"), ((4, 1, 3, 5), 2, "3x3 or 5x5"),
-                                                      ((4, 1, 3, 3), 3, "pool_size must be 2")])
+                                                      ((4, 1, 3, 3), 3, "pool_size must be 2 \\(or 1")])
 def test_rejected_before_launch_and_process_stays_usable(rng, w_shape, pool_size, match):
     x = rng.standard_normal((2, 1, 20, 20)).astype(np.float32)
     w = rng.standard_normal(w_shape).astype(np.float32)
