@@ -21,10 +21,11 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from . import _plan
 from .cuda import DeviceArray, to_device
 from .registry import resolve
 
-__all__ = ["Timing", "ExecContext", "check_before_copy"]
+__all__ = ["Timing", "ExecContext", "check_before_copy", "dispatch", "dispatch_planned"]
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,8 @@ class ExecContext:
         self.variant = variant
         self.details: dict[str, float] = {}
         self._phases = {name: _Phase(gpu) for name in ("h2d", "kernel", "d2h")} if timing else {}
+        self.planning = False  # a call whose plan will be cached: a launching run function offers a replay
+        self.replays: list = []
 
     def _phase(self, name: str):
         # Untimed calls (the usual ones) share one no-op context manager: no generator per phase.
@@ -156,6 +159,11 @@ class ExecContext:
                 return to_device(out)
         return out
 
+    def offer_replay(self, replay: Any) -> None:
+        """Called by a run function after its launch, when ``planning``: ``replay(*handles)`` repeats this call's
+        launch on new inputs of the same problem (gpuopt._plan), skipping everything else."""
+        self.replays.append(replay)
+
     def run(self, variant: Any, *args: Any, **params: Any) -> Any:
         """Run ``variant`` (a registry Variant, parameters resolved) in this call's context: how a variant
         that picks another (conv2d ``auto``) hands the call over."""
@@ -198,3 +206,26 @@ def dispatch(op: str, variant: str | None, params: dict[str, Any], timing: bool,
     ctx = ExecContext(timing=timing, device_result=any(isinstance(a, DeviceArray) for a in arrays), gpu=v.needs_cuda)
     out = ctx.run(v, *args, **resolved)
     return (out, ctx.record()) if timing else out
+
+
+def dispatch_planned(key: tuple, op: str, variant: str | None, params: dict[str, Any], arrays: tuple, args: tuple,
+                     rebuild: Any) -> Any:
+    """:func:`dispatch` without timing, for a call whose arguments passed the checks: runs it, then stores its
+    plan under ``key`` (gpuopt._plan). The plan is the launch the run function offered (one launch, shape and
+    parameters packed in C++), else the resolved variant's run function on ``rebuild(*handles)`` (the variant's
+    arguments, rebuilt from the plan's inputs without checks)."""
+    v, resolved = resolve(op, variant, params)
+    device_result = any(isinstance(a, DeviceArray) for a in arrays)
+    ctx = ExecContext(timing=False, device_result=device_result, gpu=v.needs_cuda)
+    ctx.planning = True
+    out = ctx.run(v, *args, **resolved)
+    if len(ctx.replays) == 1:
+        run = ctx.replays[0]
+    else:
+        gpu = v.needs_cuda
+
+        def run(*handles: Any) -> Any:
+            c = ExecContext(timing=False, device_result=device_result, gpu=gpu)
+            return c.run(v, *rebuild(*handles), **resolved)
+    _plan.store(key, _plan.Plan(op, v, run))
+    return out

@@ -16,7 +16,7 @@ from typing import Any
 from . import _core
 
 __all__ = ["cuda_available", "cuda_unavailable_reason", "require_cuda", "build_info", "device_info", "cuda_module",
-           "cuda_host_module", "launcher", "host_check", "kernel_limits"]
+           "cuda_host_module", "launcher", "planner", "host_check", "kernel_limits"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -83,6 +83,15 @@ def launcher(variant: Any) -> Any:
         raise ValueError(f"{variant.op}/{variant.name} has no launcher of its own")
     mod = _load_cuda()[0]  # on every call's path: the message is only built when there is no module
     return getattr(mod if mod is not None else require_cuda(f"{variant.op}/{variant.name}"), variant.binding)
+
+
+def planner(variant: Any) -> Any:
+    """The planner of a GPU variant's launcher (``plan.<op>_<name>``: its arguments but the device addresses ->
+    a ``LaunchPlan``), or None where the loaded module has none (gpuopt._plan then packs the arguments itself)."""
+    mod = _load_cuda()[0]
+    if variant.binding is None or mod is None:
+        return None
+    return getattr(getattr(mod, "plan", None), variant.binding, None)
 
 
 def host_check(variant: Any) -> Any:

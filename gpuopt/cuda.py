@@ -65,6 +65,15 @@ class DeviceArray:
         out._shape, out._dtype, out._ptr, out._owner = shape, dtype, buf.ptr, buf
         return out
 
+    @classmethod
+    def _alloc(cls, cuda: Any, shape: tuple, dtype: np.dtype, nbytes: int) -> "DeviceArray":
+        """:meth:`empty` for callers that checked and computed everything (a cached plan's output), from
+        ``cuda``'s pool."""
+        buf = cuda.Buffer(nbytes)
+        out = object.__new__(cls)
+        out._shape, out._dtype, out._ptr, out._owner = shape, dtype, buf.ptr, buf
+        return out
+
     # ---------------------------------------------------------------- array protocol
     shape = property(lambda self: self._shape, doc="tuple of ints")
     dtype = property(lambda self: self._dtype, doc="numpy.dtype")

@@ -142,6 +142,12 @@ class Variant:
 
 _REGISTRY: dict[str, dict[str, Variant]] = {}
 _PREFERRED: dict[str, list[str]] = {}
+_GENERATION = [0]  # registrations so far: cached plans (gpuopt._plan) made before a registration are not used
+
+
+def generation() -> int:
+    """How many variants have been registered: changes whenever an op's table or default may have changed."""
+    return _GENERATION[0]
 
 
 def register(
@@ -181,6 +187,7 @@ def register(
                               f"{op}_{name}" if needs_cuda and launcher else None, impl)
         if preferred:
             _PREFERRED.setdefault(op, []).append(name)
+        _GENERATION[0] += 1
         return impl
 
     return deco

@@ -1,6 +1,7 @@
 """Host-to-device copies (csrc/common/staging.cpp): large copies are staged through pinned slots by several
-host threads; small ones take the driver's path. Sizes straddle the 2 MiB threshold, the 4 MiB slots, the
-3-slot ring and the 64 KiB per-thread blocks."""
+host threads; copies up to 64 KiB go through a 16-slot ring of small pinned slots (no stream synchronisation);
+the rest take the driver's path. Sizes straddle the 64 KiB and 2 MiB thresholds, the 4 MiB slots, the 3-slot
+ring and the 64 KiB per-thread blocks."""
 
 import threading
 
@@ -13,7 +14,8 @@ from gpuopt.cuda import to_device_checked
 pytestmark = pytest.mark.gpu
 
 MIB = 2**20
-SIZES = [4, 2 * MIB - 4, 2 * MIB, 4 * MIB + 4, 12 * MIB, 13 * MIB + 12, 31_360_000]
+KIB = 2**10
+SIZES = [4, 64 * KIB - 4, 64 * KIB, 64 * KIB + 4, 2 * MIB - 4, 2 * MIB, 4 * MIB + 4, 12 * MIB, 13 * MIB + 12, 31_360_000]
 
 
 @pytest.mark.parametrize("nbytes", SIZES)
@@ -84,3 +86,27 @@ def test_copy_is_ordered_before_later_kernels_and_survives_empty_cache():
         y = nn.relu(gpuopt.to_device(x), variant="cuda")  # the kernel reads what the DMA wrote
         np.testing.assert_array_equal(y.numpy(), np.maximum(x, 0))
         gpuopt.cuda.empty_cache()  # frees the pinned slots; the next copy allocates them again
+
+
+def test_small_copies_in_a_row_overrun_the_ring_and_free_their_host_buffers():
+    """More small copies than ring slots, each from one reused host buffer changed right after the call: every
+    device copy holds what the host buffer held when its copy returned."""
+    host = np.empty(4097, np.float32)  # 16 KiB + 4: within a small slot
+    devs, expected = [], []
+    for i in range(40):
+        host[:] = np.float32(i) + np.arange(host.size, dtype=np.float32) / 8192
+        expected.append(host.copy())
+        devs.append(gpuopt.to_device(host))
+        host[:] = -1
+    for d, e in zip(devs, expected):
+        np.testing.assert_array_equal(d.numpy(), e)
+
+
+def test_small_copy_is_ordered_after_earlier_work_on_the_buffer():
+    """A small copy into memory a queued kernel still reads waits for it (both on stream 0)."""
+    a = np.random.default_rng(3).random((64, 64), np.float32)
+    da = gpuopt.to_device(a)
+    c = gpuopt.matmul(da, da, variant="naive")
+    gpuopt.cuda.empty_cache()  # (releases the small ring too, after waiting for its copies)
+    again = gpuopt.to_device(a)
+    np.testing.assert_array_equal(c.numpy(), gpuopt.matmul(again, again, variant="naive").numpy())

@@ -6,11 +6,14 @@
 //
 // Conv2dShape is the problem in the reports' names (N, C, H, W, K, R, S, stride u, v, padding ph, pw);
 // Conv2dArgs adds the device addresses of x, w, bias (0: none) and y and the activation. gpuopt.conv builds
-// both once per call; the variants' parameters come from gpuopt's registry (no defaults here).
+// both once per call; the variants' parameters come from gpuopt's registry (no defaults here). Every variant also
+// gets a planner, plan.conv2d_<variant>(shape, activation, **params) -> LaunchPlan(x, w, bias, y), derived from its
+// launcher's signature, for gpuopt's plan cache.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -37,6 +40,24 @@ void run_conv(const Conv2dArgs& a, Launch&& launch) {
            a.act);
 }
 
+// plan.conv2d_<variant>(shape, activation, **params): the launcher with all but the addresses bound.
+template <typename Launch, typename Args>
+struct ConvPlanner;
+template <typename Launch, typename First, typename... P>
+struct ConvPlanner<Launch, std::tuple<First, P...>> {
+    static auto make(Launch launch) {
+        return [launch](const conv::Conv2dShape& shape, const std::string& activation, P... p) {
+            const Conv2dArgs fixed{0, 0, 0, 0, shape, activation_from_string(activation)};
+            return LaunchPlan([launch, fixed, p...](std::uintptr_t x, std::uintptr_t w, std::uintptr_t bias,
+                                                    std::uintptr_t y) {
+                Conv2dArgs a = fixed;
+                a.x = x, a.w = w, a.bias = bias, a.y = y;
+                launch(a, p...);
+            });
+        };
+    }
+};
+
 // No host-side checks of its own (def_conv2d's `check` argument): the launcher's run at launch.
 struct NoCheck {};
 
@@ -45,6 +66,15 @@ struct NoCheck {};
 // `check(const Conv2dShape&, params...)` as check.conv2d_<variant>.
 template <typename Launch, typename Check, typename... Params>
 void def_conv2d(py::module_& m, const char* variant, Launch&& launch, Check&& check, const Params&... params) {
+    using Sig = Signature<std::decay_t<Launch>>;
+    if constexpr (Sig::known) {
+        auto planner = ConvPlanner<std::decay_t<Launch>, typename Sig::args>::make(launch);
+        if constexpr (sizeof...(Params) == 0)
+            def_planner(m, "conv2d", variant, std::move(planner), py::arg("shape"), py::arg("activation"));
+        else
+            def_planner(m, "conv2d", variant, std::move(planner), py::arg("shape"), py::arg("activation"),
+                        py::kw_only(), params...);
+    }
     if constexpr (sizeof...(Params) == 0) {
         def_variant(m, "conv2d", variant, std::forward<Launch>(launch), py::arg("args"));
         if constexpr (!std::is_same_v<std::decay_t<Check>, NoCheck>)

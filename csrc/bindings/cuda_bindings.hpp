@@ -11,7 +11,10 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "../matmul/matmul_cuda.hpp"
@@ -31,11 +34,48 @@ py::dict kernel_info_dict(const matmul::KernelInfo& k);
 
 inline std::string binding_name(const char* op, const char* variant) { return std::string(op) + "_" + variant; }
 
-// Creates the `variant_bindings` table and the `check` submodule; cuda_module.cpp calls it first.
+// One launch of a variant with everything but the device addresses fixed (shape, activation, parameters, all
+// converted once): gpuopt's plan cache makes one per distinct problem (plan.<op>_<variant>), so a repeated call
+// crosses into C++ once, with four integers, instead of building argument objects and parsing keywords.
+class LaunchPlan {
+public:
+    using Fn = std::function<void(std::uintptr_t, std::uintptr_t, std::uintptr_t, std::uintptr_t)>;
+    explicit LaunchPlan(Fn fn) : fn_(std::move(fn)) {}
+    void operator()(std::uintptr_t a, std::uintptr_t b, std::uintptr_t c, std::uintptr_t d) const { fn_(a, b, c, d); }
+
+private:
+    Fn fn_;
+};
+
+// The parameter types of a launcher (a lambda or a function pointer), so a planner can be derived from it;
+// `known` is false for what cannot be inspected (a generic lambda): such a variant simply has no planner.
+template <typename F, typename = void>
+struct Signature {
+    static constexpr bool known = false;
+};
+template <typename F>
+struct Signature<F, std::void_t<decltype(&F::operator())>> : Signature<decltype(&F::operator())> {};
+template <typename C, typename R, typename... A>
+struct Signature<R (C::*)(A...) const, void> {
+    static constexpr bool known = true;
+    using args = std::tuple<A...>;
+};
+template <typename R, typename... A>
+struct Signature<R (*)(A...), void> {
+    static constexpr bool known = true;
+    using args = std::tuple<A...>;
+};
+
+// Creates the `variant_bindings` table and the `check` and `plan` submodules, and the LaunchPlan type;
+// cuda_module.cpp calls it first.
 inline void init_variant_tables(py::module_& m) {
     m.attr("variant_bindings") = py::dict();
     m.def_submodule("check", "Host-side checks of the GPU variants' launchers (no device memory, nothing runs): "
                              "check.<op>_<variant>(shape, **params) raises ValueError for what the launcher rejects.");
+    m.def_submodule("plan", "Planners of the GPU variants' launchers: plan.<op>_<variant>(<problem>, **params) "
+                            "returns a LaunchPlan, called with the device addresses only (gpuopt's plan cache).");
+    py::class_<LaunchPlan>(m, "LaunchPlan", "A variant's launch with all but the device addresses fixed.")
+        .def("__call__", &LaunchPlan::operator(), py::arg("a"), py::arg("b"), py::arg("c"), py::arg("d") = 0);
 }
 
 // Binds the launcher of GPU variant `variant` of `op` as `<op>_<variant>` and lists it in `variant_bindings`.
@@ -53,6 +93,13 @@ template <typename Fn, typename... Extra>
 void def_check(py::module_& m, const char* op, const char* variant, Fn&& fn, const Extra&... extra) {
     py::module_ check = m.attr("check");
     check.def(binding_name(op, variant).c_str(), std::forward<Fn>(fn), extra...);
+}
+
+// Binds the planner of that launcher as `plan.<op>_<variant>`.
+template <typename Fn, typename... Extra>
+void def_planner(py::module_& m, const char* op, const char* variant, Fn&& fn, const Extra&... extra) {
+    py::module_ plan = m.attr("plan");
+    plan.def(binding_name(op, variant).c_str(), std::forward<Fn>(fn), extra...);
 }
 
 void bind_runtime(py::module_& m);

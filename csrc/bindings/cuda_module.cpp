@@ -96,6 +96,11 @@ void bind_runtime(py::module_& m) {
     m.def("device_count", &cuda_device_count, "Usable CUDA devices (0 without driver or GPU).");
     m.def("unavailable_reason", &cuda_unavailable_reason, "Why no device is usable ('' if one is).");
     m.def("device_info", &device_info_py, py::arg("index") = 0, "Properties of one device.");
+    m.def("current_device", [] {
+        int device = 0;
+        GPUOPT_CUDA_CHECK(cudaGetDevice(&device));
+        return device;
+    }, "The calling thread's current CUDA device (part of every cached plan's key).");
 
     py::class_<Buffer>(m, "Buffer", "Device memory from gpuopt's caching pool.")
         .def(py::init<std::size_t>(), py::arg("nbytes"))

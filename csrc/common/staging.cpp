@@ -22,6 +22,11 @@ constexpr int kSlots = 3;                                    // the host runs up
 constexpr std::size_t kBlockBytes = std::size_t{64} << 10;   // one thread's unit: copied, then scanned in cache
 constexpr std::size_t kMinStagedBytes = std::size_t{2} << 20;  // below this the driver's path is as fast
 constexpr int kMaxThreads = 8;                               // more threads lose bandwidth on the H200's host
+// Small copies (a NumPy caller's inputs on a tiny problem) go through a ring of small pinned slots: a memcpy
+// into the slot and an asynchronous DMA, where the driver's pageable cudaMemcpy first synchronises the stream
+// (issue 13's NumPy-in/out path). 16 slots: the host waits for a slot only with 16 small copies in flight.
+constexpr std::size_t kSmallBytes = std::size_t{64} << 10;
+constexpr int kSmallSlots = 16;
 
 struct Staging {
     std::mutex mutex;  // one staged copy at a time: the slots are shared
@@ -60,6 +65,55 @@ Staging& staging() {
     return *s;
 }
 
+struct SmallRing {
+    std::mutex mutex;
+    char* arena = nullptr;                   // kSmallSlots slots of kSmallBytes, pinned
+    cudaEvent_t drained[kSmallSlots] = {};   // recorded after the DMA from each slot
+    int next = 0;
+
+    void acquire() {
+        if (arena) return;
+        try {
+            for (int k = 0; k < kSmallSlots; ++k)
+                GPUOPT_CUDA_CHECK(cudaEventCreateWithFlags(&drained[k], cudaEventDisableTiming));
+            void* p = nullptr;
+            GPUOPT_CUDA_CHECK(cudaHostAlloc(&p, kSmallBytes * kSmallSlots, cudaHostAllocPortable));
+            arena = static_cast<char*>(p);
+        } catch (...) {
+            release();
+            throw;
+        }
+    }
+    void release() noexcept {
+        for (int k = 0; k < kSmallSlots; ++k) {
+            if (drained[k]) cudaEventSynchronize(drained[k]), cudaEventDestroy(drained[k]);
+            drained[k] = nullptr;
+        }
+        if (arena) cudaFreeHost(arena);
+        arena = nullptr;
+        next = 0;
+    }
+};
+
+SmallRing& small_ring() {
+    static SmallRing* r = new SmallRing;
+    return *r;
+}
+
+// bytes <= kSmallBytes, through the next slot of the ring, ordered on stream 0.
+void copy_small(void* dst, const void* src, std::size_t bytes) {
+    SmallRing& r = small_ring();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.acquire();
+    const int k = r.next;
+    r.next = (k + 1) % kSmallSlots;
+    GPUOPT_CUDA_CHECK(cudaEventSynchronize(r.drained[k]));  // the slot's previous DMA is done (at once, usually)
+    char* slot = r.arena + static_cast<std::size_t>(k) * kSmallBytes;
+    std::memcpy(slot, src, bytes);
+    GPUOPT_CUDA_CHECK(cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, nullptr));
+    GPUOPT_CUDA_CHECK(cudaEventRecord(r.drained[k], nullptr));
+}
+
 int staging_threads() { return std::min(kMaxThreads, cpu_threads()); }
 
 }  // namespace
@@ -75,6 +129,11 @@ bool all_finite_f32(const void* src, std::size_t bytes) noexcept {
 bool copy_host_to_device_staged(void* dst, const void* src, std::size_t bytes, bool check_finite_f32) {
     GPUOPT_REQUIRE(!check_finite_f32 || bytes % 4 == 0, "a float32 check needs a whole number of float32 values");
     const int threads = staging_threads();
+    if (bytes <= kSmallBytes) {
+        const bool finite = !check_finite_f32 || all_finite_f32(src, bytes);
+        copy_small(dst, src, bytes);
+        return finite;
+    }
     if (bytes < kMinStagedBytes || threads < 2) {
         const bool finite = !check_finite_f32 || all_finite_f32(src, bytes);
         copy_host_to_device(dst, src, bytes);
@@ -108,9 +167,14 @@ bool copy_host_to_device_staged(void* dst, const void* src, std::size_t bytes, b
 }
 
 void staging_release() noexcept {
-    Staging& st = staging();
-    std::lock_guard<std::mutex> lock(st.mutex);
-    st.release();
+    {
+        Staging& st = staging();
+        std::lock_guard<std::mutex> lock(st.mutex);
+        st.release();
+    }
+    SmallRing& r = small_ring();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.release();
 }
 
 }  // namespace gpuopt

@@ -9,8 +9,9 @@
 namespace gpuopt {
 
 // Copy `bytes` from pageable host memory to the device, ordered on stream 0 like cudaMemcpy: the host buffer
-// may be reused when this returns; kernels queued later on stream 0 see the data. Small copies (or one host
-// thread) take the driver's path. With check_finite_f32 the bytes are read as float32 (bytes % 4 == 0) and the
+// may be reused when this returns; kernels queued later on stream 0 see the data. Copies up to 64 KiB go through
+// a ring of small pinned slots (no stream synchronisation); copies under 2 MiB (or with one host thread) take the
+// driver's path. With check_finite_f32 the bytes are read as float32 (bytes % 4 == 0) and the
 // result says whether all of them are finite, checked on the staged copy while it is in cache (no second pass).
 bool copy_host_to_device_staged(void* dst, const void* src, std::size_t bytes, bool check_finite_f32);
 

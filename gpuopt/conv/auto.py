@@ -37,6 +37,7 @@ import statistics
 import threading
 from typing import Any
 
+from .. import _plan
 from .._exec import ExecContext
 from .._ext import cuda_module
 from ..registry import Param, register, resolve, variants
@@ -93,9 +94,10 @@ def autotune_cache() -> dict[tuple, tuple[str, dict[str, Any]]]:
 
 
 def clear_autotune_cache() -> None:
-    """Forget every autotuned winner."""
+    """Forget every autotuned winner (and the cached plans, which may run one)."""
     with _cache_lock:
         _cache.clear()
+    _plan.clear()
 
 
 def _time_variant(name: str, p: Conv2dProblem, dx, dw, dbias) -> float:

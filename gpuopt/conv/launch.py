@@ -17,7 +17,9 @@ from typing import Any
 import numpy as np
 
 from .._exec import ExecContext, check_before_copy
-from .._ext import cuda_host_module, launcher
+from .._ext import cuda_host_module, cuda_module, launcher, planner
+from .._plan import device_ptrs
+from ..cuda import DeviceArray
 from .problem import Conv2dProblem
 
 __all__ = ["conv2d_shape", "run_gpu"]
@@ -40,4 +42,35 @@ def run_gpu(ctx: ExecContext, p: Conv2dProblem, **params: Any) -> Any:
                                          p.activation)
     with ctx.kernel():
         run(args, **params)
+    if getattr(ctx, "planning", False):  # (test stand-ins of the context have no plans)
+        ctx.offer_replay(_replay(ctx, p, shape, run, params))
     return ctx.finish(dy)
+
+
+_F32 = np.dtype(np.float32)
+
+
+def _replay(ctx: ExecContext, p: Conv2dProblem, shape: Any, run: Any, params: dict[str, Any]) -> Any:
+    """This launch again on new inputs of the same problem (a cached plan, gpuopt._plan): addresses in, one call
+    to the variant's compiled LaunchPlan (or, without a planner, to its launcher with the arguments packed)."""
+    cplan = planner(ctx.variant)
+    act = p.activation
+    if cplan is not None:
+        launch = cplan(shape, act, **params)
+    else:
+        conv_args = cuda_host_module().Conv2dArgs
+
+        def launch(x: int, w: int, bias: int, y: int) -> None:
+            run(conv_args(x, w, bias, y, shape, act), **params)
+    out_shape = tuple(p.output_shape)
+    nbytes = 4 * out_shape[0] * out_shape[1] * out_shape[2] * out_shape[3]
+    device_result, cuda, alloc = ctx.device_result, cuda_module(), DeviceArray._alloc
+
+    def replay(x: Any, w: Any, bias: Any) -> Any:
+        keep: list = []
+        px, pw, pb = device_ptrs((x, w, bias), keep)
+        dy = alloc(cuda, out_shape, _F32, nbytes)
+        launch(px, pw, pb, dy._ptr)
+        return dy if device_result else dy.numpy()
+
+    return replay

@@ -15,7 +15,9 @@ import numpy as np
 
 from .. import _core
 from .._exec import ExecContext
-from .._ext import cuda_module, launcher
+from .._ext import cuda_module, launcher, planner
+from .._plan import device_ptrs
+from ..cuda import DeviceArray
 from ..registry import Param, register, resolve, variants
 
 __all__ = ["ladder", "ladder_step", "matmul_kernel_info"]
@@ -47,9 +49,37 @@ def _run_gpu(ctx: ExecContext, a, b, **params):
     da, db = ctx.device(a), ctx.device(b)
     (m, k), n = da.shape, db.shape[1]
     dc = ctx.empty((m, n), np.float32)
+    args = _kernel_args(params)
     with ctx.kernel():
-        run(da.ptr, db.ptr, dc.ptr, m, n, k, **_kernel_args(params))
+        run(da.ptr, db.ptr, dc.ptr, m, n, k, **args)
+    if getattr(ctx, "planning", False):  # (test stand-ins of the context have no plans)
+        ctx.offer_replay(_replay(ctx, run, m, n, k, args))
     return ctx.finish(dc)
+
+
+_F32 = np.dtype(np.float32)
+
+
+def _replay(ctx: ExecContext, run, m: int, n: int, k: int, args: dict[str, Any]):
+    """This launch again on new inputs of the same problem (a cached plan, gpuopt._plan): one call to the
+    variant's compiled LaunchPlan (or, without a planner, to its launcher)."""
+    cplan = planner(ctx.variant)
+    if cplan is not None:
+        launch = cplan(m, n, k, **args)
+    else:
+        def launch(a: int, b: int, c: int, _: int) -> None:
+            run(a, b, c, m, n, k, **args)
+    shape, nbytes = (m, n), 4 * m * n
+    device_result, cuda, alloc = ctx.device_result, cuda_module(), DeviceArray._alloc
+
+    def replay(a, b):
+        keep: list = []
+        pa, pb = device_ptrs((a, b), keep)
+        dc = alloc(cuda, shape, _F32, nbytes)
+        launch(pa, pb, dc._ptr, 0)
+        return dc if device_result else dc.numpy()
+
+    return replay
 
 
 _TILES_2D = ("128x128x8", "64x64x8")

@@ -18,3 +18,18 @@ def test_tiny_cpu_run_table_and_figure(tmp_path):
 
 def test_declares_what_it_shows():
     assert "overhead.png" in shown_in("matmul", "async") and "overhead.png" in shown_in("conv2d", "implicit_gemm")
+
+
+def test_default_rows_name_the_variant_variant_none_runs():
+    import numpy as np
+
+    import gpuopt
+    from gpuopt.bench.studies import overhead
+
+    rng = np.random.default_rng(0)
+    for op in ("conv2d", "matmul"):
+        a, b = overhead._inputs(op, rng)
+        name = overhead._default(op, a, b)
+        assert name in gpuopt.variants(op)
+        if not gpuopt.cuda_available():
+            assert name == "cpu"

@@ -1,0 +1,133 @@
+"""The plan cache on the GPU: repeated calls through a cached plan (C++ LaunchPlan) match the CPU reference and
+are bitwise equal run to run, on device arrays, PyTorch tensors and NumPy; any change of the problem makes a new
+plan (outputs poisoned by conftest)."""
+
+import numpy as np
+import pytest
+
+import gpuopt
+import oracles
+from gpuopt import _plan
+
+pytestmark = pytest.mark.gpu
+
+DETERMINISTIC_CONV = [n for n, v in gpuopt.variants("conv2d").items()
+                      if v.needs_cuda and n not in ("tiled_channels", "cudnn")]
+MATMUL = [n for n, v in gpuopt.variants("matmul").items() if v.needs_cuda]
+
+
+def _conv_ref(x, w, bias=None, stride=1, padding=0, activation=None):
+    return oracles.conv2d(x, w, bias, (stride, stride), (padding, padding), activation or "none")
+
+
+def _close(got, ref):
+    got = got.numpy() if isinstance(got, gpuopt.DeviceArray) else got
+    scale = max(1.0, float(np.abs(ref).max()))
+    np.testing.assert_allclose(got, ref, rtol=2e-4, atol=2e-4 * scale)
+    return got
+
+
+@pytest.mark.parametrize("variant", DETERMINISTIC_CONV)
+def test_conv2d_plan_runs_match_the_reference_and_each_other(variant, rng):
+    _plan.clear()
+    x, w = rng.random((2, 3, 11, 9), np.float32) - 0.5, rng.random((5, 3, 3, 3), np.float32) - 0.5
+    bias = rng.random(5, np.float32)
+    dx, dw, db = gpuopt.to_device(x), gpuopt.to_device(w), gpuopt.to_device(bias)
+    kw = dict(stride=1, padding=1, activation="relu", variant=variant)
+    try:
+        first = gpuopt.conv2d(dx, dw, bias=db, **kw)
+    except ValueError as exc:  # a shape the variant rejects (its own tests cover why)
+        pytest.skip(str(exc))
+    ref = _close(first, _conv_ref(x, w, bias, 1, 1, "relu"))
+    assert _plan.size() >= 1
+    for _ in range(3):  # through the plan: bitwise the same
+        np.testing.assert_array_equal(gpuopt.conv2d(dx, dw, bias=db, **kw).numpy(), ref)
+    x2 = rng.random(x.shape, np.float32)  # new values, same plan
+    _close(gpuopt.conv2d(gpuopt.to_device(x2), dw, bias=db, **kw), _conv_ref(x2, w, bias, 1, 1, "relu"))
+    np.testing.assert_array_equal(gpuopt.conv2d(x, w, bias=bias, **kw), ref)  # NumPy in and out
+
+
+@pytest.mark.parametrize("change", ["shape", "filter", "stride", "padding", "activation", "bias", "variant", "dtype"])
+def test_conv2d_any_change_makes_a_new_plan(change, rng):
+    _plan.clear()
+    x, w = rng.random((1, 2, 8, 8), np.float32), rng.random((3, 2, 3, 3), np.float32)
+    dx, dw = gpuopt.to_device(x), gpuopt.to_device(w)
+    base = dict(stride=1, padding=0, activation=None, variant="implicit_gemm")
+    gpuopt.conv2d(dx, dw, **base)
+    gpuopt.conv2d(dx, dw, **base)
+    kw, bias = dict(base), None
+    if change == "shape":
+        x = rng.random((2, 2, 9, 7), np.float32)
+    elif change == "filter":
+        w = rng.random((4, 2, 5, 3), np.float32)
+    elif change == "stride":
+        kw["stride"] = 2
+    elif change == "padding":
+        kw["padding"] = (2, 1)
+    elif change == "activation":
+        kw["activation"] = "tanh"
+    elif change == "bias":
+        bias = rng.random(3, np.float32)
+    elif change == "variant":
+        kw["variant"] = "basic"
+    y = gpuopt.conv2d(x if change == "dtype" else gpuopt.to_device(x), gpuopt.to_device(w),
+                      bias=None if bias is None else gpuopt.to_device(bias), **kw)
+    assert _plan.size() == 2
+    pd = kw["padding"] if isinstance(kw["padding"], tuple) else (kw["padding"],) * 2
+    _close(y, oracles.conv2d(x, w, bias, (kw["stride"],) * 2, pd, kw["activation"] or "none"))
+
+
+def test_conv2d_tiny_default_is_own_kernel_and_reproducible(rng):
+    x, w = rng.random((1, 1, 8, 8), np.float32), rng.random((1, 1, 3, 3), np.float32)
+    assert gpuopt.conv.api.default_for(gpuopt.conv.problem.validate(x, w, 1, 0, None, None)) in (
+        "implicit_gemm", gpuopt.registry.default_variant("conv2d"))
+    dx, dw = gpuopt.to_device(x), gpuopt.to_device(w)
+    outs = [gpuopt.conv2d(dx, dw).numpy() for _ in range(4)]
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o, outs[0])
+    _close(outs[0], _conv_ref(x, w))
+
+
+@pytest.mark.parametrize("variant", MATMUL)
+def test_matmul_plan_runs_match_the_reference_and_each_other(variant, rng):
+    _plan.clear()
+    a, b = rng.random((33, 17), np.float32) - 0.5, rng.random((17, 29), np.float32) - 0.5
+    da, db = gpuopt.to_device(a), gpuopt.to_device(b)
+    first = _close(gpuopt.matmul(da, db, variant=variant), oracles.matmul(a, b))
+    for _ in range(3):
+        np.testing.assert_array_equal(gpuopt.matmul(da, db, variant=variant).numpy(), first)
+    np.testing.assert_array_equal(gpuopt.matmul(a, b, variant=variant), first)
+    b2 = rng.random((17, 5), np.float32)  # new shape: new plan
+    _close(gpuopt.matmul(da, gpuopt.to_device(b2), variant=variant), oracles.matmul(a, b2))
+    assert _plan.size() == 3
+
+
+def test_matmul_parameters_and_default_are_part_of_the_key(rng):
+    _plan.clear()
+    a, b = rng.random((16, 16), np.float32), rng.random((16, 16), np.float32)
+    da, db = gpuopt.to_device(a), gpuopt.to_device(b)
+    ref = oracles.matmul(a, b)
+    for kw in (dict(variant="async"), dict(variant="async", stages=2), dict(variant="async", tile="64x64x16"),
+               dict(variant="shared", block=32), dict(variant="shared", block=16), {}):
+        _close(gpuopt.matmul(da, db, **kw), ref)
+        _close(gpuopt.matmul(da, db, **kw), ref)
+    assert _plan.size() == 6
+
+
+def test_torch_tensors_through_a_plan(rng):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch without CUDA")
+    _plan.clear()
+    a, b = rng.random((16, 16), np.float32), rng.random((16, 16), np.float32)
+    ta, tb = torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")
+    outs = [gpuopt.matmul(ta, tb, variant="async").numpy() for _ in range(3)]
+    _close(outs[0], oracles.matmul(a, b))
+    np.testing.assert_array_equal(outs[2], outs[0])
+    x, w = rng.random((1, 1, 8, 8), np.float32), rng.random((1, 1, 3, 3), np.float32)
+    tx, tw = torch.as_tensor(x, device="cuda"), torch.as_tensor(w, device="cuda")
+    ys = [gpuopt.conv2d(tx, tw, variant="implicit_gemm").numpy() for _ in range(3)]
+    _close(ys[0], _conv_ref(x, w))
+    np.testing.assert_array_equal(ys[2], ys[0])
+    with pytest.raises(ValueError, match="C-contiguous"):  # a strided view still takes the long way's check
+        gpuopt.matmul(ta.t(), tb, variant="async")
