@@ -9,6 +9,7 @@ import numpy as np
 
 from .._exec import dispatch
 from .._validate import choice, float_array, integer, real
+from ..cuda import DeviceArray
 from .init import INIT_METHODS, initial_centres
 
 __all__ = ["kmeans", "KMeansResult", "KMeansProblem"]
@@ -41,10 +42,11 @@ class KMeansResult:
 
 @dataclass(frozen=True)
 class KMeansProblem:
-    """A validated kmeans call: x (N, D) float32, init (k, D) float32 initial centres."""
+    """A validated kmeans call: x (N, D) float32, init (k, D) float32 initial centres (on the device, a view of
+    x's first k rows, where x is on the device and init is "first")."""
 
     x: Any  # numpy.ndarray or DeviceArray
-    init: np.ndarray
+    init: Any  # numpy.ndarray or DeviceArray
     threshold: float
     max_iter: int
 
@@ -109,7 +111,11 @@ def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, seed: int = 0, var
     if not on_device and not np.isfinite(x).all():
         raise ValueError("x must contain only finite values (NaN/inf found)")
     seed = integer(seed, "seed", 0)
-    if init is None or isinstance(init, str):
+    if (init is None or isinstance(init, str)) and on_device and choice(init or "first", "init", INIT_METHODS) == "first":
+        # Liao's first k objects, left on the device (a view of x): the loop-on-the-GPU variants copy them there,
+        # with no host round trip; the others copy them to the host.
+        init = DeviceArray((k, d), np.float32, x.ptr, x)
+    elif init is None or isinstance(init, str):
         init = initial_centres(x, k, choice(init or "first", "init", INIT_METHODS), seed)
     else:
         init = float_array(init, "init", 2, "(k, D)")
