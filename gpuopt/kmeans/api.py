@@ -80,7 +80,8 @@ def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, seed: int = 0, var
     seed : int
         Seed of the ``random`` and ``kmeans++`` draws (>= 0); the same seed gives the same centres.
     variant : str, optional
-        Implementation (see ``gpuopt.variants("kmeans")``).
+        Implementation (see ``gpuopt.variants("kmeans")``). None: ``auto`` on a GPU (the loop on the GPU,
+        centre sums as ``cpu(summation="chunked")``: Liao's centres up to rounding), else ``cpu``.
     timing : bool
         Also return a :class:`gpuopt.Timing` (its ``kernel_ms`` is Liao's "computation
         timing": the whole loop).
