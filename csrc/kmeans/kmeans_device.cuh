@@ -101,9 +101,12 @@ __device__ inline std::int32_t nearest(const float* __restrict__ o, const float*
 // Liao's two nearest, in that order, when g's gap exceeds every rounding that could reorder them. Per centre,
 // |g - exact| <= 2 gamma_{D+1} B^2 (||c||^2 then D FMAs; Cauchy-Schwarz) and Liao's distance is within
 // gamma_{D+2} B^2 of ||x - c||^2, with B = ||x|| + max ||c||; for a pair that is (6D + 8) u B^2, u = 2^-24.
-// 8(D + 4) u B^2 covers it with the rounding of the gap and of B itself; 2^-126 per term covers underflow.
+// 8(D + 4) u B^2 covers it with the rounding of the gap and of B itself; 2^-126 per term covers underflow
+// (flushed or not). 4B^2 is formed first: it overflows (an infinite bound: Liao's way) before any g or Liao
+// distance (each at most B^2) can, so no infinity in g ever decides.
 __device__ inline float dot_bound(int d, float b) {
-    return 8.f * static_cast<float>(d + 4) * (5.9604645e-08f * b * b + 1.1754944e-38f);
+    const float b4 = (2.f * b) * (2.f * b);
+    return 2.f * static_cast<float>(d + 4) * (5.9604645e-08f * b4 + 4.7019774e-38f);
 }
 
 // The nearest centre by the dot form: x in registers, centres in pairs ([-2c] and ||c||^2 padded with a centre

@@ -80,6 +80,8 @@ def test_gemm_near_ties_take_liao_s_distance(rng):
     assert_same_as_chunked_cpu(x, 150, "device_gemm", threshold=0.0, max_iter=3)
     near = (np.float32(1000) + rng.integers(0, 3, (30_000, 16)).astype(np.float32) * np.float32(2 ** -13))
     assert_same_as_chunked_cpu(near, 64, "device_gemm", threshold=0.0, max_iter=4)  # B^2 large against the gaps
+    huge = rng.uniform(-3e19, 3e19, (5_000, 4)).astype(np.float32)  # 4B^2 overflows; Liao's distances may too
+    assert_same_as_chunked_cpu(huge, 100, "device_gemm", threshold=0.0, max_iter=3)
 
 
 def test_gemm_memberships_are_liao_s(rng):
