@@ -56,7 +56,7 @@ def test_fused_stops_inside_a_batch(rng):
     x = np.concatenate([rng.normal(0, 0.01, (3000, 2)), rng.normal(5, 0.01, (3000, 2))]).astype(np.float32)
     ref = gpuopt.kmeans(x, 2, variant="cpu", summation="chunked")
     res = gpuopt.kmeans(x, 2, variant="device_fused", loops_per_sync=64)
-    assert res.iterations == ref.iterations < 10 and res.converged
+    assert res.iterations == ref.iterations < 64 and res.converged  # stopped inside the first batch
     np.testing.assert_array_equal(res.delta, ref.delta)
 
 
