@@ -112,12 +112,13 @@ def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, seed: int = 0, var
     if not on_device and not np.isfinite(x).all():
         raise ValueError("x must contain only finite values (NaN/inf found)")
     seed = integer(seed, "seed", 0)
-    if (init is None or isinstance(init, str)) and on_device and choice(init or "first", "init", INIT_METHODS) == "first":
+    method = None if init is not None and not isinstance(init, str) else choice(init or "first", "init", INIT_METHODS)
+    if method == "first" and on_device:
         # Liao's first k objects, left on the device (a view of x): the loop-on-the-GPU variants copy them there,
         # with no host round trip; the others copy them to the host.
         init = DeviceArray((k, d), np.float32, x.ptr, x)
-    elif init is None or isinstance(init, str):
-        init = initial_centres(x, k, choice(init or "first", "init", INIT_METHODS), seed)
+    elif method is not None:
+        init = initial_centres(x, k, method, seed)
     else:
         init = float_array(init, "init", 2, "(k, D)")
         if init.shape != (k, d):

@@ -47,8 +47,8 @@ LOOP_REPEATS: dict[Any, dict[str, Any]] = {
     ("cpu", "full"): dict(warmup=1, repeat=3, max_time_s=10.0), ("cpu", "quick"): dict(warmup=0, repeat=1),
     "tiny": dict(warmup=0, repeat=1)}
 LOOP_COLUMNS = ("dataset", "N", "D", "k", "variant", "iterations", "us_per_iter", "call_ms", "call_min_ms",
-                "call_max_ms", "repeats", "memory_floor_us", "compute_floor_us", "dot_floor_us", "x_floor", "x_pytorch",
-                "differ_liao", "skipped", "error")
+                "call_max_ms", "repeats", "marginal_us_per_iter", "memory_floor_us", "compute_floor_us",
+                "dot_floor_us", "x_floor", "x_pytorch", "differ_liao", "skipped", "error")
 
 
 def _torch_lloyd(x_np: np.ndarray, k: int, iters: int) -> Callable[[], Any] | None:
@@ -86,6 +86,8 @@ def _floors(n: int, d: int, k: int) -> tuple[float | None, float | None, float |
     return memory, compute, dot
 
 
+#: loop-on-the-GPU variants also timed at max_iter=1: their marginal loop, the call's fixed costs taken out
+MARGINAL_VARIANTS = ("device", "device_fused", "device_gemm", "auto")
 #: variants whose assignment is the dot form (their floor: the FMAs, not Liao's three instructions)
 DOT_VARIANTS = ("device_gemm", "auto")
 
@@ -142,6 +144,12 @@ def run_kmeans_loop(plan: Plan) -> StudyResult:
                     row.update(iterations=iters, us_per_iter=st.median_ms * 1e3 / iters, call_ms=st.median_ms,
                                call_min_ms=st.min_ms, call_max_ms=st.max_ms, repeats=st.repeats,
                                x_floor=st.median_ms * 1e3 / iters / floor if floor else None)
+                    if plan.gpu and name in MARGINAL_VARIANTS and iters > 1:
+                        # A loop without the call's fixed costs: (the call of `iters` loops - a call of one) / the rest.
+                        one = measure(lambda name=name: gpuopt.kmeans(x_in, k, threshold=0.0, max_iter=1,
+                                                                      variant=name),
+                                      device="gpu", flush_l2=True, **reps)
+                        row["marginal_us_per_iter"] = (st.median_ms - one.median_ms) * 1e3 / (iters - 1)
                 except ValueError as exc:  # the variant rejects the shape up front (device: k*D > 1024)
                     row["skipped"] = _error(exc)
                     res.notes.append(f"kmeans_loop {label} {name}: not applicable: {row['skipped']}")
@@ -166,14 +174,16 @@ def run_kmeans_loop(plan: Plan) -> StudyResult:
 def table_kmeans_loop(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
     """Per data set and variant: µs per iteration, over its floor, x PyTorch, memberships differing from liao."""
     body = [[r["dataset"], f"{r['N']}x{r['D']}", r["k"], r["variant"], _fmt(r.get("us_per_iter"), ".4g"),
+             _fmt(r.get("marginal_us_per_iter"), ".4g"),
              _fmt(r.get("memory_floor_us"), ".3g"), _fmt(r.get("compute_floor_us"), ".3g"),
              _fmt(r.get("dot_floor_us"), ".3g"), _fmt(r.get("x_floor"), ".3g"), _fmt(r.get("x_pytorch"), ".3g"),
              _fmt(r.get("differ_liao"))]
             for r in rows]
     return (f"{(meta or {}).get('iterations', LOOP_ITERS)} loops a call, device-resident points; 'x PyTorch' = the "
-            "PyTorch loop's time over this one (same run); floors per loop\n"
-            + format_table(["data set", "N x D", "k", "variant", "µs/iter", "mem floor µs", "Liao compute floor µs",
-                            "dot floor µs", "x floor", "x PyTorch", "differ from liao"], body)
+            "PyTorch loop's time over this one (same run); 'marginal' = (a call's time - a one-loop call's) / (loops - "
+            "1), the loop without the call's fixed costs; floors per loop\n"
+            + format_table(["data set", "N x D", "k", "variant", "µs/iter", "marginal µs/iter", "mem floor µs",
+                            "Liao compute floor µs", "dot floor µs", "x floor", "x PyTorch", "differ from liao"], body)
             + _errors(rows) + _skipped(rows))
 
 
