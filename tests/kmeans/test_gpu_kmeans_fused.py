@@ -42,7 +42,7 @@ def test_duplicates_and_k_equals_n(rng, loop):
 def test_fused_equals_device_on_every_grid(rng, blocks):
     x = rng.uniform(0, 1, (100_001, 8)).astype(np.float32)
     base = gpuopt.kmeans(x, 3, threshold=0.0, max_iter=12, variant="device")
-    for loops_per_sync in (1, 5, 64):
+    for loops_per_sync in (1, 4, 64):
         res = gpuopt.kmeans(x, 3, threshold=0.0, max_iter=12, variant="device_fused", blocks=blocks,
                             loops_per_sync=loops_per_sync)
         np.testing.assert_array_equal(res.membership, base.membership)
