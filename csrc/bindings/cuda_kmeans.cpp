@@ -56,33 +56,51 @@ kmeans::LiaoConfig liao_config(int threads, int reduction_threads, bool aos, boo
 }  // namespace
 
 void bind_kmeans(py::module_& m) {
-    // kmeans_device(x_dev, centroids_dev, membership_dev, n, d, k, threshold, max_iter, *, loops_per_sync, blocks)
-    //   -> (iterations, delta (iterations,) float32); centres and memberships are written in place.
-    def_variant(m, "kmeans", "device",
-                [](std::uintptr_t x_dev, std::uintptr_t centroids_dev, std::uintptr_t membership_dev, std::int64_t n,
-                   std::int64_t d, std::int64_t k, float threshold, std::int64_t max_iter, int loops_per_sync, int blocks) {
-                    kmeans::KMeansStats stats;
-                    {
-                        py::gil_scoped_release release;
-                        stats = kmeans::kmeans_device(dptr<const float>(x_dev), n, d, k, threshold, max_iter,
-                                                      dptr<float>(centroids_dev), dptr<std::int32_t>(membership_dev),
-                                                      loops_per_sync, blocks);
-                    }
-                    carray<float> delta(static_cast<py::ssize_t>(stats.delta.size()));
-                    std::copy(stats.delta.begin(), stats.delta.end(), delta.mutable_data());
-                    return py::make_tuple(stats.iterations, delta);
-                },
-                py::arg("x_dev_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
-                py::arg("d"), py::arg("k"), py::arg("threshold"), py::arg("max_iter"), py::kw_only(),
-                py::arg("loops_per_sync"), py::arg("blocks") = 0, "The whole k-means loop on the GPU (see csrc/kmeans/kmeans_cuda.hpp).");
-    def_check(m, "kmeans", "device",
-              [](std::int64_t n, std::int64_t d, std::int64_t k, int loops_per_sync, int blocks) {
-                  GPUOPT_REQUIRE(loops_per_sync >= 1, "kmeans device: loops_per_sync must be >= 1");
-                  GPUOPT_REQUIRE(blocks >= 0, "kmeans device: blocks must be >= 0 (0: as many as are resident)");
-                  kmeans::kmeans_device_check(n, d, k);
-              },
-              py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(), py::arg("loops_per_sync") = 1, py::arg("blocks") = 0,
-              "Raise ValueError if kmeans_device cannot run this configuration (nothing runs; needs a device).");
+    // kmeans_device / _fused / _gemm(x_dev, centroids_dev, membership_dev, n, d, k, threshold, max_iter, *,
+    //   loops_per_sync, blocks) -> (iterations, delta (iterations,) float32); centres and memberships in place.
+    using DeviceLoop = kmeans::KMeansStats (*)(const float*, std::int64_t, std::int64_t, std::int64_t, float,
+                                               std::int64_t, float*, std::int32_t*, int, int);
+    using DeviceCheck = void (*)(std::int64_t, std::int64_t, std::int64_t);
+    struct Loop {
+        const char* name;
+        DeviceLoop run;
+        DeviceCheck check;
+    };
+    for (const Loop& entry : {Loop{"device", &kmeans::kmeans_device, &kmeans::kmeans_device_check},
+                              Loop{"device_fused", &kmeans::kmeans_device_fused, &kmeans::kmeans_device_check},
+                              Loop{"device_gemm", &kmeans::kmeans_device_gemm, &kmeans::kmeans_device_gemm_check}}) {
+        const char* name = entry.name;
+        const DeviceLoop loop = entry.run;
+        const DeviceCheck check = entry.check;
+        def_variant(m, "kmeans", name,
+                    [loop](std::uintptr_t x_dev, std::uintptr_t centroids_dev, std::uintptr_t membership_dev,
+                           std::int64_t n, std::int64_t d, std::int64_t k, float threshold, std::int64_t max_iter,
+                           int loops_per_sync, int blocks) {
+                        kmeans::KMeansStats stats;
+                        {
+                            py::gil_scoped_release release;
+                            stats = loop(dptr<const float>(x_dev), n, d, k, threshold, max_iter,
+                                         dptr<float>(centroids_dev), dptr<std::int32_t>(membership_dev),
+                                         loops_per_sync, blocks);
+                        }
+                        carray<float> delta(static_cast<py::ssize_t>(stats.delta.size()));
+                        std::copy(stats.delta.begin(), stats.delta.end(), delta.mutable_data());
+                        return py::make_tuple(stats.iterations, delta);
+                    },
+                    py::arg("x_dev_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
+                    py::arg("d"), py::arg("k"), py::arg("threshold"), py::arg("max_iter"), py::kw_only(),
+                    py::arg("loops_per_sync"), py::arg("blocks") = 0,
+                    "The whole k-means loop on the GPU (see csrc/kmeans/kmeans_cuda.hpp).");
+        def_check(m, "kmeans", name,
+                  [check](std::int64_t n, std::int64_t d, std::int64_t k, int loops_per_sync, int blocks) {
+                      GPUOPT_REQUIRE(loops_per_sync >= 1, "kmeans device: loops_per_sync must be >= 1");
+                      GPUOPT_REQUIRE(blocks >= 0, "kmeans device: blocks must be >= 0 (0: as many as are resident)");
+                      check(n, d, k);
+                  },
+                  py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(), py::arg("loops_per_sync") = 1,
+                  py::arg("blocks") = 0,
+                  "Raise ValueError if this variant cannot run this configuration (nothing runs; needs a device).");
+    }
     def_variant(m, "kmeans_predict", "device",
                 [](std::uintptr_t x_dev, std::uintptr_t centroids_dev, std::uintptr_t membership_dev, std::int64_t n,
                    std::int64_t d, std::int64_t k) {

@@ -63,7 +63,22 @@ KMeansStats kmeans_liao(const float* x_dev, const float* x_host, std::int64_t n,
 // in: initial centres, out: final; membership_dev [n], out. Loops are queued loops_per_sync at a time, the
 // stop flag read once per batch. blocks: assign_and_sum's grid (0: as many as are resident at once). Sums as
 // Summation::Chunked: equal to kmeans_cpu(..., Chunked) bit for bit, for any blocks.
+// "device_fused": the same, one launch a loop: the last assign_and_sum block to finish closes the loop (the
+// group/chunk tree, new centres, delta, stop flag), so no finish_loop kernel; the same bits as "device".
+// Both start with two memsets (counts with the loop state, memberships) and read one copy (stop flag + delta
+// history) per batch.
 void kmeans_device_check(std::int64_t n, std::int64_t d, std::int64_t k);
+KMeansStats kmeans_device_fused(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
+                                std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev,
+                                int loops_per_sync, int blocks = 0);
+// "device_gemm": the same loop (two kernels a loop) for k*D <= 4096, the nearest centre by the dot form
+// ||c||^2 - 2 x.c (one fused multiply-add per centre coordinate), Liao's distances recomputed for an object
+// whose two nearest the form's rounding bound cannot separate: Liao's memberships, the same bits as "device"
+// (and cpu(summation="chunked")).
+void kmeans_device_gemm_check(std::int64_t n, std::int64_t d, std::int64_t k);
+KMeansStats kmeans_device_gemm(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
+                               std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev,
+                               int loops_per_sync, int blocks = 0);
 KMeansStats kmeans_device(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
                           std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev,
                           int loops_per_sync, int blocks = 0);

@@ -13,9 +13,14 @@
 //                   delta = changed / n (Liao's float32), records it and sets the done flag when delta <=
 //                   threshold or the loop cap is reached, and zeroes the counters for the next loop.
 // Every kernel returns at once when the done flag is set, so the host queues loops in batches and reads the
-// flag once per batch. The result equals kmeans_cpu(..., Summation::Chunked) bit for bit, on any grid.
+// flag (with the delta history, one copy) once per batch. The result equals kmeans_cpu(..., Summation::Chunked)
+// bit for bit, on any grid.
+// "device_fused": assign_and_sum<D, Fused=true>: its last block (threadfence + counter) runs finish_loop's tree
+// itself (finish_in_block), one launch a loop. "device_gemm": assign_and_sum<D, false, Dot=true>: nearest_dot
+// (kmeans_device.cuh) for k*D up to 4096, then finish_loop.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,109 +31,95 @@
 #include "../common/error.hpp"
 #include "../common/launch.cuh"
 #include "kmeans_cuda.hpp"
+#include "kmeans_device.cuh"
 
 namespace gpuopt::kmeans {
 
 namespace {
 
-constexpr int kThreads = 256;                                   // assign_and_sum block
-constexpr int kLeaf = static_cast<int>(kSumLeaf);               // objects per leaf
-constexpr int kLeaves = static_cast<int>(kSumFanout);           // leaves per chunk
-constexpr int kChunk = static_cast<int>(kSumChunk);             // objects per chunk
-constexpr int kGroup = static_cast<int>(kSumFanout);            // chunks per group
-constexpr int kMaxCentreCoords = 1024;                          // k*D: at most 4 (cluster, coordinate) a thread
-constexpr int kCoordsPerThread = kMaxCentreCoords / kThreads;
-constexpr int kLeafSlab = 8192;                                 // doubles of leaf sums in shared memory at once
-constexpr int kGatherMaxK = 4;                                  // leaf sums a (leaf, cluster, coordinate) up to this k
-constexpr int kFinishWarps = 8;                                 // finish_loop: warps a block, a (cluster, coordinate) each
-static_assert(kChunk % kThreads == 0 && kLeaf == 32 && kGroup == 32, "a chunk splits evenly; a warp per leaf/group");
-
-struct LoopState {
-    int done;                           // 1 once the loop has stopped
-    int iterations;                     // loops run
-    unsigned int finished_blocks;       // finish_loop's last-block counter
-    unsigned long long changed;         // memberships changed this loop (assign_and_sum adds, finish_loop reads)
+struct FinishArgs {
+    float threshold;
+    int max_iter;
+    float* delta_history;  // [max_iter]
 };
 
-// Leaves whose sums are held at once: a power of two dividing 32, with leaves * k*D doubles in kLeafSlab.
-__host__ __device__ inline int leaves_per_pass(int kd) {
-    int leaves = kLeaves;
-    while (leaves > 1 && leaves * kd > kLeafSlab) leaves /= 2;
-    return leaves;
-}
-
-std::size_t assign_shared_bytes(std::int64_t d, std::int64_t k) {
-    const std::int64_t kd = k * d;
-    return static_cast<std::size_t>(leaves_per_pass(static_cast<int>(kd)) * kd) * sizeof(double) +
-           static_cast<std::size_t>(kd) * sizeof(float) + static_cast<std::size_t>(kChunk + k) * sizeof(std::int32_t);
-}
-
-// Liao's nearest centre of one object: float32 squared differences summed over the coordinates in order,
-// unfused, ties to the lower index. With D > 0 (the coordinate count known at compile time) the object's
-// coordinates are read once into registers instead of once per centre.
-template <int D>
-__device__ inline std::int32_t nearest(const float* __restrict__ o, const float* centres, int c_first, int count,
-                                       int d, std::int32_t best, float& best_dist) {
-    constexpr int kRegs = D > 0 ? D : 1;
-    float xr[kRegs];
-    if constexpr (D > 0 && D % 4 == 0) {
-        if ((reinterpret_cast<std::uintptr_t>(o) & 15) == 0) {  // a 16-byte aligned row: D / 4 vector loads
+// Closes a loop with one block of kThreads (the fused path): the group sums (32 chunk sums in order) staged
+// slab_doubles at a time in shared memory, then one thread per (cluster, coordinate) adds them in group order,
+// exactly finish_loop's tree; then the new centres, delta, the stop flag, and the counters zeroed. Reads of
+// what other blocks wrote go through L2 (ld.cg / volatile), never a possibly stale L1 line.
+__device__ inline void finish_in_block(std::int64_t n, int d, int k, std::int64_t chunks, const double* chunk_sums,
+                                       unsigned long long* counts, float* centres, const FinishArgs& fin,
+                                       LoopState* state, double* slab, int slab_doubles) {
+    const int kd = k * d;
+    const int per_round = slab_doubles / kd;  // group sums held at once (>= 1: the slab holds >= k*d)
+    const std::int64_t groups = (chunks + kGroup - 1) / kGroup;
+    double total[kCoordsPerThread<false>];
 #pragma unroll
-            for (int j = 0; j < D; j += 4) {
-                const float4 v = *reinterpret_cast<const float4*>(o + j);
-                xr[j] = v.x, xr[j + 1] = v.y, xr[j + 2] = v.z, xr[j + 3] = v.w;
+    for (int q = 0; q < kCoordsPerThread<false>; ++q) total[q] = 0.0;
+    for (std::int64_t g0 = 0; g0 < groups; g0 += per_round) {
+        const int in_round = static_cast<int>(groups - g0 < per_round ? groups - g0 : per_round);
+        for (int item = threadIdx.x; item < in_round * kd; item += kThreads) {
+            const std::int64_t g = g0 + item / kd;
+            const int e = item % kd;
+            double s = 0.0;
+#pragma unroll
+            for (int h = 0; h < kGroup; h += kGroup / 4) {  // in quarters: 8 loads in flight (the 64-register cap)
+                double part[kGroup / 4];
+#pragma unroll
+                for (int u = 0; u < kGroup / 4; ++u) {
+                    const std::int64_t chunk = g * kGroup + h + u;
+                    part[u] = chunk < chunks ? __ldcg(chunk_sums + chunk * kd + e) : 0.0;  // +0.0: no change
+                }
+#pragma unroll
+                for (int u = 0; u < kGroup / 4; ++u) s += part[u];
             }
-        } else {
-#pragma unroll
-            for (int j = 0; j < D; ++j) xr[j] = o[j];
+            slab[item] = s;
         }
-    } else if constexpr (D > 0) {
+        __syncthreads();
 #pragma unroll
-        for (int j = 0; j < D; ++j) xr[j] = o[j];
+        for (int q = 0; q < kCoordsPerThread<false>; ++q) {
+            const int e = threadIdx.x + q * kThreads;
+            if (e < kd)
+                for (int r = 0; r < in_round; ++r) total[q] += slab[r * kd + e];
+        }
+        __syncthreads();  // the slab is rewritten by the next round
     }
-    for (int c = 0; c < count; ++c) {
-        const float* centre = centres + c * (D > 0 ? D : d);
-        float dist = 0.f;
-        if constexpr (D > 0) {
+    const volatile unsigned long long* vcounts = counts;
 #pragma unroll
-            for (int j = 0; j < D; ++j) {
-                const float diff = __fsub_rn(xr[j], centre[j]);
-                dist = __fadd_rn(dist, __fmul_rn(diff, diff));
-            }
-        } else {
-            for (int j = 0; j < d; ++j) {
-                const float diff = __fsub_rn(o[j], centre[j]);
-                dist = __fadd_rn(dist, __fmul_rn(diff, diff));
-            }
-        }
-        if (c_first + c == 0 || dist < best_dist) {
-            best_dist = dist;
-            best = c_first + c;
+    for (int q = 0; q < kCoordsPerThread<false>; ++q) {
+        const int e = threadIdx.x + q * kThreads;
+        if (e < kd) {
+            const unsigned long long count = vcounts[e / d];
+            if (count > 0) centres[e] = static_cast<float>(total[q] / static_cast<double>(count));
         }
     }
-    return best;
-}
-
-// Calls f(std::integral_constant<int, D>{}) with D = d for d in 1..kMaxUnrolledDim, else D = 0 (any d).
-constexpr int kMaxUnrolledDim = 24;  // beyond, x[D] in registers next to the rest passes 64 registers
-template <class F, int... Ds>
-void with_dim_impl(int d, F&& f, std::integer_sequence<int, Ds...>) {
-    const bool done = ((d == Ds + 1 ? (f(std::integral_constant<int, Ds + 1>{}), true) : false) || ...);
-    if (!done) f(std::integral_constant<int, 0>{});
-}
-template <class F>
-void with_dim(std::int64_t d, F&& f) {
-    with_dim_impl(static_cast<int>(d), f, std::make_integer_sequence<int, kMaxUnrolledDim>{});
+    __syncthreads();  // every count read before it is zeroed
+    for (int c = threadIdx.x; c < k; c += kThreads) counts[c] = 0;
+    if (threadIdx.x == 0) {
+        // Liao's measure: the change count as a float over numObjs as a float.
+        const unsigned long long changed = *reinterpret_cast<volatile unsigned long long*>(&state->changed);
+        const float delta = static_cast<float>(changed) / static_cast<float>(n);
+        fin.delta_history[state->iterations] = delta;
+        state->iterations += 1;
+        state->changed = 0;
+        state->finished_blocks = 0;
+        if (!(delta > fin.threshold) || state->iterations >= fin.max_iter) state->done = 1;
+    }
 }
 
 // At most 64 registers (4 blocks an SM): left alone, ptxas picks 32 and spills for some D, or 80 and fits only 3.
-template <int D>
-__global__ void __launch_bounds__(kThreads, 4) assign_and_sum(const float* __restrict__ x, std::int64_t n, int d, int k,
-                                                           const float* __restrict__ centres,  // [k][d]
-                                                           std::int32_t* __restrict__ membership,
-                                                           double* __restrict__ chunk_sums,  // [chunks][k][d]
-                                                           unsigned long long* __restrict__ counts,  // [k]
-                                                           LoopState* __restrict__ state) {
+// Fused: the last block to finish also closes the loop (finish_in_block), so a loop is one launch.
+// Dot: the nearest centre by the dot form (nearest_dot: Liao's answer, fewer instructions) for k*D up to 4096;
+// 128 registers (16 chunk sums a thread), 2 blocks an SM as its shared memory allows.
+template <int D, bool Fused, bool Dot>
+__global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
+    const float* __restrict__ x, std::int64_t n, int d, int k,
+    float* centres,  // [k][d]; rewritten by Fused's last block
+    std::int32_t* __restrict__ membership, double* __restrict__ chunk_sums,  // [chunks][k][d]
+    unsigned long long* __restrict__ counts,                                  // [k]
+    LoopState* __restrict__ state, FinishArgs fin) {
+    static_assert(!(Fused && Dot), "the dot form's k*D is finished by finish_loop's many blocks");
+    constexpr int kPerThread = kCoordsPerThread<Dot>;
     if (state->done) return;
     if constexpr (D > 0) d = D;  // constant from here on
     const int kd = k * d;
@@ -136,11 +127,33 @@ __global__ void __launch_bounds__(kThreads, 4) assign_and_sum(const float* __res
     extern __shared__ __align__(16) unsigned char smem_raw[];
     double* leaf_s = reinterpret_cast<double*>(smem_raw);                    // [leaves][k*d]
     float* centres_s = reinterpret_cast<float*>(leaf_s + leaves * kd);       // [k][d]
-    std::int32_t* members_s = reinterpret_cast<std::int32_t*>(centres_s + kd);  // [kChunk]
+    float* m2c_s = centres_s + kd;                                           // Dot: [k+1][d], -2 c
+    float* cn_s = m2c_s + (Dot ? (k + 1) * d : 0);                           // Dot: [k+1], ||c||^2
+    std::int32_t* members_s = reinterpret_cast<std::int32_t*>(cn_s + (Dot ? k + 1 : 0));  // [kChunk]
     int* counts_s = members_s + kChunk;                                      // [k], this block's chunks
     __shared__ int changed_s[kThreads / 32];
+    __shared__ float cmax_s;
     for (int i = threadIdx.x; i < kd; i += kThreads) centres_s[i] = centres[i];
     for (int c = threadIdx.x; c < k; c += kThreads) counts_s[c] = 0;
+    if constexpr (Dot) {
+        // -2c is exact (a power of two); the pad centre k: zeros and ||c||^2 = +inf, never the nearest.
+        for (int i = threadIdx.x; i < (k + 1) * d; i += kThreads) m2c_s[i] = i < kd ? -2.f * centres[i] : 0.f;
+        for (int c = threadIdx.x; c <= k; c += kThreads) {
+            float s = __int_as_float(0x7f800000);
+            if (c < k) {
+                s = 0.f;
+                for (int j = 0; j < d; ++j) s = __fmaf_rn(centres[c * d + j], centres[c * d + j], s);
+            }
+            cn_s[c] = s;
+        }
+        __syncthreads();
+        if (threadIdx.x < 32) {  // max ||c||, rounded up, for the bound
+            float m = 0.f;
+            for (int c = threadIdx.x; c < k; c += 32) m = fmaxf(m, cn_s[c]);
+            for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+            if (threadIdx.x == 0) cmax_s = __fsqrt_ru(m);
+        }
+    }
     __syncthreads();
 
     int changed = 0;
@@ -157,7 +170,10 @@ __global__ void __launch_bounds__(kThreads, 4) assign_and_sum(const float* __res
             std::int32_t best = -1;
             if (i < len) {
                 float best_dist = 0.f;
-                best = nearest<D>(x + (start + i) * d, centres_s, 0, k, d, 0, best_dist);
+                if constexpr (Dot)
+                    best = nearest_dot<D>(x + (start + i) * d, centres_s, m2c_s, cn_s, cmax_s, k, d);
+                else
+                    best = nearest<D>(x + (start + i) * d, centres_s, 0, k, d, 0, best_dist);
                 changed += membership[start + i] != best;
                 membership[start + i] = best;
             }
@@ -167,9 +183,9 @@ __global__ void __launch_bounds__(kThreads, 4) assign_and_sum(const float* __res
         for (int i = threadIdx.x; i < len; i += kThreads) atomicAdd(&counts_s[members_s[i]], 1);
 
         // Chunk sums of the (cluster, coordinate) pairs this thread owns: the leaf sums added in leaf order.
-        double chunk_sum[kCoordsPerThread];
+        double chunk_sum[kPerThread];
 #pragma unroll
-        for (int q = 0; q < kCoordsPerThread; ++q) chunk_sum[q] = 0.0;
+        for (int q = 0; q < kPerThread; ++q) chunk_sum[q] = 0.0;
         for (int leaf0 = 0; leaf0 < kLeaves; leaf0 += leaves) {
             if (k <= kGatherMaxK) {
                 // One thread per (leaf, cluster, coordinate): the leaf's members in object order.
@@ -214,7 +230,7 @@ __global__ void __launch_bounds__(kThreads, 4) assign_and_sum(const float* __res
             }
             __syncthreads();
 #pragma unroll
-            for (int q = 0; q < kCoordsPerThread; ++q) {
+            for (int q = 0; q < kPerThread; ++q) {
                 const int e = threadIdx.x + q * kThreads;
                 if (e < kd)
                     for (int leaf = 0; leaf < leaves; ++leaf) chunk_sum[q] += leaf_s[leaf * kd + e];
@@ -222,7 +238,7 @@ __global__ void __launch_bounds__(kThreads, 4) assign_and_sum(const float* __res
             __syncthreads();  // leaf_s is rewritten by the next pass, members_s by the next chunk
         }
 #pragma unroll
-        for (int q = 0; q < kCoordsPerThread; ++q) {
+        for (int q = 0; q < kPerThread; ++q) {
             const int e = threadIdx.x + q * kThreads;
             if (e < kd) chunk_sums[chunk * kd + e] = chunk_sum[q];
         }
@@ -238,6 +254,19 @@ __global__ void __launch_bounds__(kThreads, 4) assign_and_sum(const float* __res
     }
     for (int c = threadIdx.x; c < k; c += kThreads)
         if (counts_s[c]) atomicAdd(&counts[c], static_cast<unsigned long long>(counts_s[c]));
+    if constexpr (Fused) {
+        // Threadfence pattern: this block's chunk sums are visible device-wide before it is counted; the last
+        // block counted sees every block's sums and counts.
+        __shared__ bool last;
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) last = atomicAdd(&state->finished_blocks, 1u) == gridDim.x - 1;
+        __syncthreads();
+        if (!last) return;
+        __threadfence();
+        finish_in_block(n, d, k, (n + kChunk - 1) / kChunk, chunk_sums, counts, centres, fin, state, leaf_s,
+                        leaves * kd);
+    }
 }
 
 __global__ void __launch_bounds__(kFinishWarps * 32) finish_loop(std::int64_t n, int d, int k, std::int64_t chunks,
@@ -323,71 +352,124 @@ __global__ void __launch_bounds__(kPredictThreads) predict_kernel(const float* _
 
 }  // namespace
 
-void kmeans_device_check(std::int64_t n, std::int64_t d, std::int64_t k) {
-    GPUOPT_REQUIRE(n > 0 && d > 0, "kmeans device: x must have at least one object and one coordinate");
-    GPUOPT_REQUIRE(k >= 1 && k <= n, "kmeans device: k must be in 1..n");
-    GPUOPT_REQUIRE(n <= (std::int64_t{1} << 40), "kmeans device: at most 2^40 objects");
-    GPUOPT_REQUIRE(k * d <= kMaxCentreCoords,
-                   "kmeans device: k*D = " + std::to_string(k * d) + " centre coordinates; this variant holds at most " +
-                       std::to_string(kMaxCentreCoords));
+namespace {
+
+template <bool Fused, bool Dot>
+void check_loop(std::int64_t n, std::int64_t d, std::int64_t k, const char* name) {
+    const std::string what = std::string("kmeans ") + name;
+    GPUOPT_REQUIRE(n > 0 && d > 0, what + ": x must have at least one object and one coordinate");
+    GPUOPT_REQUIRE(k >= 1 && k <= n, what + ": k must be in 1..n");
+    GPUOPT_REQUIRE(n <= (std::int64_t{1} << 40), what + ": at most 2^40 objects");
+    GPUOPT_REQUIRE(k * d <= kMaxCentreCoords<Dot>,
+                   what + ": k*D = " + std::to_string(k * d) + " centre coordinates; this variant holds at most " +
+                       std::to_string(kMaxCentreCoords<Dot>));
     with_dim(d, [&](auto dim) {
-        require_shared_memory(assign_and_sum<dim.value>, assign_shared_bytes(d, k), "kmeans device: assign_and_sum");
+        require_shared_memory(assign_and_sum<dim.value, Fused, Dot>, assign_shared_bytes(d, k, Dot),
+                              (what + ": assign_and_sum").c_str());
     });
 }
 
-KMeansStats kmeans_device(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
-                          std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev,
-                          int loops_per_sync, int blocks_wanted) {
+}  // namespace
+
+void kmeans_device_check(std::int64_t n, std::int64_t d, std::int64_t k) {
+    check_loop<false, false>(n, d, k, "device");
+    check_loop<true, false>(n, d, k, "device");
+}
+
+void kmeans_device_gemm_check(std::int64_t n, std::int64_t d, std::int64_t k) {
+    check_loop<false, true>(n, d, k, "device_gemm");
+}
+
+namespace {
+
+// The loop's small state in one allocation, so one memset starts it and one copy a batch reads the stop flag
+// with the delta history: [counts: k][LoopState][history: max_iter floats].
+static_assert(sizeof(LoopState) % sizeof(unsigned long long) == 0, "LoopState packs into 64-bit words");
+constexpr std::size_t kStateWords = sizeof(LoopState) / sizeof(unsigned long long);
+
+template <bool Fused, bool Dot>
+KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
+                       std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev, int loops_per_sync,
+                       int blocks_wanted) {
     GPUOPT_REQUIRE(x_dev && centroids_dev && membership_dev, "kmeans device: null pointer argument");
     GPUOPT_REQUIRE(max_iter >= 1 && max_iter <= (1 << 30), "kmeans device: max_iter must be in 1..2^30");
     GPUOPT_REQUIRE(loops_per_sync >= 1, "kmeans device: loops_per_sync must be >= 1");
     GPUOPT_REQUIRE(blocks_wanted >= 0, "kmeans device: blocks must be >= 0 (0: as many as are resident)");
-    kmeans_device_check(n, d, k);
+    check_loop<Fused, Dot>(n, d, k, Dot ? "device_gemm" : "device");
     const std::int64_t chunks = (n + kChunk - 1) / kChunk;
     const int kd = static_cast<int>(k * d);
     DeviceBuffer<double> chunk_sums(static_cast<std::size_t>(chunks * kd));
-    DeviceBuffer<unsigned long long> counts(static_cast<std::size_t>(k));
-    DeviceBuffer<float> history(static_cast<std::size_t>(max_iter));
-    DeviceBuffer<LoopState> state(1);
-    int iterations = 0;
-    GPUOPT_CUDA_CHECK(cudaMemsetAsync(state.data(), 0, sizeof(LoopState)));
-    GPUOPT_CUDA_CHECK(cudaMemsetAsync(counts.data(), 0, static_cast<std::size_t>(k) * sizeof(unsigned long long)));
-    // Every membership starts at -1, so the first loop counts all n objects as changed (as the reference).
+    const std::size_t history_words = static_cast<std::size_t>((max_iter + 1) / 2);
+    DeviceBuffer<unsigned long long> small(static_cast<std::size_t>(k) + kStateWords + history_words);
+    unsigned long long* counts = small.data();
+    auto* state = reinterpret_cast<LoopState*>(counts + k);
+    const FinishArgs fin{threshold, static_cast<int>(max_iter), reinterpret_cast<float*>(state + 1)};
+    // Counts and state zeroed in one call. Every membership starts at -1, so the first loop counts all n objects
+    // as changed (as the reference).
+    GPUOPT_CUDA_CHECK(cudaMemsetAsync(counts, 0, (static_cast<std::size_t>(k) + kStateWords) * sizeof(unsigned long long)));
     GPUOPT_CUDA_CHECK(cudaMemsetAsync(membership_dev, 0xFF, static_cast<std::size_t>(n) * sizeof(std::int32_t)));
 
+    // The host's copy of [LoopState][history], read once per batch.
+    std::vector<unsigned char> host(sizeof(LoopState) + static_cast<std::size_t>(max_iter) * sizeof(float));
+    LoopState host_state{};
     with_dim(d, [&](auto dim) {
-        const auto assign = assign_and_sum<dim.value>;
+        const auto assign = assign_and_sum<dim.value, Fused, Dot>;
         int per_sm = 0;
-        const std::size_t shared = assign_shared_bytes(d, k);
+        const std::size_t shared = assign_shared_bytes(d, k, Dot);
         GPUOPT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, assign, kThreads, shared));
         const std::int64_t resident = static_cast<std::int64_t>(multiprocessor_count()) * std::max(per_sm, 1);
         const unsigned blocks =
             static_cast<unsigned>(std::min<std::int64_t>(chunks, blocks_wanted > 0 ? blocks_wanted : resident));
-        const unsigned finish_blocks = static_cast<unsigned>((kd + kFinishWarps - 1) / kFinishWarps);
-        LoopState host_state{};
+        [[maybe_unused]] const unsigned finish_blocks = static_cast<unsigned>((kd + kFinishWarps - 1) / kFinishWarps);
         while (!host_state.done) {
             // Queued without waiting; loops past the stop return at once. No more than the cap allows.
             const std::int64_t batch = std::min<std::int64_t>(loops_per_sync, max_iter - host_state.iterations);
             for (std::int64_t b = 0; b < batch; ++b) {
                 assign<<<blocks, kThreads, shared>>>(x_dev, n, static_cast<int>(d), static_cast<int>(k), centroids_dev,
-                                                     membership_dev, chunk_sums.data(), counts.data(), state.data());
+                                                     membership_dev, chunk_sums.data(), counts, state, fin);
                 GPUOPT_CHECK_LAUNCH("assign_and_sum");
-                finish_loop<<<finish_blocks, kFinishWarps * 32>>>(n, static_cast<int>(d), static_cast<int>(k), chunks,
-                                                                  chunk_sums.data(), counts.data(), centroids_dev,
-                                                                  threshold, static_cast<int>(max_iter),
-                                                                  history.data(), state.data());
-                GPUOPT_CHECK_LAUNCH("finish_loop");
+                if constexpr (!Fused) {
+                    finish_loop<<<finish_blocks, kFinishWarps * 32>>>(n, static_cast<int>(d), static_cast<int>(k),
+                                                                      chunks, chunk_sums.data(), counts, centroids_dev,
+                                                                      threshold, static_cast<int>(max_iter),
+                                                                      fin.delta_history, state);
+                    GPUOPT_CHECK_LAUNCH("finish_loop");
+                }
             }
-            GPUOPT_CUDA_CHECK(cudaMemcpy(&host_state, state.data(), sizeof(LoopState), cudaMemcpyDeviceToHost));
+            // The stop flag and the history up to the batch's last possible loop, in one copy.
+            const std::size_t bytes = sizeof(LoopState) + static_cast<std::size_t>(host_state.iterations + batch) * sizeof(float);
+            GPUOPT_CUDA_CHECK(cudaMemcpy(host.data(), state, bytes, cudaMemcpyDeviceToHost));
+            std::memcpy(&host_state, host.data(), sizeof(LoopState));
         }
-        iterations = host_state.iterations;
     });
     KMeansStats stats;
-    stats.iterations = iterations;
-    stats.delta.resize(static_cast<std::size_t>(iterations));
-    GPUOPT_CUDA_CHECK(cudaMemcpy(stats.delta.data(), history.data(), stats.delta.size() * sizeof(float),
-                                 cudaMemcpyDeviceToHost));
+    stats.iterations = host_state.iterations;
+    const auto* delta = reinterpret_cast<const float*>(host.data() + sizeof(LoopState));
+    stats.delta.assign(delta, delta + host_state.iterations);
     return stats;
+}
+
+}  // namespace
+
+KMeansStats kmeans_device(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
+                          std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev,
+                          int loops_per_sync, int blocks_wanted) {
+    return run_device<false, false>(x_dev, n, d, k, threshold, max_iter, centroids_dev, membership_dev,
+                                    loops_per_sync, blocks_wanted);
+}
+
+KMeansStats kmeans_device_fused(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
+                                std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev,
+                                int loops_per_sync, int blocks_wanted) {
+    return run_device<true, false>(x_dev, n, d, k, threshold, max_iter, centroids_dev, membership_dev,
+                                   loops_per_sync, blocks_wanted);
+}
+
+KMeansStats kmeans_device_gemm(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
+                               std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev,
+                               int loops_per_sync, int blocks_wanted) {
+    return run_device<false, true>(x_dev, n, d, k, threshold, max_iter, centroids_dev, membership_dev,
+                                   loops_per_sync, blocks_wanted);
 }
 
 void kmeans_predict_device_check(std::int64_t n, std::int64_t d, std::int64_t k) {

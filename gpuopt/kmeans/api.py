@@ -9,6 +9,7 @@ import numpy as np
 
 from .._exec import dispatch
 from .._validate import choice, float_array, integer, real
+from ..cuda import DeviceArray
 from .init import INIT_METHODS, initial_centres
 
 __all__ = ["kmeans", "KMeansResult", "KMeansProblem"]
@@ -41,10 +42,11 @@ class KMeansResult:
 
 @dataclass(frozen=True)
 class KMeansProblem:
-    """A validated kmeans call: x (N, D) float32, init (k, D) float32 initial centres."""
+    """A validated kmeans call: x (N, D) float32, init (k, D) float32 initial centres (on the device, a view of
+    x's first k rows, where x is on the device and init is "first")."""
 
     x: Any  # numpy.ndarray or DeviceArray
-    init: np.ndarray
+    init: Any  # numpy.ndarray or DeviceArray
     threshold: float
     max_iter: int
 
@@ -78,7 +80,8 @@ def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, seed: int = 0, var
     seed : int
         Seed of the ``random`` and ``kmeans++`` draws (>= 0); the same seed gives the same centres.
     variant : str, optional
-        Implementation (see ``gpuopt.variants("kmeans")``).
+        Implementation (see ``gpuopt.variants("kmeans")``). None: ``auto`` on a GPU (the loop on the GPU,
+        centre sums as ``cpu(summation="chunked")``: Liao's centres up to rounding), else ``cpu``.
     timing : bool
         Also return a :class:`gpuopt.Timing` (its ``kernel_ms`` is Liao's "computation
         timing": the whole loop).
@@ -109,8 +112,13 @@ def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, seed: int = 0, var
     if not on_device and not np.isfinite(x).all():
         raise ValueError("x must contain only finite values (NaN/inf found)")
     seed = integer(seed, "seed", 0)
-    if init is None or isinstance(init, str):
-        init = initial_centres(x, k, choice(init or "first", "init", INIT_METHODS), seed)
+    method = None if init is not None and not isinstance(init, str) else choice(init or "first", "init", INIT_METHODS)
+    if method == "first" and on_device:
+        # Liao's first k objects, left on the device (a view of x): the loop-on-the-GPU variants copy them there,
+        # with no host round trip; the others copy them to the host.
+        init = DeviceArray((k, d), np.float32, x.ptr, x)
+    elif method is not None:
+        init = initial_centres(x, k, method, seed)
     else:
         init = float_array(init, "init", 2, "(k, D)")
         if init.shape != (k, d):

@@ -10,7 +10,7 @@ import numpy as np
 from .. import _core
 from .._exec import ExecContext
 from .._ext import host_check, launcher
-from ..cuda import to_device
+from ..cuda import DeviceArray, to_device
 from ..registry import Param, register
 from .api import KMeansProblem
 
@@ -24,7 +24,8 @@ def _kmeans_cpu(ctx: ExecContext, p: KMeansProblem, *, summation: str) -> tuple[
     # Variants return (centroids, membership, iterations, delta history).
     x = ctx.host(p.x)
     with ctx.kernel():
-        centroids, membership, iterations, delta = _core.kmeans(x, p.init, p.threshold, p.max_iter, summation)
+        centroids, membership, iterations, delta = _core.kmeans(x, ctx.host(p.init), p.threshold, p.max_iter,
+                                                                summation)
     return ctx.finish(centroids), ctx.finish(membership), iterations, delta
 
 
@@ -60,9 +61,10 @@ def _kmeans_liao(ctx: ExecContext, p: KMeansProblem, **params: int) -> tuple[Any
     run = launcher(ctx.variant)
     x_dev = ctx.device(p.x)
     x_host = ctx.host(p.x)
+    init = ctx.host(p.init)
     with ctx.kernel():
         centroids, membership, iterations, delta, phases = run(
-            x_dev.ptr, x_host, p.init, p.threshold, p.max_iter, timing=ctx.timing, **params)
+            x_dev.ptr, x_host, init, p.threshold, p.max_iter, timing=ctx.timing, **params)
     ctx.details.update(phases)
     return ctx.finish(centroids), ctx.finish(membership), iterations, delta
 
@@ -82,28 +84,51 @@ register("kmeans", "liao_vec", description="the CMU report's vectorised step, ma
     _kmeans_liao)
 
 
-@register("kmeans", "device", description="the whole loop on the GPU for k*D <= 1024: one pass assigns (Liao's "
-          "distance) and sums each chunk of 1024 objects (float64 over the fixed tree of summation='chunked'), a warp "
-          "per centre coordinate finishes the loop; the stop flag read once per batch of loops; equal to "
-          "cpu(summation='chunked') bit for bit",
-          report="gpuopt", needs_cuda=True, kernel="csrc/kmeans/kmeans_device.cu",
-          test="tests/kmeans/test_gpu_kmeans.py",
-          params=(Param("loops_per_sync", 8, (1, 2, 4, 8, 16, 32),
-                        "loops queued before the host reads the stop flag (later ones return at once)"),
-                  Param("blocks", 0, (0, 1, 2, 3, 8, 64, 1024),
-                        "assign_and_sum blocks (0: as many as are resident at once); the result does not depend on "
-                        "it")))
+_BLOCKS = Param("blocks", 0, (0, 1, 2, 3, 8, 64, 1024),
+                "assign_and_sum blocks (0: as many as are resident at once); the result does not depend on it")
+_DEVICE = dict(report="gpuopt", needs_cuda=True, kernel="csrc/kmeans/kmeans_device.cu",
+               test="tests/kmeans/test_gpu_kmeans.py")
+
+
 def _kmeans_device(ctx: ExecContext, p: KMeansProblem, *, loops_per_sync: int,
                    blocks: int) -> tuple[Any, Any, int, np.ndarray]:
+    """The loop on the GPU (``device``, ``device_fused``, ``device_gemm``): centres and memberships stay on the
+    device; the launcher reads the stop flag and the delta history once per batch of ``loops_per_sync`` loops."""
     n, d = p.x.shape
     k = p.init.shape[0]
     host_check(ctx.variant)(n, d, k, loops_per_sync=loops_per_sync, blocks=blocks)
     run = launcher(ctx.variant)
     x_dev = ctx.device(p.x)
-    with ctx.h2d():
-        centroids = to_device(p.init)
+    if isinstance(p.init, DeviceArray):  # x's first k rows: copied on the device, no host round trip
+        centroids = p.init.copy()
+    else:
+        with ctx.h2d():
+            centroids = to_device(p.init)
     membership = ctx.empty((n,), np.int32)
     with ctx.kernel():
         iterations, delta = run(x_dev.ptr, centroids.ptr, membership.ptr, n, d, k, p.threshold, p.max_iter,
                                 loops_per_sync=loops_per_sync, blocks=blocks)
     return ctx.finish(centroids), ctx.finish(membership), iterations, delta
+
+
+register("kmeans", "device", description="the whole loop on the GPU for k*D <= 1024: one pass assigns (Liao's "
+         "distance) and sums each chunk of 1024 objects (float64 over the fixed tree of summation='chunked'), a "
+         "warp per centre coordinate finishes the loop (a second kernel); the stop flag read once per batch of "
+         "loops; equal to cpu(summation='chunked') bit for bit",
+         params=(Param("loops_per_sync", 8, (1, 2, 4, 8, 16, 32),
+                       "loops queued before the host reads the stop flag (later ones return at once)"), _BLOCKS),
+         **_DEVICE)(_kmeans_device)
+register("kmeans", "device_fused", description="device with the finish fused: the last assign_and_sum block to "
+         "finish closes the loop (group/chunk tree, new centres, delta, stop flag), one launch a loop; the same bits "
+         "as device and cpu(summation='chunked')",
+         params=(Param("loops_per_sync", 16, (1, 2, 4, 8, 16, 32, 64),
+                       "loops queued before the host reads the stop flag and the delta history (later ones return "
+                       "at once)"), _BLOCKS),
+         **_DEVICE)(_kmeans_device)
+register("kmeans", "device_gemm", description="device for k*D <= 4096: the nearest centre by the dot form "
+         "||c||^2 - 2 x.c (one FMA a centre coordinate), Liao's distances recomputed where the form's rounding bound "
+         "cannot separate the two nearest: Liao's memberships; sums and finish as device; the same bits as device and "
+         "cpu(summation='chunked')",
+         params=(Param("loops_per_sync", 8, (1, 2, 4, 8, 16, 32),
+                       "loops queued before the host reads the stop flag (later ones return at once)"), _BLOCKS),
+         **_DEVICE)(_kmeans_device)

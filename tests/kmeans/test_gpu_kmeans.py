@@ -249,9 +249,20 @@ def test_ladder_rejects_bad_thread_counts():
 # ------------------------------------------------------------------ "device": the whole loop on the GPU
 
 
-def assert_same_as_chunked_cpu(x, k, *, threshold=0.001, max_iter=500, init=None, **params):
+# The loop-on-the-GPU variants (two kernels a loop, one with the finish fused, the dot form's assignment): every
+# test runs all three, each held to the same bits. LOOP_LIMIT: the most centre coordinates k*D each holds.
+DEVICE_LOOPS = ["device", "device_fused", "device_gemm"]
+LOOP_LIMIT = {"device": 1024, "device_fused": 1024, "device_gemm": 4096}
+
+
+@pytest.fixture(params=DEVICE_LOOPS)
+def loop(request):
+    return request.param
+
+
+def assert_same_as_chunked_cpu(x, k, variant, *, threshold=0.001, max_iter=500, init=None, **params):
     ref = gpuopt.kmeans(x, k, threshold=threshold, max_iter=max_iter, init=init, variant="cpu", summation="chunked")
-    res = gpuopt.kmeans(x, k, threshold=threshold, max_iter=max_iter, init=init, variant="device", **params)
+    res = gpuopt.kmeans(x, k, threshold=threshold, max_iter=max_iter, init=init, variant=variant, **params)
     np.testing.assert_array_equal(res.membership, ref.membership)
     assert res.iterations == ref.iterations
     np.testing.assert_array_equal(res.delta, ref.delta)
@@ -260,17 +271,17 @@ def assert_same_as_chunked_cpu(x, k, *, threshold=0.001, max_iter=500, init=None
 
 
 @pytest.mark.parametrize("name", list(datasets.KMEANS_SHAPES))
-def test_device_report_shapes(name):
+def test_device_report_shapes(name, loop):
     x, _ = datasets.make_kmeans_blobs(name, k=3, seed=7)
-    assert_same_as_chunked_cpu(x, 3)
+    assert_same_as_chunked_cpu(x, 3, loop)
 
 
 @pytest.mark.data
 @pytest.mark.parametrize("name", ["color17695.bin", "edge17695.bin", "texture17695.bin"])
 @pytest.mark.parametrize("k", [3, 5, 8, 16])
-def test_device_liao_data(data_root, name, k):
+def test_device_liao_data(data_root, name, k, loop):
     x = datasets.read_liao(data_root / "kmeans_liao" / name)
-    res = assert_same_as_chunked_cpu(x, k)
+    res = assert_same_as_chunked_cpu(x, k, loop)
     liao = gpuopt.kmeans(x, k, variant="cpu")
     differ = int(np.count_nonzero(res.membership != liao.membership))
     assert differ <= x.shape[0] // 100, f"{differ} memberships differ from the Liao-exact result"
@@ -278,11 +289,11 @@ def test_device_liao_data(data_root, name, k):
 
 @pytest.mark.parametrize("n,d,k", [(1, 1, 1), (7, 3, 7), (1023, 4, 5), (1024, 8, 3), (1025, 16, 64), (5000, 2, 1),
                                    (20001, 5, 9)], ids=str)
-def test_device_awkward_shapes(rng, n, d, k):
+def test_device_awkward_shapes(rng, n, d, k, loop):
     x = rng.uniform(-1, 1, (n, d)).astype(np.float32)
-    assert_same_as_chunked_cpu(x, k, threshold=0.0, max_iter=60)
+    assert_same_as_chunked_cpu(x, k, loop, threshold=0.0, max_iter=60)
     grid = rng.integers(0, 3, (n, d)).astype(np.float32)  # exact ties, duplicates, empty clusters
-    assert_same_as_chunked_cpu(grid, k, threshold=0.0, max_iter=60)
+    assert_same_as_chunked_cpu(grid, k, loop, threshold=0.0, max_iter=60)
 
 
 def _cancelling(rng, n, d):
@@ -295,28 +306,28 @@ def _cancelling(rng, n, d):
 
 @pytest.mark.parametrize("n,d,k", [(70000, 3, 1), (70001, 16, 32), (40000, 16, 64), (3000, 1024, 1), (3000, 257, 2),
                                    (100000, 8, 3)], ids=str)
-def test_device_follows_the_summation_tree(rng, n, d, k):
+def test_device_follows_the_summation_tree(rng, n, d, k, loop):
     # Leaves of 32, chunks of 32 leaves (in one pass, or 16 or 8 leaves a pass for larger k*D), groups of 32 chunks,
     # groups in order: the same bits as the CPU's tree on data where any other order shows.
     x = _cancelling(rng, n, d)
-    assert_same_as_chunked_cpu(x, 1, max_iter=1)
+    assert_same_as_chunked_cpu(x, 1, loop, max_iter=1)
     x = rng.uniform(-1, 1, (n, d)).astype(np.float32) * np.float32(10) ** rng.integers(-6, 7, (n, 1)).astype(np.float32)
-    assert_same_as_chunked_cpu(x, k, threshold=0.0, max_iter=4)
+    assert_same_as_chunked_cpu(x, k, loop, threshold=0.0, max_iter=4)
 
 
 @pytest.mark.parametrize("blocks", [1, 3, 64, 1024])
-def test_device_result_does_not_depend_on_the_grid(rng, blocks):
+def test_device_result_does_not_depend_on_the_grid(rng, blocks, loop):
     x = _cancelling(rng, 50000, 4)
-    base = gpuopt.kmeans(x, 1, max_iter=1, variant="device")
-    res = gpuopt.kmeans(x, 1, max_iter=1, variant="device", blocks=blocks)
+    base = gpuopt.kmeans(x, 1, max_iter=1, variant=loop)
+    res = gpuopt.kmeans(x, 1, max_iter=1, variant=loop, blocks=blocks)
     np.testing.assert_array_equal(res.centroids, base.centroids)
-    assert_same_as_chunked_cpu(rng.uniform(0, 1, (50000, 4)).astype(np.float32), 6, threshold=0.0, max_iter=20,
+    assert_same_as_chunked_cpu(rng.uniform(0, 1, (50000, 4)).astype(np.float32), 6, loop, threshold=0.0, max_iter=20,
                                blocks=blocks)
 
 
-def test_device_repeated_runs_give_the_same_bits(rng):
+def test_device_repeated_runs_give_the_same_bits(rng, loop):
     x, _ = datasets.make_kmeans_blobs(120000, 8, k=3, seed=int(rng.integers(1 << 30)))
-    runs = [gpuopt.kmeans(x, 3, threshold=0.0, max_iter=30, variant="device") for _ in range(3)]
+    runs = [gpuopt.kmeans(x, 3, threshold=0.0, max_iter=30, variant=loop) for _ in range(3)]
     for r in runs[1:]:
         np.testing.assert_array_equal(r.centroids, runs[0].centroids)
         np.testing.assert_array_equal(r.membership, runs[0].membership)
@@ -324,25 +335,26 @@ def test_device_repeated_runs_give_the_same_bits(rng):
 
 
 @pytest.mark.parametrize("loops_per_sync", [1, 2, 8, 32])
-def test_device_batches_of_loops_stop_where_the_reference_stops(rng, loops_per_sync):
+def test_device_batches_of_loops_stop_where_the_reference_stops(rng, loops_per_sync, loop):
     x, _ = datasets.make_kmeans_blobs(30000, 6, k=5, seed=int(rng.integers(1 << 30)))
     for max_iter in (1, 3, 500):
-        assert_same_as_chunked_cpu(x, 5, max_iter=max_iter, loops_per_sync=loops_per_sync)
+        assert_same_as_chunked_cpu(x, 5, loop, max_iter=max_iter, loops_per_sync=loops_per_sync)
 
 
-def test_device_input_stays_on_the_device(rng):
+def test_device_input_stays_on_the_device(rng, loop):
     x = rng.uniform(-1, 1, (4000, 4)).astype(np.float32)
-    res = gpuopt.kmeans(gpuopt.to_device(x), 4, variant="device")
+    res = gpuopt.kmeans(gpuopt.to_device(x), 4, variant=loop)
     assert isinstance(res.centroids, gpuopt.DeviceArray) and isinstance(res.membership, gpuopt.DeviceArray)
     ref = gpuopt.kmeans(x, 4, variant="cpu", summation="chunked")
     np.testing.assert_array_equal(res.membership.numpy(), ref.membership)
     np.testing.assert_array_equal(res.centroids.numpy(), ref.centroids)
 
 
-def test_device_limits_are_checked_before_launch():
+def test_device_limits_are_checked_before_launch(loop):
+    k = LOOP_LIMIT[loop] // 40 + 1  # one centre past the limit
     x = np.zeros((2000, 40), np.float32)
-    with pytest.raises(ValueError, match="k\\*D = 1040"):
-        gpuopt.kmeans(x, 26, variant="device")
+    with pytest.raises(ValueError, match=f"k\\*D = {k * 40}"):
+        gpuopt.kmeans(x, k, variant=loop)
 
 
 # ------------------------------------------------------------------ kmeans_predict "device"

@@ -4,12 +4,15 @@ and the floor -> kmeans_loop.csv/.json/.png (issue 11's performance lines).
 The points are uniform in [0, 1)^D (no cluster structure: memberships keep changing, so threshold 0 runs all
 ``LOOP_ITERS`` loops, max_iter = LOOP_ITERS, Liao's first-k initialisation); the time of
 one call (CUDA events around it after warm-up, median; points already on the device, results left there) over the
-loops it ran. The liao ladder keeps its loop on the host (its design); ``device`` keeps it on the GPU; ``predict``
+loops it ran. The liao ladder keeps its loop on the host (its design); ``device`` keeps it on the GPU (two kernels
+a loop), ``device_fused`` in one kernel a loop, ``device_gemm`` with the dot-form assignment (k*D <= 4096);
+``auto`` is what ``variant=None`` picks for the shape; ``predict``
 is one assignment pass alone (``kmeans_predict``'s device variant, the first k points as centres). PyTorch:
 distances by matrix product (||c||^2 - 2 x.c, FP32 with TF32 off), argmin, index_add_ of the sums, bincount of
 the counts, the same first-k start. Floors: the points read once (and the memberships read and written) at the
 DRAM bandwidth; the Liao-exact assignment's sub, mul and add per object, centre and coordinate (no fused
-multiply-add: three FP32 instructions) at the FP32 instruction rate.
+multiply-add: three FP32 instructions) at the FP32 instruction rate; the dot form's one FMA per object, centre
+and coordinate at the FP32 peak (``dot_floor_us``, device_gemm's floor).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ __all__ = ["STUDY"]
 #: (label, N, D, k): the CMU report's largest set (kmeans04) and issue 11's two large ones.
 LOOP_SHAPES = (("kmeans04", 488_565, 8, 3), ("1M x 16", 1_000_000, 16, 64), ("10M x 16", 10_000_000, 16, 256))
 LOOP_ITERS = 10
-LOOP_VARIANTS = ("liao", "liao_occupancy", "liao_aos", "liao_vec", "device")
+LOOP_VARIANTS = ("liao", "liao_occupancy", "liao_aos", "liao_vec", "device", "device_fused", "device_gemm", "auto")
 LOOP_SEED = 0
 # Most objects per set, and the timing repeats, per plan.
 LOOP_MAX_N: dict[Any, int | None] = {("gpu", "full"): None, ("gpu", "quick"): 1_000_000, ("cpu", "full"): 100_000,
@@ -44,8 +47,8 @@ LOOP_REPEATS: dict[Any, dict[str, Any]] = {
     ("cpu", "full"): dict(warmup=1, repeat=3, max_time_s=10.0), ("cpu", "quick"): dict(warmup=0, repeat=1),
     "tiny": dict(warmup=0, repeat=1)}
 LOOP_COLUMNS = ("dataset", "N", "D", "k", "variant", "iterations", "us_per_iter", "call_ms", "call_min_ms",
-                "call_max_ms", "repeats", "memory_floor_us", "compute_floor_us", "x_floor", "x_pytorch",
-                "differ_liao", "skipped", "error")
+                "call_max_ms", "repeats", "marginal_us_per_iter", "memory_floor_us", "compute_floor_us",
+                "dot_floor_us", "x_floor", "x_pytorch", "differ_liao", "skipped", "error")
 
 
 def _torch_lloyd(x_np: np.ndarray, k: int, iters: int) -> Callable[[], Any] | None:
@@ -69,16 +72,24 @@ def _torch_lloyd(x_np: np.ndarray, k: int, iters: int) -> Callable[[], Any] | No
     return run
 
 
-def _floors(n: int, d: int, k: int) -> tuple[float | None, float | None]:
-    """(memory floor, Liao-exact compute floor) of one loop in µs, from this GPU's properties."""
+def _floors(n: int, d: int, k: int) -> tuple[float | None, float | None, float | None]:
+    """(memory floor, Liao-exact compute floor, dot-form compute floor) of one loop in µs, from this GPU's
+    properties."""
     gpu = gpuopt.device_info()
     if not gpu:
-        return None, None
+        return None, None, None
     bw = dram_bandwidth(gpu)
     gflops, _ = fp32_peak(gpu)
     memory = (n * d * 4 + n * 4 * 2) / bw * 1e6 if bw else None
     compute = 3.0 * n * k * d / (gflops * 1e9 / 2) * 1e6 if gflops else None  # instructions / (FLOP/s / 2)
-    return memory, compute
+    dot = 2.0 * n * k * d / (gflops * 1e9) * 1e6 if gflops else None  # one FMA (2 FLOP) per object, centre, coord
+    return memory, compute, dot
+
+
+#: loop-on-the-GPU variants also timed at max_iter=1: their marginal loop, the call's fixed costs taken out
+MARGINAL_VARIANTS = ("device", "device_fused", "device_gemm", "auto")
+#: variants whose assignment is the dot form (their floor: the FMAs, not Liao's three instructions)
+DOT_VARIANTS = ("device_gemm", "auto")
 
 
 def run_kmeans_loop(plan: Plan) -> StudyResult:
@@ -95,7 +106,8 @@ def run_kmeans_loop(plan: Plan) -> StudyResult:
                            "the repeats after warm-up, over the loops it ran: µs per iteration",
                     floors=f"memory: (N D + 2 N) x 4 bytes / {dram_bandwidth(gpu) / 1e12:.2f} TB/s (2 x DRAM clock x "
                            f"bus width); compute: 3 N k D FP32 instructions (Liao's unfused sub, mul, add) at "
-                           f"{formula} / 2 instructions per second" if gpu else "no GPU",
+                           f"{formula} / 2 instructions per second; dot: 2 N k D FLOP (one FMA each) at {formula} "
+                           "(device_gemm's and auto's x floor)" if gpu else "no GPU",
                     pytorch="distances by x @ c.T (FP32, TF32 off), argmin, bincount, index_add_; same first-k start")
     if max_n is not None and any(n > max_n for _, n, _, _ in LOOP_SHAPES):
         res.notes.append(f"data sets cut to at most {max_n} objects in this mode (see the N column)")
@@ -108,13 +120,15 @@ def run_kmeans_loop(plan: Plan) -> StudyResult:
             n = n_full if max_n is None else min(n_full, max_n)
             x = np.random.default_rng(LOOP_SEED).random((n, d), dtype=np.float32)
             x_in = gpuopt.to_device(x) if plan.gpu else x
-            memory, compute = _floors(n, d, k)
-            floor = max(f for f in (memory, compute, 0.0) if f is not None)
+            memory, compute, dot = _floors(n, d, k)
+            liao_floor = max(f for f in (memory, compute, 0.0) if f is not None)
+            dot_floor = max(f for f in (memory, dot, 0.0) if f is not None)
             rows, memberships = [], {}
             extra = (["predict"] if plan.gpu else []) + (["pytorch"] if torch_ok else [])
             for name in names + extra:
                 row: dict[str, Any] = dict(dataset=label, N=n, D=d, k=k, variant=name, memory_floor_us=memory,
-                                           compute_floor_us=compute)
+                                           compute_floor_us=compute, dot_floor_us=dot)
+                floor = dot_floor if name in DOT_VARIANTS else liao_floor
                 try:
                     if name == "pytorch":
                         fn, iters = _torch_lloyd(x, k, LOOP_ITERS), LOOP_ITERS
@@ -130,6 +144,12 @@ def run_kmeans_loop(plan: Plan) -> StudyResult:
                     row.update(iterations=iters, us_per_iter=st.median_ms * 1e3 / iters, call_ms=st.median_ms,
                                call_min_ms=st.min_ms, call_max_ms=st.max_ms, repeats=st.repeats,
                                x_floor=st.median_ms * 1e3 / iters / floor if floor else None)
+                    if plan.gpu and name in MARGINAL_VARIANTS and iters > 1:
+                        # A loop without the call's fixed costs: (the call of `iters` loops - a call of one) / the rest.
+                        one = measure(lambda name=name: gpuopt.kmeans(x_in, k, threshold=0.0, max_iter=1,
+                                                                      variant=name),
+                                      device="gpu", flush_l2=True, **reps)
+                        row["marginal_us_per_iter"] = (st.median_ms - one.median_ms) * 1e3 / (iters - 1)
                 except ValueError as exc:  # the variant rejects the shape up front (device: k*D > 1024)
                     row["skipped"] = _error(exc)
                     res.notes.append(f"kmeans_loop {label} {name}: not applicable: {row['skipped']}")
@@ -154,13 +174,17 @@ def run_kmeans_loop(plan: Plan) -> StudyResult:
 def table_kmeans_loop(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
     """Per data set and variant: µs per iteration, over its floor, x PyTorch, memberships differing from liao."""
     body = [[r["dataset"], f"{r['N']}x{r['D']}", r["k"], r["variant"], _fmt(r.get("us_per_iter"), ".4g"),
+             _fmt(r.get("marginal_us_per_iter"), ".4g"),
              _fmt(r.get("memory_floor_us"), ".3g"), _fmt(r.get("compute_floor_us"), ".3g"),
-             _fmt(r.get("x_floor"), ".3g"), _fmt(r.get("x_pytorch"), ".3g"), _fmt(r.get("differ_liao"))]
+             _fmt(r.get("dot_floor_us"), ".3g"), _fmt(r.get("x_floor"), ".3g"), _fmt(r.get("x_pytorch"), ".3g"),
+             _fmt(r.get("differ_liao"))]
             for r in rows]
     return (f"{(meta or {}).get('iterations', LOOP_ITERS)} loops a call, device-resident points; 'x PyTorch' = the "
-            "PyTorch loop's time over this one (same run); floors per loop\n"
-            + format_table(["data set", "N x D", "k", "variant", "µs/iter", "mem floor µs", "Liao compute floor µs",
-                            "x floor", "x PyTorch", "differ from liao"], body) + _errors(rows) + _skipped(rows))
+            "PyTorch loop's time over this one (same run); 'marginal' = (a call's time - a one-loop call's) / (loops - "
+            "1), the loop without the call's fixed costs; floors per loop\n"
+            + format_table(["data set", "N x D", "k", "variant", "µs/iter", "marginal µs/iter", "mem floor µs",
+                            "Liao compute floor µs", "dot floor µs", "x floor", "x PyTorch", "differ from liao"], body)
+            + _errors(rows) + _skipped(rows))
 
 
 def plot_kmeans_loop(meta, rows, path: Path) -> Path:
@@ -181,7 +205,7 @@ def plot_kmeans_loop(meta, rows, path: Path) -> Path:
     first = {r["dataset"]: r for r in rows}
 
     def floor_text(r):
-        f = [x for x in (r.get("memory_floor_us"), r.get("compute_floor_us")) if x is not None]
+        f = [x for x in (r.get("memory_floor_us"), r.get("compute_floor_us")) if x is not None]  # Liao's
         return f"\nfloor {short_number(max(f))} µs" if f else ""
     ax.set_xticklabels([f"{s}\n{first[s]['N']}x{first[s]['D']}, k={first[s]['k']}{floor_text(first[s])}"
                         for s in sets], fontsize=8)

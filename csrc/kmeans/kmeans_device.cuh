@@ -1,0 +1,180 @@
+// The device-side building blocks of the loop-on-the-GPU k-means variants (kmeans_device.cu): the summation
+// tree's constants, the loop state, and the nearest centre two ways (Liao's distance; the dot form with Liao's
+// distance where its rounding cannot separate the two nearest). Included by kmeans_device.cu only.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "kmeans.hpp"
+
+namespace gpuopt::kmeans {
+namespace {
+
+constexpr int kThreads = 256;                                   // assign_and_sum block
+constexpr int kLeaf = static_cast<int>(kSumLeaf);               // objects per leaf
+constexpr int kLeaves = static_cast<int>(kSumFanout);           // leaves per chunk
+constexpr int kChunk = static_cast<int>(kSumChunk);             // objects per chunk
+constexpr int kGroup = static_cast<int>(kSumFanout);            // chunks per group
+// k*D the loop kernel holds: 4 (cluster, coordinate) pairs a thread at 64 registers (Liao's distance, 4 blocks an
+// SM), 16 at 128 (the dot form, 2 blocks an SM: its shared memory allows no more).
+template <bool Dot>
+constexpr int kMaxCentreCoords = Dot ? 4096 : 1024;
+template <bool Dot>
+constexpr int kCoordsPerThread = kMaxCentreCoords<Dot> / kThreads;
+constexpr int kLeafSlab = 8192;                                 // doubles of leaf sums in shared memory at once
+constexpr int kGatherMaxK = 4;                                  // leaf sums a (leaf, cluster, coordinate) up to this k
+constexpr int kFinishWarps = 8;                                 // finish_loop: warps a block, a (cluster, coordinate) each
+static_assert(kChunk % kThreads == 0 && kLeaf == 32 && kGroup == 32, "a chunk splits evenly; a warp per leaf/group");
+
+struct LoopState {
+    int done;                           // 1 once the loop has stopped
+    int iterations;                     // loops run
+    unsigned int finished_blocks;       // finish_loop's last-block counter
+    unsigned long long changed;         // memberships changed this loop (assign_and_sum adds, finish_loop reads)
+};
+
+// Leaves whose sums are held at once: a power of two dividing 32, with leaves * k*D doubles in kLeafSlab.
+__host__ __device__ inline int leaves_per_pass(int kd) {
+    int leaves = kLeaves;
+    while (leaves > 1 && leaves * kd > kLeafSlab) leaves /= 2;
+    return leaves;
+}
+
+// Shared memory of assign_and_sum: [leaf sums][centres k*D] (dot form: [-2 centres (k+1)*D][||c||^2 k+1])
+// [members kChunk][counts k].
+std::size_t assign_shared_bytes(std::int64_t d, std::int64_t k, bool dot) {
+    const std::int64_t kd = k * d;
+    return static_cast<std::size_t>(leaves_per_pass(static_cast<int>(kd)) * kd) * sizeof(double) +
+           static_cast<std::size_t>(kd + (dot ? (k + 1) * (d + 1) : 0)) * sizeof(float) +
+           static_cast<std::size_t>(kChunk + k) * sizeof(std::int32_t);
+}
+
+// Liao's nearest centre of one object: float32 squared differences summed over the coordinates in order,
+// unfused, ties to the lower index. With D > 0 (the coordinate count known at compile time) the object's
+// coordinates are read once into registers instead of once per centre.
+template <int D>
+__device__ inline std::int32_t nearest(const float* __restrict__ o, const float* centres, int c_first, int count,
+                                       int d, std::int32_t best, float& best_dist) {
+    constexpr int kRegs = D > 0 ? D : 1;
+    float xr[kRegs];
+    if constexpr (D > 0 && D % 4 == 0) {
+        if ((reinterpret_cast<std::uintptr_t>(o) & 15) == 0) {  // a 16-byte aligned row: D / 4 vector loads
+#pragma unroll
+            for (int j = 0; j < D; j += 4) {
+                const float4 v = *reinterpret_cast<const float4*>(o + j);
+                xr[j] = v.x, xr[j + 1] = v.y, xr[j + 2] = v.z, xr[j + 3] = v.w;
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < D; ++j) xr[j] = o[j];
+        }
+    } else if constexpr (D > 0) {
+#pragma unroll
+        for (int j = 0; j < D; ++j) xr[j] = o[j];
+    }
+    for (int c = 0; c < count; ++c) {
+        const float* centre = centres + c * (D > 0 ? D : d);
+        float dist = 0.f;
+        if constexpr (D > 0) {
+#pragma unroll
+            for (int j = 0; j < D; ++j) {
+                const float diff = __fsub_rn(xr[j], centre[j]);
+                dist = __fadd_rn(dist, __fmul_rn(diff, diff));
+            }
+        } else {
+            for (int j = 0; j < d; ++j) {
+                const float diff = __fsub_rn(o[j], centre[j]);
+                dist = __fadd_rn(dist, __fmul_rn(diff, diff));
+            }
+        }
+        if (c_first + c == 0 || dist < best_dist) {
+            best_dist = dist;
+            best = c_first + c;
+        }
+    }
+    return best;
+}
+
+// The dot form's bound: the two nearest centres by g(c) = ||c||^2 - 2 x.c (float32 fused multiply-adds) are
+// Liao's two nearest, in that order, when g's gap exceeds every rounding that could reorder them. Per centre,
+// |g - exact| <= 2 gamma_{D+1} B^2 (||c||^2 then D FMAs; Cauchy-Schwarz) and Liao's distance is within
+// gamma_{D+2} B^2 of ||x - c||^2, with B = ||x|| + max ||c||; for a pair that is (6D + 8) u B^2, u = 2^-24.
+// 8(D + 4) u B^2 covers it with the rounding of the gap and of B itself; 2^-126 per term covers underflow
+// (flushed or not). 4B^2 is formed first: it overflows (an infinite bound: Liao's way) before any g or Liao
+// distance (each at most B^2) can, so no infinity in g ever decides.
+__device__ inline float dot_bound(int d, float b) {
+    const float b4 = (2.f * b) * (2.f * b);
+    return 2.f * static_cast<float>(d + 4) * (5.9604645e-08f * b4 + 4.7019774e-38f);
+}
+
+// The nearest centre by the dot form: x in registers, centres in pairs ([-2c] and ||c||^2 padded with a centre
+// at +inf), one FMA per (centre, coordinate) instead of Liao's sub, mul, add. Where the best and second-best
+// g are not further apart than dot_bound (ties, near-ties, overflow: NaN compares false), the object's
+// distances are recomputed Liao's way, so the answer is always Liao's.
+template <int D>
+__device__ inline std::int32_t nearest_dot(const float* __restrict__ o, const float* centres, const float* m2c,
+                                           const float* cn, float cmax, int k, int d) {
+    if constexpr (D > 0) d = D;
+    constexpr int kRegs = D > 0 ? D : 1;
+    float xr[kRegs];
+    float xn2 = 0.f;
+    if constexpr (D > 0) {
+#pragma unroll
+        for (int j = 0; j < D; ++j) xr[j] = o[j];
+#pragma unroll
+        for (int j = 0; j < D; ++j) xn2 = __fmaf_rn(xr[j], xr[j], xn2);
+    } else {
+        for (int j = 0; j < d; ++j) xn2 = __fmaf_rn(o[j], o[j], xn2);
+    }
+    float best = __int_as_float(0x7f800000), second = best;
+    std::int32_t bi = 0;
+    for (int c = 0; c < k; c += 2) {  // two independent FMA chains
+        float a0 = cn[c], a1 = cn[c + 1];
+        const float* p0 = m2c + c * d;
+        const float* p1 = p0 + d;
+        if constexpr (D > 0 && D % 4 == 0) {  // rows of 16 bytes: one shared-memory load per 4 FMAs
+#pragma unroll
+            for (int j = 0; j < D; j += 4) {
+                const float4 v0 = *reinterpret_cast<const float4*>(p0 + j);
+                const float4 v1 = *reinterpret_cast<const float4*>(p1 + j);
+                a0 = __fmaf_rn(xr[j], v0.x, a0), a1 = __fmaf_rn(xr[j], v1.x, a1);
+                a0 = __fmaf_rn(xr[j + 1], v0.y, a0), a1 = __fmaf_rn(xr[j + 1], v1.y, a1);
+                a0 = __fmaf_rn(xr[j + 2], v0.z, a0), a1 = __fmaf_rn(xr[j + 2], v1.z, a1);
+                a0 = __fmaf_rn(xr[j + 3], v0.w, a0), a1 = __fmaf_rn(xr[j + 3], v1.w, a1);
+            }
+        } else if constexpr (D > 0) {
+#pragma unroll
+            for (int j = 0; j < D; ++j) a0 = __fmaf_rn(xr[j], p0[j], a0), a1 = __fmaf_rn(xr[j], p1[j], a1);
+        } else {
+            for (int j = 0; j < d; ++j) a0 = __fmaf_rn(o[j], p0[j], a0), a1 = __fmaf_rn(o[j], p1[j], a1);
+        }
+        // Strictly smaller: equal values leave a zero gap, so ties go to the exact path (lower index).
+        if (a0 < best) second = best, best = a0, bi = c;
+        else if (a0 < second) second = a0;
+        if (a1 < best) second = best, best = a1, bi = c + 1;
+        else if (a1 < second) second = a1;
+    }
+    const float b = __fadd_ru(__fsqrt_ru(xn2), cmax);
+    if (!(__fsub_rn(second, best) > dot_bound(d, b))) {
+        float best_dist = 0.f;
+        bi = nearest<D>(o, centres, 0, k, d, 0, best_dist);
+    }
+    return bi;
+}
+
+// Calls f(std::integral_constant<int, D>{}) with D = d for d in 1..kMaxUnrolledDim, else D = 0 (any d).
+constexpr int kMaxUnrolledDim = 24;  // beyond, x[D] in registers next to the rest passes 64 registers
+template <class F, int... Ds>
+void with_dim_impl(int d, F&& f, std::integer_sequence<int, Ds...>) {
+    const bool done = ((d == Ds + 1 ? (f(std::integral_constant<int, Ds + 1>{}), true) : false) || ...);
+    if (!done) f(std::integral_constant<int, 0>{});
+}
+template <class F>
+void with_dim(std::int64_t d, F&& f) {
+    with_dim_impl(static_cast<int>(d), f, std::make_integer_sequence<int, kMaxUnrolledDim>{});
+}
+
+}  // namespace
+}  // namespace gpuopt::kmeans

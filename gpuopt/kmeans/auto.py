@@ -1,0 +1,60 @@
+"""kmeans ``auto`` (what ``variant=None`` runs on a GPU): the variant predicted fastest for the shape.
+
+The loop-on-the-GPU variants sum the centres as ``cpu(summation="chunked")`` (float64 over a fixed tree), not
+in Liao's float32 object order: their centres differ from Liao's in rounding only (notes/kmeans.md). The rules
+are predictions from the floors and the H200 runs of ``device`` (to be re-read off the kmeans_loop study):
+
+1. The chunk sums the loop's finish reads, k*D x ceil(N / 1024), at most 65,536 (kmeans04: 11,472) and
+   k*D <= 1024: ``device_fused``, one launch a loop (its finish runs in one block, so only small finishes).
+2. k*D <= 4096 and k >= 16: ``device_gemm`` (one FMA a centre coordinate instead of Liao's three instructions).
+3. k*D <= 1024: ``device``.
+4. Otherwise ``liao_vec`` (Liao's port, update on the host; equal to ``cpu``) where its centres fit, else ``cpu``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._exec import ExecContext
+from .._ext import host_check
+from ..registry import register, resolve
+from .api import KMeansProblem
+
+#: rule 1's limit on k*D x chunks (chunk sums read by the fused finish's one block)
+FUSED_MAX_SUMS = 65_536
+#: rule 2: fewest clusters for the dot form
+GEMM_MIN_K = 16
+
+
+def _fits(name: str, n: int, d: int, k: int) -> bool:
+    v, params = resolve("kmeans", name, {}, require_device=False)
+    try:
+        host_check(v)(n, d, k, **params)
+    except ValueError:  # past this variant's limits
+        return False
+    return True
+
+
+def auto_choice(n: int, d: int, k: int) -> str:
+    """The variant ``auto`` runs for N objects of D coordinates and k clusters (see the module docstring)."""
+    if k * d * -(-n // 1024) <= FUSED_MAX_SUMS and _fits("device_fused", n, d, k):
+        return "device_fused"
+    if k >= GEMM_MIN_K and _fits("device_gemm", n, d, k):
+        return "device_gemm"
+    for name in ("device", "device_gemm", "liao_vec"):
+        if _fits(name, n, d, k):
+            return name
+    return "cpu"
+
+
+def _run_auto(ctx: ExecContext, p: KMeansProblem) -> Any:
+    n, d = p.x.shape
+    v, resolved = resolve("kmeans", auto_choice(n, d, p.init.shape[0]), {})
+    return ctx.run(v, p, **resolved)
+
+
+register("kmeans", "auto", description="picks the variant predicted fastest for the shape: device_fused for small "
+         "loops (k*D x chunks <= 65,536), device_gemm for k >= 16 and k*D <= 4096, else device, else liao_vec, else "
+         "cpu (gpuopt/kmeans/auto.py)",
+         report="gpuopt", needs_cuda=True, preferred=True, kernel="gpuopt/kmeans/auto.py",
+         test="tests/kmeans/test_gpu_kmeans_fused.py", launcher=False)(_run_auto)
