@@ -31,6 +31,7 @@ nn::ConvPoolShape fused_shape(const conv::Conv2dShape& s) {
 void bind_conv_direct(py::module_& m) {
     def_conv2d(m, "direct_fused", [](const Conv2dArgs& a, int channels_per_block, int images) {
         const nn::ConvPoolShape s = fused_shape(a.shape);
+        GPUOPT_REQUIRE(a.x != 0 && a.w != 0 && a.y != 0, "conv2d direct_fused: x, w and y must be device pointers");
         run_conv(a, [&](const float* x, const float* w, const float* bias, float* y, const conv::Conv2dShape&,
                         Activation act) {
             nn::conv2d_pool_fused(x, nn::InputType::Float32, 1.f, w, bias, y, s, act, nn::PoolKind::Max,

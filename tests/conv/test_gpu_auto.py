@@ -28,8 +28,10 @@ def check(rng, x_shape, w_shape, stride=1, padding=0, **kwargs):
     ((200, 3, 41, 41), (24, 3, 3, 3), 2, "direct_regblock"),       # 27 taps, stride 2
     ((120, 8, 30, 30), (16, 8, 5, 5), 1, "unroll_nk"),             # 200 taps, K = 16
     ((100, 20, 61, 61), (24, 20, 3, 3), 2, "unroll_nk"),           # 180 taps, stride 2
-    ((60, 8, 40, 40), (32, 8, 5, 5), 1, "implicit_gemm_fast"),     # tile 32x128x8
-    ((300, 8, 20, 20), (64, 8, 5, 5), 1, "implicit_gemm_fast"),    # tile 64x128x8
+    ((60, 8, 40, 40), (32, 8, 5, 5), 1, "direct_fused"),           # valid stride-1 5x5, K >= 32
+    ((300, 8, 20, 20), (64, 8, 3, 3), 1, "direct_fused"),          # 3x3
+    ((60, 8, 40, 40), (32, 8, 7, 7), 1, "implicit_gemm_fast"),     # tile 32x128x8 (7x7: not direct_fused)
+    ((400, 8, 20, 20), (64, 8, 7, 7), 1, "implicit_gemm_fast"),    # tile 64x128x8
 ])
 def test_each_heuristic_branch_is_correct(rng, x_shape, w_shape, stride, expected):
     assert auto_choice(x_shape, w_shape, stride)[0] == expected

@@ -168,8 +168,11 @@ def test_direct_fused_matches_cpu(rng, params, shape):
     n, c, h, w, k, r, s = shape
     bias = uniform(rng, k)
     for activation in (None, "relu"):
-        run_and_check(FUSED, uniform(rng, (n, c, h, w)), uniform(rng, (k, c, r, s)), bias=bias,
-                      activation=activation, **params)
+        # Not run_and_check: its `images` (which images to check) is also a parameter of this variant.
+        x, wt = uniform(rng, (n, c, h, w)), uniform(rng, (k, c, r, s))
+        y = gpuopt.conv2d(x, wt, bias=bias, activation=activation, variant=FUSED, **params)
+        assert np.isfinite(y).all(), f"{FUSED} {params}: unwritten (poisoned) or non-finite outputs"
+        check_against_cpu(y, x, wt, bias=bias, activation=activation, what=f"{FUSED} {params}")
 
 
 def test_direct_fused_ece408_layers_and_reproducible(rng):
