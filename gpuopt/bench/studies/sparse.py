@@ -22,8 +22,9 @@ from ..tables import _errors, _fmt, _md_table, extras_file, format_table
 __all__ = ["STUDY"]
 
 
-SPARSE_VARIANTS = ("dense", "coo", "fast", "cpu")
-SPARSE_FORMATS = {"dense": "dense", "coo": "COOFilters", "fast": "FASTFilters", "cpu": "dense"}
+SPARSE_VARIANTS = ("dense", "coo", "fast", "fast_fused", "fast_sparse_input", "cpu")
+SPARSE_FORMATS = {"dense": "dense", "coo": "COOFilters", "fast": "FASTFilters", "fast_fused": "FASTFilters",
+                  "fast_sparse_input": "FASTFilters", "cpu": "dense"}
 #: The lab's printed results (its Results blocks): CPU time, GPU time with transfers (TotalExecTime), speed-up.
 SPARSE_LAB = {"coo": (17160.6, 123.628, 138.808), "fast": (16438.6, 105.128, 156.368)}
 SPARSE_FILTER_SEED = 0
