@@ -56,6 +56,9 @@ def _run_gpu(ctx: ExecContext, p: SparseConvProblem):
     ctx.details["filter_arrays"] = float(len(filters))
     ctx.details["filter_bytes"] = float(sum(f.nbytes for f in dfilters))
     ctx.details["filter_bytes_sent"] = float(sum(f.nbytes for f in filters if isinstance(f, np.ndarray)))
+    # Host-to-device copies this call made (input maps and filter arrays not already on the device).
+    ctx.details["h2d_calls"] = float(isinstance(p.x, np.ndarray) + sum(isinstance(f, np.ndarray) for f in filters))
+    ctx.details["h2d_bytes"] = float((p.x.nbytes if isinstance(p.x, np.ndarray) else 0) + ctx.details["filter_bytes_sent"])
     dy = ctx.empty((m, h // 2, w // 2), np.int32)
     ptrs = [f.ptr for f in dfilters]
     if fmt != ctx.variant.name:  # the one-pass variants: queued, the overflow flag read with the result
