@@ -43,8 +43,10 @@ bool sparse_conv_fast(const std::int16_t* x, const std::int32_t* codes, std::int
 //
 // The layer in one kernel (sparse_conv_fused.cu): conv + ReLU + pool fused, the pre-pool maps never
 // written; int32 sums where a per-block bound proves them exact, int64 otherwise.
+// split: blocks of a thread-block cluster that share one (maps, tile), each summing 1/split of the channels
+// (1, 2, 4 or 8; 0 = chosen from the shape).
 void sparse_conv_fast_fused(const std::int16_t* x, const std::int32_t* codes, std::int64_t width, std::int32_t* y,
-                            int* overflow, const SparseConvShape& s);
+                            int* overflow, const SparseConvShape& s, int split);
 
 // Input sparsity (sparse_conv_scatter.cu): the non-zero inputs compacted on the device, each times each tap
 // scattered into shared-memory int32 accumulators (integer atomics: exact, order-independent), then ReLU + pool.

@@ -14,10 +14,17 @@
 // its outputs with exact int64 sums from global memory and raises the overflow flag where
 // a sum (pooled or not, including a trailing odd row/column) does not fit, as the CPU does.
 //
+// Channel split (parallelism): one block per (maps, tile) leaves the lab's layer with 64-128 blocks of serial
+// work over 512 channels. A thread-block cluster of `split` blocks (<= 8) shares one (maps, tile); each block
+// sums a contiguous range of the channels, then the cluster adds the partial sums through distributed shared
+// memory (integer addition: exact, in rank order), each block finishing 1/split of the windows.
+//
 // Shared-memory layout: each staged row stores its even columns, then its odd columns, so
 // the two columns of a window (2wx+s, 2wx+s+1) are consecutive words across a half-warp for
 // every s; the row stride is = 8 (mod 16) words so the two half-warps (window rows wy and
 // wy+1, 2 input rows apart) hit disjoint banks: conflict-free reads for every tap.
+
+#include <cooperative_groups.h>
 
 #include <climits>
 #include <cstdint>
@@ -38,6 +45,7 @@ constexpr int kChunk = 8;                          // input channels staged per 
 
 struct Geometry : FusedShape {
     int tiles_x, tiles;    // tiles per map (x, total)
+    int split;              // blocks per cluster, each summing 1/split of the channels
     int lh, lw, plane, rs;  // staged rows and columns, words per column plane, row stride (words)
     int chan_words;         // lh * rs
     bool vec;               // x rows may be read 16 bytes at a time (W % 8 == 0, x 16-byte aligned)
@@ -47,8 +55,62 @@ __device__ __forceinline__ void stage(int* xs, int cc, int li, int lj, int v, co
     xs[cc * g.chan_words + li * g.rs + (lj & 1) * g.plane + (lj >> 1)] = v;
 }
 
+// The cluster's epilogue: publish this block's partial sums (over its channels), then finish windows
+// [rank*share, (rank+1)*share) from the sums of all ranks, with the cluster-wide bound (max of max|x|, sum
+// of sum|w|) deciding between the int32 result and the exact int64 recomputation.
 template <int MB>
-__global__ void __launch_bounds__(kThreads, 2)  // 2 blocks/SM: up to 128 registers, no spills at MB = 8
+__device__ void cluster_finish(const std::int16_t* __restrict__ x, const std::int32_t* __restrict__ codes,
+                               std::int32_t* __restrict__ y, int* __restrict__ overflow, const Geometry& g, int* xs,
+                               const int (&acc)[MB][4], int rank, int m0, int y0, int x0,
+                               unsigned long long* wsum, int* xmax) {
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int m = 0; m < MB; ++m)
+#pragma unroll
+        for (int d = 0; d < 4; ++d) xs[(m * 4 + d) * kThreads + tid] = acc[m][d];  // staging is no longer read
+    cluster.sync();  // every rank's partials, wsum and xmax are complete and visible
+    bool exact = true;
+    {
+        unsigned long long ws[MB] = {};
+        int xm = 0;
+        for (int r = 0; r < g.split; ++r) {
+            xm = max(xm, *cluster.map_shared_rank(xmax, r));
+            const unsigned long long* wr = cluster.map_shared_rank(wsum, r);
+#pragma unroll
+            for (int m = 0; m < MB; ++m) ws[m] += wr[m];
+        }
+#pragma unroll
+        for (int m = 0; m < MB; ++m) exact = exact && static_cast<unsigned long long>(xm) * ws[m] <= INT_MAX;
+    }
+    const int share = kThreads / g.split;  // windows this block finishes
+    const int PH = g.H / 2, PW = g.W / 2;
+    if (!exact) {
+        if (tid < share) {
+            const int w = rank * share + tid;
+            exact_windows<MB>(x, codes, y, overflow, g, m0, y0 + 2 * (w / kWinX), x0 + 2 * (w % kWinX));
+        }
+    } else {
+        for (int e = tid; e < MB * share; e += kThreads) {
+            const int m = e / share, w = rank * share + (e - m * share);
+            const int oy = y0 + 2 * (w / kWinX), ox = x0 + 2 * (w % kWinX);
+            if (m0 + m >= g.M || oy / 2 >= PH || ox / 2 >= PW) continue;
+            int v[4] = {0, 0, 0, 0};
+            for (int r = 0; r < g.split; ++r) {
+                const int* part = cluster.map_shared_rank(xs, r);
+#pragma unroll
+                for (int d = 0; d < 4; ++d) v[d] += part[(m * 4 + d) * kThreads + w];
+            }
+            y[(static_cast<long long>(m0 + m) * PH + oy / 2) * PW + ox / 2] =
+                max(0, max(max(v[0], v[1]), max(v[2], v[3])));
+        }
+    }
+    cluster.sync();  // no block leaves (freeing its shared memory) while another still reads it
+}
+
+template <int MB>
+__global__ void __launch_bounds__(kThreads, 3)  // 3 blocks/SM: up to 80 registers (no spills at MB = 8)
     fused_fast_kernel(const std::int16_t* __restrict__ x, const std::int32_t* __restrict__ codes,
                       std::int32_t* __restrict__ y, int* __restrict__ overflow, const Geometry g) {
     extern __shared__ int4 smem_raw[];
@@ -57,7 +119,10 @@ __global__ void __launch_bounds__(kThreads, 2)  // 2 blocks/SM: up to 128 regist
     __shared__ unsigned long long wsum[MB];                          // sum |w| per map, all channels
     __shared__ int xmax;                                             // max |x| over the staged tile
 
-    const int group = blockIdx.x % ((g.M + MB - 1) / MB), tile = blockIdx.x / ((g.M + MB - 1) / MB);
+    namespace cg = cooperative_groups;
+    const int rank = g.split > 1 ? static_cast<int>(cg::this_cluster().block_rank()) : 0;
+    const int owner = blockIdx.x / g.split;  // the (maps, tile) of this block's cluster
+    const int group = owner % ((g.M + MB - 1) / MB), tile = owner / ((g.M + MB - 1) / MB);
     const int m0 = group * MB;
     const int ty = tile / g.tiles_x, tx = tile - ty * g.tiles_x;
     const int y0 = ty * kTileH, x0 = tx * kTileW;
@@ -72,8 +137,11 @@ __global__ void __launch_bounds__(kThreads, 2)  // 2 blocks/SM: up to 128 regist
     const int base = 2 * wy * g.rs + wx;
     const long long map_size = static_cast<long long>(g.H) * g.W;
 
-    for (int c0 = 0; c0 < g.C; c0 += kChunk) {
-        const int nc = min(kChunk, g.C - c0);
+    // This block's channels: whole chunks, in rank order.
+    const int per = (((g.C + g.split - 1) / g.split + kChunk - 1) / kChunk) * kChunk;
+    const int c_end = min(g.C, (rank + 1) * per);
+    for (int c0 = rank * per; c0 < c_end; c0 += kChunk) {
+        const int nc = min(kChunk, c_end - c0);
         __syncthreads();  // the previous chunk's reads are done (and wsum/xmax are initialised)
         // Tile interior: 8 columns per item (one 16-byte load where possible).
         for (int e = tid; e < nc * g.lh * (kTileW / 8); e += kThreads) {
@@ -146,6 +214,10 @@ __global__ void __launch_bounds__(kThreads, 2)  // 2 blocks/SM: up to 128 regist
 
     atomicMax(&xmax, my_xmax);
     __syncthreads();
+    if (g.split > 1) {
+        cluster_finish<MB>(x, codes, y, overflow, g, xs, acc, rank, m0, y0, x0, wsum, &xmax);
+        return;
+    }
     bool exact = true;
 #pragma unroll
     for (int m = 0; m < MB; ++m) exact = exact && static_cast<unsigned long long>(xmax) * wsum[m] <= INT_MAX;
@@ -166,22 +238,33 @@ __global__ void __launch_bounds__(kThreads, 2)  // 2 blocks/SM: up to 128 regist
 template <int MB>
 void launch(const std::int16_t* x, const std::int32_t* codes, std::int32_t* y, int* overflow, Geometry g) {
     const std::int64_t groups = (g.M + MB - 1) / MB;
-    const std::int64_t blocks = groups * g.tiles;
+    const std::int64_t blocks = groups * g.tiles * g.split;
     GPUOPT_REQUIRE(blocks <= INT_MAX, "sparse_conv_fast_fused: too many blocks (maps x tiles >= 2^31)");
     const std::size_t smem = sizeof(int) * kChunk * g.chan_words + sizeof(int2) * MB * kChunk * g.width;
     require_shared_memory(fused_fast_kernel<MB>, smem, "sparse_conv_fast_fused");
     GPUOPT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), nullptr));
-    fused_fast_kernel<MB><<<static_cast<unsigned>(blocks), kThreads, smem>>>(x, codes, y, overflow, g);
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(static_cast<unsigned>(blocks));
+    config.blockDim = dim3(kThreads);
+    config.dynamicSmemBytes = smem;
+    cudaLaunchAttribute cluster;
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = static_cast<unsigned>(g.split), cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    GPUOPT_CUDA_CHECK(cudaLaunchKernelEx(&config, fused_fast_kernel<MB>, x, codes, y, overflow, g));
     GPUOPT_CHECK_LAUNCH("sparse fused_fast_kernel");
 }
 
 }  // namespace
 
 void sparse_conv_fast_fused(const std::int16_t* x, const std::int32_t* codes, std::int64_t width, std::int32_t* y,
-                            int* overflow, const SparseConvShape& s) {
+                            int* overflow, const SparseConvShape& s, int split) {
     sparse_conv_check(s);
     GPUOPT_REQUIRE(width >= 1 && width <= s.R * s.S, "sparse_conv: width (entries per padded slice) must be in 1..R*S = " +
                                                          std::to_string(s.R * s.S) + ", got " + std::to_string(width));
+    GPUOPT_REQUIRE(split == 0 || split == 1 || split == 2 || split == 4 || split == 8,
+                   "sparse_conv_fast_fused: split must be 0 (auto), 1, 2, 4 or 8, got " + std::to_string(split));
     GPUOPT_REQUIRE(x != nullptr && y != nullptr && codes != nullptr && overflow != nullptr,
                    "sparse_conv_fast_fused: null x, codes, y or overflow");
     Geometry g{};
@@ -194,9 +277,16 @@ void sparse_conv_fast_fused(const std::int16_t* x, const std::int32_t* codes, st
     g.rs = 2 * g.plane + ((8 - (2 * g.plane) % 16) + 16) % 16;  // = 8 (mod 16): conflict-free half-warps
     g.chan_words = g.lh * g.rs;
     g.vec = s.W % 8 == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
-    // More maps per block reuse each staged input more; fewer keep enough blocks for the GPU's SMs.
-    const std::int64_t blocks8 = (s.M + 7) / 8 * g.tiles;
-    if (blocks8 >= 128)
+    // 8 maps per block reuse each staged input twice as much as 4 (half the L2 traffic); 4 only for M <= 4.
+    // Auto split: enough blocks for ~4 per SM of an H200 (132 SMs), each block keeping >= 2 channel chunks.
+    const bool eight = s.M > 4;
+    const std::int64_t owners = (s.M + (eight ? 7 : 3)) / (eight ? 8 : 4) * g.tiles;
+    if (split == 0) {
+        split = 1;
+        while (split < 8 && owners * split < 4 * 132 && s.C >= 2 * kChunk * 2 * split) split *= 2;
+    }
+    g.split = split;
+    if (eight)
         launch<8>(x, codes, y, overflow, g);
     else
         launch<4>(x, codes, y, overflow, g);

@@ -10,7 +10,7 @@ import numpy as np
 from .. import _core
 from .._exec import ExecContext
 from .._ext import host_check, launcher
-from ..registry import register
+from ..registry import Param, register
 from .api import SparseConvProblem
 
 @register("sparse_conv2d", "cpu", description="CPU reference (C++, OpenMP): dense direct conv, exact int sums, "
@@ -41,7 +41,7 @@ def _gpu_filters(fmt: str, p: SparseConvProblem) -> tuple[list[Any], int]:
     return p.coo().kernel_arrays(fmt)
 
 
-def _run_gpu(ctx: ExecContext, p: SparseConvProblem):
+def _run_gpu(ctx: ExecContext, p: SparseConvProblem, **params: Any):
     """Every GPU variant: its launcher ``sparse_conv2d_<format>`` (the binding rule) after its shape checks."""
     fmt = _FORMAT[ctx.variant.name]
     m, c, r, s = p.shape
@@ -64,7 +64,7 @@ def _run_gpu(ctx: ExecContext, p: SparseConvProblem):
     if fmt != ctx.variant.name:  # the one-pass variants: queued, the overflow flag read with the result
         flag = ctx.empty((1,), np.int32)
         with ctx.kernel():
-            run(dx.ptr, ptrs[0], width, dy.ptr, flag.ptr, c, h, w, m, r, s)
+            run(dx.ptr, ptrs[0], width, dy.ptr, flag.ptr, c, h, w, m, r, s, *params.values())
         out = ctx.finish(dy)
         if int(ctx.host(flag)[0]) != 0:
             raise ValueError(_OVERFLOW_MESSAGE)
@@ -94,7 +94,10 @@ _ONE_PASS = dict(_GPU, test="tests/sparse/test_gpu_sparse_fused.py")
 # The default (variant=None) for the lab's shape: fast_fused until the H200 run says fast_sparse_input is faster.
 register("sparse_conv2d", "fast_fused", description="FAST filters, conv + ReLU + 2x2 max pool in ONE kernel (pre-pool "
          "maps never written): a block owns 4 or 8 maps x a 32x32 tile, channels staged through shared memory, "
-         "int32 sums where a per-block bound max|x|*sum|w| proves them exact, int64 otherwise", preferred=True,
+         "int32 sums where a per-block bound max|x|*sum|w| proves them exact, int64 otherwise; a cluster of `split` "
+         "blocks shares the channels of one (maps, tile), partial sums added through distributed shared memory",
+         preferred=True, params=(Param("split", 0, (0, 1, 2, 4, 8), "blocks of a thread-block cluster summing 1/split "
+                                       "of the channels each; 0: from the shape (8 for the lab's layer)"),),
          **dict(_ONE_PASS, kernel="csrc/sparse/sparse_conv_fused.cu"))(_run_gpu)
 register("sparse_conv2d", "fast_sparse_input", description="FAST filters x non-zero inputs only: the input's non-zeros "
          "compacted on the device, each times each tap scattered into shared-memory int32 accumulators (integer "

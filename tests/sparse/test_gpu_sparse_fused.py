@@ -56,6 +56,34 @@ def test_matches_cpu_reference(rng, c, h, w, m, r, s):
     check(sparse_inputs(rng, c, h, w), ragged_filters(rng, m, c, r, s))
 
 
+@pytest.mark.parametrize("split", [1, 2, 4, 8])
+@pytest.mark.parametrize("c,h,w,m,r,s", [(3, 5, 6, 2, 3, 3), (40, 33, 40, 9, 3, 3), (130, 32, 32, 12, 3, 3),
+                                         (17, 20, 18, 5, 5, 5)], ids=str)
+def test_cluster_channel_split(rng, split, c, h, w, m, r, s):
+    # Every split (blocks with no channels at all when C is small), against the CPU and the unsplit kernel.
+    x, wt = sparse_inputs(rng, c, h, w), ragged_filters(rng, m, c, r, s)
+    ref = gpuopt.sparse_conv2d(x, wt, variant="cpu")
+    np.testing.assert_array_equal(gpuopt.sparse_conv2d(x, FASTFilters.from_dense(wt), variant="fast_fused",
+                                                       split=split), ref)
+
+
+@pytest.mark.parametrize("split", [1, 8])
+def test_cluster_split_exact_path_and_overflow(split):
+    # The cluster-wide bound fails but the sums fit (exact int64 path), then a real overflow.
+    x = np.zeros((20, 6, 7), np.int16)
+    x[1, 2, 3], x[17, 4, 4] = I16.max, I16.min
+    w = np.zeros((2, 20, 3, 3), np.int16)
+    w[0, :, 1, 1] = I16.max
+    w[1, :, 0, 2] = I16.min
+    np.testing.assert_array_equal(gpuopt.sparse_conv2d(x, w, variant="fast_fused", split=split),
+                                  gpuopt.sparse_conv2d(x, w, variant="cpu"))
+    x[1:4, 2, 3] = I16.max
+    with pytest.raises(ValueError, match="does not fit in int32"):
+        gpuopt.sparse_conv2d(x, w, variant="fast_fused", split=split)
+    with pytest.raises(ValueError, match="split"):
+        gpuopt.sparse_conv2d(x, w, variant="fast_fused", split=3)
+
+
 @pytest.mark.parametrize("nnz", range(0, 10))
 def test_every_nonzero_count_per_slice(rng, nnz):
     # Exactly nnz taps in every 3x3 slice (0: all-zero filters; 9: dense); random positions and signs.
