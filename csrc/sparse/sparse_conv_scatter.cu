@@ -12,8 +12,13 @@
 //    Exactness as in sparse_conv_fused.cu: the int32 accumulators cannot overflow when
 //    max|x| * sum|w_m| fits int32 for every map of the block; otherwise the block recomputes
 //    its windows exactly in int64 (exact_windows) and raises the overflow flag if needed.
+// As in fast_fused, a thread-block cluster of `split` blocks (auto, <= 8) shares one (maps, tile), each block
+// scattering a contiguous channel range into its own accumulators; the cluster then adds them through
+// distributed shared memory (integer addition, rank order), each block finishing 1/split of the windows.
 // Each block reads whole channel lists, so maps of many tiles repeat the list scans
 // (fast_fused is the better choice for large maps).
+
+#include <cooperative_groups.h>
 
 #include <climits>
 #include <cstdint>
@@ -34,6 +39,7 @@ constexpr int kMaxSide = 32767;               // non-zeros store (row << 16 | co
 
 struct Geometry : FusedShape {
     int tiles_x, tiles;
+    int split;  // blocks per cluster, each scattering 1/split of the channels
 };
 
 __global__ void __launch_bounds__(kThreads)
@@ -82,8 +88,10 @@ __global__ void __launch_bounds__(kThreads)
     __shared__ unsigned long long wsum[MB];
     __shared__ int xmax;
 
-    const int groups = (g.M + MB - 1) / MB;
-    const int group = blockIdx.x % groups, tile = blockIdx.x / groups, m0 = group * MB;
+    namespace cg = cooperative_groups;
+    const int rank = g.split > 1 ? static_cast<int>(cg::this_cluster().block_rank()) : 0;
+    const int groups = (g.M + MB - 1) / MB, owner = blockIdx.x / g.split;
+    const int group = owner % groups, tile = owner / groups, m0 = group * MB;
     const int ty = tile / g.tiles_x, tx = tile - ty * g.tiles_x;
     const int y0 = ty * kTile, x0 = tx * kTile, tid = threadIdx.x;
     for (int i = tid; i < MB * kTile * kTile; i += kThreads) acc[i] = 0;
@@ -94,8 +102,10 @@ __global__ void __launch_bounds__(kThreads)
     const int oy0 = g.pad_h - y0, ox0 = g.pad_w - x0;
     int my_xmax = 0;
 
-    for (int c0 = 0; c0 < g.C; c0 += kTapChannels) {
-        const int nc = min(kTapChannels, g.C - c0);
+    const int per = (((g.C + g.split - 1) / g.split + kTapChannels - 1) / kTapChannels) * kTapChannels;
+    const int c_end = min(g.C, (rank + 1) * per);
+    for (int c0 = rank * per; c0 < c_end; c0 += kTapChannels) {
+        const int nc = min(kTapChannels, c_end - c0);
         __syncthreads();  // previous taps consumed (and the accumulators zeroed)
         for (int e = tid; e < MB * nc * g.width; e += kThreads) {
             const int m = e / (nc * g.width), rest = e - m * (nc * g.width);
@@ -130,30 +140,52 @@ __global__ void __launch_bounds__(kThreads)
     }
 
     atomicMax(&xmax, my_xmax);
-    __syncthreads();
+    if (g.split > 1) {
+        cg::this_cluster().sync();  // every rank's accumulators, wsum and xmax complete and visible
+    } else {
+        __syncthreads();
+    }
+    // The bound over all channels: max of the ranks' max|x|, sum of their sum|w| (one rank: its own).
     bool exact = true;
-#pragma unroll
-    for (int m = 0; m < MB; ++m) exact = exact && static_cast<unsigned long long>(xmax) * wsum[m] <= INT_MAX;
-    const int wy = tid / (kTile / 2), wx = tid % (kTile / 2);
-    const int oy = y0 + 2 * wy, ox = x0 + 2 * wx;
-    if (!exact) {  // block-uniform
-        exact_windows<MB>(x, codes, y, overflow, g, m0, oy, ox);
-        return;
+    {
+        int xm = 0;
+        for (int r = 0; r < g.split; ++r)
+            xm = max(xm, *(g.split > 1 ? cg::this_cluster().map_shared_rank(&xmax, r) : &xmax));
+        for (int m = 0; m < MB; ++m) {
+            unsigned long long ws = 0;
+            for (int r = 0; r < g.split; ++r)
+                ws += (g.split > 1 ? cg::this_cluster().map_shared_rank(wsum, r) : wsum)[m];
+            exact = exact && static_cast<unsigned long long>(xm) * ws <= INT_MAX;
+        }
     }
+    const int share = kThreads / g.split;  // the windows this block finishes: [rank*share, (rank+1)*share)
     const int PH = g.H / 2, PW = g.W / 2;
-    if (oy / 2 >= PH || ox / 2 >= PW) return;
-#pragma unroll
-    for (int m = 0; m < MB; ++m) {
-        const int* a = acc + m * kTile * kTile + 2 * wy * kTile + 2 * wx;
-        if (m0 + m < g.M)
+    if (!exact) {  // cluster-uniform
+        if (tid < share) {
+            const int w = rank * share + tid;
+            exact_windows<MB>(x, codes, y, overflow, g, m0, y0 + 2 * (w / (kTile / 2)), x0 + 2 * (w % (kTile / 2)));
+        }
+    } else {
+        for (int e = tid; e < MB * share; e += kThreads) {
+            const int m = e / share, w = rank * share + (e - m * share);
+            const int wy = w / (kTile / 2), wx = w % (kTile / 2), oy = y0 + 2 * wy, ox = x0 + 2 * wx;
+            if (m0 + m >= g.M || oy / 2 >= PH || ox / 2 >= PW) continue;
+            const int at = m * kTile * kTile + 2 * wy * kTile + 2 * wx;
+            int v[4] = {0, 0, 0, 0};
+            for (int r = 0; r < g.split; ++r) {
+                const int* a = (g.split > 1 ? cg::this_cluster().map_shared_rank(acc, r) : acc) + at;
+                v[0] += a[0], v[1] += a[1], v[2] += a[kTile], v[3] += a[kTile + 1];
+            }
             y[(static_cast<long long>(m0 + m) * PH + oy / 2) * PW + ox / 2] =
-                max(0, max(max(a[0], a[1]), max(a[kTile], a[kTile + 1])));
+                max(0, max(max(v[0], v[1]), max(v[2], v[3])));
+        }
     }
+    if (g.split > 1) cg::this_cluster().sync();  // no block frees its shared memory while another reads it
 }
 
 template <int MB>
 void launch(const std::int16_t* x, const std::int32_t* codes, std::int32_t* y, int* overflow, const Geometry& g) {
-    const std::int64_t blocks = static_cast<std::int64_t>((g.M + MB - 1) / MB) * g.tiles;
+    const std::int64_t blocks = static_cast<std::int64_t>((g.M + MB - 1) / MB) * g.tiles * g.split;
     GPUOPT_REQUIRE(blocks <= INT_MAX, "sparse_conv_fast_sparse_input: too many blocks (maps x tiles >= 2^31)");
     const std::size_t smem = sizeof(int) * MB * kTile * kTile + sizeof(int2) * MB * kTapChannels * g.width;
     require_shared_memory(scatter_kernel<MB>, smem, "sparse_conv_fast_sparse_input");
@@ -165,8 +197,18 @@ void launch(const std::int16_t* x, const std::int32_t* codes, std::int32_t* y, i
     GPUOPT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), nullptr));
     compact_kernel<<<g.C, kThreads>>>(x, nz.data(), count.data(), absmax.data(), g.H, g.W);
     GPUOPT_CHECK_LAUNCH("sparse compact_kernel");
-    scatter_kernel<MB><<<static_cast<unsigned>(blocks), kThreads, smem>>>(x, codes, nz.data(), count.data(),
-                                                                         absmax.data(), y, overflow, g);
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(static_cast<unsigned>(blocks));
+    config.blockDim = dim3(kThreads);
+    config.dynamicSmemBytes = smem;
+    cudaLaunchAttribute cluster;
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = static_cast<unsigned>(g.split), cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    GPUOPT_CUDA_CHECK(cudaLaunchKernelEx(&config, scatter_kernel<MB>, x, codes, static_cast<const int2*>(nz.data()),
+                                         static_cast<const int*>(count.data()), static_cast<const int*>(absmax.data()),
+                                         y, overflow, g));
     GPUOPT_CHECK_LAUNCH("sparse scatter_kernel");
 }
 
@@ -191,8 +233,13 @@ void sparse_conv_fast_sparse_input(const std::int16_t* x, const std::int32_t* co
     g.width = static_cast<int>(width), g.pad_h = static_cast<int>(s.R / 2), g.pad_w = static_cast<int>(s.S / 2);
     g.tiles_x = static_cast<int>((s.W + kTile - 1) / kTile);
     g.tiles = g.tiles_x * static_cast<int>((s.H + kTile - 1) / kTile);
-    const std::int64_t blocks8 = (s.M + 7) / 8 * g.tiles;
-    if (blocks8 >= 128)
+    // 8 maps per block unless M <= 4; split (cluster size) for ~4 blocks per SM of an H200 (132 SMs), each
+    // block keeping >= 2 tap chunks of channels.
+    const bool eight = s.M > 4;
+    const std::int64_t owners = (s.M + (eight ? 7 : 3)) / (eight ? 8 : 4) * g.tiles;
+    g.split = 1;
+    while (g.split < 8 && owners * g.split < 4 * 132 && s.C >= 2 * kTapChannels * 2 * g.split) g.split *= 2;
+    if (eight)
         launch<8>(x, codes, y, overflow, g);
     else
         launch<4>(x, codes, y, overflow, g);

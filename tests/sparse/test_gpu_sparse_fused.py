@@ -44,11 +44,12 @@ def test_real_nctu_layer_device_resident(data_root):
 
 # (C, H, W, M, R, S): one tile and many (maps beyond 32x32, ragged last tiles), odd sizes, H = 3 (one pooled
 # row, the dropped row still convolved), C not a multiple of the 8-channel chunk, M not a multiple of the
-# 4 or 8 maps per block (and M large enough for 8), W % 8 == 0 (16-byte loads) and not, 1x1 .. 9x9, non-square.
+# 4 or 8 maps per block, W % 8 == 0 (16-byte loads) and not, 1x1 .. 9x9, non-square; C large enough for the
+# automatic cluster split (2..8 blocks sharing the channels) in both variants.
 SHAPES = [(1, 2, 2, 1, 3, 3), (1, 3, 9, 2, 3, 3), (3, 3, 2, 5, 3, 3), (9, 7, 5, 3, 3, 3), (17, 31, 37, 5, 3, 3),
           (8, 32, 32, 8, 3, 3), (12, 33, 40, 7, 3, 3), (5, 70, 45, 6, 3, 3), (3, 64, 64, 256, 3, 3),
           (4, 8, 8, 2, 1, 1), (3, 6, 7, 2, 7, 9), (2, 11, 12, 3, 9, 9), (6, 40, 35, 4, 5, 5), (7, 33, 65, 11, 3, 5),
-          (20, 16, 24, 9, 9, 3)]
+          (20, 16, 24, 9, 9, 3), (130, 32, 32, 12, 3, 3), (300, 20, 18, 5, 5, 5), (520, 9, 40, 3, 3, 3)]
 
 
 @pytest.mark.parametrize("c,h,w,m,r,s", SHAPES, ids=str)
