@@ -1,6 +1,7 @@
-// The sparse convolution layer's CUDA variants, sparse_conv2d_<variant>, and their shared check. Each returns
-// True when every pre-activation sum fitted in int32 (the Python side raises ValueError otherwise); reading
-// that flag synchronises with the device, so the GIL is released throughout.
+// The sparse convolution layer's CUDA variants, sparse_conv2d_<variant>, and their shared check. dense/coo/fast
+// return True when every pre-activation sum fitted in int32 (the Python side raises ValueError otherwise);
+// reading that flag synchronises with the device, so the GIL is released throughout. The one-pass variants
+// (fast_fused, fast_sparse_input) only queue their work and raise a device flag that Python reads with y.
 #include "../sparse/sparse_conv_cuda.hpp"
 #include "cuda_bindings.hpp"
 
@@ -17,12 +18,17 @@ sparse::SparseConvShape shape_of(std::int64_t C, std::int64_t H, std::int64_t W,
 
 void bind_sparse(py::module_& m) {
     // The launchers' shape checks (host only): the same for every filter format.
-    for (const char* variant : {"dense", "coo", "fast"})
+    for (const char* variant : {"dense", "coo", "fast", "fast_fused"})
         def_check(m, "sparse_conv2d", variant,
                   [](std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R, std::int64_t S) {
                       sparse::sparse_conv_check(shape_of(C, H, W, M, R, S));
                   },
                   py::arg("C"), py::arg("H"), py::arg("W"), py::arg("M"), py::arg("R"), py::arg("S"));
+    def_check(m, "sparse_conv2d", "fast_sparse_input",
+              [](std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R, std::int64_t S) {
+                  sparse::sparse_conv_sparse_input_check(shape_of(C, H, W, M, R, S));
+              },
+              py::arg("C"), py::arg("H"), py::arg("W"), py::arg("M"), py::arg("R"), py::arg("S"));
 
     def_variant(m, "sparse_conv2d", "dense",
                 [](std::uintptr_t x, std::uintptr_t w, std::uintptr_t y, std::int64_t C, std::int64_t H, std::int64_t W,
@@ -56,6 +62,31 @@ void bind_sparse(py::module_& m) {
                 py::arg("x"), py::arg("codes"), py::arg("width"), py::arg("y"), py::arg("C"), py::arg("H"), py::arg("W"),
                 py::arg("M"), py::arg("R"), py::arg("S"),
                 "Padded FAST codes int32 (M, C, width), padding code 0. True when every sum fits int32 (synchronises).");
+    def_variant(m, "sparse_conv2d", "fast_fused",
+                [](std::uintptr_t x, std::uintptr_t codes, std::int64_t width, std::uintptr_t y, std::uintptr_t overflow,
+                   std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R, std::int64_t S,
+                   int split) {
+                    py::gil_scoped_release release;
+                    sparse::sparse_conv_fast_fused(dptr<const std::int16_t>(x), dptr<const std::int32_t>(codes), width,
+                                                   dptr<std::int32_t>(y), dptr<int>(overflow), shape_of(C, H, W, M, R, S),
+                                                   split);
+                },
+                py::arg("x"), py::arg("codes"), py::arg("width"), py::arg("y"), py::arg("overflow"), py::arg("C"),
+                py::arg("H"), py::arg("W"), py::arg("M"), py::arg("R"), py::arg("S"), py::arg("split") = 0,
+                "As fast, conv + ReLU + pool in one kernel; split: cluster blocks sharing the channels (0 = auto). "
+                "Queues the work; sets the int32 device flag overflow (zeroed first) to 1 when a sum does not fit int32.");
+    def_variant(m, "sparse_conv2d", "fast_sparse_input",
+                [](std::uintptr_t x, std::uintptr_t codes, std::int64_t width, std::uintptr_t y, std::uintptr_t overflow,
+                   std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R, std::int64_t S) {
+                    py::gil_scoped_release release;
+                    sparse::sparse_conv_fast_sparse_input(dptr<const std::int16_t>(x), dptr<const std::int32_t>(codes),
+                                                          width, dptr<std::int32_t>(y), dptr<int>(overflow),
+                                                          shape_of(C, H, W, M, R, S));
+                },
+                py::arg("x"), py::arg("codes"), py::arg("width"), py::arg("y"), py::arg("overflow"), py::arg("C"),
+                py::arg("H"), py::arg("W"), py::arg("M"), py::arg("R"), py::arg("S"),
+                "As fast, zero inputs compacted on the device and skipped. Queues the work; sets the int32 device "
+                "flag overflow (zeroed first) to 1 when a sum does not fit int32.");
 }
 
 }  // namespace gpuopt::bind

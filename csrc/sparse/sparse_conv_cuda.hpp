@@ -37,4 +37,22 @@ bool sparse_conv_coo(const std::int16_t* x, const std::int16_t* data, const std:
 bool sparse_conv_fast(const std::int16_t* x, const std::int32_t* codes, std::int64_t width, std::int32_t* y,
                       const SparseConvShape& s);
 
+// The one-pass variants below compute the same y, but do NOT synchronise: they queue their work on stream 0
+// and set the device int *overflow (1 element, zeroed first) to 1 when some sum does not fit in int32 (y then
+// unspecified). The caller reads the flag with the result, so the hot path has no host round trip.
+//
+// The layer in one kernel (sparse_conv_fused.cu): conv + ReLU + pool fused, the pre-pool maps never
+// written; int32 sums where a per-block bound proves them exact, int64 otherwise.
+// split: blocks of a thread-block cluster that share one (maps, tile), each summing 1/split of the channels
+// (1, 2, 4 or 8; 0 = chosen from the shape).
+void sparse_conv_fast_fused(const std::int16_t* x, const std::int32_t* codes, std::int64_t width, std::int32_t* y,
+                            int* overflow, const SparseConvShape& s, int split);
+
+// Input sparsity (sparse_conv_scatter.cu): the non-zero inputs compacted on the device, each times each tap
+// scattered into shared-memory int32 accumulators (integer atomics: exact, order-independent), then ReLU + pool.
+// Its shape check adds H, W <= 32767 and H*W <= 2^27.
+void sparse_conv_sparse_input_check(const SparseConvShape& s);
+void sparse_conv_fast_sparse_input(const std::int16_t* x, const std::int32_t* codes, std::int64_t width,
+                                   std::int32_t* y, int* overflow, const SparseConvShape& s);
+
 }  // namespace gpuopt::sparse

@@ -10,7 +10,7 @@ import numpy as np
 from .. import _core
 from .._exec import ExecContext
 from .._ext import host_check, launcher
-from ..registry import register
+from ..registry import Param, register
 from .api import SparseConvProblem
 
 @register("sparse_conv2d", "cpu", description="CPU reference (C++, OpenMP): dense direct conv, exact int sums, "
@@ -27,6 +27,10 @@ def _sparse_conv_cpu(ctx: ExecContext, p: SparseConvProblem) -> np.ndarray:
 _OVERFLOW_MESSAGE = "sparse_conv2d: a convolution sum does not fit in int32 (the lab's accumulator)"
 
 
+#: The filter format each GPU variant reads (its launcher's arguments follow it).
+_FORMAT = {"dense": "dense", "coo": "coo", "fast": "fast", "fast_fused": "fast", "fast_sparse_input": "fast"}
+
+
 def _gpu_filters(fmt: str, p: SparseConvProblem) -> tuple[list[Any], int]:
     """The filter arrays in the variant's own format (what travels to the device, unless they live there), and
     the padded slice width (0 for dense)."""
@@ -37,9 +41,9 @@ def _gpu_filters(fmt: str, p: SparseConvProblem) -> tuple[list[Any], int]:
     return p.coo().kernel_arrays(fmt)
 
 
-def _run_gpu(ctx: ExecContext, p: SparseConvProblem):
+def _run_gpu(ctx: ExecContext, p: SparseConvProblem, **params: Any):
     """Every GPU variant: its launcher ``sparse_conv2d_<format>`` (the binding rule) after its shape checks."""
-    fmt = ctx.variant.name
+    fmt = _FORMAT[ctx.variant.name]
     m, c, r, s = p.shape
     _, h, w = p.x.shape
     host_check(ctx.variant)(c, h, w, m, r, s)  # the launcher's shape checks, before any conversion or transfer
@@ -52,8 +56,19 @@ def _run_gpu(ctx: ExecContext, p: SparseConvProblem):
     ctx.details["filter_arrays"] = float(len(filters))
     ctx.details["filter_bytes"] = float(sum(f.nbytes for f in dfilters))
     ctx.details["filter_bytes_sent"] = float(sum(f.nbytes for f in filters if isinstance(f, np.ndarray)))
+    # Host-to-device copies this call made (input maps and filter arrays not already on the device).
+    ctx.details["h2d_calls"] = float(isinstance(p.x, np.ndarray) + sum(isinstance(f, np.ndarray) for f in filters))
+    ctx.details["h2d_bytes"] = float((p.x.nbytes if isinstance(p.x, np.ndarray) else 0) + ctx.details["filter_bytes_sent"])
     dy = ctx.empty((m, h // 2, w // 2), np.int32)
     ptrs = [f.ptr for f in dfilters]
+    if fmt != ctx.variant.name:  # the one-pass variants: queued, the overflow flag read with the result
+        flag = ctx.empty((1,), np.int32)
+        with ctx.kernel():
+            run(dx.ptr, ptrs[0], width, dy.ptr, flag.ptr, c, h, w, m, r, s, *params.values())
+        out = ctx.finish(dy)
+        if int(ctx.host(flag)[0]) != 0:
+            raise ValueError(_OVERFLOW_MESSAGE)
+        return out
     with ctx.kernel():
         # Synchronises: the kernels run, then the 4-byte overflow flag is read back.
         if fmt == "dense":
@@ -75,3 +90,16 @@ register("sparse_conv2d", "coo", description="COO filters (padded int16 data/row
          "zero inputs skipped; then a 2x2 max-pool kernel", **_GPU)(_run_gpu)
 register("sparse_conv2d", "fast", description="FAST-encoded filters (one int32 value*100+row*10+col per entry, "
          "decoded on the GPU), zero inputs skipped; then a 2x2 max-pool kernel", **_GPU)(_run_gpu)
+_ONE_PASS = dict(_GPU, test="tests/sparse/test_gpu_sparse_fused.py")
+# The default (variant=None) for the lab's shape: fast_fused until the H200 run says fast_sparse_input is faster.
+register("sparse_conv2d", "fast_fused", description="FAST filters, conv + ReLU + 2x2 max pool in ONE kernel (pre-pool "
+         "maps never written): a block owns 4 or 8 maps x a 32x32 tile, channels staged through shared memory, "
+         "int32 sums where a per-block bound max|x|*sum|w| proves them exact, int64 otherwise; a cluster of `split` "
+         "blocks shares the channels of one (maps, tile), partial sums added through distributed shared memory",
+         preferred=True, params=(Param("split", 0, (0, 1, 2, 4, 8), "blocks of a thread-block cluster summing 1/split "
+                                       "of the channels each; 0: from the shape (8 for the lab's layer)"),),
+         **dict(_ONE_PASS, kernel="csrc/sparse/sparse_conv_fused.cu"))(_run_gpu)
+register("sparse_conv2d", "fast_sparse_input", description="FAST filters x non-zero inputs only: the input's non-zeros "
+         "compacted on the device, each times each tap scattered into shared-memory int32 accumulators (integer "
+         "atomics: exact, deterministic), then ReLU + 2x2 max pool; the pre-pool maps never written",
+         **dict(_ONE_PASS, kernel="csrc/sparse/sparse_conv_scatter.cu"))(_run_gpu)

@@ -1,0 +1,137 @@
+"""sparse_density (opt-in, GPU only): where sparse stops paying. The NCTU layer's shape (512 maps 32x32, 512
+3x3 filters) with 1..9 filter non-zeros per slice x input density (5%, the real inNeu's ~20%, 50%, 100%):
+kernel time of the best one-pass sparse variant on device-resident operands over cuDNN's dense FP32 layer
+(conv + ReLU + 2x2 max pool) measured in the same run -> sparse_density.csv/.json/.png (a heat map).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+import gpuopt
+from gpuopt import datasets
+
+from ..figures import _empty, _finish, _pyplot
+from ..harness import Progress
+from ..study import Output, Plan, Study, StudyResult, _error
+from ..tables import _errors, _fmt, format_table
+from .sparse import CUDNN_ROWS, ONE_PASS, RESIDENT_REPEATS, SPARSE_MAPS, time_resident
+
+__all__ = ["STUDY"]
+
+NNZ_PER_SLICE = tuple(range(1, 10))
+#: Input densities (fraction of non-zero neurons); None = the real inNeu.txt as it is (~20%).
+INPUT_DENSITIES: tuple[float | None, ...] = (0.05, None, 0.5, 1.0)
+DENSITY_COLUMNS = ("nnz_per_slice", "input_density", "C", "H", "W", "M", "best_variant", "sparse_ms", "cudnn_ms",
+                   "ratio", "exact_vs_cpu", "details", "error")
+
+
+def _filters(rng, m: int, c: int, k: int) -> np.ndarray:
+    """k non-zeros at distinct random positions of every 3x3 slice, values in +-1..9 (as make_nctu_filters)."""
+    pos = np.argsort(rng.uniform(size=(m * c, 9)), axis=1)[:, :k]
+    w = np.zeros((m * c, 9), np.int16)
+    np.put_along_axis(w, pos, (rng.integers(1, 10, pos.shape) * rng.choice([-1, 1], pos.shape)).astype(np.int16), 1)
+    return w.reshape(m, c, 3, 3)
+
+
+def _inputs(rng, real: np.ndarray, density: float | None) -> np.ndarray:
+    """The real neurons, or their non-zero values redrawn at ``density``."""
+    if density is None:
+        return real
+    values = real[real != 0] if (real != 0).any() else np.array([1], np.int16)
+    x = rng.choice(values, real.shape).astype(np.int16)
+    x[rng.uniform(size=real.shape) >= density] = 0
+    return x
+
+
+def run_density(plan: Plan) -> StudyResult:
+    res = StudyResult()
+    maps = plan.pick(SPARSE_MAPS)
+    reps = plan.pick(RESIDENT_REPEATS)
+    rng = np.random.default_rng(plan.seed)
+    try:
+        real = datasets.read_nctu_neurons_txt()
+    except FileNotFoundError:
+        real = datasets.make_nctu_neurons(512, 32, 32, seed=0)
+        res.notes.append("inNeu.txt not found: synthetic neurons of its shape and sparsity used instead")
+    real = np.ascontiguousarray(real[:maps])
+    res.meta.update(layer="NCTU layer shape, 3x3 'same' conv, ReLU, 2x2 max pool; generated filters",
+                    timing="kernel time on device-resident operands (CUDA events, L2 flushed, median); sparse = the "
+                           "faster of " + ", ".join(ONE_PASS) + "; cudnn = the faster of cuDNN precise / any on "
+                           "float32 copies; ratio = sparse / cudnn (< 1: sparse wins)")
+    cells = [(k, d) for d in INPUT_DENSITIES for k in NNZ_PER_SLICE]
+    with Progress(len(cells), "sparse_density", enabled=plan.progress) as prog:
+        for k, density in cells:
+            x = _inputs(rng, real, density)
+            w = _filters(rng, maps, x.shape[0], k)
+            row: dict[str, Any] = dict(nnz_per_slice=k, input_density=float(np.count_nonzero(x)) / x.size,
+                                       C=x.shape[0], H=x.shape[1], W=x.shape[2], M=maps, details={})
+            try:
+                ref = gpuopt.sparse_conv2d(x, w, variant="cpu")
+                exact = True
+                for name in (*ONE_PASS, *CUDNN_ROWS):
+                    ms, out = time_resident(name, x, w, reps)
+                    row["details"][name] = ms
+                    if name in ONE_PASS:
+                        exact = exact and bool(np.array_equal(out, ref))
+                best = min(ONE_PASS, key=lambda n: row["details"][n])
+                row.update(best_variant=best, sparse_ms=row["details"][best], exact_vs_cpu=exact,
+                           cudnn_ms=min(row["details"][n] for n in CUDNN_ROWS))
+                row["ratio"] = row["sparse_ms"] / row["cudnn_ms"]
+            except Exception as exc:  # noqa: BLE001
+                row["error"] = _error(exc)
+                res.notes.append(f"sparse_density k={k} density={density}: {row['error']}")
+            res.rows.append(row)
+            prog.update(f"k={k} d={row['input_density']:.2f}")
+    return res
+
+
+def table_density(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
+    body = [[r["nnz_per_slice"], _fmt(r.get("input_density"), ".3f"), r.get("best_variant", "-"),
+             _fmt(r.get("sparse_ms"), ".4g"), _fmt(r.get("cudnn_ms"), ".4g"), _fmt(r.get("ratio"), ".3g"),
+             _fmt(r.get("exact_vs_cpu"))] for r in rows]
+    return format_table(["nnz/slice", "input density", "best sparse", "sparse ms", "cuDNN ms", "sparse/cuDNN",
+                         "exact"], body) + _errors(rows)
+
+
+def plot_density(meta, rows, path: Path) -> Path:
+    """Heat map: filter non-zeros per slice (x) x input density (y), colour = sparse / cuDNN time on a log scale
+    centred on 1 (blue: sparse faster), the ratio printed in each cell."""
+    plt = _pyplot()
+    from matplotlib.colors import LogNorm
+
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    title = "NCTU layer: best sparse variant's time over cuDNN's dense FP32 layer (< 1: sparse wins)"
+    good = [r for r in rows if r.get("ratio")]
+    if not good:
+        _empty(ax, "no successful measurements")
+        return _finish(fig, ax, meta, title, path)
+    ks = sorted({r["nnz_per_slice"] for r in good})
+    ds = sorted({round(r["input_density"], 3) for r in good})
+    grid = np.full((len(ds), len(ks)), np.nan)
+    for r in good:
+        grid[ds.index(round(r["input_density"], 3)), ks.index(r["nnz_per_slice"])] = r["ratio"]
+    span = max(float(np.nanmax(np.abs(np.log10(grid)))), 0.1)
+    im = ax.imshow(grid, cmap="RdBu_r", norm=LogNorm(vmin=10 ** -span, vmax=10 ** span), origin="lower",
+                   aspect="auto")
+    for i in range(len(ds)):
+        for j in range(len(ks)):
+            if np.isfinite(grid[i, j]):
+                dark = abs(np.log10(grid[i, j])) > 0.55 * span
+                ax.text(j, i, f"{grid[i, j]:.2g}", ha="center", va="center", fontsize=8,
+                        color="white" if dark else "black")
+    ax.set_xticks(range(len(ks)), [str(k) for k in ks])
+    ax.set_yticks(range(len(ds)), [f"{d:.0%}" for d in ds])
+    ax.set_xlabel("filter non-zeros per 3x3 slice")
+    ax.set_ylabel("input density (non-zero neurons)")
+    fig.colorbar(im, ax=ax, label="sparse time / cuDNN dense FP32 time (log)")
+    return _finish(fig, ax, meta, title, path)
+
+
+STUDY = Study("sparse_density", "sparse_conv2d", "NCTU sparse layer: where sparse stops paying",
+              "filter non-zeros per slice 1..9 x input density: best one-pass sparse variant over cuDNN dense FP32",
+              ONE_PASS, DENSITY_COLUMNS, run_density, table_density, figures=plot_density,
+              outputs=(Output("sparse_density.png"),), opt_in=True, gpu_only=True)
