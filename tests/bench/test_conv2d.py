@@ -10,7 +10,7 @@ from gpuopt.bench.study import Plan
 def test_conv2d_study_runs_every_gpu_variant(fake_conv_gpu):
     res = STUDIES["conv2d"].run(Plan(gpu=True, tiny=True, progress=False))
     table = gpuopt.variants("conv2d")
-    expected = [n for n, v in table.items() if v.needs_cuda and n != "cudnn"] + ["cudnn", "cudnn-any"]
+    expected = [n for n, v in table.items() if v.needs_cuda and n != "cudnn"] + ["cudnn", "auto-fast", "cudnn-any"]
     assert [r["variant"] for r in res.rows if r["conf"] == "conf1"] == expected
     assert {"implicit_gemm", "tiled_corner_turn", "general"} <= set(expected)
     by = {(r["conf"], r["variant"]): r for r in res.rows}

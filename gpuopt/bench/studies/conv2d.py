@@ -57,7 +57,11 @@ def run_conv2d(plan: Plan) -> StudyResult:
     names = _select("conv2d", _conv_listed(), plan, res.notes)
     # (label, variant, params): cuDNN twice, restricted to the precise algorithms (the
     # baseline) and free to pick FFT/Winograd (what a framework's benchmark mode gets).
+    # auto twice too: "auto" (exact-order variants) beside cuDNN precise, "auto-fast" (may pick winograd) beside
+    # cuDNN any (issue 13's two precision classes).
     entries = [(name, name, {}) for name in names]
+    if "auto" in names:
+        entries.append(("auto-fast", "auto", {"algorithms": "fast"}))
     if "cudnn" in names:
         entries.append(("cudnn-any", "cudnn", {"algorithms": "any"}))
     table = gpuopt.variants("conv2d")

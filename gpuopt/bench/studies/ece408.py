@@ -65,6 +65,7 @@ ECE408_STEPS: tuple[tuple[str, str, dict[str, Any], str], ...] = (
     ("implicit_gemm_fast", "implicit_gemm_fast", {}, "gpuopt: fast implicit GEMM"),
     ("direct_regblock", "direct_regblock", {}, "gpuopt: register-blocked direct"),
     ("auto", "auto", {}, "gpuopt: auto"),
+    ("auto-fast", "auto", {"algorithms": "fast"}, "gpuopt: auto, fast algorithms (beside cuDNN any)"),
     ("cudnn", "cudnn", {}, "cuDNN, strict FP32"),
     ("cudnn-any", "cudnn", {"algorithms": "any"}, "cuDNN, any algorithm"),
 )
