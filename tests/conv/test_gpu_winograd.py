@@ -158,3 +158,21 @@ def test_auto_fast_picks_winograd_and_precise_does_not(rng):
     precise = gpuopt.conv2d(x, w, variant="auto")
     assert rel_fro(precise[:4], ref) < 1e-6
     assert not np.array_equal(precise, fast)
+
+
+def test_autotune_precision_classes_are_cached_apart(rng):
+    """autotune=True: the precise class never times winograd; the fast class may pick it; each caches its own."""
+    from gpuopt.conv import autotune_cache, clear_autotune_cache
+
+    clear_autotune_cache()
+    x = rng.uniform(0, 1, (8, 16, 20, 20)).astype(np.float32)
+    w = (rng.standard_normal((32, 16, 5, 5)) / 20).astype(np.float32)
+    ref = gpuopt.conv2d(x, w, variant="cpu").astype(np.float64)
+    _, t = gpuopt.conv2d(x, w, variant="auto", autotune=True, timing=True)
+    assert "autotune_winograd_ms" not in t.details
+    y, t = gpuopt.conv2d(x, w, variant="auto", autotune=True, algorithms="fast", timing=True)
+    assert "autotune_winograd_ms" in t.details and rel_fro(y, ref) <= ERROR_BOUNDS[(4, 5)]
+    cache = autotune_cache()
+    assert sorted(key[-1] for key in cache) == ["fast", "precise"]
+    assert next(v for k, v in cache.items() if k[-1] == "precise")[0] != "winograd"
+    clear_autotune_cache()
