@@ -9,15 +9,18 @@
 //   1. filter transform: U[pt][c][k] = (G g_kc G^T)[pt] into pool scratch, K padded to the block's KB maps and C
 //      to the chunk's CB channels with zeros (so the main kernel stages U by unconditional 16-byte cp.async);
 //   2. the fused kernel. A block owns TB consecutive tiles (flattened over images, so tiles of several images
-//      share a block) and KB maps, and loops over the channels CB at a time:
-//        a. U[:, chunk, maps] -> Us[pt][c][kk] by cp.async; each thread loads input columns of the n x n
-//           patches (zero outside the image: padding and ragged tiles) and applies B^T (column pass) -> Ts;
+//      share a block) and KB maps, and loops over the channels CB at a time, staging one chunk ahead:
+//        0. chunk i+1's raw n x n patches -> Rs (4-byte cp.async, zero-filled outside the image: padding and
+//           ragged tiles) and its U -> Us[(i+1) & 1] (16-byte cp.async) are issued before chunk i's products,
+//           so global latency hides behind them (the kernel runs one 512-thread block per SM);
+//        a. column pass (B^T) in place in Rs[c][row][col][tile];
 //        b. row pass (x B) -> Vs[pt][c][tile];
 //        c. per-point products: thread (pt, kg, tg) owns a KT x TT register tile of maps x tiles of its point
 //           and adds, per channel, KT/4 + TT/4 float4 shared loads into KT*TT FMAs (64 FMAs per 4 loads).
-//      After the last chunk the accumulators go through shared memory (Es[pt][kk][tile], over the staging
-//      buffers) and each thread takes whole (map, tile) pairs: A^T M A, bias, activation, and the m x m outputs
-//      stored with ragged edges masked, or pooled 2x2 in registers (m even: pool windows never cross tiles).
+//      Three barriers per chunk. After the last chunk the accumulators go through shared memory (Es[pt][kk][tile],
+//      over the staging buffers) and each thread takes whole (map, tile) pairs: A^T M A, bias, activation, and
+//      the m x m outputs stored with ragged edges masked, or pooled 2x2 in registers (m even: pool windows never
+//      cross tiles).
 // Deterministic: each output is one thread's fixed-order sum (channels in order, then the fixed transforms).
 // No run-time indexed register arrays (every loop over a register array is unrolled on template constants).
 //
@@ -58,7 +61,7 @@ struct Shape {
     static constexpr int KG = KB / KT, TG = TB / TT;
     static constexpr int kThreads = kNN * KG * TG;
     static constexpr int kMinBlocks = 1;  // 2 at 288 threads caps registers at 96 and spills
-    static constexpr int kStageFloats = kNN * CB * (KB + TB) + CB * kNN * TB;  // Us, Vs, Ts
+    static constexpr int kStageFloats = kNN * CB * (2 * KB + TB) + CB * kNN * TB;  // Us x 2, Vs, Rs
     static constexpr int kEpilogueFloats = kNN * KB * TB;                      // Es
     static constexpr int kSharedBytes = 4 * (kStageFloats > kEpilogueFloats ? kStageFloats : kEpilogueFloats);
     static_assert(KB % KT == 0 && TB % TT == 0 && KT % 4 == 0 && TT % 4 == 0 && kThreads % 32 == 0, "block shape");
@@ -101,11 +104,11 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     using T = winograd::Transforms<S::kM, S::kR>;
     constexpr int n = S::kN, NN = S::kNN, M = S::kM, KB = S::KB, TB = S::TB, CB = S::CB, KT = S::KT, TT = S::TT;
     extern __shared__ __align__(16) float smem[];
-    float* Us = smem;                   // [NN][CB][KB]
-    float* Vs = Us + NN * CB * KB;      // [NN][CB][TB]
-    float* Ts = Vs + NN * CB * TB;      // [CB][n][n][TB]: B^T d, columns done
-    float* Es = smem;                   // [NN][KB][TB] after the last chunk
-    __shared__ i64 s_base[TB];          // x offset of the tile's image
+    float* Us = smem;                       // 2 x [NN][CB][KB]: chunk i in buffer i & 1
+    float* Vs = Us + 2 * NN * CB * KB;      // [NN][CB][TB]
+    float* Rs = Vs + NN * CB * TB;          // [CB][n][n][TB]: raw patches, then B^T d in place
+    float* Es = smem;                       // [NN][KB][TB] after the last chunk
+    __shared__ i64 s_base[TB];              // x offset of the tile's image
     __shared__ int s_row0[TB], s_col0[TB];  // input row and column of the patch's corner; s_row0 INT_MIN: no tile
 
     const int tid = threadIdx.x;
@@ -135,46 +138,57 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
         for (int j = 0; j < TT; ++j) acc[i][j] = 0.0f;
     __syncthreads();
 
-    for (int c0 = 0; c0 < a.Cp; c0 += CB) {
-        // a. filters by cp.async (U is padded: every copy is in bounds)...
+    // Chunk c0's raw patches into Rs (4-byte cp.async, zero-filled outside the image, for channels past C and
+    // for missing tiles: padding and ragged tiles read zeros) and its filters into Us[buf] (16-byte cp.async;
+    // U is padded, every copy is in bounds). Issued one chunk ahead, so they land during the previous chunk's
+    // products.
+    auto stage = [&](int c0, float* us) {
+        for (int i = tid; i < CB * NN * TB; i += S::kThreads) {
+            const int t = i % TB, j = (i / TB) % n, r = (i / (TB * n)) % n, c = i / (TB * NN);
+            const int row0 = s_row0[t], row = row0 + r, col = s_col0[t] + j;
+            const bool ok = row0 != INT_MIN && c0 + c < a.C && row >= 0 && row < a.H && col >= 0 && col < a.W;
+            const float* src = ok ? x + s_base[t] + (c0 + c) * HW + static_cast<i64>(row) * a.W + col : x;
+            dev::cp_async_4(Rs + i, src, ok ? 4 : 0);
+        }
         for (int i = tid; i < NN * CB * (KB / 4); i += S::kThreads) {
             const int q4 = i % (KB / 4), rest = i / (KB / 4);
             const int c = rest % CB, p = rest / CB;
-            dev::cp_async_16(Us + (p * CB + c) * KB + q4 * 4,
+            dev::cp_async_16(us + (p * CB + c) * KB + q4 * 4,
                              u + (static_cast<i64>(p) * a.Cp + c0 + c) * a.Kp + k0 + q4 * 4, 16);
         }
-        dev::cp_async_commit();
-        // ... and the column pass of the input patches (tile fastest: one tile's column per thread).
+    };
+    stage(0, Us);
+    dev::cp_async_commit();
+
+    for (int c0 = 0, buf = 0; c0 < a.Cp; c0 += CB, buf ^= 1) {
+        dev::cp_async_wait<0>();
+        __syncthreads();  // chunk c0 staged; the previous chunk's products are done with Vs
+        // a. column pass (B^T on each column), in place: item (c, col, tile) owns Rs[c][*][col][tile].
         for (int i = tid; i < CB * n * TB; i += S::kThreads) {
             const int t = i % TB, j = (i / TB) % n, c = i / (TB * n);
-            const int row0 = s_row0[t], col = s_col0[t] + j;
-            const bool ok = row0 != INT_MIN && c0 + c < a.C && col >= 0 && col < a.W;
-            const float* src = x + s_base[t] + (c0 + c) * HW + col;
             float d[n], o[n];
 #pragma unroll
-            for (int r = 0; r < n; ++r) {
-                const int row = row0 + r;
-                d[r] = ok && row >= 0 && row < a.H ? __ldg(src + static_cast<i64>(row) * a.W) : 0.0f;
-            }
+            for (int r = 0; r < n; ++r) d[r] = Rs[((c * n + r) * n + j) * TB + t];
             T::bt(d, o);
 #pragma unroll
-            for (int r = 0; r < n; ++r) Ts[((c * n + r) * n + j) * TB + t] = o[r];
+            for (int r = 0; r < n; ++r) Rs[((c * n + r) * n + j) * TB + t] = o[r];
         }
-        dev::cp_async_wait<0>();
         __syncthreads();
-        // b. row pass: V[(r*n + b)][c][t].
+        // b. row pass (x B): V[(r*n + b)][c][t].
         for (int i = tid; i < CB * n * TB; i += S::kThreads) {
             const int t = i % TB, r = (i / TB) % n, c = i / (TB * n);
             float d[n], o[n];
 #pragma unroll
-            for (int b = 0; b < n; ++b) d[b] = Ts[((c * n + r) * n + b) * TB + t];
+            for (int b = 0; b < n; ++b) d[b] = Rs[((c * n + r) * n + b) * TB + t];
             T::bt(d, o);
 #pragma unroll
             for (int b = 0; b < n; ++b) Vs[((r * n + b) * CB + c) * TB + t] = o[b];
         }
-        __syncthreads();
+        __syncthreads();  // Vs ready; Rs and the other U buffer (read by the previous chunk) free
+        if (c0 + CB < a.Cp) stage(c0 + CB, Us + (buf ^ 1) * NN * CB * KB);
+        dev::cp_async_commit();
         // c. the point's products, channels in order.
-        const float* up = Us + pt * CB * KB + kg * KT;
+        const float* up = Us + buf * NN * CB * KB + pt * CB * KB + kg * KT;
         const float* vp = Vs + pt * CB * TB + tg * TT;
 #pragma unroll 2
         for (int c = 0; c < CB; ++c) {
@@ -194,10 +208,11 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
 #pragma unroll
                 for (int j = 0; j < TT; ++j) acc[i][j] = fmaf(uf[i], vf[j], acc[i][j]);
         }
-        __syncthreads();
     }
+    dev::cp_async_wait<0>();
+    __syncthreads();  // every product done before Es overwrites the staging buffers
 
-    // Accumulators to Es[pt][kk][t] (over the staging buffers: the loop ended on a barrier).
+    // Accumulators to Es[pt][kk][t] (over the staging buffers).
 #pragma unroll
     for (int i = 0; i < KT; ++i)
 #pragma unroll
