@@ -15,7 +15,9 @@ import pytest
 
 import gpuopt
 from gpuopt.conv.fast import ERROR_BOUNDS
-from .cases import ECE408, LAUNCH_GOOD, check_launcher_rejects_bad_arguments, check_shape, run_and_check, uniform
+from conftest import conv_call
+from .cases import (ECE408, LAUNCH_GOOD, check_against_cpu, check_launcher_rejects_bad_arguments, check_shape,
+                    misaligned_copy, misaligned_empty, run_and_check, uniform)
 
 pytestmark = pytest.mark.gpu
 
@@ -176,3 +178,15 @@ def test_autotune_precision_classes_are_cached_apart(rng):
     assert sorted(key[-1] for key in cache) == ["fast", "precise"]
     assert next(v for k, v in cache.items() if k[-1] == "precise")[0] != "winograd"
     clear_autotune_cache()
+
+
+@pytest.mark.parametrize("m", TILES)
+def test_misaligned_base_pointers(rng, m):
+    """x, w, bias and y one float off a 16-byte boundary: x is gathered by 4-byte copies, w only read by the filter
+    transform (its output, U, is the kernel's own 16-byte-aligned scratch), y and bias by scalars."""
+    x, w, bias = uniform(rng, (2, 5, 14, 11)), uniform(rng, (20, 5, 5, 5)), uniform(rng, 20)
+    y = misaligned_empty(gpuopt.conv2d_output_shape(x.shape, w.shape, 1, 2))
+    dx, dw, db = misaligned_copy(x), misaligned_copy(w), misaligned_copy(bias)
+    cuda().conv2d_winograd(conv_call(cuda(), dx.ptr, dw.ptr, db.ptr, y.ptr, (2, 5, 14, 11, 20, 5, 5, 1, 1, 2, 2),
+                                     "relu"), m=m)
+    check_against_cpu(y.numpy(), x, w, padding=2, bias=bias, activation="relu", what="misaligned")
