@@ -89,7 +89,8 @@ def test_full_size_tables_and_plot_only(tmp_path, monkeypatch, capsys):
         assert (tmp_path / png).read_bytes()[:8] == PNG_MAGIC, png
     md = (tmp_path / "ece408_op_time.md").read_text()
     assert_ece408_numbers(md)
-    assert "| B=10000: H200 ms | B=10000: report ms | H200 GFLOP/s (B=10000) | x cuDNN (B=10000) |" in md
+    assert ("| B=10000: H200 ms | B=10000: report ms | H200 GFLOP/s (B=10000) | x cuDNN precise (B=10000) "
+            "| x cuDNN any (B=10000) |") in md
     assert "| Opt 3: shared memory | tiled | " in md and "| n/a | 1057 [T5] |" not in md
     assert re.search(r"\| M2: sequential CPU \| cpu \| [0-9.]+ \| 7\.455 \| [0-9.]+ \| 74\.735 \| - \| 7463\.296 \|",
                      md)
