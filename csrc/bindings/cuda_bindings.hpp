@@ -109,6 +109,7 @@ void bind_conv_cs6235(py::module_& m);
 void bind_conv_ece408(py::module_& m);
 void bind_conv_gemm(py::module_& m);
 void bind_conv_direct(py::module_& m);
+void bind_conv_winograd(py::module_& m);
 void bind_kmeans(py::module_& m);
 void bind_sparse(py::module_& m);
 void bind_nn(py::module_& m);            // cuda_nn.cpp: the layer ops

@@ -165,6 +165,7 @@ PYBIND11_MODULE(_cuda, m) {
     gpuopt::bind::bind_conv_ece408(m);
     gpuopt::bind::bind_conv_gemm(m);
     gpuopt::bind::bind_conv_direct(m);
+    gpuopt::bind::bind_conv_winograd(m);
     gpuopt::bind::bind_kmeans(m);
     gpuopt::bind::bind_sparse(m);
     gpuopt::bind::bind_nn(m);

@@ -1,6 +1,8 @@
-// conv2d_pool fused (csrc/nn/conv2d_pool.cu): its launcher, its check (the plan, host only) and the plan.
+// conv2d_pool fused (csrc/nn/conv2d_pool.cu): its launcher, its check (the plan, host only) and the plan; and
+// conv2d_pool winograd (csrc/conv/conv2d_winograd.cu with the pool fused after the output transform).
 #include <string>
 
+#include "../conv/conv2d_cuda.hpp"
 #include "../nn/conv2d_pool.hpp"
 #include "cuda_bindings.hpp"
 
@@ -21,6 +23,18 @@ nn::PoolKind pool_kind(const std::string& pool) {
     if (pool == "max") return nn::PoolKind::Max;
     if (pool == "avg") return nn::PoolKind::Average;
     throw py::value_error("pool must be 'max' or 'avg', got '" + pool + "'");
+}
+
+// The winograd launcher's view of a conv2d_pool shape: a valid (unpadded) stride-1 convolution, pooled 2x2.
+conv::Conv2dShape winograd_shape(const nn::ConvPoolShape& p) {
+    if (p.pool != 2) throw py::value_error("conv2d_pool winograd: pool_size must be 2 (m x m tiles pool in pairs)");
+    conv::Conv2dShape s;
+    s.N = p.N, s.C = p.C, s.H = p.H, s.W = p.W, s.K = p.K, s.R = p.R, s.S = p.S;
+    return s;
+}
+
+conv::WinogradPool winograd_pool(const std::string& pool) {
+    return pool_kind(pool) == nn::PoolKind::Max ? conv::WinogradPool::Max : conv::WinogradPool::Average;
 }
 
 }  // namespace
@@ -50,6 +64,28 @@ void bind_nn_conv_pool(py::module_& m) {
         nn::conv2d_pool_plan(conv_pool_shape(shape), {channels_per_block, images, channels_per_thread});
     }, py::arg("shape"), py::kw_only(), py::arg("channels_per_block"), py::arg("images"),
        py::arg("channels_per_thread"));
+
+    def_variant(m, "conv2d_pool", "winograd",
+                [](std::uintptr_t x, const std::string& input_dtype, float input_divisor, std::uintptr_t w,
+                   std::uintptr_t bias, std::uintptr_t y, const py::tuple& shape, const std::string& activation,
+                   const std::string& pool, int tile) {
+                    (void)input_divisor;
+                    if (input_dtype != "float32")
+                        throw py::value_error("conv2d_pool winograd: x must be float32 (uint8 images go through the "
+                                              "fused variant), got '" + input_dtype + "'");
+                    const conv::Conv2dShape s = winograd_shape(conv_pool_shape(shape));
+                    const Activation act = activation_from_string(activation);
+                    const conv::WinogradPool kind = winograd_pool(pool);
+                    py::gil_scoped_release release;
+                    conv::conv2d_winograd(dptr<const float>(x), dptr<const float>(w),
+                                          bias ? dptr<const float>(bias) : nullptr, dptr<float>(y), s, act, tile, kind);
+                },
+                py::arg("x"), py::arg("input_dtype"), py::arg("input_divisor"), py::arg("w"), py::arg("bias"),
+                py::arg("y"), py::arg("shape"), py::arg("activation"), py::arg("pool"), py::kw_only(), py::arg("m"),
+                "Fused Winograd convolution + bias + activation + 2x2 pooling; shape = (N, C, H, W, K, R, S, 2).");
+    def_check(m, "conv2d_pool", "winograd", [](const py::tuple& shape, int tile) {
+        conv::conv2d_winograd_check(winograd_shape(conv_pool_shape(shape)), tile, conv::WinogradPool::Max);
+    }, py::arg("shape"), py::kw_only(), py::arg("m"));
 
     m.def("conv2d_pool_plan", [](const py::tuple& shape, int channels_per_block, int images, int channels_per_thread) {
         const nn::ConvPoolPlan p =

@@ -221,3 +221,27 @@ std::vector<matmul::KernelInfo> conv2d_direct_kernel_info();
 
 }  // namespace gpuopt::conv
 // ================================================================ end of direct_regblock section
+
+// ================================================================ winograd (conv2d_winograd.cu; its header comment has
+// the kernel). Fused Winograd F(m x m, r x r): stride 1, 3x3 or 5x5 filters, any padding; transforms from
+// gpuopt/conv/winograd.py (winograd_transforms.cuh, generated). Optionally a 2x2 pool fused after the output
+// transform (gpuopt.nn.conv2d_pool's winograd variant): y is then (N, K, P/2, Q/2).
+namespace gpuopt::conv {
+
+enum class WinogradPool : int { None = 0, Max = 1, Average = 2 };
+
+// m = 0 ("auto") runs this output tile side: F(4,5) needs 6.25x fewer multiplies than direct, F(4,3) 4x.
+constexpr int kWinogradDefaultTile = 4;
+
+// Host-side checks (InvalidArgument naming why: stride, filter side, m); returns the tile side m it runs.
+int conv2d_winograd_check(const Conv2dShape& s, int m, WinogradPool pool = WinogradPool::None);
+
+// y = pool(act(conv(x, w) + bias)); m: 0 (auto), 2 or 4.
+void conv2d_winograd(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
+                     Activation act, int m = 0, WinogradPool pool = WinogradPool::None);
+
+// Registers, shared memory and local memory of every instantiation.
+std::vector<matmul::KernelInfo> conv2d_winograd_kernel_info();
+
+}  // namespace gpuopt::conv
+// ================================================================ end of winograd section

@@ -25,6 +25,15 @@ reports' eight layers, so treat it as a starting point; ``autotune=True`` measur
 7. Otherwise ``implicit_gemm_fast``, its tile by the number of output maps: 32x128x8 up to
    32 maps, 64x128x8 above.
 
+Two precision classes (issue 13). By default (``algorithms="precise"``) auto chooses among the
+exact-order variants above, whose sums are the reference's products in some order. With
+``algorithms="fast"`` it may also choose the fast-algorithm ``winograd`` (transforms that round:
+about 1e-6 relative error on 5x5 layers instead of 1e-7), the counterpart of cuDNN's "any" search:
+
+0. (fast only) stride 1, 3x3 or 5x5 filters, at least 4 input channels (with fewer, the input
+   transforms cost more than the multiplies they save: MNIST conv1 and Fashion conv1 stay direct)
+   and N*P*Q >= 65536: ``winograd`` (m = 4). MNIST conv2 and Fashion conv2.
+
 With ``autotune=True`` the first call for a problem (shapes, stride, padding, bias or
 not, activation) times every GPU variant of gpuopt on the call's own inputs (one warm-up
 run, then the median of three event-timed runs) and caches the fastest, like cuDNN's
@@ -44,19 +53,25 @@ from ..registry import Param, register, resolve, variants
 from .api import conv2d
 from .problem import Conv2dProblem, check_shapes, conv2d_output_shape
 
-__all__ = ["auto_choice", "autotune_cache", "clear_autotune_cache"]
+__all__ = ["ALGORITHMS", "auto_choice", "autotune_cache", "clear_autotune_cache"]
 
 # Not candidates: the library baseline and the reference.
 _EXCLUDED = ("auto", "cpu", "cudnn")
+#: The precision classes: "precise" (exact-order variants only, the default) and "fast" (also these).
+ALGORITHMS = ("precise", "fast")
+_FAST_ONLY = ("winograd",)
 
 _cache: dict[tuple, tuple[str, dict[str, Any]]] = {}
 _cache_lock = threading.Lock()
 
 
-def _heuristic(x_shape, w_shape, stride, padding) -> tuple[str, dict[str, Any]]:
+def _heuristic(x_shape, w_shape, stride, padding, algorithms="precise") -> tuple[str, dict[str, Any]]:
     n, c, h, w = x_shape
     k, _, r, s = w_shape
     _, _, p, q = conv2d_output_shape(x_shape, w_shape, stride, padding)
+    if (algorithms == "fast" and tuple(stride) == (1, 1) and r == s and r in (3, 5) and c >= 4
+            and n * p * q >= 65536):
+        return "winograd", {}
     if r == 1 and s == 1 and tuple(stride) == (1, 1) and tuple(padding) == (0, 0):
         return "unroll", {}
     strided = tuple(stride) != (1, 1)
@@ -73,22 +88,26 @@ def _heuristic(x_shape, w_shape, stride, padding) -> tuple[str, dict[str, Any]]:
     return "implicit_gemm_fast", {"tile": "32x128x8" if k <= 32 else "64x128x8"}
 
 
-def auto_choice(x_shape, w_shape, stride=1, padding=0) -> tuple[str, dict[str, Any]]:
-    """The variant and parameters ``auto`` runs for this problem.
+def auto_choice(x_shape, w_shape, stride=1, padding=0, algorithms="precise") -> tuple[str, dict[str, Any]]:
+    """The variant and parameters ``auto`` runs for this problem and precision class
+    (``algorithms``: "precise" or "fast").
 
-    The autotuned winner when one is cached for these shapes (any bias/activation),
+    The autotuned winner when one is cached for these shapes and class (any bias/activation),
     else the heuristic's pick (see the module docstring).
     """
+    if algorithms not in ALGORITHMS:
+        raise ValueError(f"algorithms must be one of {ALGORITHMS}, got {algorithms!r}")
     (n, c, h, w), (k, _, r, s), st, pd = check_shapes(x_shape, w_shape, stride, padding)
     with _cache_lock:
         for key, choice in _cache.items():
-            if key[:4] == ((n, c, h, w), (k, c, r, s), st, pd):
+            if key[:4] == ((n, c, h, w), (k, c, r, s), st, pd) and key[-1] == algorithms:
                 return choice[0], dict(choice[1])
-    return _heuristic((n, c, h, w), (k, c, r, s), st, pd)
+    return _heuristic((n, c, h, w), (k, c, r, s), st, pd, algorithms)
 
 
 def autotune_cache() -> dict[tuple, tuple[str, dict[str, Any]]]:
-    """A copy of the autotuned winners: (x shape, w shape, stride, padding, bias?, activation) -> (variant, params)."""
+    """A copy of the autotuned winners: (x shape, w shape, stride, padding, bias?, activation, algorithms) ->
+    (variant, params)."""
     with _cache_lock:
         return {key: (name, dict(params)) for key, (name, params) in _cache.items()}
 
@@ -116,8 +135,8 @@ def _time_variant(name: str, p: Conv2dProblem, dx, dw, dbias) -> float:
     return statistics.median(times)
 
 
-def _autotune(ctx: ExecContext, p: Conv2dProblem) -> tuple[str, dict[str, Any]]:
-    key = (tuple(p.x.shape), tuple(p.w.shape), p.stride, p.padding, p.bias is not None, p.activation)
+def _autotune(ctx: ExecContext, p: Conv2dProblem, algorithms: str) -> tuple[str, dict[str, Any]]:
+    key = (tuple(p.x.shape), tuple(p.w.shape), p.stride, p.padding, p.bias is not None, p.activation, algorithms)
     with _cache_lock:
         if key in _cache:
             return _cache[key]
@@ -125,7 +144,7 @@ def _autotune(ctx: ExecContext, p: Conv2dProblem) -> tuple[str, dict[str, Any]]:
     dbias = None if p.bias is None else ctx.device(p.bias)
     timings: dict[str, float] = {}
     for name, v in variants("conv2d").items():
-        if name in _EXCLUDED or not v.needs_cuda:
+        if name in _EXCLUDED or not v.needs_cuda or (algorithms != "fast" and name in _FAST_ONLY):
             continue
         try:
             timings[name] = _time_variant(name, p, dx, dw, dbias)
@@ -139,11 +158,11 @@ def _autotune(ctx: ExecContext, p: Conv2dProblem) -> tuple[str, dict[str, Any]]:
     return choice
 
 
-def _run_auto(ctx: ExecContext, p: Conv2dProblem, autotune: bool) -> Any:
+def _run_auto(ctx: ExecContext, p: Conv2dProblem, autotune: bool, algorithms: str) -> Any:
     if autotune:
-        name, params = _autotune(ctx, p)
+        name, params = _autotune(ctx, p, algorithms)
     else:
-        name, params = _heuristic(p.x.shape, p.w.shape, p.stride, p.padding)
+        name, params = _heuristic(p.x.shape, p.w.shape, p.stride, p.padding, algorithms)
     v, resolved = resolve("conv2d", name, params)
     return ctx.run(v, p, **resolved)
 
@@ -153,5 +172,7 @@ register("conv2d", "auto",
                      "times them once per problem and caches the winner", report="gpuopt", needs_cuda=True,
          kernel="gpuopt/conv/auto.py", test="tests/conv/test_gpu_auto.py", launcher=False,
          params=(Param("autotune", False, (False, True),
-                       "time every gpuopt GPU variant on the first call for a problem and cache the fastest"),))(
+                       "time every gpuopt GPU variant on the first call for a problem and cache the fastest"),
+                 Param("algorithms", "precise", ALGORITHMS,
+                       "precise: exact-order variants only; fast: may also pick winograd (rounds more, ~1e-6)")))(
     _run_auto)

@@ -5,9 +5,10 @@ the tests (and a benchmark study) use (``variant=`` of :meth:`~gpuopt.models.Mni
 
 ========== ======================================================================================
 mnist      ``serial`` (Table 2), ``basic`` (Table 3), ``optimized`` (Table 4), ``hybrid`` (Table 5,
-           the report's final design), ``fast`` (gpuopt's fastest strict-FP32 forward)
+           the report's final design), ``fast`` (gpuopt's fastest strict-FP32 forward),
+           ``winograd`` (issue 10's fast-algorithm stage: conv2 by fused Winograd F(4x4, 5x5))
 fashion    ``serial`` (Milestone 2), ``basic`` (Milestone 3), ``optimized`` (the report's final
-           convolution), ``fast``
+           convolution), ``fast``, ``winograd``
 ========== ======================================================================================
 
 Each stage is a list of :class:`Step` (one op call each, named as the report's table names the row) and
@@ -219,6 +220,17 @@ def _mnist() -> dict[str, Stage]:
                           _s("Fully Forward (1) + ReLU", _FC, "matmul", w="fc1", flatten=True, params=_RELU),
                           _s("Fully Forward (2)", _FC, "matmul", w="fc2")),
                       {"predict": _s("Arg Max", "argmax", "warp")}),
+        "winograd": Stage("mnist", "winograd", "issue 10's fast-algorithm stage: 'fast' with conv2 + ReLU + 2x2 "
+                          "average pool by fused Winograd F(4x4, 5x5) (6.25x fewer multiplies; transforms that "
+                          "round, ~1e-6 relative); conv1 (one input channel, where Winograd does not pay) as in "
+                          "'fast'", "gpuopt", "none: gpuopt's own stage, beyond the report", True, (
+                              _s("Convolution + ReLU + Average Pool (1)", "conv2d_pool", "fused", w="conv1",
+                                 params=_MNIST_POOL, raw_input=True),
+                              _s("Winograd Convolution + ReLU + Average Pool (2)", "conv2d_pool", "winograd",
+                                 w="conv2", params=_MNIST_POOL),
+                              _s("Fully Forward (1) + ReLU", _FC, "matmul", w="fc1", flatten=True, params=_RELU),
+                              _s("Fully Forward (2)", _FC, "matmul", w="fc2")),
+                          {"predict": _s("Arg Max", "argmax", "warp")}),
     }
 
 
@@ -262,6 +274,16 @@ def _fashion() -> dict[str, Stage]:
                              params={"activation": "tanh"}),
                           _s("Fully Connected (2)", _FC, "matmul", w="fc2", bias="fc2_bias")),
                       {"proba": _s("Softmax", "softmax", "cuda"), "predict": _s("Arg Max", "argmax", "warp")}),
+        "winograd": Stage("fashion", "winograd", "'fast' with conv2 by conv2d 'winograd' (fused F(4x4, 5x5); "
+                          "transforms that round, ~1e-6 relative); conv1 (one input channel) as in 'fast'", "gpuopt",
+                          "none: gpuopt's own stage, beyond the report", True, (
+                              _s("Convolution + Tanh + Max Pool (1)", "conv2d_pool", "fused", w="conv1",
+                                 params=_FASHION_POOL, raw_input=True),
+                              _s("Winograd Convolution (2)", _CONV, "winograd", w="conv2"),
+                              _s("Fully Connected (1) + Tanh", _FC, "matmul", w="fc1", bias="fc1_bias", flatten=True,
+                                 params={"activation": "tanh"}),
+                              _s("Fully Connected (2)", _FC, "matmul", w="fc2", bias="fc2_bias")),
+                          {"proba": _s("Softmax", "softmax", "cuda"), "predict": _s("Arg Max", "argmax", "warp")}),
     }
 
 

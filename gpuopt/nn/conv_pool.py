@@ -2,7 +2,10 @@
 
 The ECE408 MNIST report fuses ReLU into its tiled convolution so the check costs no kernel of its own;
 ``fused`` goes further and pools in the same pass, so the layer's unpooled output never goes to memory
-(csrc/nn/conv2d_pool.cu). ``cpu`` is the composed reference: conv2d's CPU reference, then pool2d's.
+(csrc/nn/conv2d_pool.cu). ``winograd`` is the same layer through conv2d's fused Winograd kernel
+(csrc/conv/conv2d_winograd.cu) with the pool applied to each m x m output tile in registers: a fast algorithm
+(transforms that round, ~1e-6 relative on 5x5 layers), float32 input only. ``cpu`` is the composed reference:
+conv2d's CPU reference, then pool2d's.
 """
 
 from __future__ import annotations
@@ -132,6 +135,23 @@ def _conv2d_pool_cpu(ctx: ExecContext, p: ConvPoolProblem) -> Any:
                   Param("channels_per_thread", 0, (0, 4, 8),
                         "output channels of a thread's 2x4 register tile; 0 picks per shape (4 when C*R*S <= 32)")))
 def _conv2d_pool_fused(ctx: ExecContext, p: ConvPoolProblem, **launch: int) -> Any:
+    return _run_gpu(ctx, p, **launch)
+
+
+@register("conv2d_pool", "winograd", description="fused Winograd F(m x m, r x r) convolution (conv2d's winograd "
+          "kernel), bias, activation and 2x2 pooling of each m x m output tile in registers; only pooled outputs "
+          "are stored; float32 input, 3x3 and 5x5 filters, pool_size 2", report="gpuopt", needs_cuda=True,
+          kernel="csrc/conv/conv2d_winograd.cu", test="tests/nn/test_gpu_conv_pool_winograd.py",
+          params=(Param("m", "auto", ("auto", 2, 4), "output tile side, even so 2x2 windows never cross tiles "
+                                                      "(auto: 4)"),))
+def _conv2d_pool_winograd(ctx: ExecContext, p: ConvPoolProblem, *, m) -> Any:
+    if p.x.dtype == np.uint8:
+        raise ValueError("x: conv2d_pool variant 'winograd' takes float32 images (uint8 ones: variant 'fused')")
+    return _run_gpu(ctx, p, m=0 if m == "auto" else m)
+
+
+def _run_gpu(ctx: ExecContext, p: ConvPoolProblem, **launch: Any) -> Any:
+    """Run ``ctx.variant``'s launcher (the binding rule) with its launcher-ready parameters."""
     check_before_copy(ctx.variant, (p.x, p.w, p.bias), p.dims, **launch)
     run = launcher(ctx.variant)
     dx, dw = ctx.device(p.x), ctx.device(p.w)

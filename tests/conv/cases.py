@@ -141,6 +141,12 @@ def _pair(v):
 
 def refusal(variant, w_shape, stride=1, padding=0):
     """The message (a regex) with which ``variant`` must refuse this problem up front, or None if it runs it."""
+    if variant == "winograd":  # stride 1, 3x3/5x5 filters, any padding
+        r, s = w_shape[2:]
+        if _pair(stride) != (1, 1):
+            return "winograd: stride must be 1"
+        if r != s or r not in (3, 5):
+            return "winograd: filters must be 3x3 or 5x5"
     if variant in VALID_STRIDE1_ONLY:
         r, s = w_shape[2:]
         if _pair(stride) != (1, 1) or _pair(padding) != (0, 0):

@@ -38,3 +38,36 @@ def test_auto_is_registered_with_autotune_param():
 def test_auto_choice_checks_shapes():
     with pytest.raises(ValueError, match="input channels"):
         auto_choice((1, 3, 8, 8), (4, 2, 3, 3))
+
+
+@pytest.mark.parametrize("x_shape,w_shape,stride,padding,expected", [
+    ((10000, 32, 12, 12), (64, 32, 5, 5), 1, 0, "winograd"),            # MNIST conv2
+    ((10000, 6, 30, 30), (16, 6, 5, 5), 1, 0, "winograd"),              # Fashion conv2
+    ((64, 16, 32, 32), (32, 16, 3, 3), 1, 1, "winograd"),               # a 3x3 layer, padded
+    ((10000, 1, 28, 28), (32, 1, 5, 5), 1, 0, "implicit_gemm_fast"),    # MNIST conv1: C = 1, transforms dominate
+    ((10000, 1, 64, 64), (6, 1, 5, 5), 1, 0, "direct_regblock"),        # Fashion conv1
+    ((10000, 3, 30, 30), (16, 3, 5, 5), 1, 0, "direct_regblock"),       # C = 3 < 4
+    ((128, 3, 112, 112), (64, 3, 3, 3), 2, 0, "direct_regblock"),       # conf3: stride 2
+    ((128, 832, 7, 7), (128, 832, 1, 1), 1, 0, "unroll"),               # conf4: 1x1
+    ((2, 32, 12, 12), (64, 32, 5, 5), 1, 0, "implicit_gemm"),           # too few outputs to fill the GPU
+])
+def test_fast_class_may_pick_winograd(x_shape, w_shape, stride, padding, expected):
+    name, _ = auto_choice(x_shape, w_shape, stride, padding, algorithms="fast")
+    assert name == expected
+
+
+@pytest.mark.parametrize("x_shape,w_shape", [((10000, 32, 12, 12), (64, 32, 5, 5)), ((10000, 6, 30, 30), (16, 6, 5, 5)),
+                                             ((64, 16, 32, 32), (32, 16, 3, 3))])
+def test_precise_class_never_picks_winograd(x_shape, w_shape):
+    assert auto_choice(x_shape, w_shape)[0] != "winograd"
+    assert auto_choice(x_shape, w_shape, algorithms="precise") == auto_choice(x_shape, w_shape)
+
+
+def test_auto_algorithms_param():
+    v = gpuopt.variants("conv2d")["auto"]
+    assert v.params["algorithms"].default == "precise"
+    assert v.params["algorithms"].allowed == ("precise", "fast")
+    with pytest.raises(ValueError, match="algorithms"):
+        gpuopt.registry.resolve("conv2d", "auto", {"algorithms": "any"}, require_device=False)
+    with pytest.raises(ValueError, match="algorithms"):
+        auto_choice((1, 3, 8, 8), (4, 3, 3, 3), algorithms="any")

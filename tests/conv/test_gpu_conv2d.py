@@ -82,7 +82,9 @@ def test_bias_and_activation(rng, variant, activation, with_bias, shape):
         assert (np.abs(y) <= 1).all()
 
 
-@pytest.mark.parametrize("variant", GPU_VARIANTS)
+# winograd: its chained second layer here is 2x2 at stride 2, which it refuses; test_gpu_winograd.py has its own.
+# (direct_fused gets a 3x3 stride-1 second layer: cases.check_device_arrays.)
+@pytest.mark.parametrize("variant", [v for v in GPU_VARIANTS if v != "winograd"])
 def test_device_arrays_in_device_array_out(rng, variant):
     check_device_arrays(rng, variant, exact=variant not in NONDETERMINISTIC)
 

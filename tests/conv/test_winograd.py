@@ -89,3 +89,38 @@ def test_bad_shapes():
         conv2d_winograd(x, np.zeros((1, 3, 3, 3), np.float32), 2)
     with pytest.raises(ValueError, match="larger than"):
         conv2d_winograd(x, np.zeros((1, 2, 7, 7), np.float32), 2)
+
+
+def test_kernel_header_is_generated_from_these_transforms():
+    """csrc/conv/winograd_transforms.cuh (the GPU kernel's transforms) is what scripts/gen_winograd_transforms.py
+    writes from this module: regenerate it after changing the transforms or the compiled sizes."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("_gen_winograd", root / "scripts" / "gen_winograd_transforms.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    assert gen.HEADER.read_text() == gen.render()
+    assert set(gen.SIZES) == {(2, 3), (4, 3), (2, 5), (4, 5)}
+
+
+def test_kernel_header_code_computes_the_float32_transforms():
+    """Each generated straight-line function of the header, evaluated here, is its matrix (entries rounded to
+    float32) times a vector: the kernel's transforms are the reference's, zeros dropped and +-1 unmultiplied."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "csrc" / "conv" / "winograd_transforms.cuh").read_text()
+    rng = np.random.default_rng(7)
+    for block in text.split("template <>")[1:]:
+        m, r = map(int, re.search(r"struct Transforms<(\d+), (\d+)>", block).groups())
+        mats = dict(zip(("at", "g", "bt"), winograd_transforms(m, r, np.float32)))
+        for name, body in re.findall(r"static void (\w+)\(const float \(&d\)\[\d+\], float \(&o\)\[\d+\]\) \{(.*?)\n    \}",
+                                     block, re.S):
+            mat = mats[name].astype(np.float64)
+            d = rng.standard_normal(mat.shape[1])
+            o = np.zeros(mat.shape[0])
+            for i, expr in re.findall(r"o\[(\d+)\] = (.*?);", body):
+                o[int(i)] = eval(re.sub(r"(\d)f\b", r"\1", expr), {"d": d})  # noqa: S307 (our own header)
+            np.testing.assert_allclose(o, mat @ d, rtol=1e-12, atol=1e-12, err_msg=f"F({m},{r}) {name}")

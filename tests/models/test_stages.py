@@ -57,8 +57,8 @@ def test_stage_shapes(network, name):
 
 def test_the_reports_numbers():
     mnist = STAGES["mnist"]
-    assert list(mnist) == ["serial", "basic", "optimized", "hybrid", "fast"]
-    assert list(STAGES["fashion"]) == ["serial", "basic", "optimized", "fast"]
+    assert list(mnist) == ["serial", "basic", "optimized", "hybrid", "fast", "winograd"]
+    assert list(STAGES["fashion"]) == ["serial", "basic", "optimized", "fast", "winograd"]
     assert mnist["serial"].report_total_ms == 1219000.0 and mnist["hybrid"].report_total_ms == 1130.0
     t5 = {s.name: s for s in mnist["hybrid"].chain("predict")}
     assert t5["Unrolled Convolution Reduction"].report_ms == 1057.0

@@ -33,8 +33,8 @@ KERNEL_REPEATS: dict[Any, dict[str, Any]] = {
 #: variant registered (:func:`conv_gpu_variants`), each at its defaults, cuDNN last.
 CONV_VARIANTS = ("basic", "cudnn")
 CONV_COLUMNS = ("conf", "N", "C", "K", "H", "W", "R", "S", "u", "v", "P", "Q", "variant", "device", "median_ms",
-                "min_ms", "max_ms", "mean_ms", "std_ms", "repeats", "gflops", "speedup_vs_cudnn", "algorithm",
-                "rel_err", "reference", "spin_us", "overhead_hidden", "skipped", "error")
+                "min_ms", "max_ms", "mean_ms", "std_ms", "repeats", "gflops", "speedup_vs_cudnn", "speedup_vs_cudnn_any",
+                "algorithm", "rel_err", "reference", "spin_us", "overhead_hidden", "skipped", "error")
 
 
 def conv_gpu_variants() -> tuple[str, ...]:
@@ -57,7 +57,11 @@ def run_conv2d(plan: Plan) -> StudyResult:
     names = _select("conv2d", _conv_listed(), plan, res.notes)
     # (label, variant, params): cuDNN twice, restricted to the precise algorithms (the
     # baseline) and free to pick FFT/Winograd (what a framework's benchmark mode gets).
+    # auto twice too: "auto" (exact-order variants) beside cuDNN precise, "auto-fast" (may pick winograd) beside
+    # cuDNN any (issue 13's two precision classes).
     entries = [(name, name, {}) for name in names]
+    if "auto" in names:
+        entries.append(("auto-fast", "auto", {"algorithms": "fast"}))
     if "cudnn" in names:
         entries.append(("cudnn-any", "cudnn", {"algorithms": "any"}))
     table = gpuopt.variants("conv2d")
@@ -105,9 +109,13 @@ def run_conv2d(plan: Plan) -> StudyResult:
                 prog.update(f"{conf} {name}")
             ref = outputs.get("cudnn")
             t_ref = next((r_["median_ms"] for r_ in conf_rows if r_["variant"] == "cudnn" and r_.get("median_ms")), None)
+            t_any = next((r_["median_ms"] for r_ in conf_rows if r_["variant"] == "cudnn-any" and r_.get("median_ms")),
+                         None)
             for row in conf_rows:
                 if t_ref and row.get("median_ms"):
                     row["speedup_vs_cudnn"] = t_ref / row["median_ms"]
+                if t_any and row.get("median_ms"):
+                    row["speedup_vs_cudnn_any"] = t_any / row["median_ms"]
                 if ref is not None and row["variant"] in outputs and row["variant"] != "cudnn":
                     row["rel_err"], row["reference"] = _rel_err(outputs[row["variant"]], ref), "cudnn"
             res.rows.extend(conf_rows)
@@ -118,11 +126,16 @@ def run_conv2d(plan: Plan) -> StudyResult:
 
 def table_conv2d(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
     """Per configuration and variant: ms, GFLOP/s, x cuDNN, rel.err, cuDNN's algorithm."""
+    # Results with cuDNN-any ratios (issue 13) say which cuDNN each "vs" divides by; older results keep one column.
+    both = any(r.get("speedup_vs_cudnn_any") is not None for r in rows)
     body = [[r["conf"], f"{r['N']}x{r['C']}x{r['H']}x{r['W']} * {r['K']}x{r['R']}x{r['S']} /{r['u']}", r["variant"],
              "n/a" if r.get("skipped") else _fmt(r.get("median_ms"), ".4g"), _fmt(r.get("gflops"), ".1f"),
-             _fmt(r.get("speedup_vs_cudnn"), ".2f"), _fmt(r.get("rel_err"), ".1e"), r.get("algorithm") or "-"]
+             _fmt(r.get("speedup_vs_cudnn"), ".2f")]
+            + ([_fmt(r.get("speedup_vs_cudnn_any"), ".2f")] if both else [])
+            + [_fmt(r.get("rel_err"), ".1e"), r.get("algorithm") or "-"]
             for r in rows]
-    return format_table(["conf", "NxCxHxW * KxRxS /stride", "variant", "ms", "GFLOP/s", "vs cuDNN", "rel.err",
+    vs = ["vs cuDNN precise", "vs cuDNN any"] if both else ["vs cuDNN"]
+    return format_table(["conf", "NxCxHxW * KxRxS /stride", "variant", "ms", "GFLOP/s", *vs, "rel.err",
                          "cuDNN algorithm"], body) + _skipped(rows) + _errors(rows)
 
 

@@ -65,6 +65,7 @@ ECE408_STEPS: tuple[tuple[str, str, dict[str, Any], str], ...] = (
     ("implicit_gemm_fast", "implicit_gemm_fast", {}, "gpuopt: fast implicit GEMM"),
     ("direct_regblock", "direct_regblock", {}, "gpuopt: register-blocked direct"),
     ("auto", "auto", {}, "gpuopt: auto"),
+    ("auto-fast", "auto", {"algorithms": "fast"}, "gpuopt: auto, fast algorithms (beside cuDNN any)"),
     ("cudnn", "cudnn", {}, "cuDNN, strict FP32"),
     ("cudnn-any", "cudnn", {"algorithms": "any"}, "cuDNN, any algorithm"),
 )
@@ -138,8 +139,8 @@ ECE408_MNIST_TIMES: tuple[tuple[str, str, float, str, str], ...] = tuple(
          "Table 5 (final), 'Unrolled Convolution Reduction' 1.057 s (l.154)")))
 ECE408_COLUMNS = ("part", "layer", "B", "N", "C", "K", "H", "W", "R", "S", "u", "v", "P", "Q", "label", "step",
                   "x_name", "x", "variant", "params", "device", "median_ms", "min_ms", "max_ms", "mean_ms", "std_ms",
-                  "repeats", "gflops", "speedup_vs_cudnn", "rel_err", "reference", "algorithm", "report_ms",
-                  "report_gpu", "report_source", "spin_us", "overhead_hidden", "flush_l2", "skipped", "error")
+                  "repeats", "gflops", "speedup_vs_cudnn", "speedup_vs_cudnn_any", "rel_err", "reference", "algorithm",
+                  "report_ms", "report_gpu", "report_source", "spin_us", "overhead_hidden", "flush_l2", "skipped", "error")
 ECE408_PARTS = ("op_time", "tile_width", "mnist")
 
 
@@ -292,6 +293,8 @@ def _ece408_sections(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] 
     labels = [lb for lb, *_ in ECE408_STEPS]
     labels += [lb for lb in dict.fromkeys(row_label(r) for r in op) if lb not in labels]
     steps = {lb: step for lb, _, _, step in ECE408_STEPS}
+    # Results with cuDNN-any ratios (issue 13) name which cuDNN each "x" divides by; older ones keep one column.
+    both = any(r.get("speedup_vs_cudnn_any") is not None for r in op)
     for layer, (c, h, w, k, r_, s) in ECE408_LAYERS.items():
         body = []
         for label in labels:
@@ -305,13 +308,16 @@ def _ece408_sections(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] 
             rb = by.get((layer, big, label)) if big else None
             line += [_g(rb.get("gflops")) if rb else "-",
                      _fmt(_num(rb.get("speedup_vs_cudnn")), ".2f") if rb else "-"]
+            if both:
+                line.append(_fmt(_num(rb.get("speedup_vs_cudnn_any")), ".2f") if rb else "-")
             body.append(line)
         headers = ["the report's step", "variant"]
         for b in batches:
             headers.append(f"B={b}: {dev} ms")
             if b in ECE408_REPORT_BATCHES:
                 headers.append(f"B={b}: report ms")
-        headers += [f"{dev} GFLOP/s (B={big})", f"x cuDNN (B={big})"]
+        headers += [f"{dev} GFLOP/s (B={big})"]
+        headers += ([f"x cuDNN precise (B={big})", f"x cuDNN any (B={big})"] if both else [f"x cuDNN (B={big})"])
         what = ("median kernel time in ms (L2 flushed; the cpu row: this machine's CPU, wall time of the call)"
                 if dev != "CPU" else "median wall time in ms of the cpu variant's call (no GPU here)")
         caption = (f"ECE408 Fashion-MNIST 'Op Time', {layer}: Bx{c}x{h}x{w} -> {k} maps {r_}x{s} (valid, no bias; the "

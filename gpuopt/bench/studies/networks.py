@@ -173,7 +173,7 @@ def _network_rows(name: str, net, images: np.ndarray, labels, plan: Plan, res: S
                 row["logits_rel_diff"] = float(np.abs(logits.astype(np.float64) - logits_ref).max() / scale)
                 if labels is not None:
                     row["accuracy"] = float(np.mean(pred == labels[:n]))
-                if stage in ("fast",) and plan.gpu:
+                if stage in ("fast", "winograd") and plan.gpu:  # the device-resident stages
                     dxf, dx8 = gpuopt.to_device(xf), gpuopt.to_device(x8)
                     row["device_ms"] = measure(lambda: net.predict(dxf, variant=stage), warmup=reps["warmup"],
                                                repeat=reps["repeat"], flush_l2=True).median_ms

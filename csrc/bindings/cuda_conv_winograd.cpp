@@ -1,0 +1,24 @@
+// conv2d winograd (conv2d_winograd.cu): its binding, its check and its kernels' resources. m: 0 picks the default
+// tile (gpuopt's "auto").
+#include <pybind11/stl.h>
+
+#include <vector>
+
+#include "../conv/conv2d_cuda.hpp"
+#include "conv_args.hpp"
+
+namespace gpuopt::bind {
+
+void bind_conv_winograd(py::module_& m) {
+    def_conv2d(m, "winograd", [](const Conv2dArgs& a, int tile) {
+        run_conv(a, [&](auto... p) { conv::conv2d_winograd(p..., tile); });
+    }, [](const conv::Conv2dShape& s, int tile) { conv::conv2d_winograd_check(s, tile); }, py::arg("m"));
+
+    m.def("conv2d_winograd_kernel_info", [] {
+        std::vector<py::dict> out;
+        for (const auto& k : conv::conv2d_winograd_kernel_info()) out.push_back(kernel_info_dict(k));
+        return out;
+    }, "Registers, shared memory, local memory (stack + spills) and occupancy of every winograd kernel.");
+}
+
+}  // namespace gpuopt::bind

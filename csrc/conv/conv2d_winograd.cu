@@ -1,0 +1,376 @@
+// conv2d "winograd": fused Winograd F(m x m, r x r) convolution (issue 13), stride 1, 3x3 and 5x5 filters, any
+// padding; with a 2x2 pool fused after the output transform for gpuopt.nn.conv2d_pool (issue 10's fast stage).
+//
+// Y = A^T [ sum_c (G g_kc G^T) .* (B^T d_c B) ] A per m x m output tile (n = m + r - 1, n^2 transform points).
+// The transforms are the exact ones of gpuopt/conv/winograd.py rounded to float32 once, generated as
+// straight-line code into winograd_transforms.cuh (compile-time constants, zeros dropped).
+//
+// Two kernels per call:
+//   1. filter transform: U[pt][c][k] = (G g_kc G^T)[pt] into pool scratch, K padded to the block's KB maps and C
+//      to the chunk's CB channels with zeros (so the main kernel stages U by unconditional 16-byte cp.async);
+//   2. the fused kernel. A block owns TB consecutive tiles (flattened over images, so tiles of several images
+//      share a block) and KB maps, and loops over the channels CB at a time, staging one chunk ahead:
+//        0. chunk i+1's raw n x n patches -> Rs (4-byte cp.async, zero-filled outside the image: padding and
+//           ragged tiles) and its U -> Us[(i+1) & 1] (16-byte cp.async) are issued before chunk i's products,
+//           so global latency hides behind them (the kernel runs one 512-thread block per SM);
+//        a. column pass (B^T) in place in Rs[c][row][col][tile];
+//        b. row pass (x B) -> Vs[pt][c][tile];
+//        c. per-point products: thread (pt, kg, tg) owns a KT x TT register tile of maps x tiles of its point
+//           and adds, per channel, KT/4 + TT/4 float4 shared loads into KT*TT FMAs (64 FMAs per 4 loads).
+//      Three barriers per chunk. After the last chunk the accumulators go through shared memory (Es[pt][kk][tile],
+//      over the staging buffers) and each thread takes whole (map, tile) pairs: A^T M A, bias, activation, and
+//      the m x m outputs stored with ragged edges masked, or pooled 2x2 in registers (m even: pool windows never
+//      cross tiles).
+// Deterministic: each output is one thread's fixed-order sum (channels in order, then the fixed transforms).
+// No run-time indexed register arrays (every loop over a register array is unrolled on template constants).
+//
+// Limits: stride 1, square 3x3 or 5x5 filters, m 2 or 4; tiles (N * ceil(P/m) * ceil(Q/m)) and C*H*W are ints.
+
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../common/device.hpp"
+#include "../common/device_buffer.cuh"
+#include "../common/launch.cuh"
+#include "../matmul/matmul_kernels.cuh"
+#include "conv2d_cuda.hpp"
+#include "winograd_transforms.cuh"
+
+namespace gpuopt::conv {
+
+namespace {
+
+using i64 = std::int64_t;
+namespace dev = matmul::dev;
+
+struct WinoParams {
+    int C, H, W, K, ph, pw, P, Q;
+    int TQ, TPQ, tiles;  // tiles per row, per image, in all
+    int Cp, Kp;          // padded channels (multiple of CB) and maps (multiple of KB) of U
+    Activation act;
+    WinogradPool pool;
+};
+
+// Block shape: KB maps x TB tiles, CB channels per chunk, KT x TT register tile per thread.
+template <int M, int R, int KB_, int TB_>
+struct Shape {
+    static constexpr int kM = M, kR = R, kN = M + R - 1, kNN = kN * kN;
+    static constexpr int KB = KB_, TB = TB_, CB = 8, KT = 8, TT = 8;
+    static constexpr int KG = KB / KT, TG = TB / TT;
+    static constexpr int kThreads = kNN * KG * TG;
+    static constexpr int kMinBlocks = 1;  // 2 at 288 threads caps registers at 96 and spills
+    static constexpr int kStageFloats = kNN * CB * (2 * KB + TB) + CB * kNN * TB;  // Us x 2, Vs, Rs
+    static constexpr int kEpilogueFloats = kNN * KB * TB;                      // Es
+    static constexpr int kSharedBytes = 4 * (kStageFloats > kEpilogueFloats ? kStageFloats : kEpilogueFloats);
+    static_assert(KB % KT == 0 && TB % TT == 0 && KT % 4 == 0 && TT % 4 == 0 && kThreads % 32 == 0, "block shape");
+};
+
+// U[(pt * Cp + c) * Kp + k] = (G g G^T)[pt] of w[k][c] (zero for k >= K or c >= C). One thread per (k, c), k
+// fastest so the stores are coalesced.
+template <int M, int R>
+__global__ void winograd_filter_kernel(const float* __restrict__ w, float* __restrict__ u, int K, int C, int Kp,
+                                       int Cp) {
+    using T = winograd::Transforms<M, R>;
+    constexpr int n = T::kN;
+    const i64 idx = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (idx >= static_cast<i64>(Kp) * Cp) return;
+    const int k = static_cast<int>(idx % Kp), c = static_cast<int>(idx / Kp);
+    float tmp[n][R];  // G g: columns of g through G
+    const bool ok = k < K && c < C;
+#pragma unroll
+    for (int s = 0; s < R; ++s) {
+        float col[R], o[n];
+#pragma unroll
+        for (int r = 0; r < R; ++r) col[r] = ok ? w[((static_cast<i64>(k) * C + c) * R + r) * R + s] : 0.0f;
+        T::g(col, o);
+#pragma unroll
+        for (int a = 0; a < n; ++a) tmp[a][s] = o[a];
+    }
+#pragma unroll
+    for (int a = 0; a < n; ++a) {
+        float o[n];
+        T::g(tmp[a], o);
+#pragma unroll
+        for (int b = 0; b < n; ++b) u[(static_cast<i64>(a * n + b) * Cp + c) * Kp + k] = o[b];
+    }
+}
+
+template <typename S>
+__global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
+    winograd_kernel(const float* __restrict__ x, const float* __restrict__ u, const float* __restrict__ bias,
+                    float* __restrict__ y, const WinoParams a) {
+    using T = winograd::Transforms<S::kM, S::kR>;
+    constexpr int n = S::kN, NN = S::kNN, M = S::kM, KB = S::KB, TB = S::TB, CB = S::CB, KT = S::KT, TT = S::TT;
+    extern __shared__ __align__(16) float smem[];
+    float* Us = smem;                       // 2 x [NN][CB][KB]: chunk i in buffer i & 1
+    float* Vs = Us + 2 * NN * CB * KB;      // [NN][CB][TB]
+    float* Rs = Vs + NN * CB * TB;          // [CB][n][n][TB]: raw patches, then B^T d in place
+    float* Es = smem;                       // [NN][KB][TB] after the last chunk
+    __shared__ i64 s_base[TB];              // x offset of the tile's image
+    __shared__ int s_row0[TB], s_col0[TB];  // input row and column of the patch's corner; s_row0 INT_MIN: no tile
+
+    const int tid = threadIdx.x;
+    const int tile0 = blockIdx.x * TB, k0 = blockIdx.y * KB;
+    const i64 HW = static_cast<i64>(a.H) * a.W;
+    for (int t = tid; t < TB; t += S::kThreads) {
+        const int g = tile0 + t;
+        if (g < a.tiles) {
+            const int img = g / a.TPQ, rem = g - img * a.TPQ;
+            const int ty = rem / a.TQ, tx = rem - ty * a.TQ;
+            s_base[t] = static_cast<i64>(img) * a.C * HW;
+            s_row0[t] = ty * M - a.ph;
+            s_col0[t] = tx * M - a.pw;
+        } else {
+            s_base[t] = 0;
+            s_row0[t] = INT_MIN;
+            s_col0[t] = 0;
+        }
+    }
+
+    const int pt = tid / (S::KG * S::TG), sub = tid % (S::KG * S::TG);
+    const int kg = sub / S::TG, tg = sub % S::TG;
+    float acc[KT][TT];
+#pragma unroll
+    for (int i = 0; i < KT; ++i)
+#pragma unroll
+        for (int j = 0; j < TT; ++j) acc[i][j] = 0.0f;
+    __syncthreads();
+
+    // Chunk c0's raw patches into Rs (4-byte cp.async, zero-filled outside the image, for channels past C and
+    // for missing tiles: padding and ragged tiles read zeros) and its filters into Us[buf] (16-byte cp.async;
+    // U is padded, every copy is in bounds). Issued one chunk ahead, so they land during the previous chunk's
+    // products.
+    auto stage = [&](int c0, float* us) {
+        for (int i = tid; i < CB * NN * TB; i += S::kThreads) {
+            const int t = i % TB, j = (i / TB) % n, r = (i / (TB * n)) % n, c = i / (TB * NN);
+            const int row0 = s_row0[t], row = row0 + r, col = s_col0[t] + j;
+            const bool ok = row0 != INT_MIN && c0 + c < a.C && row >= 0 && row < a.H && col >= 0 && col < a.W;
+            const float* src = ok ? x + s_base[t] + (c0 + c) * HW + static_cast<i64>(row) * a.W + col : x;
+            dev::cp_async_4(Rs + i, src, ok ? 4 : 0);
+        }
+        for (int i = tid; i < NN * CB * (KB / 4); i += S::kThreads) {
+            const int q4 = i % (KB / 4), rest = i / (KB / 4);
+            const int c = rest % CB, p = rest / CB;
+            dev::cp_async_16(us + (p * CB + c) * KB + q4 * 4,
+                             u + (static_cast<i64>(p) * a.Cp + c0 + c) * a.Kp + k0 + q4 * 4, 16);
+        }
+    };
+    stage(0, Us);
+    dev::cp_async_commit();
+
+    for (int c0 = 0, buf = 0; c0 < a.Cp; c0 += CB, buf ^= 1) {
+        dev::cp_async_wait<0>();
+        __syncthreads();  // chunk c0 staged; the previous chunk's products are done with Vs
+        // a. column pass (B^T on each column), in place: item (c, col, tile) owns Rs[c][*][col][tile].
+        for (int i = tid; i < CB * n * TB; i += S::kThreads) {
+            const int t = i % TB, j = (i / TB) % n, c = i / (TB * n);
+            float d[n], o[n];
+#pragma unroll
+            for (int r = 0; r < n; ++r) d[r] = Rs[((c * n + r) * n + j) * TB + t];
+            T::bt(d, o);
+#pragma unroll
+            for (int r = 0; r < n; ++r) Rs[((c * n + r) * n + j) * TB + t] = o[r];
+        }
+        __syncthreads();
+        // b. row pass (x B): V[(r*n + b)][c][t].
+        for (int i = tid; i < CB * n * TB; i += S::kThreads) {
+            const int t = i % TB, r = (i / TB) % n, c = i / (TB * n);
+            float d[n], o[n];
+#pragma unroll
+            for (int b = 0; b < n; ++b) d[b] = Rs[((c * n + r) * n + b) * TB + t];
+            T::bt(d, o);
+#pragma unroll
+            for (int b = 0; b < n; ++b) Vs[((r * n + b) * CB + c) * TB + t] = o[b];
+        }
+        __syncthreads();  // Vs ready; Rs and the other U buffer (read by the previous chunk) free
+        if (c0 + CB < a.Cp) stage(c0 + CB, Us + (buf ^ 1) * NN * CB * KB);
+        dev::cp_async_commit();
+        // c. the point's products, channels in order.
+        const float* up = Us + buf * NN * CB * KB + pt * CB * KB + kg * KT;
+        const float* vp = Vs + pt * CB * TB + tg * TT;
+#pragma unroll 2
+        for (int c = 0; c < CB; ++c) {
+            float uf[KT], vf[TT];
+#pragma unroll
+            for (int q = 0; q < KT / 4; ++q) {
+                const float4 t4 = *reinterpret_cast<const float4*>(up + c * KB + 4 * q);
+                uf[4 * q] = t4.x, uf[4 * q + 1] = t4.y, uf[4 * q + 2] = t4.z, uf[4 * q + 3] = t4.w;
+            }
+#pragma unroll
+            for (int q = 0; q < TT / 4; ++q) {
+                const float4 t4 = *reinterpret_cast<const float4*>(vp + c * TB + 4 * q);
+                vf[4 * q] = t4.x, vf[4 * q + 1] = t4.y, vf[4 * q + 2] = t4.z, vf[4 * q + 3] = t4.w;
+            }
+#pragma unroll
+            for (int i = 0; i < KT; ++i)
+#pragma unroll
+                for (int j = 0; j < TT; ++j) acc[i][j] = fmaf(uf[i], vf[j], acc[i][j]);
+        }
+    }
+    dev::cp_async_wait<0>();
+    __syncthreads();  // every product done before Es overwrites the staging buffers
+
+    // Accumulators to Es[pt][kk][t] (over the staging buffers).
+#pragma unroll
+    for (int i = 0; i < KT; ++i)
+#pragma unroll
+        for (int q = 0; q < TT / 4; ++q)
+            *reinterpret_cast<float4*>(Es + (pt * KB + kg * KT + i) * TB + tg * TT + 4 * q) =
+                make_float4(acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2], acc[i][4 * q + 3]);
+    __syncthreads();
+
+    // Whole (map, tile) pairs per thread, tile fastest (conflict-free reads of Es): Y = A^T M A.
+    for (int pair = tid; pair < KB * TB; pair += S::kThreads) {
+        const int t = pair % TB, kk = pair / TB, k = k0 + kk;
+        const int g = tile0 + t;
+        if (k >= a.K || g >= a.tiles) continue;
+        float tmp[M][n];  // A^T M: columns of M through A^T
+#pragma unroll
+        for (int b = 0; b < n; ++b) {
+            float col[n], o[M];
+#pragma unroll
+            for (int r = 0; r < n; ++r) col[r] = Es[((r * n + b) * KB + kk) * TB + t];
+            T::at(col, o);
+#pragma unroll
+            for (int i = 0; i < M; ++i) tmp[i][b] = o[i];
+        }
+        const float bk = bias ? bias[k] : 0.0f;
+        float yv[M][M];
+#pragma unroll
+        for (int i = 0; i < M; ++i) {
+            T::at(tmp[i], yv[i]);
+#pragma unroll
+            for (int j = 0; j < M; ++j) yv[i][j] = apply_activation(yv[i][j] + bk, a.act);
+        }
+        const int img = g / a.TPQ, rem = g - img * a.TPQ;
+        const int ty = rem / a.TQ, tx = rem - ty * a.TQ;
+        if (a.pool == WinogradPool::None) {
+            float* yo = y + (static_cast<i64>(img) * a.K + k) * a.P * a.Q;
+#pragma unroll
+            for (int i = 0; i < M; ++i) {
+                const int p = ty * M + i;
+#pragma unroll
+                for (int j = 0; j < M; ++j) {
+                    const int q = tx * M + j;
+                    if (p < a.P && q < a.Q) yo[static_cast<i64>(p) * a.Q + q] = yv[i][j];
+                }
+            }
+        } else {
+            if constexpr (M % 2 == 0) {
+                const int PH = a.P / 2, PW = a.Q / 2;
+                float* yo = y + (static_cast<i64>(img) * a.K + k) * PH * PW;
+#pragma unroll
+                for (int i = 0; i < M / 2; ++i) {
+                    const int p = ty * (M / 2) + i;
+#pragma unroll
+                    for (int j = 0; j < M / 2; ++j) {
+                        const int q = tx * (M / 2) + j;
+                        const float v00 = yv[2 * i][2 * j], v01 = yv[2 * i][2 * j + 1];
+                        const float v10 = yv[2 * i + 1][2 * j], v11 = yv[2 * i + 1][2 * j + 1];
+                        const float v = a.pool == WinogradPool::Max ? fmaxf(fmaxf(v00, v01), fmaxf(v10, v11))
+                                                                    : (v00 + v01 + v10 + v11) * 0.25f;
+                        if (p < PH && q < PW) yo[static_cast<i64>(p) * PW + q] = v;
+                    }
+                }
+            }
+        }
+    }
+}
+
+using WinoKernel = void (*)(const float*, const float*, const float*, float*, WinoParams);
+using FilterKernel = void (*)(const float*, float*, int, int, int, int);
+
+struct WinoLaunch {
+    WinoKernel kernel;
+    FilterKernel filter;
+    int KB, TB, CB, threads, shared_bytes;
+};
+
+template <typename S>
+WinoLaunch launch_of() {
+    return {winograd_kernel<S>, winograd_filter_kernel<S::kM, S::kR>, S::KB, S::TB, S::CB, S::kThreads,
+            S::kSharedBytes};
+}
+
+// The instantiation for (m, r) and K: F(4,5) with K <= 16 takes 16 maps x 32 tiles a block (Fashion conv2's 16
+// maps), else 32 maps x 16 tiles.
+WinoLaunch select(int m, int r, i64 K) {
+    if (m == 4 && r == 5) return K <= 16 ? launch_of<Shape<4, 5, 16, 32>>() : launch_of<Shape<4, 5, 32, 16>>();
+    if (m == 2 && r == 5) return launch_of<Shape<2, 5, 32, 16>>();
+    if (m == 4 && r == 3) return launch_of<Shape<4, 3, 32, 16>>();
+    return launch_of<Shape<2, 3, 32, 32>>();
+}
+
+}  // namespace
+
+int conv2d_winograd_check(const Conv2dShape& s, int m, WinogradPool pool) {
+    s.validate();
+    GPUOPT_REQUIRE(s.stride_h == 1 && s.stride_w == 1,
+                   "conv2d winograd: stride must be 1 (Winograd tiles assume unit stride), got " +
+                       std::to_string(s.stride_h) + "x" + std::to_string(s.stride_w));
+    GPUOPT_REQUIRE(s.R == s.S && (s.R == 3 || s.R == 5),
+                   "conv2d winograd: filters must be 3x3 or 5x5 (the compiled F(m, r)), got " + std::to_string(s.R) +
+                       "x" + std::to_string(s.S));
+    GPUOPT_REQUIRE(m == 0 || m == 2 || m == 4, "conv2d winograd: m (output tile side) must be 2 or 4, got " +
+                                                   std::to_string(m));
+    const int mm = m == 0 ? kWinogradDefaultTile : m;
+    const i64 tiles = s.N * ceil_div<i64>(s.P(), mm) * ceil_div<i64>(s.Q(), mm);
+    GPUOPT_REQUIRE(tiles < INT_MAX / 2 && s.C * s.H * s.W < INT_MAX && s.K < INT_MAX / 2,
+                   "conv2d winograd: N*ceil(P/m)*ceil(Q/m) output tiles and C*H*W must be below 2^30");
+    GPUOPT_REQUIRE(pool == WinogradPool::None || (s.P() >= 2 && s.Q() >= 2),
+                   "conv2d winograd: the pooled output would be empty (conv output smaller than 2x2)");
+    return mm;
+}
+
+void conv2d_winograd(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
+                     Activation act, int m, WinogradPool pool) {
+    const int mm = conv2d_winograd_check(s, m, pool);
+    GPUOPT_REQUIRE(x != nullptr && w != nullptr && y != nullptr, "conv2d winograd: x, w and y must be device pointers");
+    const WinoLaunch L = select(mm, static_cast<int>(s.R), s.K);
+    const std::string what = "conv2d winograd F(" + std::to_string(mm) + "," + std::to_string(s.R) + ")";
+    require_shared_memory(L.kernel, static_cast<std::size_t>(L.shared_bytes), what.c_str());
+
+    WinoParams a{};
+    a.C = static_cast<int>(s.C);
+    a.H = static_cast<int>(s.H);
+    a.W = static_cast<int>(s.W);
+    a.K = static_cast<int>(s.K);
+    a.ph = static_cast<int>(s.pad_h);
+    a.pw = static_cast<int>(s.pad_w);
+    a.P = static_cast<int>(s.P());
+    a.Q = static_cast<int>(s.Q());
+    a.TQ = ceil_div(a.Q, mm);
+    a.TPQ = ceil_div(a.P, mm) * a.TQ;
+    a.tiles = static_cast<int>(s.N * a.TPQ);
+    a.Cp = ceil_div(a.C, L.CB) * L.CB;
+    a.Kp = ceil_div(a.K, L.KB) * L.KB;
+    a.act = act;
+    a.pool = pool;
+    const int n = mm + static_cast<int>(s.R) - 1;
+    GPUOPT_REQUIRE(a.Kp / L.KB <= 65535, what + ": K above the grid's y limit");
+
+    // Transformed filters, once per call (pool scratch; stream-ordered reuse after the kernel).
+    DeviceBuffer<float> u(static_cast<std::size_t>(n) * n * a.Cp * a.Kp);
+    const i64 pairs = static_cast<i64>(a.Kp) * a.Cp;
+    L.filter<<<grid_for(pairs, 256), 256>>>(w, u.data(), a.K, a.C, a.Kp, a.Cp);
+    GPUOPT_CHECK_LAUNCH("winograd_filter_kernel");
+    const dim3 grid(static_cast<unsigned>(ceil_div(a.tiles, L.TB)), static_cast<unsigned>(a.Kp / L.KB));
+    L.kernel<<<grid, L.threads, static_cast<std::size_t>(L.shared_bytes)>>>(x, u.data(), bias, y, a);
+    GPUOPT_CHECK_LAUNCH("conv2d_winograd_kernel");
+}
+
+std::vector<matmul::KernelInfo> conv2d_winograd_kernel_info() {
+    std::vector<matmul::KernelInfo> out;
+    const int sizes[][3] = {{4, 5, 64}, {4, 5, 16}, {2, 5, 64}, {4, 3, 64}, {2, 3, 64}};
+    for (const auto& sz : sizes) {
+        const WinoLaunch L = select(sz[0], sz[1], sz[2]);
+        const std::string name = "winograd<F(" + std::to_string(sz[0]) + "," + std::to_string(sz[1]) + ") KB" +
+                                 std::to_string(L.KB) + " TB" + std::to_string(L.TB) + ">";
+        out.push_back(matmul::kernel_info(reinterpret_cast<const void*>(L.kernel), name, L.threads, L.shared_bytes));
+    }
+    return out;
+}
+
+}  // namespace gpuopt::conv
