@@ -44,7 +44,7 @@ def test_auto_choice_checks_shapes():
     ((10000, 32, 12, 12), (64, 32, 5, 5), 1, 0, "winograd"),            # MNIST conv2
     ((10000, 6, 30, 30), (16, 6, 5, 5), 1, 0, "winograd"),              # Fashion conv2
     ((64, 16, 32, 32), (32, 16, 3, 3), 1, 1, "winograd"),               # a 3x3 layer, padded
-    ((10000, 1, 28, 28), (32, 1, 5, 5), 1, 0, "implicit_gemm_fast"),    # MNIST conv1: C = 1, transforms dominate
+    ((10000, 1, 28, 28), (32, 1, 5, 5), 1, 0, "direct_fused"),          # MNIST conv1: C = 1, transforms dominate
     ((10000, 1, 64, 64), (6, 1, 5, 5), 1, 0, "direct_regblock"),        # Fashion conv1
     ((10000, 3, 30, 30), (16, 3, 5, 5), 1, 0, "direct_regblock"),       # C = 3 < 4
     ((128, 3, 112, 112), (64, 3, 3, 3), 2, 0, "direct_regblock"),       # conf3: stride 2
