@@ -49,7 +49,8 @@ def _cases(rng: np.random.Generator) -> dict[str, list[tuple[tuple, dict, Callab
         return np.einsum("ncpqrs,kcrs->nkpq", win, w.astype(np.float64))
 
     cases: dict[str, list] = {"conv2d": [], "matmul": [], "kmeans": [], "sparse_conv2d": [], "max_pool2d": []}
-    for n, c, h, w, k, r, s, u, p in [(1, 1, 1, 1, 1, 1, 1, 1, 0), (2, 3, 13, 11, 5, 3, 3, 2, 1), (1, 7, 17, 17, 33, 5, 5, 1, 2)]:
+    for n, c, h, w, k, r, s, u, p in [(1, 1, 1, 1, 1, 1, 1, 1, 0), (2, 3, 13, 11, 5, 3, 3, 2, 1), (1, 7, 17, 17, 33, 5, 5, 1, 2),
+                                      (2, 4, 12, 11, 9, 3, 3, 1, 0)]:
         x, wt = f32(n, c, h, w), f32(k, c, r, s)
         cases["conv2d"].append(((x, wt), dict(stride=u, padding=p), lambda x=x, wt=wt, u=u, p=p: conv_ref(x, wt, u, p)))
     for m, kk, nn_ in [(1, 1, 1), (33, 17, 65), (127, 131, 1)]:
@@ -83,9 +84,13 @@ def cmd_check(seed: int | None) -> int:
             if not v.available:
                 print(f"  {op:14s} {name:18s} skipped: needs CUDA")
                 continue
-            worst, t0 = 0.0, time.perf_counter()
+            worst, t0, refused = 0.0, time.perf_counter(), 0
             for args, kwargs, numpy_ref in cases:
-                out = _run_op(op, args, kwargs, name)
+                try:
+                    out = _run_op(op, args, kwargs, name)
+                except ValueError:  # a shape-limited variant (direct_fused, winograd) refuses it up front
+                    refused += 1
+                    continue
                 ref = _run_op(op, args, kwargs, "cpu") if name != "cpu" else None
                 if op == "kmeans":
                     exact = ref is None or (np.array_equal(out.membership, ref.membership) and out.iterations == ref.iterations)
@@ -95,10 +100,11 @@ def cmd_check(seed: int | None) -> int:
                 else:
                     err = _rel(out, numpy_ref() if ref is None else ref)
                 worst = max(worst, err)
-            ok = worst < 1e-4
+            ok = worst < 1e-4 and refused < len(cases)
             failures += not ok
+            ran = f"{len(cases) - refused} cases" + (f", {refused} refused as outside its shapes" if refused else "")
             print(f"  {op:14s} {name:18s} {'ok  ' if ok else 'FAIL'} worst rel. error {worst:.1e} "
-                  f"({len(cases)} cases, {time.perf_counter() - t0:.2f} s)")
+                  f"({ran}, {time.perf_counter() - t0:.2f} s)")
     print("all variants agree with the references" if not failures else f"{failures} variant(s) FAILED")
     return 1 if failures else 0
 

@@ -170,6 +170,13 @@ def test_direct_fused_matches_cpu(rng, params, shape):
     for activation in (None, "relu"):
         # Not run_and_check: its `images` (which images to check) is also a parameter of this variant.
         x, wt = uniform(rng, (n, c, h, w)), uniform(rng, (k, c, r, s))
+        try:  # a forced block shape over the kernel's thread limit is refused up front, naming the limit
+            gpuopt.nn.conv2d_pool_plan(x.shape, wt.shape, 1, **params)
+        except ValueError as exc:
+            assert "limit" in str(exc)
+            with pytest.raises(ValueError, match="limit"):
+                gpuopt.conv2d(x, wt, variant=FUSED, **params)
+            return
         y = gpuopt.conv2d(x, wt, bias=bias, activation=activation, variant=FUSED, **params)
         assert np.isfinite(y).all(), f"{FUSED} {params}: unwritten (poisoned) or non-finite outputs"
         check_against_cpu(y, x, wt, bias=bias, activation=activation, what=f"{FUSED} {params}")

@@ -64,7 +64,7 @@ def resident_layer(name: str, x, w) -> tuple[Callable[[], Any], Callable[[], np.
         def dense():
             y = gpuopt.conv2d(fx, fw, padding=(r // 2, s // 2), activation="relu", variant="cudnn",
                               algorithms=CUDNN_ROWS[name])
-            out[0] = gpuopt.max_pool2d(y, 2)
+            out[0] = gpuopt.nn.max_pool2d(y, 2)
             return out[0]
         return dense, lambda: out[0].numpy()[0]
     (codes,), width = FASTFilters.from_dense(w).to_device(("fast",)).kernel_arrays("fast")
