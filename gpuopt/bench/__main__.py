@@ -188,7 +188,7 @@ def main(argv: Sequence[str] | None = None, *, default_out: str | os.PathLike | 
             continue
         meta: dict[str, Any] = {**base_meta, "sweep": name, "title": study.title, "description": study.description,
                                 "op": study.op, "plan": plan.as_dict(), "seed": seed,
-                                "variants": list(dict.fromkeys(r["variant"] for r in result.rows)),
+                                "variants": list(dict.fromkeys(r["variant"] for r in result.rows if "variant" in r)),
                                 "command": " ".join(["python -m gpuopt.bench", *(argv if argv is not None
                                                                                  else sys.argv[1:])]),
                                 "elapsed_s": round(time.perf_counter() - t0, 2), **result.meta,
