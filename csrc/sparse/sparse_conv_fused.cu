@@ -272,7 +272,7 @@ void sparse_conv_fast_fused(const std::int16_t* x, const std::int32_t* codes, st
                    "sparse_conv_fast_fused: the register-blocked kernels (int32, fp32) are 3x3 only, got " +
                        std::to_string(s.R) + "x" + std::to_string(s.S));
     if (kernel == FusedKernel::kInt32 || kernel == FusedKernel::kFp32 || (kernel == FusedKernel::kAuto && three)) {
-        sparse_conv_fast_fused_blocked(x, codes, width, y, overflow, s, split, kernel != FusedKernel::kInt32);
+        sparse_conv_fast_fused_blocked(x, codes, width, y, overflow, s, split, kernel == FusedKernel::kFp32);
         return;
     }
     Geometry g{};
