@@ -1,5 +1,6 @@
 // The NCTU layer in ONE kernel on FAST filters: conv + ReLU + 2x2 max pool, so the M*H*W
-// pre-pool maps are never written (see sparse_conv_cuda.hpp, sparse_conv_fast_fused).
+// pre-pool maps are never written (see sparse_conv_cuda.hpp, sparse_conv_fast_fused). This is the window
+// kernel (any R, S); 3x3 layers go by default to the register-blocked kernels (sparse_conv_fused_blocked.cu).
 //
 // A block owns MB output maps x one tile of 32x32 pre-pool outputs; each of its 256 threads
 // owns one 2x2 pool window of each of the MB maps (4*MB int32 accumulators in registers,
