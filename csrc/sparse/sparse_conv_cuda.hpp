@@ -45,8 +45,16 @@ bool sparse_conv_fast(const std::int16_t* x, const std::int32_t* codes, std::int
 // written; int32 sums where a per-block bound proves them exact, int64 otherwise.
 // split: blocks of a thread-block cluster that share one (maps, tile), each summing 1/split of the channels
 // (1, 2, 4 or 8; 0 = chosen from the shape).
+// kernel: kWindow, one 2x2 pool window per thread (any R, S); kInt32 / kFp32, the register-blocked 3x3 kernel
+// (sparse_conv_fused_blocked.cu) accumulating in int32 (IMAD) or in FP32 (FFMA, exact while max|x| * sum|w| <=
+// 2^24, else the exact int64 path: slow, e.g. 9 taps per slice on the lab's neurons); kAuto: kInt32 for 3x3
+// filters (no such cliff), kWindow otherwise.
+enum class FusedKernel { kAuto, kWindow, kInt32, kFp32 };
 void sparse_conv_fast_fused(const std::int16_t* x, const std::int32_t* codes, std::int64_t width, std::int32_t* y,
-                            int* overflow, const SparseConvShape& s, int split);
+                            int* overflow, const SparseConvShape& s, int split, FusedKernel kernel = FusedKernel::kAuto);
+// The register-blocked 3x3 kernel (called by sparse_conv_fast_fused after its checks).
+void sparse_conv_fast_fused_blocked(const std::int16_t* x, const std::int32_t* codes, std::int64_t width,
+                                    std::int32_t* y, int* overflow, const SparseConvShape& s, int split, bool fp32);
 
 // Input sparsity (sparse_conv_scatter.cu): the non-zero inputs compacted on the device, each times each tap
 // scattered into shared-memory int32 accumulators (integer atomics: exact, order-independent), then ReLU + pool.

@@ -1,5 +1,6 @@
 // The NCTU layer in ONE kernel on FAST filters: conv + ReLU + 2x2 max pool, so the M*H*W
-// pre-pool maps are never written (see sparse_conv_cuda.hpp, sparse_conv_fast_fused).
+// pre-pool maps are never written (see sparse_conv_cuda.hpp, sparse_conv_fast_fused). This is the window
+// kernel (any R, S); 3x3 layers go by default to the register-blocked kernels (sparse_conv_fused_blocked.cu).
 //
 // A block owns MB output maps x one tile of 32x32 pre-pool outputs; each of its 256 threads
 // owns one 2x2 pool window of each of the MB maps (4*MB int32 accumulators in registers,
@@ -259,7 +260,7 @@ void launch(const std::int16_t* x, const std::int32_t* codes, std::int32_t* y, i
 }  // namespace
 
 void sparse_conv_fast_fused(const std::int16_t* x, const std::int32_t* codes, std::int64_t width, std::int32_t* y,
-                            int* overflow, const SparseConvShape& s, int split) {
+                            int* overflow, const SparseConvShape& s, int split, FusedKernel kernel) {
     sparse_conv_check(s);
     GPUOPT_REQUIRE(width >= 1 && width <= s.R * s.S, "sparse_conv: width (entries per padded slice) must be in 1..R*S = " +
                                                          std::to_string(s.R * s.S) + ", got " + std::to_string(width));
@@ -267,6 +268,14 @@ void sparse_conv_fast_fused(const std::int16_t* x, const std::int32_t* codes, st
                    "sparse_conv_fast_fused: split must be 0 (auto), 1, 2, 4 or 8, got " + std::to_string(split));
     GPUOPT_REQUIRE(x != nullptr && y != nullptr && codes != nullptr && overflow != nullptr,
                    "sparse_conv_fast_fused: null x, codes, y or overflow");
+    const bool three = s.R == 3 && s.S == 3;
+    GPUOPT_REQUIRE(three || kernel == FusedKernel::kAuto || kernel == FusedKernel::kWindow,
+                   "sparse_conv_fast_fused: the register-blocked kernels (int32, fp32) are 3x3 only, got " +
+                       std::to_string(s.R) + "x" + std::to_string(s.S));
+    if (kernel == FusedKernel::kInt32 || kernel == FusedKernel::kFp32 || (kernel == FusedKernel::kAuto && three)) {
+        sparse_conv_fast_fused_blocked(x, codes, width, y, overflow, s, split, kernel == FusedKernel::kFp32);
+        return;
+    }
     Geometry g{};
     g.C = static_cast<int>(s.C), g.H = static_cast<int>(s.H), g.W = static_cast<int>(s.W), g.M = static_cast<int>(s.M);
     g.width = static_cast<int>(width), g.pad_h = static_cast<int>(s.R / 2), g.pad_w = static_cast<int>(s.S / 2);

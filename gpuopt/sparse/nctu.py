@@ -93,11 +93,15 @@ register("sparse_conv2d", "fast", description="FAST-encoded filters (one int32 v
 _ONE_PASS = dict(_GPU, test="tests/sparse/test_gpu_sparse_fused.py")
 # The default (variant=None) for the lab's shape: fast_fused until the H200 run says fast_sparse_input is faster.
 register("sparse_conv2d", "fast_fused", description="FAST filters, conv + ReLU + 2x2 max pool in ONE kernel (pre-pool "
-         "maps never written): a block owns 4 or 8 maps x a 32x32 tile, channels staged through shared memory, "
+         "maps never written): a block owns 4-16 maps x a 32x32 tile, channels staged through shared memory, "
          "int32 sums where a per-block bound max|x|*sum|w| proves them exact, int64 otherwise; a cluster of `split` "
          "blocks shares the channels of one (maps, tile), partial sums added through distributed shared memory",
          preferred=True, params=(Param("split", 0, (0, 1, 2, 4, 8), "blocks of a thread-block cluster summing 1/split "
-                                       "of the channels each; 0: from the shape (8 for the lab's layer)"),),
+                                       "of the channels each; 0: from the shape (8 for the lab's layer)"),
+                                 Param("kernel", "auto", ("auto", "window", "int32", "fp32"), "window: one 2x2 pool "
+                                       "window per thread (any size); int32 / fp32: register-blocked 3x3 (a 4x4 output "
+                                       "patch x 4 maps per thread, taps by a warp-uniform switch), FP32 exact while "
+                                       "max|x|*sum|w| <= 2^24 (else the slow int64 path); auto: int32 for 3x3, window otherwise")),
          **dict(_ONE_PASS, kernel="csrc/sparse/sparse_conv_fused.cu"))(_run_gpu)
 register("sparse_conv2d", "fast_sparse_input", description="FAST filters x non-zero inputs only: the input's non-zeros "
          "compacted on the device, each times each tap scattered into shared-memory int32 accumulators (integer "

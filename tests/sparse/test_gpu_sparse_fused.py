@@ -18,6 +18,12 @@ from .test_gpu_sparse import I16, overflow_cases, ragged_filters, sparse_inputs
 pytestmark = pytest.mark.gpu
 
 FUSED = ["fast_fused", "fast_sparse_input"]
+# fast_fused's kernels: the one-window-per-thread kernel (any size) and the register-blocked 3x3 ones.
+KERNELS = ("window", "int32", "fp32")
+
+
+def kernels_for(w):
+    return KERNELS if w.shape[2:] == (3, 3) else ("window",)
 
 
 def check(x, w, forms=("dense", "fast")):
@@ -25,9 +31,10 @@ def check(x, w, forms=("dense", "fast")):
     for variant in FUSED:
         for form in forms:
             filters = w if form == "dense" else FASTFilters.from_dense(w)
-            y = gpuopt.sparse_conv2d(x, filters, variant=variant)
-            assert y.dtype == np.int32 and y.shape == ref.shape, (variant, form)
-            np.testing.assert_array_equal(y, ref, err_msg=f"variant={variant} filters={form}")
+            for kw in [{}] + ([{"kernel": k} for k in kernels_for(w)] if variant == "fast_fused" else []):
+                y = gpuopt.sparse_conv2d(x, filters, variant=variant, **kw)
+                assert y.dtype == np.int32 and y.shape == ref.shape, (variant, form, kw)
+                np.testing.assert_array_equal(y, ref, err_msg=f"variant={variant} filters={form} {kw}")
     return ref
 
 
@@ -39,6 +46,10 @@ def test_real_nctu_layer_device_resident(data_root):
     for variant in FUSED:
         y = gpuopt.sparse_conv2d(gpuopt.to_device(x), w, variant=variant).numpy()
         np.testing.assert_array_equal(y, ref)
+    for kernel in KERNELS:
+        for split in (0, 1, 8):
+            y = gpuopt.sparse_conv2d(gpuopt.to_device(x), w, variant="fast_fused", kernel=kernel, split=split).numpy()
+            np.testing.assert_array_equal(y, ref, err_msg=f"kernel={kernel} split={split}")
     assert (ref > 0).any()
 
 
@@ -64,23 +75,25 @@ def test_cluster_channel_split(rng, split, c, h, w, m, r, s):
     # Every split (blocks with no channels at all when C is small), against the CPU and the unsplit kernel.
     x, wt = sparse_inputs(rng, c, h, w), ragged_filters(rng, m, c, r, s)
     ref = gpuopt.sparse_conv2d(x, wt, variant="cpu")
-    np.testing.assert_array_equal(gpuopt.sparse_conv2d(x, FASTFilters.from_dense(wt), variant="fast_fused",
-                                                       split=split), ref)
+    for kernel in kernels_for(wt):
+        np.testing.assert_array_equal(gpuopt.sparse_conv2d(x, FASTFilters.from_dense(wt), variant="fast_fused",
+                                                           split=split, kernel=kernel), ref, err_msg=kernel)
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("split", [1, 8])
-def test_cluster_split_exact_path_and_overflow(split):
+def test_cluster_split_exact_path_and_overflow(split, kernel):
     # The cluster-wide bound fails but the sums fit (exact int64 path), then a real overflow.
     x = np.zeros((20, 6, 7), np.int16)
     x[1, 2, 3], x[17, 4, 4] = I16.max, I16.min
     w = np.zeros((2, 20, 3, 3), np.int16)
     w[0, :, 1, 1] = I16.max
     w[1, :, 0, 2] = I16.min
-    np.testing.assert_array_equal(gpuopt.sparse_conv2d(x, w, variant="fast_fused", split=split),
+    np.testing.assert_array_equal(gpuopt.sparse_conv2d(x, w, variant="fast_fused", split=split, kernel=kernel),
                                   gpuopt.sparse_conv2d(x, w, variant="cpu"))
     x[1:4, 2, 3] = I16.max
     with pytest.raises(ValueError, match="does not fit in int32"):
-        gpuopt.sparse_conv2d(x, w, variant="fast_fused", split=split)
+        gpuopt.sparse_conv2d(x, w, variant="fast_fused", split=split, kernel=kernel)
     with pytest.raises(ValueError, match="split"):
         gpuopt.sparse_conv2d(x, w, variant="fast_fused", split=3)
 
@@ -109,6 +122,39 @@ def test_single_nonzero():
     w[1, 4, 2, 0] = -5
     ref = check(x, w)
     assert np.count_nonzero(ref) == 1
+
+
+@pytest.mark.parametrize("split", [1, 2])
+def test_fp32_bound_edges(split):
+    # fp32 is exact while max|x| * sum|w| <= 2^24: at the bound (sums of exactly 2^24, FP32-exact), one past it
+    # (the int64 path; the int32 kernel still proves it), and odd sums near 2^24 that FP32 alone would round.
+    x = np.zeros((4, 8, 8), np.int16)
+    x[:, 3, 3] = 4096
+    w = np.zeros((2, 4, 3, 3), np.int16)
+    w[0, :, 1, 1] = 1024  # 4 x 4096 x 1024 = 2^24
+    w[1, :, 1, 1] = 1024
+    w[1, 0, 1, 1] = 1025  # bound 2^24 + 4096: past it
+    for maps, top in ((w[:1], 2**24), (w, 2**24 + 4096)):  # map 0 alone: the FP32 path, at its bound
+        ref = gpuopt.sparse_conv2d(x, maps, variant="cpu")
+        assert ref.max() == top
+        for kernel in KERNELS:
+            np.testing.assert_array_equal(gpuopt.sparse_conv2d(x, maps, variant="fast_fused", kernel=kernel,
+                                                               split=split), ref, err_msg=kernel)
+    x[0, 3, 3] = 4095  # sum 2^24 + 1 - 1024: odd, above 2^24 -> FP32 would round it
+    x[1, 3, 3] = 4097
+    ref = gpuopt.sparse_conv2d(x, w, variant="cpu")
+    for kernel in KERNELS:
+        np.testing.assert_array_equal(gpuopt.sparse_conv2d(x, w, variant="fast_fused", kernel=kernel, split=split),
+                                      ref, err_msg=kernel)
+
+
+def test_blocked_kernels_are_3x3_only(rng):
+    x, w = sparse_inputs(rng, 3, 8, 8), ragged_filters(rng, 2, 3, 5, 5)
+    for kernel in ("int32", "fp32"):
+        with pytest.raises(ValueError, match="3x3 only"):
+            gpuopt.sparse_conv2d(x, w, variant="fast_fused", kernel=kernel)
+    np.testing.assert_array_equal(gpuopt.sparse_conv2d(x, w, variant="fast_fused", kernel="auto"),
+                                  gpuopt.sparse_conv2d(x, w, variant="cpu"))
 
 
 def test_int16_limits_fast_and_exact_paths(rng):

@@ -39,6 +39,9 @@ SPARSE_COLUMNS = ("variant", "filter_format", "C", "H", "W", "M", "nnz", "kernel
                   "speedup_vs_cudnn", "timing_device", "details", "error")
 #: The variants that only queue their work (no host round trip): timed again on device-resident operands.
 ONE_PASS = ("fast_fused", "fast_sparse_input")
+#: fast_fused's other kernels (its default, kernel="auto", is the int32 register-blocked one on the lab's 3x3
+#: layer), timed on device-resident operands only: the same one-pass variant, so rows of their own.
+FUSED_KERNEL_ROWS = {"fast_fused[window]": "window", "fast_fused[fp32]": "fp32"}
 #: cuDNN's dense FP32 layer (conv + ReLU, then gpuopt's 2x2 max pool) on float32 copies: the baseline to beat.
 CUDNN_ROWS = {"cudnn_fp32_precise": "precise", "cudnn_fp32_any": "any"}
 #: measure() keywords of the device-resident kernel times (L2 flushed before every run, as the conv studies).
@@ -70,8 +73,10 @@ def resident_layer(name: str, x, w) -> tuple[Callable[[], Any], Callable[[], np.
     (codes,), width = FASTFilters.from_dense(w).to_device(("fast",)).kernel_arrays("fast")
     dy = gpuopt.DeviceArray.empty((m, x.shape[1] // 2, x.shape[2] // 2), np.int32)
     flag = gpuopt.DeviceArray.empty((1,), np.int32)
-    launch = launcher(gpuopt.variants("sparse_conv2d")[name])
-    return (lambda: launch(dx.ptr, codes.ptr, width, dy.ptr, flag.ptr, c, x.shape[1], x.shape[2], m, r, s),
+    kernel = FUSED_KERNEL_ROWS.get(name)
+    launch = launcher(gpuopt.variants("sparse_conv2d")["fast_fused" if kernel else name])
+    extra = (0, kernel) if kernel else ()  # split 0 (auto), the kernel
+    return (lambda: launch(dx.ptr, codes.ptr, width, dy.ptr, flag.ptr, c, x.shape[1], x.shape[2], m, r, s, *extra),
             lambda: dy.numpy())
 
 
@@ -149,9 +154,11 @@ def _resident_rows(res: StudyResult, x, w, ref, one_pass: list[str], reps: Mappi
     """Kernel time on device-resident operands: the one-pass variants' rows, then cuDNN's dense FP32 layer as
     rows of its own; speedup_vs_cudnn = the best cuDNN time over the variant's."""
     by = {r["variant"]: r for r in res.rows}
-    for name in [*one_pass, *CUDNN_ROWS]:
-        row = by.get(name) or dict(variant=name, filter_format="dense float32", C=x.shape[0], H=x.shape[1],
-                                   W=x.shape[2], M=w.shape[0], nnz=int(np.count_nonzero(w)))
+    kernels = list(FUSED_KERNEL_ROWS) if "fast_fused" in one_pass else []
+    for name in [*one_pass, *kernels, *CUDNN_ROWS]:
+        row = by.get(name) or dict(variant=name, filter_format="FASTFilters" if name in FUSED_KERNEL_ROWS
+                                   else "dense float32", C=x.shape[0], H=x.shape[1], W=x.shape[2], M=w.shape[0],
+                                   nnz=int(np.count_nonzero(w)))
         try:
             row["resident_kernel_ms"], out = time_resident(name, x, w, reps)
             row["exact_vs_cpu"] = bool(np.array_equal(out, ref))
