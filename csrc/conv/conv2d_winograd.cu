@@ -61,7 +61,18 @@ struct Shape {
     static constexpr int KG = KB / KT, TG = TB / TT;
     static constexpr int kThreads = kNN * KG * TG;
     static constexpr int kMinBlocks = 1;  // 2 at 288 threads caps registers at 96 and spills
-    static constexpr int kStageFloats = kNN * CB * (2 * KB + TB) + CB * kNN * TB;  // Us x 2, Vs, Rs
+    // Per-point strides of Us and Vs padded by 4 floats: the product loop's float4 loads of the 4 points a warp
+    // spans then fall on different banks (unpadded, the 256- and 128-float strides put them on the same ones).
+    static constexpr int kUsPt = CB * KB + 4, kVsPt = CB * TB + 4;
+    static constexpr int kStageFloats = kNN * (2 * kUsPt + kVsPt) + CB * kNN * TB;  // Us x 2, Vs, Rs
+    // Raw-patch staging: thread tid always copies tile tid % TB, patch column (tid / TB) % n, and the rows
+    // tid / (TB n) + kRowStep q of every channel, so its addresses and bounds are computed once per block.
+    static constexpr int kRowStep = kThreads / (TB * kN), kRowsPerThread = kN / kRowStep;
+    static_assert(kThreads % (TB * kN) == 0 && kRowStep >= 1 && kN % kRowStep == 0, "patch staging map");
+    // Filter staging: thread tid always copies float4 tid % (KB/4) of channel (tid / (KB/4)) % CB, points
+    // tid / (KB/4 CB) + kPtStep i, when the block's threads cover whole (channel, map) planes.
+    static constexpr bool kFixedU = kThreads % (CB * KB / 4) == 0 && kNN % (kThreads / (CB * KB / 4)) == 0;
+    static constexpr int kPtStep = kThreads / (CB * KB / 4);
     static constexpr int kEpilogueFloats = kNN * KB * TB;                      // Es
     static constexpr int kSharedBytes = 4 * (kStageFloats > kEpilogueFloats ? kStageFloats : kEpilogueFloats);
     static_assert(KB % KT == 0 && TB % TT == 0 && KT % 4 == 0 && TT % 4 == 0 && kThreads % 32 == 0, "block shape");
@@ -104,9 +115,10 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     using T = winograd::Transforms<S::kM, S::kR>;
     constexpr int n = S::kN, NN = S::kNN, M = S::kM, KB = S::KB, TB = S::TB, CB = S::CB, KT = S::KT, TT = S::TT;
     extern __shared__ __align__(16) float smem[];
-    float* Us = smem;                       // 2 x [NN][CB][KB]: chunk i in buffer i & 1
-    float* Vs = Us + 2 * NN * CB * KB;      // [NN][CB][TB]
-    float* Rs = Vs + NN * CB * TB;          // [CB][n][n][TB]: raw patches, then B^T d in place
+    constexpr int kUsPt = S::kUsPt, kVsPt = S::kVsPt;
+    float* Us = smem;                       // 2 x [NN][kUsPt] ([CB][KB] + pad): chunk i in buffer i & 1
+    float* Vs = Us + 2 * NN * kUsPt;        // [NN][kVsPt] ([CB][TB] + pad)
+    float* Rs = Vs + NN * kVsPt;            // [CB][n][n][TB]: raw patches, then B^T d in place
     float* Es = smem;                       // [NN][KB][TB] after the last chunk
     __shared__ i64 s_base[TB];              // x offset of the tile's image
     __shared__ int s_row0[TB], s_col0[TB];  // input row and column of the patch's corner; s_row0 INT_MIN: no tile
@@ -142,19 +154,57 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     // for missing tiles: padding and ragged tiles read zeros) and its filters into Us[buf] (16-byte cp.async;
     // U is padded, every copy is in bounds). Issued one chunk ahead, so they land during the previous chunk's
     // products.
-    auto stage = [&](int c0, float* us) {
-        for (int i = tid; i < CB * NN * TB; i += S::kThreads) {
-            const int t = i % TB, j = (i / TB) % n, r = (i / (TB * n)) % n, c = i / (TB * NN);
-            const int row0 = s_row0[t], row = row0 + r, col = s_col0[t] + j;
-            const bool ok = row0 != INT_MIN && c0 + c < a.C && row >= 0 && row < a.H && col >= 0 && col < a.W;
-            const float* src = ok ? x + s_base[t] + (c0 + c) * HW + static_cast<i64>(row) * a.W + col : x;
-            dev::cp_async_4(Rs + i, src, ok ? 4 : 0);
+    // This thread's patch elements (S::kRowStep): tile st, column sj, rows sr0 + kRowStep q; per chunk only a
+    // channel offset and the channel bound are added (no index arithmetic in the loop).
+    constexpr int kRowStep = S::kRowStep, NRQ = S::kRowsPerThread;
+    const int st = tid % TB, sj = (tid / TB) % n, sr0 = tid / (TB * n);
+    const float* xt;     // x at (tile st's image, channel 0, row row0 + sr0, column col0 + sj); may point before
+    unsigned okmask = 0;  // bit q: row sr0 + kRowStep q and column sj of tile st lie inside the image
+    {
+        const int row0 = s_row0[st], col = s_col0[st] + sj;
+        const bool colok = row0 != INT_MIN && col >= 0 && col < a.W;
+#pragma unroll
+        for (int q = 0; q < NRQ; ++q) {
+            const int row = row0 + sr0 + kRowStep * q;
+            okmask |= (colok && row >= 0 && row < a.H) ? 1u << q : 0u;
         }
-        for (int i = tid; i < NN * CB * (KB / 4); i += S::kThreads) {
-            const int q4 = i % (KB / 4), rest = i / (KB / 4);
-            const int c = rest % CB, p = rest / CB;
-            dev::cp_async_16(us + (p * CB + c) * KB + q4 * 4,
-                             u + (static_cast<i64>(p) * a.Cp + c0 + c) * a.Kp + k0 + q4 * 4, 16);
+        xt = colok ? x + s_base[st] + static_cast<i64>(row0 + sr0) * a.W + col : x;
+    }
+    const i64 rowstep = static_cast<i64>(kRowStep) * a.W;
+    float* const rdst = Rs + (sr0 * n + sj) * TB + st;
+    // This thread's filter float4s (S::kFixedU): float4 uq of channel uc, points up0 + kPtStep i.
+    constexpr int KB4 = KB / 4;
+    const int uq = tid % KB4, uc = (tid / KB4) % CB, up0 = tid / (KB4 * CB);
+    const i64 ustep = static_cast<i64>(S::kPtStep) * a.Cp * a.Kp;
+
+    // Chunk c0's raw patches into Rs (4-byte cp.async, zero-filled outside the image, for channels past C and
+    // for missing tiles: padding and ragged tiles read zeros) and its filters into Us[buf] (16-byte cp.async;
+    // U is padded, every copy is in bounds). Issued one chunk ahead, so they land during the previous chunk's
+    // products.
+    auto stage = [&](int c0, float* us) {
+        const int cl = a.C - c0;  // channels of this chunk that exist
+#pragma unroll
+        for (int c = 0; c < CB; ++c) {
+            const float* xc = xt + (c0 + c) * HW;
+#pragma unroll
+            for (int q = 0; q < NRQ; ++q) {
+                const bool ok = ((okmask >> q) & 1u) && c < cl;
+                dev::cp_async_4(rdst + (c * NN + kRowStep * q * n) * TB, ok ? xc + q * rowstep : x, ok ? 4 : 0);
+            }
+        }
+        if constexpr (S::kFixedU) {
+            const float* us_src = u + (static_cast<i64>(up0) * a.Cp + c0 + uc) * a.Kp + k0 + 4 * uq;
+            float* us_dst = us + up0 * kUsPt + uc * KB + 4 * uq;
+#pragma unroll
+            for (int i = 0; i < NN / S::kPtStep; ++i)
+                dev::cp_async_16(us_dst + i * S::kPtStep * kUsPt, us_src + i * ustep, 16);
+        } else {
+            for (int i = tid; i < NN * CB * KB4; i += S::kThreads) {
+                const int q4 = i % KB4, rest = i / KB4;
+                const int c = rest % CB, p = rest / CB;
+                dev::cp_async_16(us + p * kUsPt + c * KB + q4 * 4,
+                                 u + (static_cast<i64>(p) * a.Cp + c0 + c) * a.Kp + k0 + q4 * 4, 16);
+            }
         }
     };
     stage(0, Us);
@@ -182,14 +232,14 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
             for (int b = 0; b < n; ++b) d[b] = Rs[((c * n + r) * n + b) * TB + t];
             T::bt(d, o);
 #pragma unroll
-            for (int b = 0; b < n; ++b) Vs[((r * n + b) * CB + c) * TB + t] = o[b];
+            for (int b = 0; b < n; ++b) Vs[(r * n + b) * kVsPt + c * TB + t] = o[b];
         }
         __syncthreads();  // Vs ready; Rs and the other U buffer (read by the previous chunk) free
-        if (c0 + CB < a.Cp) stage(c0 + CB, Us + (buf ^ 1) * NN * CB * KB);
+        if (c0 + CB < a.Cp) stage(c0 + CB, Us + (buf ^ 1) * NN * kUsPt);
         dev::cp_async_commit();
         // c. the point's products, channels in order.
-        const float* up = Us + buf * NN * CB * KB + pt * CB * KB + kg * KT;
-        const float* vp = Vs + pt * CB * TB + tg * TT;
+        const float* up = Us + buf * NN * kUsPt + pt * kUsPt + kg * KT;
+        const float* vp = Vs + pt * kVsPt + tg * TT;
 #pragma unroll 2
         for (int c = 0; c < CB; ++c) {
             float uf[KT], vf[TT];
