@@ -53,14 +53,15 @@ struct WinoParams {
     WinogradPool pool;
 };
 
-// Block shape: KB maps x TB tiles, CB channels per chunk, KT x TT register tile per thread.
-template <int M, int R, int KB_, int TB_>
+// Block shape: KB maps x TB tiles, CB channels per chunk, KT x TT register tile per thread, MinBlocks resident
+// blocks per SM asked of ptxas (2 only at 256 threads: 128 registers; 2 at 288 threads caps them at 96 and spills).
+template <int M, int R, int KB_, int TB_, int CB_ = 8, int MinBlocks = 1>
 struct Shape {
     static constexpr int kM = M, kR = R, kN = M + R - 1, kNN = kN * kN;
-    static constexpr int KB = KB_, TB = TB_, CB = 8, KT = 8, TT = 8;
+    static constexpr int KB = KB_, TB = TB_, CB = CB_, KT = 8, TT = 8;
     static constexpr int KG = KB / KT, TG = TB / TT;
     static constexpr int kThreads = kNN * KG * TG;
-    static constexpr int kMinBlocks = 1;  // 2 at 288 threads caps registers at 96 and spills
+    static constexpr int kMinBlocks = MinBlocks;
     // Per-point strides of Us and Vs padded by 4 floats: the product loop's float4 loads of the 4 points a warp
     // spans then fall on different banks (unpadded, the 256- and 128-float strides put them on the same ones).
     static constexpr int kUsPt = CB * KB + 4, kVsPt = CB * TB + 4;
@@ -122,6 +123,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     float* Es = smem;                       // [NN][KB][TB] after the last chunk
     __shared__ i64 s_base[TB];              // x offset of the tile's image
     __shared__ int s_row0[TB], s_col0[TB];  // input row and column of the patch's corner; s_row0 INT_MIN: no tile
+    __shared__ int s_img[TB];               // the tile's image (for the epilogue: no divisions there)
 
     const int tid = threadIdx.x;
     const int tile0 = blockIdx.x * TB, k0 = blockIdx.y * KB;
@@ -132,10 +134,12 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
             const int img = g / a.TPQ, rem = g - img * a.TPQ;
             const int ty = rem / a.TQ, tx = rem - ty * a.TQ;
             s_base[t] = static_cast<i64>(img) * a.C * HW;
+            s_img[t] = img;
             s_row0[t] = ty * M - a.ph;
             s_col0[t] = tx * M - a.pw;
         } else {
             s_base[t] = 0;
+            s_img[t] = 0;
             s_row0[t] = INT_MIN;
             s_col0[t] = 0;
         }
@@ -294,8 +298,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
 #pragma unroll
             for (int j = 0; j < M; ++j) yv[i][j] = apply_activation(yv[i][j] + bk, a.act);
         }
-        const int img = g / a.TPQ, rem = g - img * a.TPQ;
-        const int ty = rem / a.TQ, tx = rem - ty * a.TQ;
+        const int img = s_img[t], ty = (s_row0[t] + a.ph) / M, tx = (s_col0[t] + a.pw) / M;
         if (a.pool == WinogradPool::None) {
             float* yo = y + (static_cast<i64>(img) * a.K + k) * a.P * a.Q;
 #pragma unroll
@@ -344,10 +347,12 @@ WinoLaunch launch_of() {
             S::kSharedBytes};
 }
 
-// The instantiation for (m, r) and K: F(4,5) with K <= 16 takes 16 maps x 32 tiles a block (Fashion conv2's 16
-// maps), else 32 maps x 16 tiles.
+// The instantiation for (m, r) and K: F(4,5) with K <= 16 takes 16 maps x 16 tiles x 4-channel chunks a block
+// (Fashion conv2's 16 maps; 256 threads, 67 KB: two blocks per SM, so one block's staging, barriers and epilogue
+// overlap the other's products), else 32 maps x 16 tiles x 8 channels (one 512-thread block per SM).
 WinoLaunch select(int m, int r, i64 K) {
-    if (m == 4 && r == 5) return K <= 16 ? launch_of<Shape<4, 5, 16, 32>>() : launch_of<Shape<4, 5, 32, 16>>();
+    if (m == 4 && r == 5)
+        return K <= 16 ? launch_of<Shape<4, 5, 16, 16, 4, 2>>() : launch_of<Shape<4, 5, 32, 16>>();
     if (m == 2 && r == 5) return launch_of<Shape<2, 5, 32, 16>>();
     if (m == 4 && r == 3) return launch_of<Shape<4, 3, 32, 16>>();
     return launch_of<Shape<2, 3, 32, 32>>();
