@@ -74,7 +74,12 @@ struct Shape {
     // tid / (KB/4 CB) + kPtStep i, when the block's threads cover whole (channel, map) planes.
     static constexpr bool kFixedU = kThreads % (CB * KB / 4) == 0 && kNN % (kThreads / (CB * KB / 4)) == 0;
     static constexpr int kPtStep = kThreads / (CB * KB / 4);
-    static constexpr int kEpilogueFloats = kNN * KB * TB;                      // Es
+    // Es[pt][kk][t]: the point stride padded by 16 floats (neighbouring points on opposite bank halves) and each
+    // map row's float4 slots XOR-swizzled by the map group kk / KT, so the accumulator stores (a warp spans 2-8
+    // points x map groups x tile groups) use all banks; the epilogue's reads (t contiguous) stay conflict-free.
+    static constexpr int kEsPt = KB * TB + 16;
+    static constexpr int kEpilogueFloats = kNN * kEsPt;  // Es
+    static_assert(TB % 16 == 0, "Es swizzle: at least 4 float4 slots a map row");
     static constexpr int kSharedBytes = 4 * (kStageFloats > kEpilogueFloats ? kStageFloats : kEpilogueFloats);
     static_assert(KB % KT == 0 && TB % TT == 0 && KT % 4 == 0 && TT % 4 == 0 && kThreads % 32 == 0, "block shape");
 };
@@ -120,7 +125,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     float* Us = smem;                       // 2 x [NN][kUsPt] ([CB][KB] + pad): chunk i in buffer i & 1
     float* Vs = Us + 2 * NN * kUsPt;        // [NN][kVsPt] ([CB][TB] + pad)
     float* Rs = Vs + NN * kVsPt;            // [CB][n][n][TB]: raw patches, then B^T d in place
-    float* Es = smem;                       // [NN][KB][TB] after the last chunk
+    float* Es = smem;                       // [NN][KB][TB] (padded, swizzled: es()) after the last chunk
     __shared__ i64 s_base[TB];              // x offset of the tile's image
     __shared__ int s_row0[TB], s_col0[TB];  // input row and column of the patch's corner; s_row0 INT_MIN: no tile
     __shared__ int s_img[TB];               // the tile's image (for the epilogue: no divisions there)
@@ -267,11 +272,14 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     __syncthreads();  // every product done before Es overwrites the staging buffers
 
     // Accumulators to Es[pt][kk][t] (over the staging buffers).
+    auto es = [](int p, int kk, int t) {
+        return p * S::kEsPt + kk * TB + (((t >> 2) ^ ((kk / KT) & 3)) << 2) + (t & 3);
+    };
 #pragma unroll
     for (int i = 0; i < KT; ++i)
 #pragma unroll
         for (int q = 0; q < TT / 4; ++q)
-            *reinterpret_cast<float4*>(Es + (pt * KB + kg * KT + i) * TB + tg * TT + 4 * q) =
+            *reinterpret_cast<float4*>(Es + es(pt, kg * KT + i, tg * TT + 4 * q)) =
                 make_float4(acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2], acc[i][4 * q + 3]);
     __syncthreads();
 
@@ -285,7 +293,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
         for (int b = 0; b < n; ++b) {
             float col[n], o[M];
 #pragma unroll
-            for (int r = 0; r < n; ++r) col[r] = Es[((r * n + b) * KB + kk) * TB + t];
+            for (int r = 0; r < n; ++r) col[r] = Es[es(r * n + b, kk, t)];
             T::at(col, o);
 #pragma unroll
             for (int i = 0; i < M; ++i) tmp[i][b] = o[i];
@@ -348,7 +356,7 @@ WinoLaunch launch_of() {
 }
 
 // The instantiation for (m, r) and K: F(4,5) with K <= 16 takes 16 maps x 16 tiles x 4-channel chunks a block
-// (Fashion conv2's 16 maps; 256 threads, 67 KB: two blocks per SM, so one block's staging, barriers and epilogue
+// (Fashion conv2's 16 maps; 256 threads, 68 KB: two blocks per SM, so one block's staging, barriers and epilogue
 // overlap the other's products), else 32 maps x 16 tiles x 8 channels (one 512-thread block per SM).
 WinoLaunch select(int m, int r, i64 K) {
     if (m == 4 && r == 5)
