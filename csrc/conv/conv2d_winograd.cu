@@ -65,7 +65,9 @@ struct Shape {
     // Per-point strides of Us and Vs padded by 4 floats: the product loop's float4 loads of the 4 points a warp
     // spans then fall on different banks (unpadded, the 256- and 128-float strides put them on the same ones).
     static constexpr int kUsPt = CB * KB + 4, kVsPt = CB * TB + 4;
-    static constexpr int kStageFloats = kNN * (2 * kUsPt + kVsPt) + CB * kNN * TB;  // Us x 2, Vs, Rs
+    // Rs's channel stride padded by 16 floats: the row pass's warps span two channels (opposite bank halves).
+    static constexpr int kRsC = kNN * TB + 16;
+    static constexpr int kStageFloats = kNN * (2 * kUsPt + kVsPt) + CB * kRsC;  // Us x 2, Vs, Rs
     // Raw-patch staging: thread tid always copies tile tid % TB, patch column (tid / TB) % n, and the rows
     // tid / (TB n) + kRowStep q of every channel, so its addresses and bounds are computed once per block.
     static constexpr int kRowStep = kThreads / (TB * kN), kRowsPerThread = kN / kRowStep;
@@ -124,7 +126,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     constexpr int kUsPt = S::kUsPt, kVsPt = S::kVsPt;
     float* Us = smem;                       // 2 x [NN][kUsPt] ([CB][KB] + pad): chunk i in buffer i & 1
     float* Vs = Us + 2 * NN * kUsPt;        // [NN][kVsPt] ([CB][TB] + pad)
-    float* Rs = Vs + NN * kVsPt;            // [CB][n][n][TB]: raw patches, then B^T d in place
+    float* Rs = Vs + NN * kVsPt;            // [CB][n][n][TB] (channel stride kRsC): raw patches, then B^T d
     float* Es = smem;                       // [NN][KB][TB] (padded, swizzled: es()) after the last chunk
     __shared__ i64 s_base[TB];              // x offset of the tile's image
     __shared__ int s_row0[TB], s_col0[TB];  // input row and column of the patch's corner; s_row0 INT_MIN: no tile
@@ -159,10 +161,6 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
         for (int j = 0; j < TT; ++j) acc[i][j] = 0.0f;
     __syncthreads();
 
-    // Chunk c0's raw patches into Rs (4-byte cp.async, zero-filled outside the image, for channels past C and
-    // for missing tiles: padding and ragged tiles read zeros) and its filters into Us[buf] (16-byte cp.async;
-    // U is padded, every copy is in bounds). Issued one chunk ahead, so they land during the previous chunk's
-    // products.
     // This thread's patch elements (S::kRowStep): tile st, column sj, rows sr0 + kRowStep q; per chunk only a
     // channel offset and the channel bound are added (no index arithmetic in the loop).
     constexpr int kRowStep = S::kRowStep, NRQ = S::kRowsPerThread;
@@ -198,7 +196,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
 #pragma unroll
             for (int q = 0; q < NRQ; ++q) {
                 const bool ok = ((okmask >> q) & 1u) && c < cl;
-                dev::cp_async_4(rdst + (c * NN + kRowStep * q * n) * TB, ok ? xc + q * rowstep : x, ok ? 4 : 0);
+                dev::cp_async_4(rdst + c * S::kRsC + kRowStep * q * n * TB, ok ? xc + q * rowstep : x, ok ? 4 : 0);
             }
         }
         if constexpr (S::kFixedU) {
@@ -227,18 +225,18 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
             const int t = i % TB, j = (i / TB) % n, c = i / (TB * n);
             float d[n], o[n];
 #pragma unroll
-            for (int r = 0; r < n; ++r) d[r] = Rs[((c * n + r) * n + j) * TB + t];
+            for (int r = 0; r < n; ++r) d[r] = Rs[c * S::kRsC + (r * n + j) * TB + t];
             T::bt(d, o);
 #pragma unroll
-            for (int r = 0; r < n; ++r) Rs[((c * n + r) * n + j) * TB + t] = o[r];
+            for (int r = 0; r < n; ++r) Rs[c * S::kRsC + (r * n + j) * TB + t] = o[r];
         }
         __syncthreads();
         // b. row pass (x B): V[(r*n + b)][c][t].
         for (int i = tid; i < CB * n * TB; i += S::kThreads) {
-            const int t = i % TB, r = (i / TB) % n, c = i / (TB * n);
+            const int t = i % TB, c = (i / TB) % CB, r = i / (TB * CB);  // c before r: Vs stores contiguous
             float d[n], o[n];
 #pragma unroll
-            for (int b = 0; b < n; ++b) d[b] = Rs[((c * n + r) * n + b) * TB + t];
+            for (int b = 0; b < n; ++b) d[b] = Rs[c * S::kRsC + (r * n + b) * TB + t];
             T::bt(d, o);
 #pragma unroll
             for (int b = 0; b < n; ++b) Vs[(r * n + b) * kVsPt + c * TB + t] = o[b];
