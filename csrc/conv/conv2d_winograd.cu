@@ -12,7 +12,8 @@
 //      share a block) and KB maps, and loops over the channels CB at a time, staging one chunk ahead:
 //        0. chunk i+1's raw n x n patches -> Rs (4-byte cp.async, zero-filled outside the image: padding and
 //           ragged tiles) and its U -> Us[(i+1) & 1] (16-byte cp.async) are issued before chunk i's products,
-//           so global latency hides behind them (the kernel runs one 512-thread block per SM);
+//           so global latency hides behind them (one 512-thread block per SM; two 256-thread ones for
+//           Fashion-sized K <= 16); each thread's source addresses and bounds are computed once per block;
 //        a. column pass (B^T) in place in Rs[c][row][col][tile];
 //        b. row pass (x B) -> Vs[pt][c][tile];
 //        c. per-point products: thread (pt, kg, tg) owns a KT x TT register tile of maps x tiles of its point
