@@ -12,7 +12,8 @@
 //      share a block) and KB maps, and loops over the channels CB at a time, staging one chunk ahead:
 //        0. chunk i+1's raw n x n patches -> Rs (4-byte cp.async, zero-filled outside the image: padding and
 //           ragged tiles) and its U -> Us[(i+1) & 1] (16-byte cp.async) are issued before chunk i's products,
-//           so global latency hides behind them (the kernel runs one 512-thread block per SM);
+//           so global latency hides behind them (one 512-thread block per SM; two 256-thread ones for
+//           Fashion-sized K <= 16); each thread's source addresses and bounds are computed once per block;
 //        a. column pass (B^T) in place in Rs[c][row][col][tile];
 //        b. row pass (x B) -> Vs[pt][c][tile];
 //        c. per-point products: thread (pt, kg, tg) owns a KT x TT register tile of maps x tiles of its point
@@ -53,16 +54,35 @@ struct WinoParams {
     WinogradPool pool;
 };
 
-// Block shape: KB maps x TB tiles, CB channels per chunk, KT x TT register tile per thread.
-template <int M, int R, int KB_, int TB_>
+// Block shape: KB maps x TB tiles, CB channels per chunk, KT x TT register tile per thread, MinBlocks resident
+// blocks per SM asked of ptxas (2 only at 256 threads: 128 registers; 2 at 288 threads caps them at 96 and spills).
+template <int M, int R, int KB_, int TB_, int CB_ = 8, int MinBlocks = 1>
 struct Shape {
     static constexpr int kM = M, kR = R, kN = M + R - 1, kNN = kN * kN;
-    static constexpr int KB = KB_, TB = TB_, CB = 8, KT = 8, TT = 8;
+    static constexpr int KB = KB_, TB = TB_, CB = CB_, KT = 8, TT = 8;
     static constexpr int KG = KB / KT, TG = TB / TT;
     static constexpr int kThreads = kNN * KG * TG;
-    static constexpr int kMinBlocks = 1;  // 2 at 288 threads caps registers at 96 and spills
-    static constexpr int kStageFloats = kNN * CB * (2 * KB + TB) + CB * kNN * TB;  // Us x 2, Vs, Rs
-    static constexpr int kEpilogueFloats = kNN * KB * TB;                      // Es
+    static constexpr int kMinBlocks = MinBlocks;
+    // Per-point strides of Us and Vs padded by 4 floats: the product loop's float4 loads of the 4 points a warp
+    // spans then fall on different banks (unpadded, the 256- and 128-float strides put them on the same ones).
+    static constexpr int kUsPt = CB * KB + 4, kVsPt = CB * TB + 4;
+    // Rs's channel stride padded by 16 floats: the row pass's warps span two channels (opposite bank halves).
+    static constexpr int kRsC = kNN * TB + 16;
+    static constexpr int kStageFloats = kNN * (2 * kUsPt + kVsPt) + CB * kRsC;  // Us x 2, Vs, Rs
+    // Raw-patch staging: thread tid always copies tile tid % TB, patch column (tid / TB) % n, and the rows
+    // tid / (TB n) + kRowStep q of every channel, so its addresses and bounds are computed once per block.
+    static constexpr int kRowStep = kThreads / (TB * kN), kRowsPerThread = kN / kRowStep;
+    static_assert(kThreads % (TB * kN) == 0 && kRowStep >= 1 && kN % kRowStep == 0, "patch staging map");
+    // Filter staging: thread tid always copies float4 tid % (KB/4) of channel (tid / (KB/4)) % CB, points
+    // tid / (KB/4 CB) + kPtStep i, when the block's threads cover whole (channel, map) planes.
+    static constexpr bool kFixedU = kThreads % (CB * KB / 4) == 0 && kNN % (kThreads / (CB * KB / 4)) == 0;
+    static constexpr int kPtStep = kThreads / (CB * KB / 4);
+    // Es[pt][kk][t]: the point stride padded by 16 floats (neighbouring points on opposite bank halves) and each
+    // map row's float4 slots XOR-swizzled by the map group kk / KT, so the accumulator stores (a warp spans 2-8
+    // points x map groups x tile groups) use all banks; the epilogue's reads (t contiguous) stay conflict-free.
+    static constexpr int kEsPt = KB * TB + 16;
+    static constexpr int kEpilogueFloats = kNN * kEsPt;  // Es
+    static_assert(TB % 16 == 0, "Es swizzle: at least 4 float4 slots a map row");
     static constexpr int kSharedBytes = 4 * (kStageFloats > kEpilogueFloats ? kStageFloats : kEpilogueFloats);
     static_assert(KB % KT == 0 && TB % TT == 0 && KT % 4 == 0 && TT % 4 == 0 && kThreads % 32 == 0, "block shape");
 };
@@ -104,12 +124,14 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     using T = winograd::Transforms<S::kM, S::kR>;
     constexpr int n = S::kN, NN = S::kNN, M = S::kM, KB = S::KB, TB = S::TB, CB = S::CB, KT = S::KT, TT = S::TT;
     extern __shared__ __align__(16) float smem[];
-    float* Us = smem;                       // 2 x [NN][CB][KB]: chunk i in buffer i & 1
-    float* Vs = Us + 2 * NN * CB * KB;      // [NN][CB][TB]
-    float* Rs = Vs + NN * CB * TB;          // [CB][n][n][TB]: raw patches, then B^T d in place
-    float* Es = smem;                       // [NN][KB][TB] after the last chunk
+    constexpr int kUsPt = S::kUsPt, kVsPt = S::kVsPt;
+    float* Us = smem;                       // 2 x [NN][kUsPt] ([CB][KB] + pad): chunk i in buffer i & 1
+    float* Vs = Us + 2 * NN * kUsPt;        // [NN][kVsPt] ([CB][TB] + pad)
+    float* Rs = Vs + NN * kVsPt;            // [CB][n][n][TB] (channel stride kRsC): raw patches, then B^T d
+    float* Es = smem;                       // [NN][KB][TB] (padded, swizzled: es()) after the last chunk
     __shared__ i64 s_base[TB];              // x offset of the tile's image
     __shared__ int s_row0[TB], s_col0[TB];  // input row and column of the patch's corner; s_row0 INT_MIN: no tile
+    __shared__ int s_img[TB];               // the tile's image (for the epilogue: no divisions there)
 
     const int tid = threadIdx.x;
     const int tile0 = blockIdx.x * TB, k0 = blockIdx.y * KB;
@@ -120,10 +142,12 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
             const int img = g / a.TPQ, rem = g - img * a.TPQ;
             const int ty = rem / a.TQ, tx = rem - ty * a.TQ;
             s_base[t] = static_cast<i64>(img) * a.C * HW;
+            s_img[t] = img;
             s_row0[t] = ty * M - a.ph;
             s_col0[t] = tx * M - a.pw;
         } else {
             s_base[t] = 0;
+            s_img[t] = 0;
             s_row0[t] = INT_MIN;
             s_col0[t] = 0;
         }
@@ -138,23 +162,57 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
         for (int j = 0; j < TT; ++j) acc[i][j] = 0.0f;
     __syncthreads();
 
+    // This thread's patch elements (S::kRowStep): tile st, column sj, rows sr0 + kRowStep q; per chunk only a
+    // channel offset and the channel bound are added (no index arithmetic in the loop).
+    constexpr int kRowStep = S::kRowStep, NRQ = S::kRowsPerThread;
+    const int st = tid % TB, sj = (tid / TB) % n, sr0 = tid / (TB * n);
+    const float* xt;     // x at (tile st's image, channel 0, row row0 + sr0, column col0 + sj); may point before
+    unsigned okmask = 0;  // bit q: row sr0 + kRowStep q and column sj of tile st lie inside the image
+    {
+        const int row0 = s_row0[st], col = s_col0[st] + sj;
+        const bool colok = row0 != INT_MIN && col >= 0 && col < a.W;
+#pragma unroll
+        for (int q = 0; q < NRQ; ++q) {
+            const int row = row0 + sr0 + kRowStep * q;
+            okmask |= (colok && row >= 0 && row < a.H) ? 1u << q : 0u;
+        }
+        xt = colok ? x + s_base[st] + static_cast<i64>(row0 + sr0) * a.W + col : x;
+    }
+    const i64 rowstep = static_cast<i64>(kRowStep) * a.W;
+    float* const rdst = Rs + (sr0 * n + sj) * TB + st;
+    // This thread's filter float4s (S::kFixedU): float4 uq of channel uc, points up0 + kPtStep i.
+    constexpr int KB4 = KB / 4;
+    const int uq = tid % KB4, uc = (tid / KB4) % CB, up0 = tid / (KB4 * CB);
+    const i64 ustep = static_cast<i64>(S::kPtStep) * a.Cp * a.Kp;
+
     // Chunk c0's raw patches into Rs (4-byte cp.async, zero-filled outside the image, for channels past C and
     // for missing tiles: padding and ragged tiles read zeros) and its filters into Us[buf] (16-byte cp.async;
     // U is padded, every copy is in bounds). Issued one chunk ahead, so they land during the previous chunk's
     // products.
     auto stage = [&](int c0, float* us) {
-        for (int i = tid; i < CB * NN * TB; i += S::kThreads) {
-            const int t = i % TB, j = (i / TB) % n, r = (i / (TB * n)) % n, c = i / (TB * NN);
-            const int row0 = s_row0[t], row = row0 + r, col = s_col0[t] + j;
-            const bool ok = row0 != INT_MIN && c0 + c < a.C && row >= 0 && row < a.H && col >= 0 && col < a.W;
-            const float* src = ok ? x + s_base[t] + (c0 + c) * HW + static_cast<i64>(row) * a.W + col : x;
-            dev::cp_async_4(Rs + i, src, ok ? 4 : 0);
+        const int cl = a.C - c0;  // channels of this chunk that exist
+#pragma unroll
+        for (int c = 0; c < CB; ++c) {
+            const float* xc = xt + (c0 + c) * HW;
+#pragma unroll
+            for (int q = 0; q < NRQ; ++q) {
+                const bool ok = ((okmask >> q) & 1u) && c < cl;
+                dev::cp_async_4(rdst + c * S::kRsC + kRowStep * q * n * TB, ok ? xc + q * rowstep : x, ok ? 4 : 0);
+            }
         }
-        for (int i = tid; i < NN * CB * (KB / 4); i += S::kThreads) {
-            const int q4 = i % (KB / 4), rest = i / (KB / 4);
-            const int c = rest % CB, p = rest / CB;
-            dev::cp_async_16(us + (p * CB + c) * KB + q4 * 4,
-                             u + (static_cast<i64>(p) * a.Cp + c0 + c) * a.Kp + k0 + q4 * 4, 16);
+        if constexpr (S::kFixedU) {
+            const float* us_src = u + (static_cast<i64>(up0) * a.Cp + c0 + uc) * a.Kp + k0 + 4 * uq;
+            float* us_dst = us + up0 * kUsPt + uc * KB + 4 * uq;
+#pragma unroll
+            for (int i = 0; i < NN / S::kPtStep; ++i)
+                dev::cp_async_16(us_dst + i * S::kPtStep * kUsPt, us_src + i * ustep, 16);
+        } else {
+            for (int i = tid; i < NN * CB * KB4; i += S::kThreads) {
+                const int q4 = i % KB4, rest = i / KB4;
+                const int c = rest % CB, p = rest / CB;
+                dev::cp_async_16(us + p * kUsPt + c * KB + q4 * 4,
+                                 u + (static_cast<i64>(p) * a.Cp + c0 + c) * a.Kp + k0 + q4 * 4, 16);
+            }
         }
     };
     stage(0, Us);
@@ -168,28 +226,28 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
             const int t = i % TB, j = (i / TB) % n, c = i / (TB * n);
             float d[n], o[n];
 #pragma unroll
-            for (int r = 0; r < n; ++r) d[r] = Rs[((c * n + r) * n + j) * TB + t];
+            for (int r = 0; r < n; ++r) d[r] = Rs[c * S::kRsC + (r * n + j) * TB + t];
             T::bt(d, o);
 #pragma unroll
-            for (int r = 0; r < n; ++r) Rs[((c * n + r) * n + j) * TB + t] = o[r];
+            for (int r = 0; r < n; ++r) Rs[c * S::kRsC + (r * n + j) * TB + t] = o[r];
         }
         __syncthreads();
         // b. row pass (x B): V[(r*n + b)][c][t].
         for (int i = tid; i < CB * n * TB; i += S::kThreads) {
-            const int t = i % TB, r = (i / TB) % n, c = i / (TB * n);
+            const int t = i % TB, c = (i / TB) % CB, r = i / (TB * CB);  // c before r: Vs stores contiguous
             float d[n], o[n];
 #pragma unroll
-            for (int b = 0; b < n; ++b) d[b] = Rs[((c * n + r) * n + b) * TB + t];
+            for (int b = 0; b < n; ++b) d[b] = Rs[c * S::kRsC + (r * n + b) * TB + t];
             T::bt(d, o);
 #pragma unroll
-            for (int b = 0; b < n; ++b) Vs[((r * n + b) * CB + c) * TB + t] = o[b];
+            for (int b = 0; b < n; ++b) Vs[(r * n + b) * kVsPt + c * TB + t] = o[b];
         }
         __syncthreads();  // Vs ready; Rs and the other U buffer (read by the previous chunk) free
-        if (c0 + CB < a.Cp) stage(c0 + CB, Us + (buf ^ 1) * NN * CB * KB);
+        if (c0 + CB < a.Cp) stage(c0 + CB, Us + (buf ^ 1) * NN * kUsPt);
         dev::cp_async_commit();
         // c. the point's products, channels in order.
-        const float* up = Us + buf * NN * CB * KB + pt * CB * KB + kg * KT;
-        const float* vp = Vs + pt * CB * TB + tg * TT;
+        const float* up = Us + buf * NN * kUsPt + pt * kUsPt + kg * KT;
+        const float* vp = Vs + pt * kVsPt + tg * TT;
 #pragma unroll 2
         for (int c = 0; c < CB; ++c) {
             float uf[KT], vf[TT];
@@ -213,11 +271,14 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     __syncthreads();  // every product done before Es overwrites the staging buffers
 
     // Accumulators to Es[pt][kk][t] (over the staging buffers).
+    auto es = [](int p, int kk, int t) {
+        return p * S::kEsPt + kk * TB + (((t >> 2) ^ ((kk / KT) & 3)) << 2) + (t & 3);
+    };
 #pragma unroll
     for (int i = 0; i < KT; ++i)
 #pragma unroll
         for (int q = 0; q < TT / 4; ++q)
-            *reinterpret_cast<float4*>(Es + (pt * KB + kg * KT + i) * TB + tg * TT + 4 * q) =
+            *reinterpret_cast<float4*>(Es + es(pt, kg * KT + i, tg * TT + 4 * q)) =
                 make_float4(acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2], acc[i][4 * q + 3]);
     __syncthreads();
 
@@ -231,7 +292,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
         for (int b = 0; b < n; ++b) {
             float col[n], o[M];
 #pragma unroll
-            for (int r = 0; r < n; ++r) col[r] = Es[((r * n + b) * KB + kk) * TB + t];
+            for (int r = 0; r < n; ++r) col[r] = Es[es(r * n + b, kk, t)];
             T::at(col, o);
 #pragma unroll
             for (int i = 0; i < M; ++i) tmp[i][b] = o[i];
@@ -244,8 +305,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
 #pragma unroll
             for (int j = 0; j < M; ++j) yv[i][j] = apply_activation(yv[i][j] + bk, a.act);
         }
-        const int img = g / a.TPQ, rem = g - img * a.TPQ;
-        const int ty = rem / a.TQ, tx = rem - ty * a.TQ;
+        const int img = s_img[t], ty = (s_row0[t] + a.ph) / M, tx = (s_col0[t] + a.pw) / M;
         if (a.pool == WinogradPool::None) {
             float* yo = y + (static_cast<i64>(img) * a.K + k) * a.P * a.Q;
 #pragma unroll
@@ -294,10 +354,12 @@ WinoLaunch launch_of() {
             S::kSharedBytes};
 }
 
-// The instantiation for (m, r) and K: F(4,5) with K <= 16 takes 16 maps x 32 tiles a block (Fashion conv2's 16
-// maps), else 32 maps x 16 tiles.
+// The instantiation for (m, r) and K: F(4,5) with K <= 16 takes 16 maps x 16 tiles x 4-channel chunks a block
+// (Fashion conv2's 16 maps; 256 threads, 68 KB: two blocks per SM, so one block's staging, barriers and epilogue
+// overlap the other's products), else 32 maps x 16 tiles x 8 channels (one 512-thread block per SM).
 WinoLaunch select(int m, int r, i64 K) {
-    if (m == 4 && r == 5) return K <= 16 ? launch_of<Shape<4, 5, 16, 32>>() : launch_of<Shape<4, 5, 32, 16>>();
+    if (m == 4 && r == 5)
+        return K <= 16 ? launch_of<Shape<4, 5, 16, 16, 4, 2>>() : launch_of<Shape<4, 5, 32, 16>>();
     if (m == 2 && r == 5) return launch_of<Shape<2, 5, 32, 16>>();
     if (m == 4 && r == 3) return launch_of<Shape<4, 3, 32, 16>>();
     return launch_of<Shape<2, 3, 32, 32>>();

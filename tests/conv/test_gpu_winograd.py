@@ -51,6 +51,7 @@ SHAPES = [
     (5, 6, 30, 30, 16, 5, 5, 1, 0),     # Fashion conv2: the 16-map block
     (3, 32, 12, 12, 64, 5, 5, 1, 0),    # MNIST conv2
     (2, 7, 14, 9, 12, 5, 5, 1, 1),      # K = 12 < 16
+    (4, 13, 11, 9, 10, 5, 5, 1, 1),     # K <= 16 with m = 4: the 4-channel-chunk block over 4 chunks (last 1 deep)
 ]
 
 

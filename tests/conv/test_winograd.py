@@ -121,6 +121,11 @@ def test_kernel_header_code_computes_the_float32_transforms():
             mat = mats[name].astype(np.float64)
             d = rng.standard_normal(mat.shape[1])
             o = np.zeros(mat.shape[0])
-            for i, expr in re.findall(r"o\[(\d+)\] = (.*?);", body):
-                o[int(i)] = eval(re.sub(r"(\d)f\b", r"\1", expr), {"d": d})  # noqa: S307 (our own header)
+            env = {"d": d}  # the shared partial sums (const float e1 = ...;) in order, then the outputs
+            for tmp, i, expr in re.findall(r"(?:const float (\w+)|o\[(\d+)\]) = (.*?);", body):
+                v = eval(re.sub(r"(\d)f\b", r"\1", expr), env)  # noqa: S307 (our own header)
+                if tmp:
+                    env[tmp] = v
+                else:
+                    o[int(i)] = v
             np.testing.assert_allclose(o, mat @ d, rtol=1e-12, atol=1e-12, err_msg=f"F({m},{r}) {name}")
