@@ -25,7 +25,7 @@
 // every s; the row stride is = 8 (mod 16) words so the two half-warps (window rows wy and
 // wy+1, 2 input rows apart) hit disjoint banks: conflict-free reads for every tap.
 
-#include <cooperative_groups.h>
+#include "../common/cluster.cuh"
 
 #include <climits>
 #include <cstdint>
@@ -64,21 +64,19 @@ __device__ void cluster_finish(const std::int16_t* __restrict__ x, const std::in
                                std::int32_t* __restrict__ y, int* __restrict__ overflow, const Geometry& g, int* xs,
                                const int (&acc)[MB][4], int rank, int m0, int y0, int x0,
                                unsigned long long* wsum, int* xmax) {
-    namespace cg = cooperative_groups;
-    cg::cluster_group cluster = cg::this_cluster();
     const int tid = threadIdx.x;
 #pragma unroll
     for (int m = 0; m < MB; ++m)
 #pragma unroll
         for (int d = 0; d < 4; ++d) xs[(m * 4 + d) * kThreads + tid] = acc[m][d];  // staging is no longer read
-    cluster.sync();  // every rank's partials, wsum and xmax are complete and visible
+    cluster::sync();  // every rank's partials, wsum and xmax are complete and visible
     bool exact = true;
     {
         unsigned long long ws[MB] = {};
         int xm = 0;
         for (int r = 0; r < g.split; ++r) {
-            xm = max(xm, *cluster.map_shared_rank(xmax, r));
-            const unsigned long long* wr = cluster.map_shared_rank(wsum, r);
+            xm = max(xm, *cluster::map(xmax, r));
+            const unsigned long long* wr = cluster::map(wsum, r);
 #pragma unroll
             for (int m = 0; m < MB; ++m) ws[m] += wr[m];
         }
@@ -99,7 +97,7 @@ __device__ void cluster_finish(const std::int16_t* __restrict__ x, const std::in
             if (m0 + m >= g.M || oy / 2 >= PH || ox / 2 >= PW) continue;
             int v[4] = {0, 0, 0, 0};
             for (int r = 0; r < g.split; ++r) {
-                const int* part = cluster.map_shared_rank(xs, r);
+                const int* part = cluster::map(xs, r);
 #pragma unroll
                 for (int d = 0; d < 4; ++d) v[d] += part[(m * 4 + d) * kThreads + w];
             }
@@ -107,7 +105,7 @@ __device__ void cluster_finish(const std::int16_t* __restrict__ x, const std::in
                 max(0, max(max(v[0], v[1]), max(v[2], v[3])));
         }
     }
-    cluster.sync();  // no block leaves (freeing its shared memory) while another still reads it
+    cluster::sync();  // no block leaves (freeing its shared memory) while another still reads it
 }
 
 template <int MB>
@@ -119,9 +117,7 @@ __global__ void __launch_bounds__(kThreads, 3)  // 3 blocks/SM: up to 80 registe
     int2* taps = reinterpret_cast<int2*>(xs + kChunk * g.chan_words);  // [MB][kChunk * width]: value, offA | offB << 16
     __shared__ unsigned long long wsum[MB];                          // sum |w| per map, all channels
     __shared__ int xmax;                                             // max |x| over the staged tile
-
-    namespace cg = cooperative_groups;
-    const int rank = g.split > 1 ? static_cast<int>(cg::this_cluster().block_rank()) : 0;
+    const int rank = g.split > 1 ? static_cast<int>(cluster::rank()) : 0;
     const int owner = blockIdx.x / g.split;  // the (maps, tile) of this block's cluster
     const int group = owner % ((g.M + MB - 1) / MB), tile = owner / ((g.M + MB - 1) / MB);
     const int m0 = group * MB;
@@ -248,11 +244,11 @@ void launch(const std::int16_t* x, const std::int32_t* codes, std::int32_t* y, i
     config.gridDim = dim3(static_cast<unsigned>(blocks));
     config.blockDim = dim3(kThreads);
     config.dynamicSmemBytes = smem;
-    cudaLaunchAttribute cluster;
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = static_cast<unsigned>(g.split), cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
+    cudaLaunchAttribute dims;
+    dims.id = cudaLaunchAttributeClusterDimension;
+    dims.val.clusterDim.x = static_cast<unsigned>(g.split), dims.val.clusterDim.y = dims.val.clusterDim.z = 1;
+    config.attrs = &dims;
+    config.numAttrs = g.split > 1 ? 1 : 0;  // no cluster of one: below sm_90 there are none
     GPUOPT_CUDA_CHECK(cudaLaunchKernelEx(&config, fused_fast_kernel<MB>, x, codes, y, overflow, g));
     GPUOPT_CHECK_LAUNCH("sparse fused_fast_kernel");
 }
@@ -292,8 +288,10 @@ void sparse_conv_fast_fused(const std::int16_t* x, const std::int32_t* codes, st
     const std::int64_t owners = (s.M + (eight ? 7 : 3)) / (eight ? 8 : 4) * g.tiles;
     if (split == 0) {
         split = 1;
-        while (split < 8 && owners * split < 4 * 132 && s.C >= 2 * kChunk * 2 * split) split *= 2;
+        while (cluster::supported() && split < 8 && owners * split < 4 * 132 && s.C >= 2 * kChunk * 2 * split)
+            split *= 2;
     }
+    GPUOPT_REQUIRE(split == 1 || cluster::supported(), "sparse_conv_fast_fused: split > 1 needs thread-block clusters (a GPU of compute capability 9.0 or later)");
     g.split = split;
     if (eight)
         launch<8>(x, codes, y, overflow, g);

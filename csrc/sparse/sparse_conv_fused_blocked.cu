@@ -18,7 +18,7 @@
 // Channel split: a cluster of `split` blocks shares one (maps, tile), partial sums added in rank order through
 // distributed shared memory as exact int32 (every partial is within the bound).
 
-#include <cooperative_groups.h>
+#include "../common/cluster.cuh"
 
 #include <climits>
 #include <cstdint>
@@ -90,9 +90,7 @@ __global__ void __launch_bounds__(kPatches * MG, 2)
     __shared__ unsigned long long wsum[MB];
     __shared__ int xmax;
     __shared__ int inexact;  // some map's bound fails: the int64 path
-
-    namespace cg = cooperative_groups;
-    const int rank = g.split > 1 ? static_cast<int>(cg::this_cluster().block_rank()) : 0;
+    const int rank = g.split > 1 ? static_cast<int>(cluster::rank()) : 0;
     const int groups = (g.M + MB - 1) / MB;
     const int owner = blockIdx.x / g.split, group = owner % groups, tile = owner / groups;
     const int m0 = group * MB;
@@ -216,7 +214,6 @@ __global__ void __launch_bounds__(kPatches * MG, 2)
     __syncthreads();
     constexpr unsigned long long kLimit = std::is_same_v<T, float> ? (1ull << 24) : INT_MAX;
     const int PH = g.H / 2, PW = g.W / 2;
-    namespace cg = cooperative_groups;
     int* part = reinterpret_cast<int*>(smem_raw);  // [MB][kTile][kTile] partial sums (split > 1)
     if (g.split > 1) {  // the staging's last reads were before the __syncthreads above
 #pragma unroll
@@ -226,7 +223,7 @@ __global__ void __launch_bounds__(kPatches * MG, 2)
                 *reinterpret_cast<int4*>(part + ((gq * MT + t) * kTile + 4 * py + a) * kTile + 4 * px) =
                     make_int4(static_cast<int>(acc[t][a][0]), static_cast<int>(acc[t][a][1]),
                               static_cast<int>(acc[t][a][2]), static_cast<int>(acc[t][a][3]));
-        cg::this_cluster().sync();
+        cluster::sync();
     }
     // The bound over the cluster (this block alone when split == 1): thread m checks map m (few registers
     // while the accumulators are live).
@@ -234,8 +231,8 @@ __global__ void __launch_bounds__(kPatches * MG, 2)
         unsigned long long ws = 0;
         int xm = 0;
         for (int r = 0; r < g.split; ++r) {
-            xm = max(xm, g.split > 1 ? *cg::this_cluster().map_shared_rank(&xmax, r) : xmax);
-            ws += g.split > 1 ? cg::this_cluster().map_shared_rank(wsum, r)[tid] : wsum[tid];
+            xm = max(xm, g.split > 1 ? *cluster::map(&xmax, r) : xmax);
+            ws += g.split > 1 ? cluster::map(wsum, r)[tid] : wsum[tid];
         }
         if (static_cast<unsigned long long>(xm) * ws > kLimit) inexact = 1;
     }
@@ -282,7 +279,7 @@ __global__ void __launch_bounds__(kPatches * MG, 2)
             if (m0 + m >= g.M || oy / 2 >= PH || ox / 2 >= PW) continue;
             int v[4] = {0, 0, 0, 0};
             for (int r = 0; r < g.split; ++r) {
-                const int* pr = cg::this_cluster().map_shared_rank(part, r) + (m * kTile + 2 * wy) * kTile + 2 * wx;
+                const int* pr = cluster::map(part, r) + (m * kTile + 2 * wy) * kTile + 2 * wx;
                 const int2 top = *reinterpret_cast<const int2*>(pr), bot = *reinterpret_cast<const int2*>(pr + kTile);
                 v[0] += top.x, v[1] += top.y, v[2] += bot.x, v[3] += bot.y;
             }
@@ -290,7 +287,7 @@ __global__ void __launch_bounds__(kPatches * MG, 2)
                 max(0, max(max(v[0], v[1]), max(v[2], v[3])));
         }
     }
-    cg::this_cluster().sync();  // no block leaves (freeing its shared memory) while another still reads it
+    cluster::sync();  // no block leaves (freeing its shared memory) while another still reads it
 }
 
 template <typename T, int MT, int MG>
@@ -308,11 +305,11 @@ void launch(const std::int16_t* x, const std::int32_t* codes, std::int32_t* y, i
     config.gridDim = dim3(static_cast<unsigned>(blocks));
     config.blockDim = dim3(kPatches * MG);
     config.dynamicSmemBytes = smem;
-    cudaLaunchAttribute cluster;
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = static_cast<unsigned>(g.split), cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
+    cudaLaunchAttribute dims;
+    dims.id = cudaLaunchAttributeClusterDimension;
+    dims.val.clusterDim.x = static_cast<unsigned>(g.split), dims.val.clusterDim.y = dims.val.clusterDim.z = 1;
+    config.attrs = &dims;
+    config.numAttrs = g.split > 1 ? 1 : 0;  // no cluster of one: below sm_90 there are none
     GPUOPT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, x, codes, y, overflow, g));
     GPUOPT_CHECK_LAUNCH("sparse fused_blocked_kernel");
 }
@@ -335,8 +332,10 @@ void sparse_conv_fast_fused_blocked(const std::int16_t* x, const std::int32_t* c
     const std::int64_t owners = (s.M + MB - 1) / MB * g.tiles;
     if (split == 0) {
         split = 1;
-        while (split < 8 && owners * split * 2 <= 2 * 132 && s.C >= 2 * kChunk * 2 * split) split *= 2;
+        while (cluster::supported() && split < 8 && owners * split * 2 <= 2 * 132 && s.C >= 2 * kChunk * 2 * split)
+            split *= 2;
     }
+    GPUOPT_REQUIRE(split == 1 || cluster::supported(), "sparse_conv_fast_fused: split > 1 needs thread-block clusters (a GPU of compute capability 9.0 or later)");
     g.split = split;
     if (fp32)
         launch<float, MT, MG>(x, codes, y, overflow, g);

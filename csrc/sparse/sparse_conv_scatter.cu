@@ -18,7 +18,7 @@
 // Each block reads whole channel lists, so maps of many tiles repeat the list scans
 // (fast_fused is the better choice for large maps).
 
-#include <cooperative_groups.h>
+#include "../common/cluster.cuh"
 
 #include <climits>
 #include <cstdint>
@@ -87,9 +87,7 @@ __global__ void __launch_bounds__(kThreads)
     int2* taps = reinterpret_cast<int2*>(acc + MB * kTile * kTile);  // [MB][kTapChannels][width]: value, row << 4 | col
     __shared__ unsigned long long wsum[MB];
     __shared__ int xmax;
-
-    namespace cg = cooperative_groups;
-    const int rank = g.split > 1 ? static_cast<int>(cg::this_cluster().block_rank()) : 0;
+    const int rank = g.split > 1 ? static_cast<int>(cluster::rank()) : 0;
     const int groups = (g.M + MB - 1) / MB, owner = blockIdx.x / g.split;
     const int group = owner % groups, tile = owner / groups, m0 = group * MB;
     const int ty = tile / g.tiles_x, tx = tile - ty * g.tiles_x;
@@ -141,7 +139,7 @@ __global__ void __launch_bounds__(kThreads)
 
     atomicMax(&xmax, my_xmax);
     if (g.split > 1) {
-        cg::this_cluster().sync();  // every rank's accumulators, wsum and xmax complete and visible
+        cluster::sync();  // every rank's accumulators, wsum and xmax complete and visible
     } else {
         __syncthreads();
     }
@@ -150,11 +148,11 @@ __global__ void __launch_bounds__(kThreads)
     {
         int xm = 0;
         for (int r = 0; r < g.split; ++r)
-            xm = max(xm, *(g.split > 1 ? cg::this_cluster().map_shared_rank(&xmax, r) : &xmax));
+            xm = max(xm, *(g.split > 1 ? cluster::map(&xmax, r) : &xmax));
         for (int m = 0; m < MB; ++m) {
             unsigned long long ws = 0;
             for (int r = 0; r < g.split; ++r)
-                ws += (g.split > 1 ? cg::this_cluster().map_shared_rank(wsum, r) : wsum)[m];
+                ws += (g.split > 1 ? cluster::map(wsum, r) : wsum)[m];
             exact = exact && static_cast<unsigned long long>(xm) * ws <= INT_MAX;
         }
     }
@@ -173,14 +171,14 @@ __global__ void __launch_bounds__(kThreads)
             const int at = m * kTile * kTile + 2 * wy * kTile + 2 * wx;
             int v[4] = {0, 0, 0, 0};
             for (int r = 0; r < g.split; ++r) {
-                const int* a = (g.split > 1 ? cg::this_cluster().map_shared_rank(acc, r) : acc) + at;
+                const int* a = (g.split > 1 ? cluster::map(acc, r) : acc) + at;
                 v[0] += a[0], v[1] += a[1], v[2] += a[kTile], v[3] += a[kTile + 1];
             }
             y[(static_cast<long long>(m0 + m) * PH + oy / 2) * PW + ox / 2] =
                 max(0, max(max(v[0], v[1]), max(v[2], v[3])));
         }
     }
-    if (g.split > 1) cg::this_cluster().sync();  // no block frees its shared memory while another reads it
+    if (g.split > 1) cluster::sync();  // no block frees its shared memory while another reads it
 }
 
 template <int MB>
@@ -201,11 +199,11 @@ void launch(const std::int16_t* x, const std::int32_t* codes, std::int32_t* y, i
     config.gridDim = dim3(static_cast<unsigned>(blocks));
     config.blockDim = dim3(kThreads);
     config.dynamicSmemBytes = smem;
-    cudaLaunchAttribute cluster;
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = static_cast<unsigned>(g.split), cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
+    cudaLaunchAttribute dims;
+    dims.id = cudaLaunchAttributeClusterDimension;
+    dims.val.clusterDim.x = static_cast<unsigned>(g.split), dims.val.clusterDim.y = dims.val.clusterDim.z = 1;
+    config.attrs = &dims;
+    config.numAttrs = g.split > 1 ? 1 : 0;  // no cluster of one: below sm_90 there are none
     GPUOPT_CUDA_CHECK(cudaLaunchKernelEx(&config, scatter_kernel<MB>, x, codes, static_cast<const int2*>(nz.data()),
                                          static_cast<const int*>(count.data()), static_cast<const int*>(absmax.data()),
                                          y, overflow, g));
@@ -238,7 +236,7 @@ void sparse_conv_fast_sparse_input(const std::int16_t* x, const std::int32_t* co
     const bool eight = s.M > 4;
     const std::int64_t owners = (s.M + (eight ? 7 : 3)) / (eight ? 8 : 4) * g.tiles;
     g.split = 1;
-    while (g.split < 8 && owners * g.split < 4 * 132 && s.C >= 2 * kTapChannels * 2 * g.split) g.split *= 2;
+    while (cluster::supported() && g.split < 8 && owners * g.split < 4 * 132 && s.C >= 2 * kTapChannels * 2 * g.split) g.split *= 2;
     if (eight)
         launch<8>(x, codes, y, overflow, g);
     else
