@@ -268,7 +268,7 @@ void sparse_conv_fast_fused(const std::int16_t* x, const std::int32_t* codes, st
     GPUOPT_REQUIRE(three || kernel == FusedKernel::kAuto || kernel == FusedKernel::kWindow,
                    "sparse_conv_fast_fused: the register-blocked kernels (int32, fp32) are 3x3 only, got " +
                        std::to_string(s.R) + "x" + std::to_string(s.S));
-    if (kernel == FusedKernel::kInt32 || kernel == FusedKernel::kFp32 || (kernel == FusedKernel::kAuto && three)) {
+    if (kernel == FusedKernel::kInt32 || kernel == FusedKernel::kFp32) {
         sparse_conv_fast_fused_blocked(x, codes, width, y, overflow, s, split, kernel == FusedKernel::kFp32);
         return;
     }
