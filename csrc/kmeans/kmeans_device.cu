@@ -63,7 +63,7 @@ __device__ inline void finish_in_block(std::int64_t n, int d, int k, std::int64_
             const int e = item % kd;
             double s = 0.0;
 #pragma unroll
-            for (int h = 0; h < kGroup; h += kGroup / 4) {  // in quarters: 8 loads in flight (the 64-register cap)
+            for (int h = 0; h < kGroup; h += kGroup / 4) {  // in quarters: 8 loads in flight (16 spill at 64 registers)
                 double part[kGroup / 4];
 #pragma unroll
                 for (int u = 0; u < kGroup / 4; ++u) {
@@ -178,9 +178,19 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
                 membership[start + i] = best;
             }
             members_s[i] = best;  // -1 past the end: a member of no cluster
+            if (k <= kGatherMaxK) {  // k is uniform: every lane takes this branch together
+                // Member counts by a ballot per cluster, one shared atomic a warp: 32 lanes' atomics on at most
+                // 4 addresses would serialise.
+#pragma unroll
+                for (int c = 0; c < kGatherMaxK; ++c) {
+                    const int m = c < k ? __popc(__ballot_sync(0xffffffffu, best == c)) : 0;
+                    if (m && threadIdx.x % 32 == 0) atomicAdd(&counts_s[c], m);
+                }
+            }
         }
         __syncthreads();  // members_s complete
-        for (int i = threadIdx.x; i < len; i += kThreads) atomicAdd(&counts_s[members_s[i]], 1);
+        if (k > kGatherMaxK)
+            for (int i = threadIdx.x; i < len; i += kThreads) atomicAdd(&counts_s[members_s[i]], 1);
 
         // Chunk sums of the (cluster, coordinate) pairs this thread owns: the leaf sums added in leaf order.
         double chunk_sum[kPerThread];
@@ -217,14 +227,25 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
                 // (each x read once; the same sequence of adds per (leaf, cluster, coordinate) as above).
                 for (int t = threadIdx.x; t < leaves * kd; t += kThreads) leaf_s[t] = 0.0;
                 __syncthreads();
+                // The loads are issued first, 16 at a time: a load inside the member test waits a full L2 round
+                // trip per object (x does not stay in L1 next to the shared memory), 32 in a row per pass.
                 for (int item = threadIdx.x; item < leaves * d; item += kThreads) {
                     const int lp = item / d, j = item % d;
                     const int first = (leaf0 + lp) * kLeaf;
+                    const int in_leaf = len - first;  // objects of this leaf in the chunk (<= 0: none)
                     double* acc = leaf_s + lp * kd + j;
                     const float* col = x + (start + first) * d + j;
-                    for (int i = 0; i < kLeaf; ++i) {
-                        const int m = members_s[first + i];
-                        if (m >= 0) acc[m * d] += static_cast<double>(col[static_cast<std::int64_t>(i) * d]);
+#pragma unroll
+                    for (int h = 0; h < kLeaf; h += kLeaf / 2) {
+                        float v[kLeaf / 2];
+#pragma unroll
+                        for (int i = 0; i < kLeaf / 2; ++i)
+                            v[i] = h + i < in_leaf ? col[static_cast<std::int64_t>(h + i) * d] : 0.f;
+#pragma unroll
+                        for (int i = 0; i < kLeaf / 2; ++i) {
+                            const int m = members_s[first + h + i];  // -1 past the end
+                            if (m >= 0) acc[m * d] += static_cast<double>(v[i]);
+                        }
                     }
                 }
             }
