@@ -224,8 +224,10 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
                 // (each x read once; the same sequence of adds per (leaf, cluster, coordinate) as above).
                 for (int t = threadIdx.x; t < leaves * kd; t += kThreads) leaf_s[t] = 0.0;
                 __syncthreads();
-                // The loads are issued first, 16 at a time: a load inside the member test waits a full L2 round
-                // trip per object (x does not stay in L1 next to the shared memory), 32 in a row per pass.
+                // The loads are issued first, 16 at a time (the dot form's 128 registers: all 32): a load inside
+                // the member test waits a full L2 round trip per object (x does not stay in L1 next to the shared
+                // memory), 32 in a row per pass.
+                constexpr int kBatch = Dot ? kLeaf : kLeaf / 2;
                 for (int item = threadIdx.x; item < leaves * d; item += kThreads) {
                     const int lp = item / d, j = item % d;
                     const int first = (leaf0 + lp) * kLeaf;
@@ -233,13 +235,13 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
                     double* acc = leaf_s + lp * kd + j;
                     const float* col = x + (start + first) * d + j;
 #pragma unroll
-                    for (int h = 0; h < kLeaf; h += kLeaf / 2) {
-                        float v[kLeaf / 2];
+                    for (int h = 0; h < kLeaf; h += kBatch) {
+                        float v[kBatch];
 #pragma unroll
-                        for (int i = 0; i < kLeaf / 2; ++i)
+                        for (int i = 0; i < kBatch; ++i)
                             v[i] = h + i < in_leaf ? col[static_cast<std::int64_t>(h + i) * d] : 0.f;
 #pragma unroll
-                        for (int i = 0; i < kLeaf / 2; ++i) {
+                        for (int i = 0; i < kBatch; ++i) {
                             const int m = members_s[first + h + i];  // -1 past the end
                             if (m >= 0) acc[m * d] += static_cast<double>(v[i]);
                         }
