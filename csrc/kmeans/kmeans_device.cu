@@ -15,8 +15,9 @@
 // Every kernel returns at once when the done flag is set, so the host queues loops in batches and reads the
 // flag (with the delta history, one copy) once per batch. The result equals kmeans_cpu(..., Summation::Chunked)
 // bit for bit, on any grid.
-// "device_fused": assign_and_sum<D, Fused=true>: its last block (threadfence + counter) runs finish_loop's tree
-// itself (finish_in_block), one launch a loop. "device_gemm": assign_and_sum<D, false, Dot=true>: nearest_dot
+// "device_fused": assign_and_sum<D, Fused=true>: the block that writes a group's last chunk sum adds the group's
+// chunk sums (a counter per group); the loop's last block (threadfence + counter) adds the group sums in order
+// (finish_in_block): finish_loop's tree, one launch a loop. "device_gemm": assign_and_sum<D, false, Dot=true>: nearest_dot
 // (kmeans_device.cuh) for k*D up to 4096, then finish_loop.
 #include <algorithm>
 #include <cstdint>
@@ -40,50 +41,46 @@ namespace {
 struct FinishArgs {
     float threshold;
     int max_iter;
-    float* delta_history;  // [max_iter]
+    float* delta_history;      // [max_iter]
+    unsigned int* group_done;  // fused: [groups] chunks of the group summed this loop (reset by its last one)
+    double* group_sums;        // fused: [groups][k*d]
 };
 
-// Closes a loop with one block of kThreads (the fused path): the group sums (32 chunk sums in order) staged
-// slab_doubles at a time in shared memory, then one thread per (cluster, coordinate) adds them in group order,
-// exactly finish_loop's tree; then the new centres, delta, the stop flag, and the counters zeroed. Reads of
-// what other blocks wrote go through L2 (ld.cg / volatile), never a possibly stale L1 line.
-__device__ inline void finish_in_block(std::int64_t n, int d, int k, std::int64_t chunks, const double* chunk_sums,
-                                       unsigned long long* counts, float* centres, const FinishArgs& fin,
-                                       LoopState* state, double* slab, int slab_doubles) {
-    const int kd = k * d;
-    const int per_round = slab_doubles / kd;  // group sums held at once (>= 1: the slab holds >= k*d)
-    const std::int64_t groups = (chunks + kGroup - 1) / kGroup;
-    double total[kCoordsPerThread<false>];
-#pragma unroll
-    for (int q = 0; q < kCoordsPerThread<false>; ++q) total[q] = 0.0;
-    for (std::int64_t g0 = 0; g0 < groups; g0 += per_round) {
-        const int in_round = static_cast<int>(groups - g0 < per_round ? groups - g0 : per_round);
-        for (int item = threadIdx.x; item < in_round * kd; item += kThreads) {
-            const std::int64_t g = g0 + item / kd;
-            const int e = item % kd;
-            double s = 0.0;
-#pragma unroll
-            for (int h = 0; h < kGroup; h += kGroup / 4) {  // in quarters: 8 loads in flight (the 64-register cap)
-                double part[kGroup / 4];
-#pragma unroll
-                for (int u = 0; u < kGroup / 4; ++u) {
-                    const std::int64_t chunk = g * kGroup + h + u;
-                    part[u] = chunk < chunks ? __ldcg(chunk_sums + chunk * kd + e) : 0.0;  // +0.0: no change
-                }
-#pragma unroll
-                for (int u = 0; u < kGroup / 4; ++u) s += part[u];
-            }
-            slab[item] = s;
-        }
+// acc[q] (e = threadIdx.x + q * kThreads < kd) += rows[r][e] for r = 0..count-1 in order, the rows staged
+// through the slab: every load of a round issued before any add (one L2 round trip a round instead of one per
+// few rows a thread); the same adds in the same order as a thread reading the rows itself. Through L2 (ld.cg):
+// other blocks wrote the rows.
+__device__ inline void add_rows_in_order(const double* rows, int count, int kd, double (&acc)[kCoordsPerThread<false>],
+                                         double* slab, int slab_doubles) {
+    const int per_round = slab_doubles / kd;  // >= 1: the slab holds >= k*d
+    for (int r0 = 0; r0 < count; r0 += per_round) {
+        const int in_round = count - r0 < per_round ? count - r0 : per_round;
+#pragma unroll 2
+        for (int item = threadIdx.x; item < in_round * kd; item += kThreads)
+            slab[item] = __ldcg(rows + static_cast<std::int64_t>(r0) * kd + item);
         __syncthreads();
 #pragma unroll
         for (int q = 0; q < kCoordsPerThread<false>; ++q) {
             const int e = threadIdx.x + q * kThreads;
             if (e < kd)
-                for (int r = 0; r < in_round; ++r) total[q] += slab[r * kd + e];
+                for (int r = 0; r < in_round; ++r) acc[q] += slab[r * kd + e];
         }
         __syncthreads();  // the slab is rewritten by the next round
     }
+}
+
+// Closes a loop with one block of kThreads (the fused path), once every group sum is written (by the block that
+// summed the group's last chunk): the group sums added in group order, exactly finish_loop's tree; then the new
+// centres, delta, the stop flag, and the counters zeroed.
+__device__ inline void finish_in_block(std::int64_t n, int d, int k, std::int64_t chunks,
+                                       unsigned long long* counts, float* centres, const FinishArgs& fin,
+                                       LoopState* state, double* slab, int slab_doubles) {
+    const int kd = k * d;
+    const std::int64_t groups = (chunks + kGroup - 1) / kGroup;
+    double total[kCoordsPerThread<false>];
+#pragma unroll
+    for (int q = 0; q < kCoordsPerThread<false>; ++q) total[q] = 0.0;
+    add_rows_in_order(fin.group_sums, static_cast<int>(groups), kd, total, slab, slab_doubles);
     const volatile unsigned long long* vcounts = counts;
 #pragma unroll
     for (int q = 0; q < kCoordsPerThread<false>; ++q) {
@@ -178,9 +175,19 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
                 membership[start + i] = best;
             }
             members_s[i] = best;  // -1 past the end: a member of no cluster
+            if (k <= kGatherMaxK) {  // k is uniform: every lane takes this branch together
+                // Member counts by a ballot per cluster, one shared atomic a warp: 32 lanes' atomics on at most
+                // 4 addresses would serialise.
+#pragma unroll
+                for (int c = 0; c < kGatherMaxK; ++c) {
+                    const int m = c < k ? __popc(__ballot_sync(0xffffffffu, best == c)) : 0;
+                    if (m && threadIdx.x % 32 == 0) atomicAdd(&counts_s[c], m);
+                }
+            }
         }
         __syncthreads();  // members_s complete
-        for (int i = threadIdx.x; i < len; i += kThreads) atomicAdd(&counts_s[members_s[i]], 1);
+        if (k > kGatherMaxK)
+            for (int i = threadIdx.x; i < len; i += kThreads) atomicAdd(&counts_s[members_s[i]], 1);
 
         // Chunk sums of the (cluster, coordinate) pairs this thread owns: the leaf sums added in leaf order.
         double chunk_sum[kPerThread];
@@ -217,14 +224,27 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
                 // (each x read once; the same sequence of adds per (leaf, cluster, coordinate) as above).
                 for (int t = threadIdx.x; t < leaves * kd; t += kThreads) leaf_s[t] = 0.0;
                 __syncthreads();
+                // The loads are issued first, 16 at a time (the dot form's 128 registers: all 32): a load inside
+                // the member test waits a full L2 round trip per object (x does not stay in L1 next to the shared
+                // memory), 32 in a row per pass.
+                constexpr int kBatch = Dot ? kLeaf : kLeaf / 2;
                 for (int item = threadIdx.x; item < leaves * d; item += kThreads) {
                     const int lp = item / d, j = item % d;
                     const int first = (leaf0 + lp) * kLeaf;
+                    const int in_leaf = len - first;  // objects of this leaf in the chunk (<= 0: none)
                     double* acc = leaf_s + lp * kd + j;
                     const float* col = x + (start + first) * d + j;
-                    for (int i = 0; i < kLeaf; ++i) {
-                        const int m = members_s[first + i];
-                        if (m >= 0) acc[m * d] += static_cast<double>(col[static_cast<std::int64_t>(i) * d]);
+#pragma unroll
+                    for (int h = 0; h < kLeaf; h += kBatch) {
+                        float v[kBatch];
+#pragma unroll
+                        for (int i = 0; i < kBatch; ++i)
+                            v[i] = h + i < in_leaf ? col[static_cast<std::int64_t>(h + i) * d] : 0.f;
+#pragma unroll
+                        for (int i = 0; i < kBatch; ++i) {
+                            const int m = members_s[first + h + i];  // -1 past the end
+                            if (m >= 0) acc[m * d] += static_cast<double>(v[i]);
+                        }
                     }
                 }
             }
@@ -242,6 +262,34 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
             const int e = threadIdx.x + q * kThreads;
             if (e < kd) chunk_sums[chunk * kd + e] = chunk_sum[q];
         }
+        if constexpr (Fused) {
+            // The block that writes a group's last chunk sum adds the group's 32 in order (one L2 round trip
+            // for k*D <= 256, the slab holding the group) and writes the group sum, so the last block of the
+            // loop reads groups x k*D values instead of 32 times as many. Threadfence pattern as below.
+            __shared__ bool group_last;
+            const std::int64_t g = chunk / kGroup;
+            __threadfence();
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                const unsigned in_group = static_cast<unsigned>(chunks - g * kGroup < kGroup ? chunks - g * kGroup : kGroup);
+                group_last = atomicAdd(&fin.group_done[g], 1u) == in_group - 1;
+                if (group_last) fin.group_done[g] = 0;  // every other chunk of g counted: ready for the next loop
+            }
+            __syncthreads();
+            if (group_last) {
+                __threadfence();
+                double group_sum[kPerThread];
+#pragma unroll
+                for (int q = 0; q < kPerThread; ++q) group_sum[q] = 0.0;
+                const int in_group = static_cast<int>(chunks - g * kGroup < kGroup ? chunks - g * kGroup : kGroup);
+                add_rows_in_order(chunk_sums + g * kGroup * kd, in_group, kd, group_sum, leaf_s, leaves * kd);
+#pragma unroll
+                for (int q = 0; q < kPerThread; ++q) {
+                    const int e = threadIdx.x + q * kThreads;
+                    if (e < kd) fin.group_sums[g * kd + e] = group_sum[q];
+                }
+            }
+        }
     }
     // The block's change and member counts (integers: the same total in any order).
     for (int off = 16; off > 0; off /= 2) changed += __shfl_xor_sync(0xffffffffu, changed, off);
@@ -255,8 +303,8 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
     for (int c = threadIdx.x; c < k; c += kThreads)
         if (counts_s[c]) atomicAdd(&counts[c], static_cast<unsigned long long>(counts_s[c]));
     if constexpr (Fused) {
-        // Threadfence pattern: this block's chunk sums are visible device-wide before it is counted; the last
-        // block counted sees every block's sums and counts.
+        // Threadfence pattern: this block's group sums and counts are visible device-wide before it is counted;
+        // the last block counted sees every block's (each group summed by a block counted before it).
         __shared__ bool last;
         __threadfence();
         __syncthreads();
@@ -264,8 +312,7 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
         __syncthreads();
         if (!last) return;
         __threadfence();
-        finish_in_block(n, d, k, (n + kChunk - 1) / kChunk, chunk_sums, counts, centres, fin, state, leaf_s,
-                        leaves * kd);
+        finish_in_block(n, d, k, chunks, counts, centres, fin, state, leaf_s, leaves * kd);
     }
 }
 
@@ -398,15 +445,20 @@ KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::
     check_loop<Fused, Dot>(n, d, k, Dot ? "device_gemm" : "device");
     const std::int64_t chunks = (n + kChunk - 1) / kChunk;
     const int kd = static_cast<int>(k * d);
-    DeviceBuffer<double> chunk_sums(static_cast<std::size_t>(chunks * kd));
+    // Fused: the group sums after the chunk sums, and a chunk counter per group ahead of the counts.
+    const std::int64_t groups = Fused ? (chunks + kGroup - 1) / kGroup : 0;
+    DeviceBuffer<double> chunk_sums(static_cast<std::size_t>((chunks + groups) * kd));
     const std::size_t history_words = static_cast<std::size_t>((max_iter + 1) / 2);
-    DeviceBuffer<unsigned long long> small(static_cast<std::size_t>(k) + kStateWords + history_words);
-    unsigned long long* counts = small.data();
+    const std::size_t group_words = static_cast<std::size_t>((groups + 1) / 2);
+    DeviceBuffer<unsigned long long> small(group_words + static_cast<std::size_t>(k) + kStateWords + history_words);
+    unsigned long long* counts = small.data() + group_words;
     auto* state = reinterpret_cast<LoopState*>(counts + k);
-    const FinishArgs fin{threshold, static_cast<int>(max_iter), reinterpret_cast<float*>(state + 1)};
-    // Counts and state zeroed in one call. Every membership starts at -1, so the first loop counts all n objects
-    // as changed (as the reference).
-    GPUOPT_CUDA_CHECK(cudaMemsetAsync(counts, 0, (static_cast<std::size_t>(k) + kStateWords) * sizeof(unsigned long long)));
+    const FinishArgs fin{threshold, static_cast<int>(max_iter), reinterpret_cast<float*>(state + 1),
+                         reinterpret_cast<unsigned int*>(small.data()), chunk_sums.data() + chunks * kd};
+    // Group counters, counts and state zeroed in one call. Every membership starts at -1, so the first loop
+    // counts all n objects as changed (as the reference).
+    GPUOPT_CUDA_CHECK(cudaMemsetAsync(small.data(), 0,
+                                      (group_words + static_cast<std::size_t>(k) + kStateWords) * sizeof(unsigned long long)));
     GPUOPT_CUDA_CHECK(cudaMemsetAsync(membership_dev, 0xFF, static_cast<std::size_t>(n) * sizeof(std::int32_t)));
 
     // The host's copy of [LoopState][history], read once per batch.

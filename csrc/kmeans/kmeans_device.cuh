@@ -157,9 +157,42 @@ __device__ inline std::int32_t nearest_dot(const float* __restrict__ o, const fl
         else if (a1 < second) second = a1;
     }
     const float b = __fadd_ru(__fsqrt_ru(xn2), cmax);
-    if (!(__fsub_rn(second, best) > dot_bound(d, b))) {
+    const float bound = dot_bound(d, b);
+    if (!(__fsub_rn(second, best) > bound)) {
+        // Liao's distance only for the candidates: a centre whose g exceeds the best g by more than the bound is
+        // strictly farther than the best centre by Liao's distance too (the pair argument above), so Liao's
+        // nearest, ties included, is among the centres within the bound (the best one always is; NaN: all are).
+        // g is recomputed with the same fused multiply-adds in the same order: the same values. In index order
+        // with a strict "closer", as nearest<D>: ties to the lower index. Typically 2 centres instead of k.
         float best_dist = 0.f;
-        bi = nearest<D>(o, centres, 0, k, d, 0, best_dist);
+        bi = -1;
+        for (int c = 0; c < k; ++c) {
+            float a = cn[c];
+            const float* p = m2c + c * d;
+            if constexpr (D > 0) {
+#pragma unroll
+                for (int j = 0; j < D; ++j) a = __fmaf_rn(xr[j], p[j], a);
+            } else {
+                for (int j = 0; j < d; ++j) a = __fmaf_rn(o[j], p[j], a);
+            }
+            if (!(__fsub_rn(a, best) > bound)) {
+                const float* centre = centres + c * d;  // Liao's distance, as nearest<D>
+                float dist = 0.f;
+                if constexpr (D > 0) {
+#pragma unroll
+                    for (int j = 0; j < D; ++j) {
+                        const float diff = __fsub_rn(xr[j], centre[j]);
+                        dist = __fadd_rn(dist, __fmul_rn(diff, diff));
+                    }
+                } else {
+                    for (int j = 0; j < d; ++j) {
+                        const float diff = __fsub_rn(o[j], centre[j]);
+                        dist = __fadd_rn(dist, __fmul_rn(diff, diff));
+                    }
+                }
+                if (bi < 0 || dist < best_dist) best_dist = dist, bi = c;
+            }
+        }
     }
     return bi;
 }

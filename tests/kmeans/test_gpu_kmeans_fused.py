@@ -51,6 +51,18 @@ def test_fused_equals_device_on_every_grid(rng, blocks):
         assert res.iterations == base.iterations == 12
 
 
+@pytest.mark.parametrize("blocks", [1, 3, 64])
+def test_fused_group_sums_on_every_grid_at_k_d_1024(rng, blocks):
+    # k*D = 1024: a group's 32 chunk sums staged in 4 rounds of 8 by the block that writes its last one, 3 groups
+    # (the last of 5 chunks); any block may be a group's last, or the last of several.
+    x = rng.uniform(-1, 1, (70_001, 16)).astype(np.float32)
+    base = gpuopt.kmeans(x, 64, threshold=0.0, max_iter=3, variant="device")
+    res = gpuopt.kmeans(x, 64, threshold=0.0, max_iter=3, variant="device_fused", blocks=blocks, loops_per_sync=2)
+    np.testing.assert_array_equal(res.membership, base.membership)
+    np.testing.assert_array_equal(res.centroids, base.centroids)
+    np.testing.assert_array_equal(res.delta, base.delta)
+
+
 def test_fused_stops_inside_a_batch(rng):
     # Converges after a few loops: the rest of the batch returns at once, the history ends at the stop.
     x = np.concatenate([rng.normal(0, 0.01, (3000, 2)), rng.normal(5, 0.01, (3000, 2))]).astype(np.float32)
