@@ -2,12 +2,13 @@
 
 The loop-on-the-GPU variants sum the centres as ``cpu(summation="chunked")`` (float64 over a fixed tree), not
 in Liao's float32 object order: their centres differ from Liao's in rounding only (notes/kmeans.md). The rules
-are predictions from the floors and the H200 runs of ``device`` (to be re-read off the kmeans_loop study):
+were read off the H200's kmeans_loop study (6f14c66, µs per loop):
 
 1. The chunk sums the loop's finish reads, k*D x ceil(N / 1024), at most 65,536 (kmeans04: 11,472) and
-   k*D <= 1024: ``device_fused``, one launch a loop (its finish runs in one block, so only small finishes).
-2. k*D <= 4096 and k >= 16: ``device_gemm`` (one FMA a centre coordinate instead of Liao's three instructions).
-3. k*D <= 1024: ``device``.
+   k*D <= 1024: ``device_fused``, one launch a loop (its finish runs in one block, so only small finishes);
+   kmeans04 22.6 against device 25.8 and device_gemm 36.5.
+2. k*D <= 1024: ``device`` (1M x 16, k=64: 235 against device_gemm 264 and device_fused 304).
+3. k*D <= 4096: ``device_gemm``, the dot form (10M x 16, k=256: 7.45 ms; predict's Liao-form pass alone 4.84).
 4. Otherwise ``liao_vec`` (Liao's port, update on the host; equal to ``cpu``) where its centres fit, else ``cpu``.
 """
 
@@ -22,8 +23,6 @@ from .api import KMeansProblem
 
 #: rule 1's limit on k*D x chunks (chunk sums read by the fused finish's one block)
 FUSED_MAX_SUMS = 65_536
-#: rule 2: fewest clusters for the dot form
-GEMM_MIN_K = 16
 
 
 def _fits(name: str, n: int, d: int, k: int) -> bool:
@@ -39,8 +38,6 @@ def auto_choice(n: int, d: int, k: int) -> str:
     """The variant ``auto`` runs for N objects of D coordinates and k clusters (see the module docstring)."""
     if k * d * -(-n // 1024) <= FUSED_MAX_SUMS and _fits("device_fused", n, d, k):
         return "device_fused"
-    if k >= GEMM_MIN_K and _fits("device_gemm", n, d, k):
-        return "device_gemm"
     for name in ("device", "device_gemm", "liao_vec"):
         if _fits(name, n, d, k):
             return name
@@ -54,7 +51,7 @@ def _run_auto(ctx: ExecContext, p: KMeansProblem) -> Any:
 
 
 register("kmeans", "auto", description="picks the variant predicted fastest for the shape: device_fused for small "
-         "loops (k*D x chunks <= 65,536), device_gemm for k >= 16 and k*D <= 4096, else device, else liao_vec, else "
-         "cpu (gpuopt/kmeans/auto.py)",
+         "loops (k*D x chunks <= 65,536), else device (k*D <= 1024), else device_gemm (k*D <= 4096), else "
+         "liao_vec, else cpu, as measured on the H200 (gpuopt/kmeans/auto.py)",
          report="gpuopt", needs_cuda=True, preferred=True, kernel="gpuopt/kmeans/auto.py",
          test="tests/kmeans/test_gpu_kmeans_fused.py", launcher=False)(_run_auto)
