@@ -212,6 +212,13 @@ def plot_sparse(meta, rows, path: Path) -> Path:
             text += "\nNOT EXACT"
         ax.annotate(text, (x, r["total_ms"]), xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
                     fontsize=8)
+    # The baseline to beat: cuDNN's dense FP32 layer on device-resident operands (kernel time only).
+    dense = min((r["resident_kernel_ms"] for r in rows if str(r.get("variant", "")).startswith("cudnn")
+                 and r.get("resident_kernel_ms")), default=None)
+    if dense:
+        ax.axhline(dense, color="black", linestyle="--", linewidth=1,
+                   label=f"cuDNN dense FP32 layer, device-resident kernels ({dense * 1e3:.0f} µs)")
+        ax.legend(fontsize=8)
     if log:
         ax.set_ylim(bottom=floor)
     _headroom(ax, totals, 1.35)
