@@ -12,9 +12,11 @@ from gpuopt.conv import auto_choice
     ((10000, 1, 64, 64), (6, 1, 5, 5), 1, "direct_regblock", {}),   # ECE408 Fashion conv1: 25 taps, K = 6
     ((10, 1, 20, 20), (6, 1, 5, 5), 1, "tiled_unrolled", {}),       # K = 6, 2560 outputs per map
     ((1, 3, 112, 112), (64, 3, 3, 3), 2, "implicit_gemm", {}),      # conf1: one image
-    ((10000, 6, 30, 30), (16, 6, 5, 5), 1, "direct_regblock", {}),  # ECE408 Fashion conv2: 150 taps, K = 16
+    ((10000, 6, 30, 30), (16, 6, 5, 5), 1, "direct_fused", {}),     # ECE408 Fashion conv2: 150 taps, K = 16
     ((128, 3, 112, 112), (64, 3, 3, 3), 2, "direct_regblock", {}),  # conf3: 27 taps, stride 2
-    ((10000, 8, 30, 30), (16, 8, 5, 5), 1, "unroll_nk", {}),        # 200 taps, K = 16
+    ((10000, 8, 30, 30), (16, 8, 5, 5), 1, "direct_fused", {}),     # 200 taps, K = 16
+    ((10000, 5, 30, 30), (16, 5, 5, 5), 1, "direct_regblock", {}),  # 125 taps, K = 16
+    ((10000, 8, 30, 30), (16, 8, 5, 5), 2, "unroll_nk", {}),        # 200 taps, K = 16, strided
     ((100, 20, 61, 61), (24, 20, 3, 3), 2, "unroll_nk", {}),        # 180 taps, stride 2
     ((10000, 1, 28, 28), (32, 1, 5, 5), 1, "direct_fused", {}),     # MNIST conv1: valid, stride 1, 5x5, K = 32
     ((10000, 32, 12, 12), (64, 32, 5, 5), 1, "direct_fused", {}),    # MNIST conv2
