@@ -51,6 +51,27 @@ std::size_t assign_shared_bytes(std::int64_t d, std::int64_t k, bool dot) {
            static_cast<std::size_t>(kChunk + k) * sizeof(std::int32_t);
 }
 
+// Liao's distance of one object to one centre: float32 squared differences summed over the coordinates in order,
+// unfused. With D > 0 the object's coordinates come from the registers xr, else from memory o.
+template <int D>
+__device__ __forceinline__ float liao_distance(const float (&xr)[D > 0 ? D : 1], const float* __restrict__ o,
+                                               const float* centre, int d) {
+    float dist = 0.f;
+    if constexpr (D > 0) {
+#pragma unroll
+        for (int j = 0; j < D; ++j) {
+            const float diff = __fsub_rn(xr[j], centre[j]);
+            dist = __fadd_rn(dist, __fmul_rn(diff, diff));
+        }
+    } else {
+        for (int j = 0; j < d; ++j) {
+            const float diff = __fsub_rn(o[j], centre[j]);
+            dist = __fadd_rn(dist, __fmul_rn(diff, diff));
+        }
+    }
+    return dist;
+}
+
 // Liao's nearest centre of one object: float32 squared differences summed over the coordinates in order,
 // unfused, ties to the lower index. With D > 0 (the coordinate count known at compile time) the object's
 // coordinates are read once into registers instead of once per centre.
@@ -75,20 +96,7 @@ __device__ inline std::int32_t nearest(const float* __restrict__ o, const float*
         for (int j = 0; j < D; ++j) xr[j] = o[j];
     }
     for (int c = 0; c < count; ++c) {
-        const float* centre = centres + c * (D > 0 ? D : d);
-        float dist = 0.f;
-        if constexpr (D > 0) {
-#pragma unroll
-            for (int j = 0; j < D; ++j) {
-                const float diff = __fsub_rn(xr[j], centre[j]);
-                dist = __fadd_rn(dist, __fmul_rn(diff, diff));
-            }
-        } else {
-            for (int j = 0; j < d; ++j) {
-                const float diff = __fsub_rn(o[j], centre[j]);
-                dist = __fadd_rn(dist, __fmul_rn(diff, diff));
-            }
-        }
+        const float dist = liao_distance<D>(xr, o, centres + c * (D > 0 ? D : d), d);
         if (c_first + c == 0 || dist < best_dist) {
             best_dist = dist;
             best = c_first + c;
@@ -176,20 +184,7 @@ __device__ inline std::int32_t nearest_dot(const float* __restrict__ o, const fl
                 for (int j = 0; j < d; ++j) a = __fmaf_rn(o[j], p[j], a);
             }
             if (!(__fsub_rn(a, best) > bound)) {
-                const float* centre = centres + c * d;  // Liao's distance, as nearest<D>
-                float dist = 0.f;
-                if constexpr (D > 0) {
-#pragma unroll
-                    for (int j = 0; j < D; ++j) {
-                        const float diff = __fsub_rn(xr[j], centre[j]);
-                        dist = __fadd_rn(dist, __fmul_rn(diff, diff));
-                    }
-                } else {
-                    for (int j = 0; j < d; ++j) {
-                        const float diff = __fsub_rn(o[j], centre[j]);
-                        dist = __fadd_rn(dist, __fmul_rn(diff, diff));
-                    }
-                }
+                const float dist = liao_distance<D>(xr, o, centres + c * d, d);  // as nearest<D>
                 if (bi < 0 || dist < best_dist) best_dist = dist, bi = c;
             }
         }
