@@ -6,6 +6,10 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
+
+#include "cuda_check.cuh"
+
 namespace gpuopt::cluster {
 
 // This block's rank in its cluster.
@@ -44,6 +48,23 @@ inline bool supported() {
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
         return false;
     return major >= 9;
+}
+
+// Launches `kernel` on `blocks` x `threads` with `smem` bytes of dynamic shared memory, in clusters of `split`
+// blocks along x (no cluster attribute for split 1, so the launch also runs where there are no clusters).
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), unsigned blocks, unsigned threads, std::size_t smem, int split,
+            Args&&... args) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(blocks);
+    config.blockDim = dim3(threads);
+    config.dynamicSmemBytes = smem;
+    cudaLaunchAttribute dims;
+    dims.id = cudaLaunchAttributeClusterDimension;
+    dims.val.clusterDim.x = static_cast<unsigned>(split), dims.val.clusterDim.y = dims.val.clusterDim.z = 1;
+    config.attrs = &dims;
+    config.numAttrs = split > 1 ? 1 : 0;
+    GPUOPT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Args&&>(args)...));
 }
 
 }  // namespace gpuopt::cluster

@@ -240,16 +240,8 @@ void launch(const std::int16_t* x, const std::int32_t* codes, std::int32_t* y, i
     const std::size_t smem = sizeof(int) * kChunk * g.chan_words + sizeof(int2) * MB * kChunk * g.width;
     require_shared_memory(fused_fast_kernel<MB>, smem, "sparse_conv_fast_fused");
     GPUOPT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), nullptr));
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(static_cast<unsigned>(blocks));
-    config.blockDim = dim3(kThreads);
-    config.dynamicSmemBytes = smem;
-    cudaLaunchAttribute dims;
-    dims.id = cudaLaunchAttributeClusterDimension;
-    dims.val.clusterDim.x = static_cast<unsigned>(g.split), dims.val.clusterDim.y = dims.val.clusterDim.z = 1;
-    config.attrs = &dims;
-    config.numAttrs = g.split > 1 ? 1 : 0;  // no cluster of one: below sm_90 there are none
-    GPUOPT_CUDA_CHECK(cudaLaunchKernelEx(&config, fused_fast_kernel<MB>, x, codes, y, overflow, g));
+    cluster::launch(fused_fast_kernel<MB>, static_cast<unsigned>(blocks), kThreads, smem, g.split, x, codes, y, overflow,
+                    g);
     GPUOPT_CHECK_LAUNCH("sparse fused_fast_kernel");
 }
 

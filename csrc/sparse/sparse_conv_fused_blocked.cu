@@ -301,16 +301,7 @@ void launch(const std::int16_t* x, const std::int32_t* codes, std::int32_t* y, i
     auto kernel = fused_blocked_kernel<T, MT, MG>;
     require_shared_memory(kernel, smem, "sparse_conv_fast_fused");
     GPUOPT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), nullptr));
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(static_cast<unsigned>(blocks));
-    config.blockDim = dim3(kPatches * MG);
-    config.dynamicSmemBytes = smem;
-    cudaLaunchAttribute dims;
-    dims.id = cudaLaunchAttributeClusterDimension;
-    dims.val.clusterDim.x = static_cast<unsigned>(g.split), dims.val.clusterDim.y = dims.val.clusterDim.z = 1;
-    config.attrs = &dims;
-    config.numAttrs = g.split > 1 ? 1 : 0;  // no cluster of one: below sm_90 there are none
-    GPUOPT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, x, codes, y, overflow, g));
+    cluster::launch(kernel, static_cast<unsigned>(blocks), kPatches * MG, smem, g.split, x, codes, y, overflow, g);
     GPUOPT_CHECK_LAUNCH("sparse fused_blocked_kernel");
 }
 

@@ -195,18 +195,9 @@ void launch(const std::int16_t* x, const std::int32_t* codes, std::int32_t* y, i
     GPUOPT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), nullptr));
     compact_kernel<<<g.C, kThreads>>>(x, nz.data(), count.data(), absmax.data(), g.H, g.W);
     GPUOPT_CHECK_LAUNCH("sparse compact_kernel");
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(static_cast<unsigned>(blocks));
-    config.blockDim = dim3(kThreads);
-    config.dynamicSmemBytes = smem;
-    cudaLaunchAttribute dims;
-    dims.id = cudaLaunchAttributeClusterDimension;
-    dims.val.clusterDim.x = static_cast<unsigned>(g.split), dims.val.clusterDim.y = dims.val.clusterDim.z = 1;
-    config.attrs = &dims;
-    config.numAttrs = g.split > 1 ? 1 : 0;  // no cluster of one: below sm_90 there are none
-    GPUOPT_CUDA_CHECK(cudaLaunchKernelEx(&config, scatter_kernel<MB>, x, codes, static_cast<const int2*>(nz.data()),
-                                         static_cast<const int*>(count.data()), static_cast<const int*>(absmax.data()),
-                                         y, overflow, g));
+    cluster::launch(scatter_kernel<MB>, static_cast<unsigned>(blocks), kThreads, smem, g.split, x, codes,
+                    static_cast<const int2*>(nz.data()), static_cast<const int*>(count.data()),
+                    static_cast<const int*>(absmax.data()), y, overflow, g);
     GPUOPT_CHECK_LAUNCH("sparse scatter_kernel");
 }
 
