@@ -26,6 +26,7 @@
 // wy+1, 2 input rows apart) hit disjoint banks: conflict-free reads for every tap.
 
 #include "../common/cluster.cuh"
+#include "../common/device.hpp"
 
 #include <climits>
 #include <cstdint>
@@ -275,12 +276,13 @@ void sparse_conv_fast_fused(const std::int16_t* x, const std::int32_t* codes, st
     g.chan_words = g.lh * g.rs;
     g.vec = s.W % 8 == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
     // 8 maps per block reuse each staged input twice as much as 4 (half the L2 traffic); 4 only for M <= 4.
-    // Auto split: enough blocks for ~4 per SM of an H200 (132 SMs), each block keeping >= 2 channel chunks.
+    // Auto split: enough blocks for ~4 per SM (the GPU's multiprocessor count), each block keeping >= 2 channel chunks.
     const bool eight = s.M > 4;
     const std::int64_t owners = (s.M + (eight ? 7 : 3)) / (eight ? 8 : 4) * g.tiles;
     if (split == 0) {
         split = 1;
-        while (cluster::supported() && split < 8 && owners * split < 4 * 132 && s.C >= 2 * kChunk * 2 * split)
+        while (cluster::supported() && split < 8 && owners * split < 4 * multiprocessor_count() &&
+               s.C >= 2 * kChunk * 2 * split)
             split *= 2;
     }
     GPUOPT_REQUIRE(split == 1 || cluster::supported(), "sparse_conv_fast_fused: split > 1 needs thread-block clusters (a GPU of compute capability 9.0 or later)");

@@ -19,6 +19,7 @@
 // distributed shared memory as exact int32 (every partial is within the bound).
 
 #include "../common/cluster.cuh"
+#include "../common/device.hpp"
 
 #include <climits>
 #include <cstdint>
@@ -318,12 +319,12 @@ void sparse_conv_fast_fused_blocked(const std::int16_t* x, const std::int32_t* c
     g.tiles_x = static_cast<int>((s.W + kTile - 1) / kTile);
     g.tiles = g.tiles_x * static_cast<int>((s.H + kTile - 1) / kTile);
     g.vec = s.W % 8 == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
-    // Auto split: 2 blocks per SM of an H200 (132 SMs) in one wave where possible, each block keeping >= 2
+    // Auto split: 2 blocks per SM (the GPU's multiprocessor count) in one wave where possible, each block keeping >= 2
     // channel chunks (the lab's layer: 32 map groups x 8 = 256 blocks).
     const std::int64_t owners = (s.M + MB - 1) / MB * g.tiles;
     if (split == 0) {
         split = 1;
-        while (cluster::supported() && split < 8 && owners * split * 2 <= 2 * 132 && s.C >= 2 * kChunk * 2 * split)
+        while (cluster::supported() && split < 8 && owners * split <= multiprocessor_count() && s.C >= 2 * kChunk * 2 * split)
             split *= 2;
     }
     GPUOPT_REQUIRE(split == 1 || cluster::supported(), "sparse_conv_fast_fused: split > 1 needs thread-block clusters (a GPU of compute capability 9.0 or later)");

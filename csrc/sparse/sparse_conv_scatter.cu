@@ -19,6 +19,7 @@
 // (fast_fused is the better choice for large maps).
 
 #include "../common/cluster.cuh"
+#include "../common/device.hpp"
 
 #include <climits>
 #include <cstdint>
@@ -222,12 +223,14 @@ void sparse_conv_fast_sparse_input(const std::int16_t* x, const std::int32_t* co
     g.width = static_cast<int>(width), g.pad_h = static_cast<int>(s.R / 2), g.pad_w = static_cast<int>(s.S / 2);
     g.tiles_x = static_cast<int>((s.W + kTile - 1) / kTile);
     g.tiles = g.tiles_x * static_cast<int>((s.H + kTile - 1) / kTile);
-    // 8 maps per block unless M <= 4; split (cluster size) for ~4 blocks per SM of an H200 (132 SMs), each
+    // 8 maps per block unless M <= 4; split (cluster size) for ~4 blocks per SM (the GPU's multiprocessor count), each
     // block keeping >= 2 tap chunks of channels.
     const bool eight = s.M > 4;
     const std::int64_t owners = (s.M + (eight ? 7 : 3)) / (eight ? 8 : 4) * g.tiles;
     g.split = 1;
-    while (cluster::supported() && g.split < 8 && owners * g.split < 4 * 132 && s.C >= 2 * kTapChannels * 2 * g.split) g.split *= 2;
+    while (cluster::supported() && g.split < 8 && owners * g.split < 4 * multiprocessor_count() &&
+           s.C >= 2 * kTapChannels * 2 * g.split)
+        g.split *= 2;
     if (eight)
         launch<8>(x, codes, y, overflow, g);
     else
