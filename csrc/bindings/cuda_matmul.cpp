@@ -71,6 +71,7 @@ void bind_matmul(py::module_& m) {
     def("naive", &matmul::matmul_naive);
     def("blocktile_1d", &matmul::matmul_blocktile_1d);
     def("cublas", &matmul::matmul_cublas);
+    def("cublas_tf32", &matmul::matmul_cublas_tf32);
 
     def_matmul(m, "coalesced", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K,
                                  const std::string& warp_layout) {
@@ -110,6 +111,11 @@ void bind_matmul(py::module_& m) {
         matmul::matmul_tf32x3(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, stages, flush_k,
                               split);
     }, py::arg("stages"), py::arg("flush_k"), py::arg("split"));
+
+    def_matmul(m, "tf32x3_wgmma", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K) {
+        py::gil_scoped_release release;
+        matmul::matmul_tf32x3_wgmma(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K);
+    });
 
     m.def("matmul_kernel_info", [](const std::string& variant, int64_t M, int64_t N, int64_t K, int block, int tile_sz,
                                    const std::string& warp_layout, const std::string& tile, int stages, int split_k,

@@ -15,6 +15,17 @@ cublasHandle_t cublas_handle() {
     return handle;
 }
 
+cublasHandle_t cublas_handle_tf32() {
+    static std::once_flag once;
+    static cublasHandle_t handle = nullptr;
+    std::call_once(once, [] {
+        GPUOPT_CUBLAS_CHECK(cublasCreate(&handle));
+        GPUOPT_CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_TF32_TENSOR_OP_MATH));
+        GPUOPT_CUBLAS_CHECK(cublasSetStream(handle, nullptr));
+    });
+    return handle;
+}
+
 #if defined(GPUOPT_WITH_CUDNN)
 cudnnHandle_t cudnn_handle() {
     static std::once_flag once;

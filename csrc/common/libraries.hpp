@@ -20,6 +20,9 @@ inline void cublas_check(cublasStatus_t status, const char* expr, const char* fi
 
 // cuBLAS in strict FP32: CUBLAS_DEFAULT_MATH never uses TF32 tensor cores for SGEMM.
 cublasHandle_t cublas_handle();
+// A second handle with TF32 tensor cores allowed (CUBLAS_TF32_TENSOR_OP_MATH): the matmul baseline
+// "cublas_tf32" only.
+cublasHandle_t cublas_handle_tf32();
 
 #if defined(GPUOPT_WITH_CUDNN)
 inline void cudnn_check(cudnnStatus_t status, const char* expr, const char* file, int line) {

@@ -3,7 +3,7 @@
 //
 // The ladder, simple to fast (notes/matmul.md has each step's prediction and outcome):
 //   naive -> coalesced -> shared -> tile_buffer (the CMU report) -> blocktile_1d ->
-//   blocktile_2d -> vectorized -> warptile -> async -> tf32x3, with cuBLAS as the baseline.
+//   blocktile_2d -> vectorized -> warptile -> async -> tf32x3 -> tf32x3_wgmma, with cuBLAS as the baseline.
 #pragma once
 
 #include <cstddef>
@@ -59,8 +59,15 @@ void matmul_async(const float* a, const float* b, float* c, std::int64_t M, std:
 void matmul_tf32x3(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
                    int stages, int flush_k, const std::string& split);
 
+// tf32x3's accuracy on Hopper's warpgroup MMA (wgmma, compute capability 9.0 only): the operands split
+// into TF32 hi and lo once, before the product (B transposed), then 128x128x32 tiles, two warpgroups of
+// m64n128k8, partial sums over 32 k added in FP32.
+void matmul_tf32x3_wgmma(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K);
+
 // cuBLAS SGEMM, strict FP32 (no TF32): the baseline every variant is compared with.
 void matmul_cublas(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K);
+// cuBLAS SGEMM with TF32 tensor cores allowed: a speed baseline for the 3xTF32 steps (TF32 accuracy).
+void matmul_cublas_tf32(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K);
 
 // Resources of one kernel instantiation (cudaFuncGetAttributes and the occupancy API).
 struct KernelInfo {

@@ -62,6 +62,8 @@ MatmulLaunch plan_async(const float* a, const float* b, const float* c, std::int
                         const std::string& tile, int stages, int split_k);
 MatmulLaunch plan_tf32x3(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
                          std::int64_t K, int stages, int flush_k, const std::string& split);
+// tf32x3_wgmma's product kernel (its launch is not a MatmulLaunch: it takes the split operands).
+KernelInfo tf32x3_wgmma_info();
 
 namespace dev {
 

@@ -105,6 +105,7 @@ KernelInfo matmul_kernel_info(const std::string& variant, const KernelParams& p,
     else if (variant == "warptile") l = plan_warptile(aligned, aligned, aligned, M, N, K, p.tile);
     else if (variant == "async") l = plan_async(aligned, aligned, aligned, M, N, K, p.tile, p.stages, p.split_k);
     else if (variant == "tf32x3") l = plan_tf32x3(aligned, aligned, aligned, M, N, K, p.stages, p.flush_k, p.split);
+    else if (variant == "tf32x3_wgmma") return tf32x3_wgmma_info();
     else if (variant == "naive") l = plan_naive();
     else
         GPUOPT_REQUIRE(false, "matmul_kernel_info: variant '" + variant +

@@ -141,8 +141,18 @@ register("matmul", "tf32x3",
                        "'tile' once per landed k-step into float2 shared tiles (a second barrier per k-step; "
                        "0.7x 'fragment' on the H200, notes/matmul.md)")))(
     _run_gpu)
+register("matmul", "tf32x3_wgmma",
+         description="tf32x3's FP32 accuracy on Hopper's warpgroup MMA (wgmma; compute capability 9.0 only): "
+                     "operands split into TF32 hi and lo once before the product (B transposed), 128x128x32 tiles "
+                     "in the 128-byte swizzle, two warpgroups of m64n128k8, partial sums over 32 k added in FP32",
+         report="gpuopt", **_gpu("matmul_tf32x3_wgmma_sm90a.cu"))(_run_gpu)
 register("matmul", "cublas", description="cuBLAS SGEMM, strict FP32 (TF32 off): the baseline",
          report="library", preferred=True, **_gpu("matmul_cublas.cu"))(_run_gpu)
+register("matmul", "cublas_tf32",
+         description="cuBLAS SGEMM with TF32 tensor cores allowed (CUBLAS_TF32_TENSOR_OP_MATH): TF32 accuracy "
+                     "(about 1e-4 relative), the rate the 3xTF32 steps trade two thirds of for FP32 accuracy; a "
+                     "speed baseline, not an FP32 result",
+         report="library", **_gpu("matmul_cublas.cu"))(_run_gpu)
 
 
 
@@ -162,7 +172,7 @@ def ladder_step(variant: str) -> int:
 
 
 # Variants that run no kernel of gpuopt's own.
-_NO_KERNEL = {"cpu": "runs on the CPU", "cublas": "runs cuBLAS's kernels"}
+_NO_KERNEL = {"cpu": "runs on the CPU", "cublas": "runs cuBLAS's kernels", "cublas_tf32": "runs cuBLAS's kernels"}
 
 
 def matmul_kernel_info(variant: str, *, shape=(4096, 4096, 4096), **params: Any) -> dict:

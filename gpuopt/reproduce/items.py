@@ -253,7 +253,7 @@ def _not_built(issue: int, what: str) -> Callable[[Mapping[str, Any], Rows], Fin
 def _matmul_ladder(meta, rows: Rows) -> Finding:
     at = [r for r in rows if r.get("n") == 4096 and r.get("gflops")]
     cublas = next((r for r in at if r.get("variant") == "cublas"), None)
-    mine = [r for r in at if r.get("variant") != "cublas"]
+    mine = [r for r in at if r.get("variant") not in ("cublas", "cublas_tf32")]
     if not cublas or not mine:
         return _missing("matmul rows at n = 4096")
     best = max(mine, key=lambda r: r["gflops"])

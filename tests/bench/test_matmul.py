@@ -70,7 +70,7 @@ def test_ladder_steps_are_the_registry_s():
     assert [s["step"] for s in steps] == [*(ladder_step(r["variant"]) for r in rows[:-1]), "ref"]
     assert [s["step"] for s in steps if s["variant"] == "shared"] == [ladder_step("shared")] * 2
     assert steps[-1]["step"] == "ref" and "cublas" not in ladder()
-    assert matmul.matmul_gpu_variants() == (*ladder(), "cublas")
+    assert matmul.matmul_gpu_variants() == (*ladder(), "cublas", "cublas_tf32")
 
 
 def test_committed_ladder_table_steps():

@@ -56,13 +56,13 @@ def test_ladder_is_the_registrys_order():
     from the report's starting kernel (step 1) to the fastest; cuBLAS, the reference, is none."""
     table = gpuopt.variants("matmul")
     steps = ladder()
-    assert steps == tuple(n for n, v in table.items() if v.needs_cuda and n != "cublas")
-    assert steps[0] == "naive" and steps[-1] == "tf32x3" and "cublas" in table
+    assert steps == tuple(n for n, v in table.items() if v.needs_cuda and n not in ("cublas", "cublas_tf32"))
+    assert steps[0] == "naive" and steps[-1] == "tf32x3_wgmma" and "cublas" in table
     assert [ladder_step(name) for name in steps] == list(range(1, len(steps) + 1))
-    for name in ("cublas", "cpu", "nope"):
+    for name in ("cublas", "cublas_tf32", "cpu", "nope"):
         with pytest.raises(ValueError, match="not a step of the matmul ladder"):
             ladder_step(name)
-    for name in steps + ("cublas",):
+    for name in steps + ("cublas", "cublas_tf32"):
         v = table[name]
         assert v.description and v.report in ("cmu18645", "gpuopt", "library")
         for p in v.params.values():

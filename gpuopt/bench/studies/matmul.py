@@ -47,10 +47,16 @@ KERNEL_NAME_KEY = "kernel"
 FP32_LANES_PER_SM: dict[tuple[int, int], int] = {(6, 0): 64, (7, 0): 64, (7, 2): 64, (7, 5): 64, (8, 0): 64}
 
 
+#: cuBLAS, the baselines (not steps): strict FP32 (the reference of every "% cuBLAS"), then with TF32 tensor cores
+#: allowed (the speed the 3xTF32 steps trade two thirds of for FP32 accuracy).
+REFERENCES = ("cublas", "cublas_tf32")
+
+
 def matmul_gpu_variants() -> tuple[str, ...]:
     """The GPU matmul variants this study compares: the ladder (``gpuopt.matmul.ladder()``, its
     one owner: the registry's order), then cuBLAS, the reference, when registered."""
-    return (*ladder(), *(("cublas",) if "cublas" in gpuopt.variants("matmul") else ()))
+    table = gpuopt.variants("matmul")
+    return (*ladder(), *(name for name in REFERENCES if name in table))
 
 
 def _matmul_entries(plan: Plan, notes: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
@@ -307,13 +313,14 @@ def matmul_ladder(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] | N
         n = LADDER_N if LADDER_N in sizes else sizes[-1]
     peak, _ = _peak_of(meta)
     at = [r for r in rows if r.get("n") == n]
-    at = [r for r in at if r.get("variant") != "cublas"] + [r for r in at if r.get("variant") == "cublas"]
+    at = [r for r in at if r.get("variant") not in REFERENCES] + [r for v in REFERENCES for r in at
+                                                                    if r.get("variant") == v]
     cublas = next((_num(r.get("gflops")) for r in at if r.get("variant") == "cublas" and _num(r.get("gflops"))),
                   None)
     steps, prev = [], None
     for r in at:
         g = _num(r.get("gflops"))
-        is_ref = r.get("variant") == "cublas"
+        is_ref = r.get("variant") in REFERENCES
         step: dict[str, Any] = {
             "step": "ref" if is_ref else _ladder_step(r.get("variant")), "label": row_label(r), "variant": r.get("variant"), "gflops": g,
             "pct_cublas": 100.0 * g / cublas if g and cublas else None,
@@ -422,7 +429,7 @@ def plot_matmul(meta, rows, path: Path) -> Path:
     peak, _ = _peak_of(meta)
     for i, label in enumerate(labels):
         pts = sorted((r["n"], r["gflops"]) for r in good if row_label(r) == label)
-        ref = label == "cublas"
+        ref = label in REFERENCES
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=_MARKERS[i % len(_MARKERS)], ms=4,
                 lw=2.6 if ref else 1.5, color=colors[label], label=label, zorder=3 if ref else 2)
     ax.set_xscale("log", base=2)
@@ -442,7 +449,9 @@ def plot_matmul(meta, rows, path: Path) -> Path:
     ax.set_title("throughput vs size", fontsize=9)
 
     n, steps = matmul_ladder(good, meta)
-    steps = [s for s in steps if s.get("gflops")]
+    # cuBLAS's TF32 mode (8x the FP32 rate, TF32 accuracy) would flatten the linear bars: named in the title instead.
+    tf32 = next((s for s in steps if s["variant"] == "cublas_tf32" and s.get("gflops")), None)
+    steps = [s for s in steps if s.get("gflops") and s["variant"] != "cublas_tf32"]
     ys = list(range(len(steps)))
     vals = [s["gflops"] for s in steps]
     bx.barh(ys, vals, color=[colors.get(s["label"], "grey") for s in steps], height=0.7)
@@ -465,7 +474,8 @@ def plot_matmul(meta, rows, path: Path) -> Path:
         bx.annotate("FP32 peak", (peak, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12),
                     textcoords="offset points", fontsize=8, color="dimgrey")
     bx.set_xlabel(f"GFLOP/s at n = {n} (labels: % of cuBLAS in the same run, % of FP32 peak)")
-    bx.set_title(f"the ladder at n = {n}", fontsize=9)
+    bx.set_title(f"the ladder at n = {n}" + (f" (cuBLAS TF32 mode, TF32 accuracy: {tf32['gflops'] / 1e3:.0f} TFLOP/s)"
+                                               if tf32 else ""), fontsize=9)
     bx.grid(True, which="major", axis="x", alpha=0.3)
     return _finish_fig(fig, meta, title, path)
 
