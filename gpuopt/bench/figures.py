@@ -73,18 +73,43 @@ def _save(fig, path: Path, **savefig: Any) -> Path:
     return path
 
 
-def _finish(fig, ax, meta: Mapping[str, Any], title: str, path: Path) -> Path:
-    """One-axes figure: title with the run line, grid, legend, saved."""
+def _readable_log(fig) -> None:
+    """Log axes showing fewer than three powers of ten get 1-2-5 ticks with plain labels (0.02, 0.05, 0.1):
+    the default labels only the powers of ten, which leaves such an axis one or two labels to read values from.
+    Axes with ticks of their own (a colour bar's) are left alone."""
+    from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, NullFormatter
+
+    for ax in fig.axes:
+        for axis, lim in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            if axis.get_scale() != "log" or not isinstance(axis.get_major_locator(), LogLocator) \
+                    or not isinstance(axis.get_major_formatter(), LogFormatterSciNotation):
+                continue
+            lo, hi = sorted(lim)
+            if lo > 0 and math.floor(math.log10(hi) + 1e-9) - math.ceil(math.log10(lo) - 1e-9) + 1 < 3:
+                axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+                axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+                axis.set_minor_formatter(NullFormatter())
+
+
+def _finish(fig, ax, meta: Mapping[str, Any], title: str, path: Path, grid: bool = True,
+            legend: Mapping[str, Any] | None = None) -> Path:
+    """One-axes figure: title with the run line, grid (none on a heat map), legend (``legend``: keywords
+    over the defaults), saved."""
     where = "\n".join(textwrap.wrap(_where(meta), 110))
     ax.set_title(f"{title}\n{where}", fontsize=9)
-    ax.grid(True, which="major", axis="y", alpha=0.3)
+    if grid:
+        ax.grid(True, which="major", axis="y", alpha=0.3)
+    else:
+        ax.grid(False)
+    _readable_log(fig)
     if ax.get_legend_handles_labels()[0]:
         if getattr(ax, "_gpuopt_vertical_labels", False):  # many bars a group: the legend beside, not over them
-            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+            kw = dict(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         else:
-            ax.legend(fontsize=9)
+            kw = dict(fontsize=9)
+        ax.legend(**{**kw, **(legend or {})})
     fig.tight_layout()
-    return _save(fig, path)
+    return _save(fig, path, bbox_inches="tight")  # a legend beside or under the axes stays whole
 
 
 def _empty(ax, text: str) -> None:
@@ -113,12 +138,16 @@ def short_number(v: float) -> str:
 
 def _grouped_bars(ax, groups: list[str], series: list[str], value: Callable[[str, str], float | None],
                   label: Callable[[str, str], str] | None = None,
-                  names: Mapping[str, str] | None = None) -> list[float]:
+                  names: Mapping[str, str] | None = None, compact: bool = False) -> list[float]:
     """A bar per series in each group (``value(group, series)``, missing ones left out), labelled by ``label``
     (vertical, on one line, from 4 series a group on: side by side they would overlap; the legend then goes
-    beside the axes), the legend naming each series ``names.get(s, s)``; returns the values drawn."""
-    width = 0.8 / max(len(series), 1)
-    vertical = len(series) >= 4
+    beside the axes), the legend naming each series ``names.get(s, s)``; returns the values drawn.
+    ``compact``: each group's bars side by side around its tick, without the gaps of the series it lacks
+    (groups of different series: conv2d's variants vs matmul's)."""
+    present = {g: [s for s in series if (value(g, s) or 0) > 0] for g in groups}
+    slots = max((len(p) for p in present.values()), default=1) if compact else len(series)
+    width = 0.8 / max(slots, 1)
+    vertical = slots >= 4
     ax._gpuopt_vertical_labels = vertical
     values = []
     for i, s in enumerate(series):
@@ -126,7 +155,8 @@ def _grouped_bars(ax, groups: list[str], series: list[str], value: Callable[[str
         for j, g in enumerate(groups):
             v = value(g, s)
             if v is not None and v > 0:
-                xs.append(j - 0.4 + width * (i + 0.5))
+                k, n = (present[g].index(s), len(present[g])) if compact else (i, len(series))
+                xs.append(j - width * n / 2 + width * (k + 0.5))
                 ys.append(v)
         values.extend(ys)
         bars = ax.bar(xs, ys, width=width * 0.95, label=(names or {}).get(s, s))
@@ -189,14 +219,17 @@ def _finish_fig(fig, meta: Mapping[str, Any], title: str, path: Path) -> Path:
     """Several-axes figure: a title with the run line over all of them, saved."""
     where = "\n".join(textwrap.wrap(_where(meta), 140))
     fig.suptitle(f"{title}\n{where}", fontsize=9)
-    fig.tight_layout()
-    return _save(fig, path)
+    _readable_log(fig)
+    fig.tight_layout(rect=(0, 0, 1, 0.99))  # a little air between the run line and the panels' titles
+    return _save(fig, path, bbox_inches="tight")  # legends beside a panel stay whole
 
 
-def _finish_report_fig(fig, meta: Mapping[str, Any], title: str, note: str, path: Path, top: float = 0.94) -> Path:
-    """Title and run line on top, the report's note under the axes; saved with a tight box."""
+def _finish_report_fig(fig, meta: Mapping[str, Any], title: str, note: str, path: Path, top: float = 0.99) -> Path:
+    """Title and run line on top, the report's note under the axes; saved with a tight box. (tight_layout
+    already keeps the panels under the suptitle: ``top`` only adds air.)"""
     where = "\n".join(textwrap.wrap(_where(meta), 150))
     fig.suptitle(f"{title}\n{where}", fontsize=9.5)
+    _readable_log(fig)
     fig.tight_layout(rect=(0, 0, 1, top))
     if note:
         fig.text(0.01, -0.005, "\n".join(textwrap.wrap(note, 170)), fontsize=7.5, color="dimgrey", ha="left",

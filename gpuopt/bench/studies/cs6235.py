@@ -303,8 +303,10 @@ def _cs6235_lines(plt, f: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]):
         panel = panels[i]
         pconfs = [c for c in confs if panel_of(c) == panel]
         vals: list[float] = []
-        for n, c in enumerate(pconfs):
-            pts = sorted((r["x"], r["median_ms"]) for r in good if r["conf"] == c and r.get("x") is not None)
+        lines = {c: sorted((r["x"], r["median_ms"]) for r in good if r["conf"] == c and r.get("x") is not None)
+                 for c in pconfs}
+        for c in pconfs:
+            pts = lines[c]
             if pts:
                 series = _series(next(r for r in good if r["conf"] == c and r.get("x") is not None))
                 ax.plot([pos[x] for x, _ in pts], [y for _, y in pts], "-o", ms=5, lw=1.6, color=color[c],
@@ -312,9 +314,14 @@ def _cs6235_lines(plt, f: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]):
                 best = min(pts, key=lambda p: p[1])
                 ax.plot([pos[best[0]]], [best[1]], marker="*", ms=13, color=color[c], mec="black", mew=0.6,
                         zorder=4, ls="none")
-                for x, y in pts:  # labels above the first configuration's points, below the second's
-                    ax.annotate(f"{y:.3g}", (pos[x], y), xytext=(0, 6 if n % 2 == 0 else -12),
-                                textcoords="offset points", ha="center", fontsize=7, color=color[c])
+                for x, y in pts:
+                    # Above the point unless another configuration's point at this x is higher (then below):
+                    # the two lines' labels never meet where the lines cross; clear of the star's size.
+                    above = not any(y2 > y for c2 in pconfs if c2 != c for x2, y2 in lines[c2] if x2 == x)
+                    gap = 9 if (x, y) == best else 6
+                    ax.annotate(f"{y:.3g}", (pos[x], y), xytext=(0, gap if above else -gap),
+                                textcoords="offset points", ha="center", va="bottom" if above else "top",
+                                fontsize=7, color=color[c])
                 vals += [y for _, y in pts]
             for ref in (r for r in good if r["conf"] == c and r.get("x") is None):
                 ax.axhline(ref["median_ms"], ls="--", lw=1.1, color=color[c], alpha=0.75,
@@ -324,6 +331,9 @@ def _cs6235_lines(plt, f: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]):
             _empty(ax, f"no successful measurements at {panel}")
             continue
         log = _log_if_wide(ax, vals, 8)
+        lo, hi = min(vals), max(vals)  # room for the point labels above the highest and below the lowest
+        pad = 0.12 * (hi - lo) or 0.1 * hi
+        ax.set_ylim(*((lo / 1.35, hi * 1.35) if log else (lo - pad, hi + pad)))
         if xs:
             ax.set_xticks(range(len(xs)))
             ax.set_xticklabels([str(x) for x in xs])
@@ -334,7 +344,8 @@ def _cs6235_lines(plt, f: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]):
         ax.set_ylabel("median kernel time (ms" + (", log scale" if log else "") + ")")
         ax.set_title(f"({'ab'[i]}) {panel}: {', '.join(pconfs)}  (star: fastest)", fontsize=9)
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=7.5)
+        # Under the axes: inside, the legend always lands on a line or on a cuDNN reference line.
+        ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
     return fig
 
 

@@ -16,11 +16,11 @@ import numpy as np
 import gpuopt
 from gpuopt import datasets
 
-from ..figures import _empty, _finish, _grouped_bars, _headroom, _log_if_wide, _ok, _pyplot
+from ..figures import _bar_series, _empty, _finish_fig, _grouped_bars, _headroom, _log_if_wide, _ok, _pyplot
 from ..harness import Progress, measure, median_timing
 from ..study import CALL_REPEATS, Output, Plan, Study, StudyResult, _error, _host, _select, _timed_calls
 from ..results import format_metadata
-from ..tables import _errors, _fmt, _md_table, extras_file, format_table
+from ..tables import _device_short, _errors, _fmt, _md_table, extras_file, format_table
 
 __all__ = ["STUDY"]
 
@@ -160,13 +160,17 @@ def table_kmeans(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = No
 
 
 def plot_kmeans(meta, rows, path: Path) -> Path:
-    """Computation time per data set, a bar per variant (labels: ms and iterations)."""
+    """Computation time per data set, a bar per variant (labels: ms and iterations); under it the CMU report's
+    Table 3 (GTX 480, hatched) beside this run's same versions on the same shapes."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(10, 5.5))
+    fig, (ax, bx) = plt.subplots(2, 1, figsize=(12, 10.5), gridspec_kw={"height_ratios": [1.15, 1]})
+    k, thr = meta.get("k", "?"), meta.get("threshold", "?")
+    title = f"k-means (k={k}, threshold {thr}): computation time of Liao's versions, device and cpu per data set"
     good = _ok(rows, "computation_ms")
     if not good:
         _empty(ax, "no successful measurements")
-        return _finish(fig, ax, meta, "k-means: computation time", path)
+        bx.axis("off")
+        return _finish_fig(fig, meta, title, path)
     sets = list(dict.fromkeys(r["dataset"] for r in rows))
     variants = list(dict.fromkeys(r["variant"] for r in good))
     by = {(r["dataset"], r["variant"]): r for r in good}
@@ -177,10 +181,45 @@ def plot_kmeans(meta, rows, path: Path) -> Path:
     ax.set_xticklabels([f"{d}\n{first[d]['N']}x{first[d]['D']}" for d in sets], fontsize=8)
     log = _log_if_wide(ax, values, 20)
     _headroom(ax, values)
-    ax.set_xlabel("data set (objects x coordinates); labels: ms and loop iterations")
-    ax.set_ylabel("computation time (ms, wall time of the call)" + (", log scale" if log else ""))
-    k, thr = meta.get("k", "?"), meta.get("threshold", "?")
-    return _finish(fig, ax, meta, f"k-means (k={k}, threshold {thr}): computation time per data set", path)
+    ax.set_xlabel("data set (objects x coordinates); labels: ms and loop iterations", fontsize=9)
+    ax.set_ylabel("computation time (ms, wall time\nof the call" + (", log scale)" if log else ")"))
+    ax.set_title(f"(a) every variant, {_device_short(meta)} (this run)", fontsize=9)
+    ax.grid(True, which="major", axis="y", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    _report_panel(bx, by, {v: f"C{i}" for i, v in enumerate(variants)}, _device_short(meta))
+    return _finish_fig(fig, meta, title, path)
+
+
+def _report_panel(ax, by: Mapping[tuple[str, str], Mapping[str, Any]], colour: Mapping[str, str], dev: str) -> None:
+    """The report's Table 3 (the one run of all four versions) in ms, hatched, beside this run's bars."""
+    table = KMEANS_REPORT_TABLES["Table 3"]
+    series = []
+    for v in table:
+        series.append((f"{dev}: {v}", lambda d, v=v: (by.get((d, v)) or {}).get("computation_ms"),
+                       dict(color=colour.get(v, "grey"))))
+        series.append((f"GTX 480, report: {KMEANS_REPORT_VERSIONS[v].replace(' Version', '')}",
+                       lambda d, v=v: 1e3 * table[v][KMEANS_REPORT_SETS.index(d)],
+                       dict(color=colour.get(v, "grey"), alpha=0.35, hatch="//", edgecolor=colour.get(v, "grey"),
+                            lw=0.6)))
+    values = _bar_series(ax, list(KMEANS_REPORT_SETS), series)
+    width = 0.84 / len(series)  # where _bar_series puts each bar
+    for i, (_, value, _) in enumerate(series):  # each bar's ms, vertical (eight bars a group)
+        for j, d in enumerate(KMEANS_REPORT_SETS):
+            y = value(d)
+            if y:
+                ax.annotate(f"{y:.3g}", (j - 0.42 + width * (i + 0.5), y), xytext=(0, 2), textcoords="offset points",
+                            ha="center", va="bottom", fontsize=6.5, rotation=90)
+    ax.set_xticklabels(list(KMEANS_REPORT_SETS), fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylim(min(values) / 2, max(values) * 12)
+    ax.set_ylabel("computation time (ms, log scale)")
+    ax.set_xlabel("the course's data sets (the report's files are not public: here Gaussian blobs of the same "
+                  "shapes, so iterations differ)", fontsize=9)
+    ax.set_title(f"(b) the CMU 18-645 report's Table 3 (GTX 480, hatched; printed in s, drawn in ms) beside {dev} "
+                 "(solid)\nTable 3 is the report's one run of all four versions; Tables 1-2: kmeans_report.md",
+                 fontsize=9)
+    ax.grid(True, which="major", axis="y", alpha=0.3)
+    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 def report_markdown(meta: Mapping[str, Any], rows: list[dict[str, Any]]) -> str:

@@ -307,7 +307,8 @@ def plot_matmul_report(meta, rows, path: Path) -> Path:
             "~0.24 ms of per-call overhead (launch and copies), hence their low GFLOP/s.")
     ax.text(1.02, 0.0, "\n".join(textwrap.wrap(note, 62)), transform=ax.transAxes, fontsize=7.5, color="dimgrey",
             va="bottom", ha="left")
-    title = "matmul: the CMU 18-645 report's harness, reproduced (its Table 4 cases, and more)"
+    title = (f"matmul: the CMU 18-645 report's Table 4 cases and more\n{dev} (solid) vs the report's GTX 480 "
+             "(dashed), GFLOP/s against size")
     where = "\n".join(textwrap.wrap(_where(meta), 140))
     ax.set_title(f"{title}\n{where}", fontsize=9)
     fig.tight_layout()

@@ -396,6 +396,17 @@ def extras_networks(meta: Mapping[str, Any], rows: list[dict[str, Any]], out_dir
     return [path]
 
 
+#: The GPU of each network's report (its whole-run times are drawn beside this run's).
+REPORT_GPU = {"mnist": "Tesla K80", "fashion": "a P100-class card"}
+
+
+def _report_totals(name: str) -> dict[str, float]:
+    """Stage -> the report's printed whole-run time (ms, 10,000 images) of network ``name``."""
+    from gpuopt.models import STAGES
+
+    return {stage: st.report_total_ms for stage, st in STAGES[name].items() if st.report_total_ms}
+
+
 def plot_networks(meta, rows, path: Path) -> Path:
     """Per network: whole-forward time against images, one line per stage (NumPy in/out), fast and PyTorch
     device-resident dashed; log-log."""
@@ -417,16 +428,24 @@ def plot_networks(meta, rows, path: Path) -> Path:
             if dev:
                 ax.plot([r["images"] for r in dev], [r["device_ms"] for r in dev], marker="s", linestyle="--",
                         color=line.get_color(), label=f"{stage} (device-resident)")
+        printed = _report_totals(name)
+        for stage, ms in printed.items():  # the report's whole-run times: open stars at its batch
+            ax.plot([TABLE_IMAGES], [ms], marker="*", ms=14, mfc="white", mec=colour.get(stage, "black"), mew=1.5,
+                    ls="none", label=f"{stage}: the report's whole run ({REPORT_GPU[name]}, {ms / 1e3:.4g} s)")
+            ax.annotate(f"report {ms / 1e3:.4g} s", (TABLE_IMAGES, ms), xytext=(-10, 0), textcoords="offset points",
+                        ha="right", va="center", fontsize=7.5, color=colour.get(stage, "black"))
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("images per call")
         ax.set_ylabel("ms per call (median)")
         ax.set_title({"mnist": "ECE408 MNIST network (trained model)" if "trained" in meta.get("mnist", "")
-                      else "ECE408 MNIST network", "fashion": "ECE408 Fashion network (random weights)"}[name],
-                     fontsize=10)
+                      else "ECE408 MNIST network", "fashion": "ECE408 Fashion network (random weights)"}[name]
+                     + ("" if printed else "\nits report printed no whole-network time (its convolutions: "
+                        "ece408_op_time.png)"), fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
-    return _finish_fig(fig, meta, "The reports' networks end to end: time per forward pass (predict)", path)
+    return _finish_fig(fig, meta, "The reports' networks end to end: time per forward pass (predict), every stage, "
+                       "with the report's whole-run times where it printed them", path)
 
 
 STUDY = Study("networks", "conv2d_pool", "The reports' CNNs end to end",

@@ -159,13 +159,15 @@ def plot_overhead(meta, rows, path: Path) -> Path:
     groups = list(dict.fromkeys(f"{r['op']}\n{r['caller']}" for r in good))
     series = list(dict.fromkeys(r["variant"] for r in good))
     by = {(f"{r['op']}\n{r['caller']}", r["variant"]): r["us_per_call"] for r in good}
-    values = _grouped_bars(ax, groups, series, lambda g, s: by.get((g, s)), lambda g, s: f"{by[(g, s)]:.0f}")
+    values = _grouped_bars(ax, groups, series, lambda g, s: by.get((g, s)), lambda g, s: f"{by[(g, s)]:.0f}",
+                           compact=True)
     _headroom(ax, values)
     ax.set_xlabel("op and how it is called (device: gpuopt device arrays; torch: CUDA tensors; numpy: NumPy in "
                   "and out)")
     ax.set_ylabel("host wall time per call (µs, median)")
-    ax.legend(fontsize=8, title="implementation / variant", title_fontsize=8)
-    return _finish(fig, ax, meta, "Cost of one call on a tiny problem: gpuopt vs PyTorch", path)
+    problems = "; ".join(f"{op} {problem}" for op, problem, _ in OVERHEAD_OPS)
+    return _finish(fig, ax, meta, f"Cost of one call on a tiny problem ({problems}): gpuopt vs PyTorch, "
+                   "host µs per call", path, legend=dict(title="implementation / variant", title_fontsize=8))
 
 
 def _variants() -> tuple[str, ...]:

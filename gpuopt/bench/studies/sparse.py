@@ -18,7 +18,7 @@ from ..figures import _empty, _finish, _headroom, _log_if_wide, _ok, _pyplot
 from ..harness import Progress, measure, median_timing
 from ..study import CALL_REPEATS, Output, Plan, Study, StudyResult, _error, _host, _select, _timed_calls
 from ..results import format_metadata
-from ..tables import _errors, _fmt, _md_table, extras_file, format_table
+from ..tables import _device_short, _errors, _fmt, _md_table, extras_file, format_table
 
 __all__ = ["STUDY"]
 
@@ -185,24 +185,34 @@ def table_sparse(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = No
 
 
 def plot_sparse(meta, rows, path: Path) -> Path:
-    """Stacked bars per variant: kernels, then transfers (log y when the CPU bar dwarfs the rest)."""
+    """Stacked bars per variant: kernels, then transfers (log y when the CPU bar dwarfs the rest); beside the
+    variants the lab printed, its own time hatched (its GPU with transfers, its serial CPU)."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8, 5.5))
+    fig, ax = plt.subplots(figsize=(10, 5.8))
     good = _ok(rows, "total_ms")
-    title = f"NCTU sparse conv layer: kernel + transfer time\n({SPARSE_FILTER_NOTE})"
+    title = (f"NCTU sparse conv layer: time per variant (kernels + transfers) beside the lab's printed times"
+             f"\n({SPARSE_FILTER_NOTE})")
     if not good:
         _empty(ax, "no successful measurements")
         return _finish(fig, ax, meta, title, path)
     names = [r["variant"] + ("" if r.get("filter_format") in (None, "dense") else f"\n({r['filter_format']})")
              for r in good]
-    xs = range(len(good))
+    # The lab's number per variant: its GPU total (transfers included) for coo / fast, its serial CPU for cpu.
+    lab = {v: gpu for v, (_, gpu, _) in SPARSE_LAB.items()}
+    lab["cpu"] = SPARSE_LAB["coo"][0]
+    has_lab = [r["variant"] in lab for r in good]
+    xs = [x - (0.2 if paired else 0.0) for x, paired in enumerate(has_lab)]
+    width = [0.38 if paired else 0.6 for paired in has_lab]
     kernel = [max(r.get("kernel_ms") or 0.0, 0.0) for r in good]
     transfer = [max(r.get("transfer_ms") or 0.0, 0.0) for r in good]
     totals = [r["total_ms"] for r in good]
-    log = _log_if_wide(ax, totals, 20)
+    labs = [lab[r["variant"]] for r in good if r["variant"] in lab]
+    log = _log_if_wide(ax, totals + labs, 20)
     floor = min(v for v in kernel + transfer + totals if v > 0) / 3 if log else 0.0
-    ax.bar(xs, [max(k, floor) - floor for k in kernel], width=0.6, bottom=floor, label="kernels", color="tab:blue")
-    ax.bar(xs, transfer, width=0.6, bottom=[max(k, floor) for k in kernel], label="transfers (h2d + d2h)",
+    dev = _device_short(meta)
+    ax.bar(xs, [max(k, floor) - floor for k in kernel], width=width, bottom=floor, label=f"{dev}: kernels",
+           color="tab:blue")
+    ax.bar(xs, transfer, width=width, bottom=[max(k, floor) for k in kernel], label=f"{dev}: transfers (h2d + d2h)",
            color="tab:orange")
     for x, r in zip(xs, good):
         text = f"{r['total_ms']:.3g} ms"
@@ -212,24 +222,37 @@ def plot_sparse(meta, rows, path: Path) -> Path:
             text += "\nNOT EXACT"
         ax.annotate(text, (x, r["total_ms"]), xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
                     fontsize=8)
+    lab_x = [x + 0.4 for x, r in zip(xs, good) if r["variant"] in lab]
+    lab_rows = [r for r in good if r["variant"] in lab]
+    if lab_rows:
+        ax.bar(lab_x, [lab[r["variant"]] - floor for r in lab_rows], width=0.38, bottom=floor, color="lightgrey",
+               hatch="//", edgecolor="dimgrey", lw=0.6, label="the lab (its GPU unnamed): GPU time with transfers; "
+                                                               "cpu: its serial CPU time")
+        for x, r in zip(lab_x, lab_rows):
+            v = r["variant"]
+            text = (f"{lab[v]:.4g} ms\n{SPARSE_LAB[v][2]:.4g}x its cpu" if v != "cpu" else
+                    f"{SPARSE_LAB['coo'][0] / 1e3:.3g} s (COO run)\n{SPARSE_LAB['fast'][0] / 1e3:.3g} s (FAST run)")
+            ax.annotate(text, (x, lab[v]), xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
+                        fontsize=8, color="dimgrey")
     # The baseline to beat: cuDNN's dense FP32 layer on device-resident operands (kernel time only).
     dense = min((r["resident_kernel_ms"] for r in rows if str(r.get("variant", "")).startswith("cudnn")
                  and r.get("resident_kernel_ms")), default=None)
     if dense:
         ax.axhline(dense, color="black", linestyle="--", linewidth=1,
                    label=f"cuDNN dense FP32 layer, device-resident kernels ({dense * 1e3:.0f} µs)")
-        ax.legend(fontsize=8)
     if log:
         ax.set_ylim(bottom=floor)
-    _headroom(ax, totals, 1.35)
+    _headroom(ax, totals + labs, 1.6)  # two-line labels over the tallest bars
     ax.set_xlim(-0.6, max(len(good), 2) - 0.4)
-    ax.set_xticks(list(xs))
+    ax.set_xticks(range(len(good)))
     ax.set_xticklabels(names, fontsize=9)
     first = good[0]
     ax.set_xlabel(f"variant (filter format); {first.get('C')} input maps {first.get('H')}x{first.get('W')}, "
-                  f"{first.get('M')} filters 3x3")
+                  f"{first.get('M')} filters 3x3\nlabels: total, and speed-up over the cpu row (here gpuopt's OpenMP "
+                  "CPU reference; the lab's: a serial loop)", fontsize=9)
     ax.set_ylabel("time (ms" + (", log scale" if log else "") + "): kernels + transfers")
-    return _finish(fig, ax, meta, title, path)
+    return _finish(fig, ax, meta, title, path,
+                   legend=dict(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.27), ncol=2))
 
 
 def lab_markdown(meta: Mapping[str, Any], rows: list[dict[str, Any]]) -> str:

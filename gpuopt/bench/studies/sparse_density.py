@@ -134,6 +134,12 @@ def plot_density(meta, rows, path: Path) -> Path:
                 dark = abs(np.log10(grid[i, j])) > 0.55 * span
                 ax.text(j, i, f"{grid[i, j]:.2g}", ha="center", va="center", fontsize=8,
                         color="white" if dark else "black")
+    if 1 in ks and _NOMINAL.index(0.2) in ds:  # the lab's own layer: its real neurons, one non-zero per slice
+        from matplotlib.patches import Rectangle
+
+        ax.add_patch(Rectangle((ks.index(1) - 0.5, ds.index(_NOMINAL.index(0.2)) - 0.5), 1, 1, fill=False,
+                               edgecolor="black", lw=2.2))
+        title += "\nboxed: the lab's own layer (its real inNeu.txt, one non-zero per 3x3 filter slice)"
     ax.set_xticks(range(len(ks)), [str(k) for k in ks])
     ax.set_yticks(range(len(ds)), [_NOMINAL_LABELS[d] for d in ds])
     ax.set_xlabel("filter non-zeros per 3x3 slice")
@@ -145,7 +151,7 @@ def plot_density(meta, rows, path: Path) -> Path:
     bar.ax.yaxis.set_major_locator(FixedLocator(ticks))
     bar.ax.yaxis.set_minor_locator(NullLocator())
     bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
-    return _finish(fig, ax, meta, title, path)
+    return _finish(fig, ax, meta, title, path, grid=False)  # no grid lines across the cells
 
 
 STUDY = Study("sparse_density", "sparse_conv2d", "NCTU sparse layer: where sparse stops paying",
