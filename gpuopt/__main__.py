@@ -100,7 +100,7 @@ def cmd_check(seed: int | None) -> int:
                 else:
                     err = _rel(out, numpy_ref() if ref is None else ref)
                 worst = max(worst, err)
-            ok = worst < 1e-4 and refused < len(cases)
+            ok = worst < (v.tolerance or 1e-4) and refused < len(cases)
             failures += not ok
             ran = f"{len(cases) - refused} cases" + (f", {refused} refused as outside its shapes" if refused else "")
             print(f"  {op:14s} {name:18s} {'ok  ' if ok else 'FAIL'} worst rel. error {worst:.1e} "

@@ -109,6 +109,9 @@ class Variant:
         The name of its launcher in the compiled CUDA module, ``<op>_<name>`` by the one binding rule
         (csrc/bindings/cuda_bindings.hpp); its host-side checks, where it has some, are
         ``check.<op>_<name>``. None for CPU variants and for GPU variants without a launcher of their own.
+    tolerance : float or None
+        The relative error it is held to against the CPU reference where it is not FP32-accurate by design
+        (a baseline in TF32, say); None for FP32-level variants (the tests' and ``gpuopt check``'s bound).
     """
 
     op: str
@@ -121,6 +124,7 @@ class Variant:
     test: str = ""
     binding: str | None = None
     impl: Callable[..., Any] | None = field(default=None, repr=False, compare=False)
+    tolerance: float | None = None
 
     @property
     def available(self) -> bool:
@@ -162,13 +166,15 @@ def register(
     params: tuple[Param, ...] = (),
     preferred: bool = False,
     launcher: bool = True,
+    tolerance: float | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator registering ``impl`` as variant ``name`` of ``op``.
 
     ``kernel`` and ``test`` say where the variant lives (see :class:`Variant`). A GPU variant has a
     launcher ``<op>_<name>`` in the CUDA module unless ``launcher=False`` (a variant that only picks
     among others). ``preferred`` marks the variants an op uses when called with ``variant=None``
-    (the first available one wins, in registration order; ``"cpu"`` is the fallback). The order of
+    (the first available one wins, in registration order; ``"cpu"`` is the fallback). ``tolerance``: see
+    :class:`Variant` (None: FP32 level). The order of
     registration is the order :func:`variants` lists, simple to fast (the matmul ladder's steps).
     """
     if report not in REPORTS:
@@ -184,7 +190,7 @@ def register(
             raise ValueError(f"variant {op}/{name} registered twice")
         table[name] = Variant(op, name, description, report, needs_cuda,
                               MappingProxyType({p.name: p for p in params}), kernel, test,
-                              f"{op}_{name}" if needs_cuda and launcher else None, impl)
+                              f"{op}_{name}" if needs_cuda and launcher else None, impl, tolerance)
         if preferred:
             _PREFERRED.setdefault(op, []).append(name)
         _GENERATION[0] += 1

@@ -264,15 +264,17 @@ __global__ void __launch_bounds__(kUnrollThreads) unroll_epilogue_kernel(GemmCon
     }
 }
 
-enum class UnrollGemm { Async, Warptile, Shared, Naive };
+enum class UnrollGemm { Async, Tf32x3, Tf32x3Wgmma, Warptile, Shared, Naive };
 
 UnrollGemm unroll_gemm_from_string(const std::string& name) {
     if (name == "async") return UnrollGemm::Async;
+    if (name == "tf32x3") return UnrollGemm::Tf32x3;
+    if (name == "tf32x3_wgmma") return UnrollGemm::Tf32x3Wgmma;
     if (name == "warptile") return UnrollGemm::Warptile;
     if (name == "shared") return UnrollGemm::Shared;
     if (name == "naive") return UnrollGemm::Naive;
     ::gpuopt::detail::fail_argument(__FILE__, __LINE__,
-                                    "conv2d unroll: gemm must be 'async', 'warptile', 'shared' or 'naive', got '" +
+                                    "conv2d unroll: gemm must be 'async', 'tf32x3', 'tf32x3_wgmma', 'warptile', 'shared' or 'naive', got '" +
                                         name + "'");
 }
 
@@ -280,6 +282,8 @@ UnrollGemm unroll_gemm_from_string(const std::string& name) {
 void run_gemm(UnrollGemm gemm, const float* a, const float* b, float* c, i64 M, i64 N, i64 Kd) {
     switch (gemm) {
         case UnrollGemm::Async: matmul::matmul_async(a, b, c, M, N, Kd, "auto", 3, 0); break;
+        case UnrollGemm::Tf32x3: matmul::matmul_tf32x3(a, b, c, M, N, Kd, 3, 16, "fragment"); break;
+        case UnrollGemm::Tf32x3Wgmma: matmul::matmul_tf32x3_wgmma(a, b, c, M, N, Kd); break;
         case UnrollGemm::Warptile: matmul::matmul_warptile(a, b, c, M, N, Kd, "128x128x16"); break;
         case UnrollGemm::Shared: matmul::matmul_shared(a, b, c, M, N, Kd, 16); break;
         case UnrollGemm::Naive: matmul::matmul_naive(a, b, c, M, N, Kd); break;

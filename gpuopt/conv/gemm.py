@@ -35,8 +35,9 @@ from .problem import check_shapes
 
 __all__ = ["GEMMS", "TILES", "FAST_TILES", "unroll_chunk_images"]
 
-#: The matmul kernels ``unroll`` can multiply with (the matmul ladder's variants of the same names).
-GEMMS = ("async", "warptile", "shared", "naive")
+#: The matmul kernels ``unroll`` can multiply with (the matmul ladder's variants of the same names): the FFMA
+#: kernels, and the 3xTF32 tensor-core ones (FP32-level error; ``tf32x3_wgmma`` on Hopper GPUs only).
+GEMMS = ("async", "tf32x3", "tf32x3_wgmma", "warptile", "shared", "naive")
 #: ``implicit_gemm``'s tile (tile x tile threads per block).
 TILES = (16, 32)
 #: ``implicit_gemm_fast``'s block tiles, "BMxBNxBK": output maps x output pixels x filter taps per k-step.

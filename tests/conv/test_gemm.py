@@ -197,7 +197,7 @@ def test_launchers_validate_before_any_cuda_call():
         cuda.conv2d_implicit_gemm(call(256, good), tile=64)
     with pytest.raises(ValueError, match="tile must be one of 64x64x8"):
         cuda.conv2d_implicit_gemm_fast(call(256, good), tile="auto")
-    with pytest.raises(ValueError, match="gemm must be 'async', 'warptile', 'shared' or 'naive'"):
+    with pytest.raises(ValueError, match="gemm must be 'async', 'tf32x3', 'tf32x3_wgmma', 'warptile', 'shared' or 'naive'"):
         cuda.conv2d_unroll(call(256, good), gemm="cublas")
     with pytest.raises(ValueError, match="scratch_limit_bytes must be positive"):
         cuda.conv2d_unroll(call(256, good), gemm="async", scratch_limit_bytes=0)
