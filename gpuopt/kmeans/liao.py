@@ -149,8 +149,8 @@ def _kmeans_stream(ctx: ExecContext, p: KMeansProblem, *, chunk_points: int, buf
     copied first (gpuopt's input rules), and that copy is page-locked. ``host_memory="staged"`` (or a refused
     registration) copies each slab through pinned staging buffers allocated once per call instead. A device x
     is streamed from device memory. Equal to ``device`` (and ``cpu(summation="chunked")``) bit for bit for any
-    chunk_points: every slab holds whole groups of the summation tree. ``Timing.details["host_path"]`` is not a
-    number, so the path taken is not reported there; it is the launcher's third result."""
+    chunk_points: every slab holds whole groups of the summation tree. The launcher's third result says which
+    path x took ("device", "pinned", "registered" or "staged")."""
     n, d = p.x.shape
     k = p.init.shape[0]
     params = dict(chunk_points=chunk_points, buffers=buffers, host_memory=host_memory, assign=assign)
