@@ -104,11 +104,12 @@ KMeansStats kmeans_stream(const float* x, std::int64_t n, std::int64_t d, std::i
     GPUOPT_REQUIRE(max_iter >= 1 && max_iter <= (1 << 30), "kmeans stream: max_iter must be in 1..2^30");
     kmeans_stream_check(n, d, k, cfg);
     const bool dot = uses_dot(d, k, cfg.assign);
-    // A slab no larger than the points (rounded up to a group); no more buffers than slabs.
+    // A slab no larger than the points (rounded up to a group); no more buffers than slabs, but two for one slab:
+    // the next loop's copy then overlaps this loop's kernels (the points are copied every loop, as for many slabs).
     const std::int64_t groups_n = (n + kSumGroup - 1) / kSumGroup;
     const std::int64_t chunk = std::min(stream_chunk_points(d, cfg.chunk_points), groups_n * kSumGroup);
     const std::int64_t slabs = (n + chunk - 1) / chunk;
-    const int nbuf = static_cast<int>(std::min<std::int64_t>(cfg.buffers, slabs));
+    const int nbuf = static_cast<int>(std::min<std::int64_t>(cfg.buffers, std::max<std::int64_t>(slabs, 2)));
     const std::size_t slab_floats = static_cast<std::size_t>(chunk * d);
 
     std::lock_guard<std::mutex> lock(pipeline_mutex);
