@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import gpuopt
+from conftest import needs_cuda_build
 from gpuopt import datasets
 
 from .test_gpu_kmeans import _cancelling, assert_same_as_chunked_cpu
@@ -117,3 +118,17 @@ def test_bad_parameters_are_value_errors_before_anything_runs():
     v = gpuopt.variants("kmeans")["stream"]
     assert v.needs_cuda and set(v.params) == {"chunk_points", "buffers", "host_memory", "assign"}
     assert all(c % GROUP == 0 for c in v.params["chunk_points"].allowed)
+
+
+@needs_cuda_build
+def test_slab_parameters_are_checked_without_a_gpu():
+    # The slab's own checks come before any device query: they run on a machine without a GPU too.
+    from conftest import cuda_build
+
+    check = cuda_build().check.kmeans_stream
+    with pytest.raises(ValueError, match="multiple of 32768"):
+        check(100_000, 4, 3, chunk_points=GROUP + 1)
+    with pytest.raises(ValueError, match="buffers must be in 2..4"):
+        check(100_000, 4, 3, buffers=5)
+    with pytest.raises(ValueError, match="assign must be"):
+        check(100_000, 4, 3, assign="gemm")
