@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <string>
 
 #include "../kmeans/kmeans_cuda.hpp"
 #include "array_util.hpp"
@@ -53,6 +54,21 @@ kmeans::LiaoConfig liao_config(int threads, int reduction_threads, bool aos, boo
     return cfg;
 }
 
+kmeans::StreamConfig stream_config(std::int64_t chunk_points, int buffers, const std::string& host_memory,
+                                   const std::string& assign) {
+    GPUOPT_REQUIRE(host_memory == "register" || host_memory == "staged",
+                   "kmeans stream: host_memory must be 'register' or 'staged', got '" + host_memory + "'");
+    GPUOPT_REQUIRE(assign == "auto" || assign == "liao" || assign == "dot",
+                   "kmeans stream: assign must be 'auto', 'liao' or 'dot', got '" + assign + "'");
+    kmeans::StreamConfig cfg;
+    cfg.chunk_points = chunk_points;
+    cfg.buffers = buffers;
+    cfg.staged = host_memory == "staged";
+    cfg.assign = assign == "liao" ? kmeans::StreamAssign::Liao
+                                  : (assign == "dot" ? kmeans::StreamAssign::Dot : kmeans::StreamAssign::Auto);
+    return cfg;
+}
+
 }  // namespace
 
 void bind_kmeans(py::module_& m) {
@@ -101,6 +117,38 @@ void bind_kmeans(py::module_& m) {
                   py::arg("blocks") = 0,
                   "Raise ValueError if this variant cannot run this configuration (nothing runs; needs a device).");
     }
+    // kmeans_stream(x_ptr, centroids_dev, membership_dev, n, d, k, threshold, max_iter, *, chunk_points, buffers,
+    //   host_memory, assign) -> (iterations, delta, host path); x_ptr: host (pinned or not) or device memory.
+    def_variant(m, "kmeans", "stream",
+                [](std::uintptr_t x, std::uintptr_t centroids_dev, std::uintptr_t membership_dev, std::int64_t n,
+                   std::int64_t d, std::int64_t k, float threshold, std::int64_t max_iter, std::int64_t chunk_points,
+                   int buffers, const std::string& host_memory, const std::string& assign) {
+                    const kmeans::StreamConfig cfg = stream_config(chunk_points, buffers, host_memory, assign);
+                    kmeans::KMeansStats stats;
+                    int path = 0;
+                    {
+                        py::gil_scoped_release release;
+                        stats = kmeans::kmeans_stream(dptr<const float>(x), n, d, k, threshold, max_iter,
+                                                      dptr<float>(centroids_dev), dptr<std::int32_t>(membership_dev),
+                                                      cfg, &path);
+                    }
+                    carray<float> delta(static_cast<py::ssize_t>(stats.delta.size()));
+                    std::copy(stats.delta.begin(), stats.delta.end(), delta.mutable_data());
+                    static const char* const paths[] = {"device", "pinned", "registered", "staged"};
+                    return py::make_tuple(stats.iterations, delta, paths[path]);
+                },
+                py::arg("x_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
+                py::arg("d"), py::arg("k"), py::arg("threshold"), py::arg("max_iter"), py::kw_only(),
+                py::arg("chunk_points") = 0, py::arg("buffers") = 3, py::arg("host_memory") = "register",
+                py::arg("assign") = "auto", "k-means over points streamed from host memory (kmeans_cuda.hpp).");
+    def_check(m, "kmeans", "stream",
+              [](std::int64_t n, std::int64_t d, std::int64_t k, std::int64_t chunk_points, int buffers,
+                 const std::string& host_memory, const std::string& assign) {
+                  kmeans::kmeans_stream_check(n, d, k, stream_config(chunk_points, buffers, host_memory, assign));
+              },
+              py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(), py::arg("chunk_points") = 0,
+              py::arg("buffers") = 3, py::arg("host_memory") = "register", py::arg("assign") = "auto",
+              "Raise ValueError if the stream variant cannot run this configuration (nothing runs; needs a device).");
     def_variant(m, "kmeans_predict", "device",
                 [](std::uintptr_t x_dev, std::uintptr_t centroids_dev, std::uintptr_t membership_dev, std::int64_t n,
                    std::int64_t d, std::int64_t k) {

@@ -166,6 +166,21 @@ bool copy_host_to_device_staged(void* dst, const void* src, std::size_t bytes, b
     return bad == 0;
 }
 
+void copy_host_parallel(void* dst, const void* src, std::size_t bytes) noexcept {
+    const int threads = bytes < kMinStagedBytes ? 1 : staging_threads();
+    const auto blocks = static_cast<std::int64_t>((bytes + kBlockBytes - 1) / kBlockBytes);
+    auto* to = static_cast<char*>(dst);
+    const auto* from = static_cast<const char*>(src);
+#if defined(_OPENMP)
+#pragma omp parallel for num_threads(threads) schedule(static)
+#endif
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        const std::size_t at = static_cast<std::size_t>(b) * kBlockBytes;
+        std::memcpy(to + at, from + at, std::min(kBlockBytes, bytes - at));
+    }
+    (void)threads;
+}
+
 void staging_release() noexcept {
     {
         Staging& st = staging();

@@ -83,6 +83,31 @@ KMeansStats kmeans_device(const float* x_dev, std::int64_t n, std::int64_t d, st
                           std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev,
                           int loops_per_sync, int blocks = 0);
 
+// "stream": points that need not fit in device memory (kmeans_stream.cu). x stays where it is (host memory,
+// pinned or not, or the device) and every loop streams it through a device slab of `buffers` slabs of
+// chunk_points objects: the copy of slab s + 1 (a stream of its own) overlaps the kernels of slab s (stream 0:
+// device's assign_and_sum and finish_loop over the slab's groups, the total carried from slab to slab in group
+// order). chunk_points is a multiple of kSumGroup, so every slab holds whole groups of the summation tree and the
+// result is device's (and cpu(summation="chunked")'s) bit for bit, for any chunk_points; memberships and centres
+// stay on the device (4 bytes an object there). Pageable host x is page-locked in place for the call
+// (cudaHostRegister) or, with staged (or where that fails), copied chunk by chunk through pinned staging buffers
+// allocated once per call.
+enum class StreamAssign { Auto, Liao, Dot };  // Auto: Liao's distance (device's) for k*D <= 1024, else the dot form
+struct StreamConfig {
+    std::int64_t chunk_points = 0;  // objects a slab: 0 or a positive multiple of kSumGroup; 0: kStreamBudgetBytes
+    int buffers = 3;                // slabs on the device, 2..4
+    bool staged = false;            // pageable x through pinned staging copies instead of registering it
+    StreamAssign assign = StreamAssign::Auto;
+};
+constexpr std::int64_t kStreamBudgetBytes = std::int64_t{256} << 20;  // one slab's points by default
+// Objects a slab for d coordinates: chunk_points, or (0) as many whole groups as kStreamBudgetBytes holds (>= 1).
+std::int64_t stream_chunk_points(std::int64_t d, std::int64_t chunk_points);
+void kmeans_stream_check(std::int64_t n, std::int64_t d, std::int64_t k, const StreamConfig& cfg);
+// How x reached the copy engine: 0 device memory, 1 already pinned, 2 registered for the call, 3 staged.
+KMeansStats kmeans_stream(const float* x, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
+                          std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev,
+                          const StreamConfig& cfg, int* host_path = nullptr);
+
 // kmeans_predict "device": the nearest centre of each of n objects (Liao's distance, ties to the lower index),
 // one thread an object, the centres staged through shared memory; equal to predict_cpu. x_dev [n][d],
 // centroids_dev [k][d], membership_dev [n] out. Checks (d <= 8192) before launching.

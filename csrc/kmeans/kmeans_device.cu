@@ -33,6 +33,7 @@
 #include "../common/launch.cuh"
 #include "kmeans_cuda.hpp"
 #include "kmeans_device.cuh"
+#include "kmeans_loop_parts.hpp"
 
 namespace gpuopt::kmeans {
 
@@ -316,13 +317,19 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
     }
 }
 
+// Streamed (the stream variant, kmeans_stream.cu): the chunks are one slab's of the points, whole groups of the
+// tree; the total starts from running[e] (the groups of the slabs before, in order) and, unless `close`, is
+// stored back there instead of closing the loop: the same adds in the same order as one pass over all groups.
+template <bool Streamed>
 __global__ void __launch_bounds__(kFinishWarps * 32) finish_loop(std::int64_t n, int d, int k, std::int64_t chunks,
                                                                  const double* __restrict__ chunk_sums,
                                                                  unsigned long long* __restrict__ counts,
                                                                  float* __restrict__ centres, float threshold,
                                                                  int max_iter, float* __restrict__ delta_history,
-                                                                 LoopState* __restrict__ state) {
+                                                                 LoopState* __restrict__ state,
+                                                                 double* __restrict__ running, bool close) {
     if (state->done) return;  // read by every block before the last one can change it
+    if constexpr (!Streamed) close = true;
     const int kd = k * d;
     const int lane = threadIdx.x % 32;
     const int e = blockIdx.x * kFinishWarps + threadIdx.x / 32;
@@ -330,6 +337,7 @@ __global__ void __launch_bounds__(kFinishWarps * 32) finish_loop(std::int64_t n,
         // Groups of 32 chunks, one a lane; the group sums (chunks in order) then added in group order by the
         // whole warp, lane by lane (every lane forms the same total).
         double total = 0.0;
+        if constexpr (Streamed) total = running[e];  // +0.0 before a loop's first slab: 0.0 + x == x
         const std::int64_t groups = (chunks + kGroup - 1) / kGroup;
         for (std::int64_t g0 = 0; g0 < groups; g0 += 32) {
             double group_sum = 0.0;
@@ -345,9 +353,13 @@ __global__ void __launch_bounds__(kFinishWarps * 32) finish_loop(std::int64_t n,
             const int in_round = groups - g0 < 32 ? static_cast<int>(groups - g0) : 32;
             for (int r = 0; r < in_round; ++r) total += __shfl_sync(0xffffffffu, group_sum, r);
         }
-        const int c = e / d;
-        const unsigned long long count = counts[c];
-        if (lane == 0 && count > 0) centres[e] = static_cast<float>(total / static_cast<double>(count));
+        if constexpr (Streamed)
+            if (lane == 0) running[e] = close ? 0.0 : total;  // every lane read it before the shuffles above
+        if (close) {
+            const int c = e / d;
+            const unsigned long long count = counts[c];
+            if (lane == 0 && count > 0) centres[e] = static_cast<float>(total / static_cast<double>(count));
+        }
     }
     // The last block to get here closes the loop.
     __shared__ bool last;
@@ -359,6 +371,10 @@ __global__ void __launch_bounds__(kFinishWarps * 32) finish_loop(std::int64_t n,
     __syncthreads();
     if (!last) return;
     __threadfence();
+    if (!close) {  // a slab of a streamed loop: counts and changes go on adding up
+        if (threadIdx.x == 0) state->finished_blocks = 0;
+        return;
+    }
     for (int c = threadIdx.x; c < k; c += blockDim.x) counts[c] = 0;
     if (threadIdx.x == 0) {
         // Liao's measure: the change count as a float over numObjs as a float.
@@ -481,10 +497,9 @@ KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::
                                                      membership_dev, chunk_sums.data(), counts, state, fin);
                 GPUOPT_CHECK_LAUNCH("assign_and_sum");
                 if constexpr (!Fused) {
-                    finish_loop<<<finish_blocks, kFinishWarps * 32>>>(n, static_cast<int>(d), static_cast<int>(k),
-                                                                      chunks, chunk_sums.data(), counts, centroids_dev,
-                                                                      threshold, static_cast<int>(max_iter),
-                                                                      fin.delta_history, state);
+                    finish_loop<false><<<finish_blocks, kFinishWarps * 32>>>(
+                        n, static_cast<int>(d), static_cast<int>(k), chunks, chunk_sums.data(), counts, centroids_dev,
+                        threshold, static_cast<int>(max_iter), fin.delta_history, state, nullptr, true);
                     GPUOPT_CHECK_LAUNCH("finish_loop");
                 }
             }
@@ -547,3 +562,65 @@ void kmeans_predict_device(const float* x_dev, std::int64_t n, std::int64_t d, c
 }
 
 }  // namespace gpuopt::kmeans
+
+namespace gpuopt::kmeans::parts {
+
+std::size_t head_words(std::int64_t k) { return static_cast<std::size_t>(k) + kStateWords; }
+std::size_t loop_words(std::int64_t k, std::int64_t max_iter) {
+    return head_words(k) + static_cast<std::size_t>((max_iter + 1) / 2);
+}
+void* state_of(unsigned long long* loop, std::int64_t k) { return loop + k; }
+std::size_t state_bytes(std::int64_t iterations) {
+    return sizeof(LoopState) + static_cast<std::size_t>(iterations) * sizeof(float);
+}
+bool copy_done(const unsigned char* copy, int* iterations) {
+    LoopState s;
+    std::memcpy(&s, copy, sizeof(LoopState));
+    *iterations = s.iterations;
+    return s.done != 0;
+}
+const float* copy_history(const unsigned char* copy) { return reinterpret_cast<const float*>(copy + sizeof(LoopState)); }
+
+unsigned assign_grid(std::int64_t chunks, std::int64_t d, std::int64_t k, bool dot) {
+    unsigned blocks = 0;
+    auto grid = [&](auto assign, std::size_t shared) {
+        require_shared_memory(assign, shared, "kmeans stream: assign_and_sum");
+        int per_sm = 0;
+        GPUOPT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, assign, kThreads, shared));
+        const std::int64_t resident = static_cast<std::int64_t>(multiprocessor_count()) * std::max(per_sm, 1);
+        blocks = static_cast<unsigned>(std::min<std::int64_t>(chunks, resident));
+    };
+    with_dim(d, [&](auto dim) {
+        if (dot) grid(assign_and_sum<dim.value, false, true>, assign_shared_bytes(d, k, true));
+        else grid(assign_and_sum<dim.value, false, false>, assign_shared_bytes(d, k, false));
+    });
+    return blocks;
+}
+
+void launch_slab(const float* x, std::int64_t n, std::int64_t n_total, std::int64_t d, std::int64_t k, bool dot,
+                 unsigned blocks, float* centres, std::int32_t* membership, double* chunk_sums,
+                 unsigned long long* loop, double* running, bool close, float threshold, std::int64_t max_iter,
+                 cudaStream_t stream) {
+    unsigned long long* counts = loop;
+    auto* state = static_cast<LoopState*>(state_of(loop, k));
+    const FinishArgs fin{threshold, static_cast<int>(max_iter), reinterpret_cast<float*>(state + 1), nullptr, nullptr};
+    const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+    const int di = static_cast<int>(d), ki = static_cast<int>(k);
+    const unsigned grid = static_cast<unsigned>(std::min<std::int64_t>(blocks, chunks));
+    with_dim(d, [&](auto dim) {
+        if (dot)
+            assign_and_sum<dim.value, false, true><<<grid, kThreads, assign_shared_bytes(d, k, true), stream>>>(
+                x, n, di, ki, centres, membership, chunk_sums, counts, state, fin);
+        else
+            assign_and_sum<dim.value, false, false><<<grid, kThreads, assign_shared_bytes(d, k, false), stream>>>(
+                x, n, di, ki, centres, membership, chunk_sums, counts, state, fin);
+        GPUOPT_CHECK_LAUNCH("assign_and_sum");
+    });
+    const auto finish_blocks = static_cast<unsigned>((k * d + kFinishWarps - 1) / kFinishWarps);
+    finish_loop<true><<<finish_blocks, kFinishWarps * 32, 0, stream>>>(n_total, di, ki, chunks, chunk_sums, counts,
+                                                                       centres, threshold, static_cast<int>(max_iter),
+                                                                       fin.delta_history, state, running, close);
+    GPUOPT_CHECK_LAUNCH("finish_loop");
+}
+
+}  // namespace gpuopt::kmeans::parts

@@ -302,7 +302,7 @@ def _kmeans_loop(meta, rows: Rows) -> Finding:
     sets = list(dict.fromkeys(r["dataset"] for r in rows))
     parts = []
     for s in sets:
-        best = min((v for (d, v), t in per.items() if d == s and t and v not in ("pytorch", "predict")),
+        best = min((v for (d, v), t in per.items() if d == s and t and v not in ("pytorch", "predict", "stream")),
                    key=lambda v: per[(s, v)], default=None)
         if best:
             parts.append((s, best, per[(s, best)], per.get((s, "pytorch"))))

@@ -6,7 +6,10 @@ The points are uniform in [0, 1)^D (no cluster structure: memberships keep chang
 one call (CUDA events around it after warm-up, median; points already on the device, results left there) over the
 loops it ran. The liao ladder keeps its loop on the host (its design); ``device`` keeps it on the GPU (two kernels
 a loop), ``device_fused`` in one kernel a loop, ``device_gemm`` with the dot-form assignment (k*D <= 4096);
-``auto`` is what ``variant=None`` picks for the shape; ``predict``
+``auto`` is what ``variant=None`` picks for the shape; ``stream`` runs device's (or device_gemm's) loop on the
+points left in host memory (NumPy, page-locked in place for the call), streamed through device slabs every loop:
+its floor is the host link (``host_floor_us``: the points once at the pinned host-to-device bandwidth measured in
+the run) and ``x_in_memory`` its marginal loop over the fastest device-resident one's; ``predict``
 is one assignment pass alone (``kmeans_predict``'s device variant, the first k points as centres). PyTorch:
 distances by matrix product (||c||^2 - 2 x.c, FP32 with TF32 off), argmin, index_add_ of the sums, bincount of
 the counts, the same first-k start. Floors: the points read once (and the memberships read and written) at the
@@ -36,7 +39,8 @@ __all__ = ["STUDY"]
 #: (label, N, D, k): the CMU report's largest set (kmeans04) and issue 11's two large ones.
 LOOP_SHAPES = (("kmeans04", 488_565, 8, 3), ("1M x 16", 1_000_000, 16, 64), ("10M x 16", 10_000_000, 16, 256))
 LOOP_ITERS = 10
-LOOP_VARIANTS = ("liao", "liao_occupancy", "liao_aos", "liao_vec", "device", "device_fused", "device_gemm", "auto")
+LOOP_VARIANTS = ("liao", "liao_occupancy", "liao_aos", "liao_vec", "device", "device_fused", "device_gemm", "stream",
+                 "auto")
 LOOP_SEED = 0
 # Most objects per set, and the timing repeats, per plan.
 LOOP_MAX_N: dict[Any, int | None] = {("gpu", "full"): None, ("gpu", "quick"): 1_000_000, ("cpu", "full"): 100_000,
@@ -48,7 +52,8 @@ LOOP_REPEATS: dict[Any, dict[str, Any]] = {
     "tiny": dict(warmup=0, repeat=1)}
 LOOP_COLUMNS = ("dataset", "N", "D", "k", "variant", "iterations", "us_per_iter", "call_ms", "call_min_ms",
                 "call_max_ms", "repeats", "marginal_us_per_iter", "memory_floor_us", "compute_floor_us",
-                "dot_floor_us", "x_floor", "x_pytorch", "differ_liao", "skipped", "error")
+                "dot_floor_us", "host_floor_us", "x_floor", "x_pytorch", "x_in_memory", "differ_liao", "skipped",
+                "error")
 
 
 def _torch_lloyd(x_np: np.ndarray, k: int, iters: int) -> Callable[[], Any] | None:
@@ -86,8 +91,22 @@ def _floors(n: int, d: int, k: int) -> tuple[float | None, float | None, float |
     return memory, compute, dot
 
 
+def host_to_device_bandwidth() -> float | None:
+    """Pinned host-to-device bytes/s of this machine (256 MiB through PyTorch's pinned memory, median of 5), or None
+    without PyTorch: the stream variant's floor."""
+    torch = _strict_torch()
+    if torch is None:
+        return None
+    src = torch.empty(256 << 20, dtype=torch.uint8, pin_memory=True)
+    dst = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    st = measure(lambda: dst.copy_(src, non_blocking=True), device="gpu", warmup=2, repeat=5)
+    return (256 << 20) / (st.median_ms * 1e-3)
+
+
 #: loop-on-the-GPU variants also timed at max_iter=1: their marginal loop, the call's fixed costs taken out
-MARGINAL_VARIANTS = ("device", "device_fused", "device_gemm", "auto")
+MARGINAL_VARIANTS = ("device", "device_fused", "device_gemm", "stream", "auto")
+#: the in-memory loop variants stream's marginal loop is compared with
+IN_MEMORY_VARIANTS = ("device", "device_fused", "device_gemm")
 #: variants whose assignment is the dot form (their floor: the FMAs, not Liao's three instructions)
 DOT_VARIANTS = ("device_gemm", "auto")
 
@@ -112,6 +131,8 @@ def run_kmeans_loop(plan: Plan) -> StudyResult:
     if max_n is not None and any(n > max_n for _, n, _, _ in LOOP_SHAPES):
         res.notes.append(f"data sets cut to at most {max_n} objects in this mode (see the N column)")
     torch_ok = plan.gpu and _strict_torch() is not None
+    host_bw = host_to_device_bandwidth() if torch_ok and "stream" in names else None
+    res.meta["host_to_device_gbs"] = host_bw / 1e9 if host_bw else None
     if plan.gpu and not torch_ok:
         res.notes.append("PyTorch with CUDA not importable: no PyTorch rows")
     total = len(LOOP_SHAPES) * (len(names) + (2 if torch_ok else 1) if plan.gpu else len(names))
@@ -129,6 +150,9 @@ def run_kmeans_loop(plan: Plan) -> StudyResult:
                 row: dict[str, Any] = dict(dataset=label, N=n, D=d, k=k, variant=name, memory_floor_us=memory,
                                            compute_floor_us=compute, dot_floor_us=dot)
                 floor = dot_floor if name in DOT_VARIANTS else liao_floor
+                if name == "stream":
+                    row["host_floor_us"] = n * d * 4 / host_bw * 1e6 if host_bw else None
+                    floor = max(row["host_floor_us"] or 0.0, dot_floor if k * d > 1024 else liao_floor)
                 try:
                     if name == "pytorch":
                         fn, iters = _torch_lloyd(x, k, LOOP_ITERS), LOOP_ITERS
@@ -136,8 +160,10 @@ def run_kmeans_loop(plan: Plan) -> StudyResult:
                         centres = gpuopt.to_device(np.ascontiguousarray(x[:k]))
                         fn, iters = (lambda centres=centres: gpuopt.kmeans_predict(x_in, centres, variant="device")), 1
                     else:
-                        fn = (lambda name=name: gpuopt.kmeans(x_in, k, threshold=0.0, max_iter=LOOP_ITERS,
-                                                              variant=name))
+                        # stream: the points stay in host memory (NumPy in, NumPy out).
+                        src = x if name == "stream" else x_in
+                        fn = (lambda name=name, src=src: gpuopt.kmeans(src, k, threshold=0.0, max_iter=LOOP_ITERS,
+                                                                       variant=name))
                         out = fn()
                         iters, memberships[name] = out.iterations, _host(out.membership)
                     st = measure(fn, device="gpu" if plan.gpu else "cpu", flush_l2=plan.gpu, **reps)
@@ -146,8 +172,8 @@ def run_kmeans_loop(plan: Plan) -> StudyResult:
                                x_floor=st.median_ms * 1e3 / iters / floor if floor else None)
                     if plan.gpu and name in MARGINAL_VARIANTS and iters > 1:
                         # A loop without the call's fixed costs: (the call of `iters` loops - a call of one) / the rest.
-                        one = measure(lambda name=name: gpuopt.kmeans(x_in, k, threshold=0.0, max_iter=1,
-                                                                      variant=name),
+                        one = measure(lambda name=name, src=src: gpuopt.kmeans(src, k, threshold=0.0, max_iter=1,
+                                                                               variant=name),
                                       device="gpu", flush_l2=True, **reps)
                         row["marginal_us_per_iter"] = (st.median_ms - one.median_ms) * 1e3 / (iters - 1)
                 except ValueError as exc:  # the variant rejects the shape up front (device: k*D > 1024)
@@ -160,6 +186,11 @@ def run_kmeans_loop(plan: Plan) -> StudyResult:
                 prog.update(f"{label} {name}")
             torch_us = next((r.get("us_per_iter") for r in rows if r["variant"] == "pytorch"), None)
             liao = memberships.get("liao")
+            in_memory = [r["marginal_us_per_iter"] for r in rows
+                         if r["variant"] in IN_MEMORY_VARIANTS and r.get("marginal_us_per_iter")]
+            for row in rows:
+                if row["variant"] == "stream" and row.get("marginal_us_per_iter") and in_memory:
+                    row["x_in_memory"] = row["marginal_us_per_iter"] / min(in_memory)
             for row in rows:
                 if torch_us and row.get("us_per_iter") and row["variant"] != "pytorch":
                     row["x_pytorch"] = torch_us / row["us_per_iter"]
@@ -176,14 +207,16 @@ def table_kmeans_loop(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None
     body = [[r["dataset"], f"{r['N']}x{r['D']}", r["k"], r["variant"], _fmt(r.get("us_per_iter"), ".4g"),
              _fmt(r.get("marginal_us_per_iter"), ".4g"),
              _fmt(r.get("memory_floor_us"), ".3g"), _fmt(r.get("compute_floor_us"), ".3g"),
-             _fmt(r.get("dot_floor_us"), ".3g"), _fmt(r.get("x_floor"), ".3g"), _fmt(r.get("x_pytorch"), ".3g"),
-             _fmt(r.get("differ_liao"))]
+             _fmt(r.get("dot_floor_us"), ".3g"), _fmt(r.get("host_floor_us"), ".3g"), _fmt(r.get("x_floor"), ".3g"),
+             _fmt(r.get("x_pytorch"), ".3g"), _fmt(r.get("x_in_memory"), ".3g"), _fmt(r.get("differ_liao"))]
             for r in rows]
     return (f"{(meta or {}).get('iterations', LOOP_ITERS)} loops a call, device-resident points; 'x PyTorch' = the "
             "PyTorch loop's time over this one (same run); 'marginal' = (a call's time - a one-loop call's) / (loops - "
-            "1), the loop without the call's fixed costs; floors per loop\n"
+            "1), the loop without the call's fixed costs; floors per loop; stream: points in host memory, "
+            "'x in-memory' = its marginal loop over the fastest device-resident one's\n"
             + format_table(["data set", "N x D", "k", "variant", "µs/iter", "marginal µs/iter", "mem floor µs",
-                            "Liao compute floor µs", "dot floor µs", "x floor", "x PyTorch", "differ from liao"], body)
+                            "Liao compute floor µs", "dot floor µs", "host link floor µs", "x floor", "x PyTorch",
+                            "x in-memory", "differ from liao"], body)
             + _errors(rows) + _skipped(rows))
 
 
