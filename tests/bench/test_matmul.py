@@ -83,7 +83,7 @@ def test_committed_ladder_table_steps():
     assert len(table) == len({r["label"] for r in rows}) > 10
     for cells in table:
         step, label = cells[0][2:], cells[1]
-        assert step == ("ref" if variant[label] == "cublas" else str(ladder_step(variant[label]))), cells
+        assert step == ("ref" if variant[label] in matmul.REFERENCES else str(ladder_step(variant[label]))), cells
 
 
 def test_matmul_study_gpu_path(fake_gpu, tmp_path):

@@ -18,7 +18,7 @@ EXPECTED = {
     "implicit_gemm_fast": ("gpuopt", {"tile": "64x64x8"}),
 }
 ALLOWED = {
-    ("unroll", "gemm"): ("async", "warptile", "shared", "naive"),
+    ("unroll", "gemm"): ("async", "tf32x3", "tf32x3_wgmma", "warptile", "shared", "naive"),
     ("implicit_gemm", "tile"): (16, 32),
     ("implicit_gemm_fast", "tile"): ("64x64x8", "128x128x8", "128x64x8", "64x128x8", "32x128x8"),
 }
