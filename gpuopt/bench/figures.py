@@ -150,6 +150,8 @@ def _grouped_bars(ax, groups: list[str], series: list[str], value: Callable[[str
     vertical = slots >= 4
     ax._gpuopt_vertical_labels = vertical
     values = []
+    # Default colours only past 10 series: tab10's would repeat (kmeans_loop's 11 series).
+    colors = _colors(series) if len(series) > 10 else {}
     for i, s in enumerate(series):
         xs, ys = [], []
         for j, g in enumerate(groups):
@@ -159,7 +161,7 @@ def _grouped_bars(ax, groups: list[str], series: list[str], value: Callable[[str
                 xs.append(j - width * n / 2 + width * (k + 0.5))
                 ys.append(v)
         values.extend(ys)
-        bars = ax.bar(xs, ys, width=width * 0.95, label=(names or {}).get(s, s))
+        bars = ax.bar(xs, ys, width=width * 0.95, label=(names or {}).get(s, s), color=colors.get(s))
         if label is not None:
             for x, y, g in zip(xs, ys, [g for g in groups if (value(g, s) or 0) > 0]):
                 text = label(g, s)

@@ -240,8 +240,12 @@ def plot_kmeans_loop(meta, rows, path: Path) -> Path:
     def floor_text(r):
         f = [x for x in (r.get("memory_floor_us"), r.get("compute_floor_us")) if x is not None]  # Liao's
         return f"\nfloor {short_number(max(f))} µs" if f else ""
+    def missing_text(s):  # variants measured elsewhere but not on this data set (k*D past their limit, say)
+        gone = [r for r in rows if r["dataset"] == s and r["variant"] in variants and (s, r["variant"]) not in by]
+        why = " (k*D over their limit)" if gone and all("k*D" in str(r.get("skipped")) for r in gone) else ""
+        return f"\nnot run: {', '.join(r['variant'] for r in gone)}{why}" if gone else ""
     ax.set_xticklabels([f"{s}\n{first[s]['N']}x{first[s]['D']}, k={first[s]['k']}{floor_text(first[s])}"
-                        for s in sets], fontsize=8)
+                        f"{missing_text(s)}" for s in sets], fontsize=8)
     log = _log_if_wide(ax, values, 20)
     _headroom(ax, values)
     ax.set_xlabel("data set (objects x coordinates, clusters)")
