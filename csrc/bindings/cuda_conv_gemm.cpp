@@ -24,6 +24,10 @@ void bind_conv_gemm(py::module_& m) {
         run_conv(a, [&](auto... p) { conv::conv2d_implicit_gemm_fast(p..., tile); });
     }, &conv::conv2d_implicit_gemm_fast_check, py::arg("tile"));
 
+    def_conv2d(m, "implicit_gemm_tf32x3", [](const Conv2dArgs& a) {
+        run_conv(a, [&](auto... p) { conv::conv2d_implicit_gemm_tf32x3(p...); });
+    }, [](const conv::Conv2dShape& s) { conv::conv2d_implicit_gemm_tf32x3_check(s); });
+
     m.def("conv2d_unroll_chunk_images", &conv::conv2d_unroll_chunk_images, py::arg("shape"),
           py::arg("scratch_limit_bytes") = conv::kUnrollScratchBytes,
           "Images per GEMM of conv2d_unroll for this shape and scratch budget (host only).");

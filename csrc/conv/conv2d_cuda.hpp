@@ -179,6 +179,13 @@ void conv2d_implicit_gemm(const float* x, const float* w, const float* bias, flo
 void conv2d_implicit_gemm_fast(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
                                Activation act, const std::string& tile = "64x64x8");
 
+// "implicit_gemm_tf32x3" (conv2d_tf32x3.cu): the implicit GEMM on the TF32 tensor cores at FP32 accuracy (3xTF32,
+// mma.sync), one whole staged image per block at a time, for K <= 32 output maps. The check validates and returns
+// the shared memory a block needs (the whole padded image, split, must fit the GPU's opt-in limit).
+std::int64_t conv2d_implicit_gemm_tf32x3_check(const Conv2dShape& s);
+void conv2d_implicit_gemm_tf32x3(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
+                                 Activation act);
+
 // Registers, shared memory and local memory (stack + spills) of every kernel instantiation in conv2d_gemm.cu
 // (the unroll variant's matmul kernels excepted: matmul_kernel_info has those).
 std::vector<matmul::KernelInfo> conv2d_gemm_kernel_info();

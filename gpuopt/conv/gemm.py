@@ -79,6 +79,14 @@ register("conv2d", "implicit_gemm",
                        "side of the output tile and the k-step (tile x tile threads per block; 16: the report's "
                        "TILE_WIDTH)"),))(run_gpu)
 
+register("conv2d", "implicit_gemm_tf32x3",
+         description="implicit GEMM on the TF32 tensor cores at FP32 accuracy (3xTF32: operands split into TF32 hi "
+                     "and lo, lo*hi + hi*lo + hi*hi by mma.sync, every 32 taps added in FP32): one whole image "
+                     "staged split in shared memory per block, A fragments gathered from it by tap offset; for "
+                     "K <= 32 output maps (Fashion-MNIST conv2)",
+         report="gpuopt", needs_cuda=True, kernel="csrc/conv/conv2d_tf32x3.cu", test="tests/conv/test_gpu_gemm.py")(
+    run_gpu)
+
 register("conv2d", "implicit_gemm_fast",
          description="implicit GEMM on the matmul ladder's warp tiles (8x8 / 8x4 outputs per thread): W tiles by "
                      "16-byte loads, X tiles gathered by cp.async with zero fill, double-buffered shared memory, "

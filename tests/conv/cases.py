@@ -139,8 +139,23 @@ def _pair(v):
     return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
 
 
-def refusal(variant, w_shape, stride=1, padding=0):
+#: implicit_gemm_tf32x3's staging: the whole padded image twice (TF32 hi and lo) and the split filters must fit
+#: the H200's opt-in shared memory per block (227 KB).
+TF32X3_SMEM_LIMIT = 232448
+
+
+def refusal(variant, w_shape, stride=1, padding=0, x_shape=None):
     """The message (a regex) with which ``variant`` must refuse this problem up front, or None if it runs it."""
+    if variant == "implicit_gemm_tf32x3":
+        k, c, r, s = w_shape
+        if k > 32:
+            return "at most 32 output maps"
+        if x_shape is not None:
+            ph, pw = _pair(padding)
+            plane = c * (x_shape[2] + 2 * ph) * (x_shape[3] + 2 * pw)
+            crs_pad, nt = (c * r * s + 7) // 8 * 8, 1 if k <= 8 else 2 if k <= 16 else 4
+            if 4 * (2 * ((plane + 3) // 4 * 4) + 2 * crs_pad * 8 * nt + crs_pad) > TF32X3_SMEM_LIMIT:
+                return "stages one whole"
     if variant == "winograd":  # stride 1, 3x3/5x5 filters, any padding
         r, s = w_shape[2:]
         if _pair(stride) != (1, 1):

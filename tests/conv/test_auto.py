@@ -44,7 +44,8 @@ def test_auto_choice_checks_shapes():
 
 @pytest.mark.parametrize("x_shape,w_shape,stride,padding,expected", [
     ((10000, 32, 12, 12), (64, 32, 5, 5), 1, 0, "winograd"),            # MNIST conv2
-    ((10000, 6, 30, 30), (16, 6, 5, 5), 1, 0, "winograd"),              # Fashion conv2
+    ((10000, 6, 30, 30), (16, 6, 5, 5), 1, 0, "implicit_gemm_tf32x3"),  # Fashion conv2: 16 maps, 150 taps
+    ((10000, 6, 94, 94), (16, 6, 5, 5), 1, 0, "winograd"),              # ... on images too large to stage whole
     ((64, 16, 32, 32), (32, 16, 3, 3), 1, 1, "winograd"),               # a 3x3 layer, padded
     ((10000, 1, 28, 28), (32, 1, 5, 5), 1, 0, "direct_fused"),          # MNIST conv1: C = 1, transforms dominate
     ((10000, 1, 64, 64), (6, 1, 5, 5), 1, 0, "direct_regblock"),        # Fashion conv1
@@ -53,15 +54,15 @@ def test_auto_choice_checks_shapes():
     ((128, 832, 7, 7), (128, 832, 1, 1), 1, 0, "unroll"),               # conf4: 1x1
     ((2, 32, 12, 12), (64, 32, 5, 5), 1, 0, "implicit_gemm"),           # too few outputs to fill the GPU
 ])
-def test_fast_class_may_pick_winograd(x_shape, w_shape, stride, padding, expected):
+def test_fast_class_may_pick_fast_algorithms(x_shape, w_shape, stride, padding, expected):
     name, _ = auto_choice(x_shape, w_shape, stride, padding, algorithms="fast")
     assert name == expected
 
 
 @pytest.mark.parametrize("x_shape,w_shape", [((10000, 32, 12, 12), (64, 32, 5, 5)), ((10000, 6, 30, 30), (16, 6, 5, 5)),
                                              ((64, 16, 32, 32), (32, 16, 3, 3))])
-def test_precise_class_never_picks_winograd(x_shape, w_shape):
-    assert auto_choice(x_shape, w_shape)[0] != "winograd"
+def test_precise_class_never_picks_fast_algorithms(x_shape, w_shape):
+    assert auto_choice(x_shape, w_shape)[0] not in ("winograd", "implicit_gemm_tf32x3")
     assert auto_choice(x_shape, w_shape, algorithms="precise") == auto_choice(x_shape, w_shape)
 
 

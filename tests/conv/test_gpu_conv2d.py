@@ -30,7 +30,7 @@ def check_against_cpu(variant, x, w, *, stride=1, padding=0, bias=None, activati
     # unroll_constmem's weights live in the 64 KB constant bank: larger filter banks are refused up front;
     # shape-limited variants refuse the problems they do not compute (cases.refusal).
     refused = "64 KB|65536" if variant == "unroll_constmem" and w.nbytes > 65536 else refusal(
-        variant, w.shape, stride, padding)
+        variant, w.shape, stride, padding, x.shape)
     if refused:
         with pytest.raises(ValueError, match=refused):
             gpuopt.conv2d(x, w, stride=stride, padding=padding, bias=bias, activation=activation, variant=variant)

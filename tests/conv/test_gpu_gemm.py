@@ -1,4 +1,4 @@
-"""The GEMM-based conv2d variants (unroll, implicit_gemm, implicit_gemm_fast) against the CPU reference
+"""The GEMM-based conv2d variants (unroll, implicit_gemm, implicit_gemm_fast, implicit_gemm_tf32x3) against the CPU reference
 (outputs and scratch poisoned by conftest): every allowed parameter value, awkward shapes, the CS6235
 configurations and the ECE408 layers, bias and activations, misaligned base pointers, unroll's chunked path,
 the kernels' resources and the up-front rejections. Device arrays and bitwise reproducibility: test_gpu_conv2d.py,
@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import gpuopt
+import oracles
 from conftest import SEED, conv_call
 from gpuopt.conv.gemm import unroll_chunk_images
 from .cases import (AWKWARD_SHAPES, CS6235, GRID_LIMIT_SHAPES, LAUNCH_GOOD, check_against_cpu, check_cs6235_problem,
@@ -249,3 +250,43 @@ def test_launchers_reject_bad_arguments_before_launch(rng, variant):
         more.append((r"N\*P\*Q = 1048576\*4096 must be < 2\^31 - 1024", (2**20, 1, 64, 64, 3, 1, 1, 1, 1, 0, 0), {}))
     params = {p.name: p.default for p in gpuopt.variants("conv2d")[variant].params.values()}
     check_launcher_rejects_bad_arguments(getattr(cuda(), f"conv2d_{variant}"), rng, more, what=variant, **params)
+
+
+# ------------------------------------------------------------------------------------------ implicit_gemm_tf32x3
+
+# (N, C, H, W, K, R, S, stride, padding): K over 1, 2 and 4 n-tiles with ragged tails (1, 9, 17, 32), taps not a
+# multiple of 8 and of 32 (flush tails), padding (the staged plane zero-filled), strides, P*Q not a multiple of
+# 16 (the last m-tile recomputes its last pixel), one image and more images than resident blocks.
+TF32X3_SHAPES = [(1, 1, 5, 5, 1, 3, 3, 1, 0), (3, 6, 30, 30, 16, 5, 5, 1, 0), (2, 5, 13, 11, 9, 3, 3, 1, 1),
+                 (2, 7, 17, 19, 17, 5, 3, 2, 2), (1, 32, 12, 12, 32, 5, 5, 1, 0), (1200, 2, 9, 9, 3, 3, 3, 3, 1),
+                 (2, 3, 8, 8, 32, 1, 1, 1, 0)]
+
+
+@pytest.mark.parametrize("shape", TF32X3_SHAPES, ids=str)
+def test_tf32x3_matches_cpu_reference(rng, shape):
+    check_shape(rng, "implicit_gemm_tf32x3", shape)
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "tanh"])
+def test_tf32x3_bias_activation_and_fp32_level_error(rng, activation):
+    """Against float64: FP32-level error (within 3x an FFMA kernel's on the same data, far below one TF32
+    product's 2^-11), bias and activation applied; the same bits on every run."""
+    x, w, bias = uniform(rng, (4, 6, 30, 30)), uniform(rng, (16, 6, 5, 5)), uniform(rng, 16)
+    y = run_and_check("implicit_gemm_tf32x3", x, w, bias=bias, activation=activation)
+    if activation is None:
+        exact = oracles.conv2d(x.astype(np.float64), w.astype(np.float64), bias.astype(np.float64), (1, 1), (0, 0),
+                               "none")
+        ffma = gpuopt.conv2d(x, w, bias=bias, variant="implicit_gemm_fast")
+        err = np.linalg.norm(y - exact) / np.linalg.norm(exact)
+        err_ffma = np.linalg.norm(ffma - exact) / np.linalg.norm(exact)
+        assert err < 3 * err_ffma + 1e-7 and err < 1e-5, (err, err_ffma)
+    np.testing.assert_array_equal(gpuopt.conv2d(x, w, bias=bias, activation=activation,
+                                                variant="implicit_gemm_tf32x3"), y)
+
+
+def test_tf32x3_refuses_what_it_does_not_compute(rng):
+    x = uniform(rng, (1, 2, 8, 8))
+    with pytest.raises(ValueError, match="at most 32 output maps"):
+        gpuopt.conv2d(x, uniform(rng, (33, 2, 3, 3)), variant="implicit_gemm_tf32x3")
+    with pytest.raises(ValueError, match="stages one whole"):
+        gpuopt.conv2d(uniform(rng, (1, 3, 160, 160)), uniform(rng, (4, 3, 3, 3)), variant="implicit_gemm_tf32x3")
