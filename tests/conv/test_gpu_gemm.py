@@ -258,7 +258,7 @@ def test_launchers_reject_bad_arguments_before_launch(rng, variant):
 # multiple of 8 and of 32 (flush tails), padding (the staged plane zero-filled), strides, P*Q not a multiple of
 # 16 (the last m-tile recomputes its last pixel), one image and more images than resident blocks.
 TF32X3_SHAPES = [(1, 1, 5, 5, 1, 3, 3, 1, 0), (3, 6, 30, 30, 16, 5, 5, 1, 0), (2, 5, 13, 11, 9, 3, 3, 1, 1),
-                 (2, 7, 17, 19, 17, 5, 3, 2, 2), (1, 32, 12, 12, 32, 5, 5, 1, 0), (1200, 2, 9, 9, 3, 3, 3, 3, 1),
+                 (2, 7, 17, 19, 17, 5, 3, 2, 2), (1, 16, 12, 12, 32, 5, 5, 1, 0), (1200, 2, 9, 9, 3, 3, 3, 3, 1),
                  (2, 3, 8, 8, 32, 1, 1, 1, 0)]
 
 
