@@ -4,25 +4,25 @@
 
 namespace gpuopt {
 
+namespace {
+
+cublasHandle_t create_cublas(cublasMath_t mode) {
+    cublasHandle_t handle = nullptr;
+    GPUOPT_CUBLAS_CHECK(cublasCreate(&handle));
+    GPUOPT_CUBLAS_CHECK(cublasSetMathMode(handle, mode));
+    GPUOPT_CUBLAS_CHECK(cublasSetStream(handle, nullptr));
+    return handle;
+}
+
+}  // namespace
+
 cublasHandle_t cublas_handle() {
-    static std::once_flag once;
-    static cublasHandle_t handle = nullptr;
-    std::call_once(once, [] {
-        GPUOPT_CUBLAS_CHECK(cublasCreate(&handle));
-        GPUOPT_CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));  // no TF32
-        GPUOPT_CUBLAS_CHECK(cublasSetStream(handle, nullptr));
-    });
+    static const cublasHandle_t handle = create_cublas(CUBLAS_DEFAULT_MATH);  // no TF32
     return handle;
 }
 
 cublasHandle_t cublas_handle_tf32() {
-    static std::once_flag once;
-    static cublasHandle_t handle = nullptr;
-    std::call_once(once, [] {
-        GPUOPT_CUBLAS_CHECK(cublasCreate(&handle));
-        GPUOPT_CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_TF32_TENSOR_OP_MATH));
-        GPUOPT_CUBLAS_CHECK(cublasSetStream(handle, nullptr));
-    });
+    static const cublasHandle_t handle = create_cublas(CUBLAS_TF32_TENSOR_OP_MATH);
     return handle;
 }
 

@@ -90,6 +90,15 @@ _DEVICE = dict(report="gpuopt", needs_cuda=True, kernel="csrc/kmeans/kmeans_devi
                test="tests/kmeans/test_gpu_kmeans.py")
 
 
+def _initial_centroids(ctx: ExecContext, p: KMeansProblem) -> DeviceArray:
+    """The initial centres on the device, the loop's working copy: a device init (x's first k rows) is copied
+    on the device, no host round trip; a host one is uploaded (timed as a copy in)."""
+    if isinstance(p.init, DeviceArray):
+        return p.init.copy()
+    with ctx.h2d():
+        return to_device(p.init)
+
+
 def _kmeans_device(ctx: ExecContext, p: KMeansProblem, *, loops_per_sync: int,
                    blocks: int) -> tuple[Any, Any, int, np.ndarray]:
     """The loop on the GPU (``device``, ``device_fused``, ``device_gemm``): centres and memberships stay on the
@@ -99,11 +108,7 @@ def _kmeans_device(ctx: ExecContext, p: KMeansProblem, *, loops_per_sync: int,
     host_check(ctx.variant)(n, d, k, loops_per_sync=loops_per_sync, blocks=blocks)
     run = launcher(ctx.variant)
     x_dev = ctx.device(p.x)
-    if isinstance(p.init, DeviceArray):  # x's first k rows: copied on the device, no host round trip
-        centroids = p.init.copy()
-    else:
-        with ctx.h2d():
-            centroids = to_device(p.init)
+    centroids = _initial_centroids(ctx, p)
     membership = ctx.empty((n,), np.int32)
     with ctx.kernel():
         iterations, delta = run(x_dev.ptr, centroids.ptr, membership.ptr, n, d, k, p.threshold, p.max_iter,
@@ -158,11 +163,7 @@ def _kmeans_stream(ctx: ExecContext, p: KMeansProblem, *, chunk_points: int, buf
     run = launcher(ctx.variant)
     x = p.x  # NumPy (float32, C-contiguous: api.kmeans's input rules) or a DeviceArray: never copied here
     x_ptr = x.ptr if isinstance(x, DeviceArray) else x.ctypes.data
-    if isinstance(p.init, DeviceArray):
-        centroids = p.init.copy()
-    else:
-        with ctx.h2d():
-            centroids = to_device(p.init)
+    centroids = _initial_centroids(ctx, p)
     membership = ctx.empty((n,), np.int32)
     with ctx.kernel():
         iterations, delta, _path = run(x_ptr, centroids.ptr, membership.ptr, n, d, k, p.threshold, p.max_iter,
