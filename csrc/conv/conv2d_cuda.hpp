@@ -185,6 +185,8 @@ void conv2d_implicit_gemm_fast(const float* x, const float* w, const float* bias
 std::int64_t conv2d_implicit_gemm_tf32x3_check(const Conv2dShape& s);
 void conv2d_implicit_gemm_tf32x3(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
                                  Activation act);
+// Registers and local memory of its three instantiations (1, 2 and 4 n8 tiles of maps).
+std::vector<matmul::KernelInfo> conv2d_tf32x3_kernel_info();
 
 // Registers, shared memory and local memory (stack + spills) of every kernel instantiation in conv2d_gemm.cu
 // (the unroll variant's matmul kernels excepted: matmul_kernel_info has those).

@@ -15,12 +15,15 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "../common/activation.hpp"
 #include "../common/cuda_check.cuh"
 #include "../common/device.hpp"
 #include "../common/error.hpp"
 #include "../common/launch.cuh"
+#include "../matmul/tf32.cuh"
+#include "../matmul/matmul_kernels.cuh"
 #include "conv2d_cuda.hpp"
 
 namespace gpuopt::conv {
@@ -40,18 +43,10 @@ struct Tf32Conv {
     Activation act;
 };
 
-__device__ __forceinline__ void split_tf32(float x, std::uint32_t& hi, std::uint32_t& lo) {
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
-    const float rest = x - __uint_as_float(hi);
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(rest));
-}
-
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                         std::uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+// v split into hi and lo, stored at hi[i], lo[i].
+__device__ __forceinline__ void store_split(float v, std::uint32_t* hi, std::uint32_t* lo, int i) {
+    const matmul::tf32::Split p = matmul::tf32::split(v);
+    hi[i] = p.hi, lo[i] = p.lo;
 }
 
 std::int64_t round4(std::int64_t v) { return (v + 3) / 4 * 4; }
@@ -74,7 +69,7 @@ __global__ void __launch_bounds__(kThreads) conv_tf32x3_kernel(Tf32Conv g) {
     for (int i = threadIdx.x; i < g.crs_pad * 8 * NT; i += kThreads) {
         const int kk = i / (8 * NT), k = i % (8 * NT);
         const float v = kk < g.crs && k < g.K ? __ldg(g.w + static_cast<std::int64_t>(k) * g.crs + kk) : 0.f;
-        split_tf32(v, s_bhi[i], s_blo[i]);
+        store_split(v, s_bhi, s_blo, i);
     }
     for (int kk = threadIdx.x; kk < g.crs_pad; kk += kThreads) {
         int off = 0;
@@ -97,17 +92,16 @@ __global__ void __launch_bounds__(kThreads) conv_tf32x3_kernel(Tf32Conv g) {
 #pragma unroll 4
             for (int i = threadIdx.x; i < img / 4; i += kThreads) {
                 const float4 v = __ldg(x4 + i);
-                uint4 h, l;
-                split_tf32(v.x, h.x, l.x), split_tf32(v.y, h.y, l.y), split_tf32(v.z, h.z, l.z),
-                    split_tf32(v.w, h.w, l.w);
-                reinterpret_cast<uint4*>(s_xhi)[i] = h, reinterpret_cast<uint4*>(s_xlo)[i] = l;
+                const matmul::tf32::Split p0 = matmul::tf32::split(v.x), p1 = matmul::tf32::split(v.y),
+                                          p2 = matmul::tf32::split(v.z), p3 = matmul::tf32::split(v.w);
+                reinterpret_cast<uint4*>(s_xhi)[i] = make_uint4(p0.hi, p1.hi, p2.hi, p3.hi);
+                reinterpret_cast<uint4*>(s_xlo)[i] = make_uint4(p0.lo, p1.lo, p2.lo, p3.lo);
             }
         } else {
             for (int i = threadIdx.x; i < img; i += kThreads) {
                 const int c = i / plane, hw = i % plane, h = hw / g.Wp - g.pad_h, w = hw % g.Wp - g.pad_w;
                 const bool in = h >= 0 && h < g.H && w >= 0 && w < g.W;
-                split_tf32(in ? __ldg(xn + (static_cast<std::int64_t>(c) * g.H + h) * g.W + w) : 0.f, s_xhi[i],
-                           s_xlo[i]);
+                store_split(in ? __ldg(xn + (static_cast<std::int64_t>(c) * g.H + h) * g.W + w) : 0.f, s_xhi, s_xlo, i);
             }
         }
         __syncthreads();
@@ -134,11 +128,11 @@ __global__ void __launch_bounds__(kThreads) conv_tf32x3_kernel(Tf32Conv g) {
                 for (int kb = k0; kb < k0 + kFlushK; kb += 8) {
                     if (kb >= g.crs_pad) break;
                     const int o0 = s_koff[kb + t], o1 = s_koff[kb + t + 4];
-                    std::uint32_t bh0[NT], bh1[NT], bl0[NT], bl1[NT];
+                    std::uint32_t bh[NT][2], bl[NT][2];  // b0: (tap t, map grp), b1: (tap t + 4, map grp)
 #pragma unroll
                     for (int j = 0; j < NT; ++j) {
                         const int i0 = (kb + t) * 8 * NT + 8 * j + grp, i1 = i0 + 4 * 8 * NT;
-                        bh0[j] = s_bhi[i0], bh1[j] = s_bhi[i1], bl0[j] = s_blo[i0], bl1[j] = s_blo[i1];
+                        bh[j][0] = s_bhi[i0], bh[j][1] = s_bhi[i1], bl[j][0] = s_blo[i0], bl[j][1] = s_blo[i1];
                     }
 #pragma unroll
                     for (int mt = 0; mt < kMT; ++mt) {
@@ -149,9 +143,9 @@ __global__ void __launch_bounds__(kThreads) conv_tf32x3_kernel(Tf32Conv g) {
                                                      s_xlo[base[mt][0] + o1], s_xlo[base[mt][1] + o1]};
 #pragma unroll
                         for (int j = 0; j < NT; ++j) {  // smallest terms first
-                            mma_tf32(part[mt][j], al, bh0[j], bh1[j]);
-                            mma_tf32(part[mt][j], ah, bl0[j], bl1[j]);
-                            mma_tf32(part[mt][j], ah, bh0[j], bh1[j]);
+                            matmul::tf32::mma_m16n8k8(part[mt][j], al, bh[j]);
+                            matmul::tf32::mma_m16n8k8(part[mt][j], ah, bl[j]);
+                            matmul::tf32::mma_m16n8k8(part[mt][j], ah, bh[j]);
                         }
                     }
                 }
@@ -185,12 +179,11 @@ __global__ void __launch_bounds__(kThreads) conv_tf32x3_kernel(Tf32Conv g) {
 
 int n_tiles(std::int64_t K) { return K <= 8 ? 1 : K <= 16 ? 2 : 4; }
 
-template <int NT>
-const void* kernel_for() {
-    return reinterpret_cast<const void*>(conv_tf32x3_kernel<NT>);
+const void* kernel_of(int nt) {
+    return nt == 1 ? reinterpret_cast<const void*>(conv_tf32x3_kernel<1>)
+                   : nt == 2 ? reinterpret_cast<const void*>(conv_tf32x3_kernel<2>)
+                             : reinterpret_cast<const void*>(conv_tf32x3_kernel<4>);
 }
-
-const void* kernel_of(int nt) { return nt == 1 ? kernel_for<1>() : nt == 2 ? kernel_for<2>() : kernel_for<4>(); }
 
 }  // namespace
 
@@ -235,5 +228,13 @@ void conv2d_implicit_gemm_tf32x3(const float* x, const float* w, const float* bi
                                        static_cast<std::size_t>(bytes), nullptr));
 }
 
+
+std::vector<matmul::KernelInfo> conv2d_tf32x3_kernel_info() {
+    std::vector<matmul::KernelInfo> out;
+    for (int nt : {1, 2, 4})  // shared memory depends on the shape: the occupancy here is at none
+        out.push_back(matmul::kernel_info(kernel_of(nt), "implicit_gemm_tf32x3<n8 x " + std::to_string(nt) + ">",
+                                          kThreads, 0));
+    return out;
+}
 
 }  // namespace gpuopt::conv

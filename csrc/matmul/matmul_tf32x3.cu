@@ -23,6 +23,7 @@
 
 #include "../common/device.hpp"
 #include "matmul_kernels.cuh"
+#include "tf32.cuh"
 
 namespace gpuopt::matmul {
 
@@ -39,28 +40,6 @@ constexpr int A_FLOATS = BM * LDA, B_FLOATS = BK * LDB, STAGE_FLOATS = A_FLOATS 
 // 16 distinct 8-byte bank pairs.
 constexpr int LDA2 = BK + 4, LDB2 = BN + 4, A_PAIRS = BM * LDA2, B_PAIRS = BK * LDB2;
 
-struct Split {
-    std::uint32_t hi, lo;
-};
-
-// x = hi + lo (+ about 2^-22 |x|), both TF32 (round to nearest, ties away).
-__device__ __forceinline__ Split split_tf32(float x) {
-    std::uint32_t hi, lo;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
-    const float rest = x - __uint_as_float(hi);
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(rest));
-    return {hi, lo};
-}
-
-// d += a * b on one m16 x n8 x k8 tile (TF32 in, FP32 accumulate).
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
 // Four consecutive floats global -> shared, the first `valid` of them in range (the rest zero-filled).
 // VEC: one 16-byte copy (the caller's rows are 16-byte aligned and a multiple of 4 long, so valid is 0 or >= 4).
 template <bool VEC>
@@ -75,7 +54,7 @@ __device__ __forceinline__ void copy4(float* dst, const float* src, int valid) {
 
 // x split into (hi, lo) for four consecutive floats, stored as two float4 (hi0, lo0, hi1, lo1), (hi2, ...).
 __device__ __forceinline__ void split4(float4* dst, float4 v) {
-    const Split s0 = split_tf32(v.x), s1 = split_tf32(v.y), s2 = split_tf32(v.z), s3 = split_tf32(v.w);
+    const tf32::Split s0 = tf32::split(v.x), s1 = tf32::split(v.y), s2 = tf32::split(v.z), s3 = tf32::split(v.w);
     dst[0] = make_float4(__uint_as_float(s0.hi), __uint_as_float(s0.lo), __uint_as_float(s1.hi), __uint_as_float(s1.lo));
     dst[1] = make_float4(__uint_as_float(s2.hi), __uint_as_float(s2.lo), __uint_as_float(s3.hi), __uint_as_float(s3.lo));
 }
@@ -171,7 +150,7 @@ __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_kernel(const float* 
                         b_hi[j][h] = __float_as_uint(v.x);
                         b_lo[j][h] = __float_as_uint(v.y);
                     } else {
-                        const Split s = split_tf32(bs[(kk + q + 4 * h) * LDB + j * 8 + g]);
+                        const tf32::Split s = tf32::split(bs[(kk + q + 4 * h) * LDB + j * 8 + g]);
                         b_hi[j][h] = s.hi;
                         b_lo[j][h] = s.lo;
                     }
@@ -187,16 +166,16 @@ __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_kernel(const float* 
                         a_hi[r] = __float_as_uint(v.x);
                         a_lo[r] = __float_as_uint(v.y);
                     } else {
-                        const Split s = split_tf32(as[(i * 16 + g + 8 * (r % 2)) * LDA + kk + q + 4 * (r / 2)]);
+                        const tf32::Split s = tf32::split(as[(i * 16 + g + 8 * (r % 2)) * LDA + kk + q + 4 * (r / 2)]);
                         a_hi[r] = s.hi;
                         a_lo[r] = s.lo;
                     }
                 }
 #pragma unroll
                 for (int j = 0; j < NT; ++j) {
-                    mma_tf32(part[i][j], a_lo, b_hi[j]);
-                    mma_tf32(part[i][j], a_hi, b_lo[j]);
-                    mma_tf32(part[i][j], a_hi, b_hi[j]);
+                    tf32::mma_m16n8k8(part[i][j], a_lo, b_hi[j]);
+                    tf32::mma_m16n8k8(part[i][j], a_hi, b_lo[j]);
+                    tf32::mma_m16n8k8(part[i][j], a_hi, b_hi[j]);
                 }
             }
             if ((kk + 8) % FLUSH_K == 0) {

@@ -23,6 +23,7 @@
 #include "../common/device_buffer.cuh"
 #include "../common/error.hpp"
 #include "matmul_kernels.cuh"
+#include "tf32.cuh"
 #include "wgmma.cuh"
 
 namespace gpuopt::matmul {
@@ -34,15 +35,6 @@ constexpr int TILE_BYTES = BM * BK * 4;  // 128 rows of 128 bytes (BM == BN)
 constexpr int STAGE_BYTES = 4 * TILE_BYTES;
 constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;  // + alignment of the swizzle atoms
 constexpr int GROUP_M = 16;                              // tile rows walked before moving right (L2 reuse)
-
-// x = hi + lo (+ about 2^-22 |x|), both TF32 (round to nearest, ties away), as step 10.
-__device__ __forceinline__ void split_tf32(float x, float& hi, float& lo) {
-    std::uint32_t h, l;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(h) : "f"(x));
-    const float rest = x - __uint_as_float(h);
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(l) : "f"(rest));
-    hi = __uint_as_float(h), lo = __uint_as_float(l);
-}
 
 // a (M x K, row-major) -> hi, lo (Mp x Kp), zero past M and K. A thread writes 4 consecutive k (float4).
 __global__ void split_rows(const float* __restrict__ a, int M, int K, float* __restrict__ hi, float* __restrict__ lo,
@@ -59,12 +51,12 @@ __global__ void split_rows(const float* __restrict__ a, int M, int K, float* __r
 #pragma unroll
             for (int j = 0; j < 4; ++j) x[j] = m < M && k + j < K ? __ldg(row + k + j) : 0.f;
         }
-        float h[4], l[4];
+        tf32::Split p[4];  // as step 10's split
 #pragma unroll
-        for (int j = 0; j < 4; ++j) split_tf32(x[j], h[j], l[j]);
+        for (int j = 0; j < 4; ++j) p[j] = tf32::split(x[j]);
         const std::int64_t o = static_cast<std::int64_t>(m) * Kp + k;
-        *reinterpret_cast<float4*>(hi + o) = make_float4(h[0], h[1], h[2], h[3]);
-        *reinterpret_cast<float4*>(lo + o) = make_float4(l[0], l[1], l[2], l[3]);
+        *reinterpret_cast<uint4*>(hi + o) = make_uint4(p[0].hi, p[1].hi, p[2].hi, p[3].hi);
+        *reinterpret_cast<uint4*>(lo + o) = make_uint4(p[0].lo, p[1].lo, p[2].lo, p[3].lo);
     }
 }
 
@@ -83,15 +75,10 @@ __global__ void split_cols(const float* __restrict__ b, int K, int N, float* __r
         __syncthreads();
         for (int i = threadIdx.y; i < 32; i += 8) {
             const std::int64_t o = static_cast<std::int64_t>(n0 + i) * Kp + k0 + threadIdx.x;
-            float h, l;
-            split_tf32(t[threadIdx.x][i], h, l);
-            hi[o] = h, lo[o] = l;
+            const tf32::Split p = tf32::split(t[threadIdx.x][i]);
+            hi[o] = __uint_as_float(p.hi), lo[o] = __uint_as_float(p.lo);
         }
     }
-}
-
-__device__ __forceinline__ void cp_async_16(std::uint32_t dst, const void* src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
 }
 
 // c (M x N) = a * b from the split operands: a_hi, a_lo (Mp x Kp), b_hi, b_lo (Np x Kp), all K-major.
@@ -100,25 +87,26 @@ __global__ void __launch_bounds__(THREADS, 1)
                         const float* __restrict__ b_hi, const float* __restrict__ b_lo, float* __restrict__ c, int M,
                         int N, int Kp, int tiles_m, int tiles_n, bool vec) {
 #if GPUOPT_HAS_WGMMA
-    extern __shared__ __align__(1024) unsigned char smem[];
-    const std::uint32_t base = (static_cast<std::uint32_t>(__cvta_generic_to_shared(smem)) + 1023) & ~1023u;
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    // The stages 1024-byte aligned (the swizzle atoms): as a generic pointer for the copies, a shared address
+    // for the descriptors.
+    unsigned char* smem = smem_raw + (1024 - static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_raw)) % 1024) % 1024;
+    const std::uint32_t base = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
 
-    // Grouped order: GROUP_M tile rows of a column before the next column, so resident blocks share stripes in L2.
-    const int per_group = GROUP_M * tiles_n, group = blockIdx.x / per_group, first_m = group * GROUP_M;
-    const int rows = min(tiles_m - first_m, GROUP_M), in_group = blockIdx.x % per_group;
-    const int m0 = (first_m + in_group % rows) * BM, n0 = in_group / rows * BN;
+    const dev::TileCoord tile = dev::tile_of_block<GROUP_M>(static_cast<int>(blockIdx.x), tiles_m, tiles_n);
+    const int m0 = tile.m * BM, n0 = tile.n * BN;
 
     const int tid = threadIdx.x, warpgroup = tid / 128;
     // Stage layout: [A hi][A lo][B hi][B lo], each 128 rows x 128 bytes, swizzled.
     const float* src[4] = {a_hi + static_cast<std::int64_t>(m0) * Kp, a_lo + static_cast<std::int64_t>(m0) * Kp,
                            b_hi + static_cast<std::int64_t>(n0) * Kp, b_lo + static_cast<std::int64_t>(n0) * Kp};
     auto load = [&](int stage, int kstep) {
-        const std::uint32_t st = base + stage * STAGE_BYTES;
+        unsigned char* st = smem + stage * STAGE_BYTES;
 #pragma unroll
         for (int i = 0; i < 16; ++i) {  // 4 tiles x 1024 chunks of 16 bytes / 256 threads
             const int t = i / 4, e = tid + (i % 4) * THREADS, r = e / 8, chunk = e % 8;
-            cp_async_16(st + t * TILE_BYTES + r * 128 + ((chunk ^ (r % 8)) * 16),
-                        src[t] + static_cast<std::int64_t>(r) * Kp + kstep * BK + 4 * chunk);
+            dev::cp_async_16(reinterpret_cast<float*>(st + t * TILE_BYTES + r * 128 + ((chunk ^ (r % 8)) * 16)),
+                             src[t] + static_cast<std::int64_t>(r) * Kp + kstep * BK + 4 * chunk, 16);
         }
     };
 
@@ -130,14 +118,14 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < ksteps) load(s, s);
-        asm volatile("cp.async.commit_group;\n");
+        dev::cp_async_commit();
     }
     for (int ks = 0; ks < ksteps; ++ks) {
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 2));
+        dev::cp_async_wait<STAGES - 2>();
         wgmma::fence_proxy_async();
         __syncthreads();  // step ks landed for every thread; every warpgroup is done with step ks - 1's stage
         if (ks + STAGES - 1 < ksteps) load((ks + STAGES - 1) % STAGES, ks + STAGES - 1);
-        asm volatile("cp.async.commit_group;\n");
+        dev::cp_async_commit();
 
         const std::uint32_t st = base + (ks % STAGES) * STAGE_BYTES, rows_a = warpgroup * 64 * 128;
         const std::uint32_t ahi = st + rows_a, alo = st + TILE_BYTES + rows_a;
@@ -158,7 +146,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
         for (int i = 0; i < 64; ++i) acc[i] += part[i];  // round to nearest
     }
-    asm volatile("cp.async.wait_group 0;\n");  // only empty groups remain; leave nothing in flight
+    dev::cp_async_wait<0>();  // only empty groups remain; leave nothing in flight
 
     // acc[4i + 2h + e]: row 16w + l/4 + 8h, column 8i + 2(l%4) + e of the warpgroup's 64 x 128 tile.
     const int warp = (tid % 128) / 32, lane = tid % 32;

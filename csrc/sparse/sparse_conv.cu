@@ -17,6 +17,7 @@
 #include "../common/device_buffer.cuh"
 #include "../common/launch.cuh"
 #include "sparse_conv_cuda.hpp"
+#include "sparse_exact.cuh"
 
 namespace gpuopt::sparse {
 
@@ -63,19 +64,7 @@ struct CooFilter {
     }
 };
 
-// FAST: one int32 code = value*100 + row*10 + col per entry, decoded with floor
-// semantics so negative values round-trip (-280 -> value -3, row 2, col 0). C++'s / and %
-// truncate toward zero, hence floor_divmod10's fix-up (no overflow for any int32 code).
-__device__ __forceinline__ int floor_divmod10(int n, int& mod) {
-    int quot = n / 10;
-    mod = n - quot * 10;  // truncated: in -9..9
-    if (mod < 0) {
-        mod += 10;
-        quot -= 1;
-    }
-    return quot;
-}
-
+// FAST codes: decode_fast (sparse_exact.cuh).
 struct FastFilter {
     static constexpr bool kSkipZeroInputs = true;
     const std::int32_t* __restrict__ codes;  // (M, C, width)
@@ -87,10 +76,8 @@ struct FastFilter {
         for (int j = 0; j < width; ++j) {
             const int code = codes[base + j];
             if (code == 0) continue;  // padding (value 0 at (0, 0))
-            int col, row;
-            const int rest = floor_divmod10(code, col);
-            const int value = floor_divmod10(rest, row);
-            f(value, row, col);
+            const FastTap t = decode_fast(code);
+            f(t.value, t.row, t.col);
         }
     }
 };

@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kThreads, 3)  // 3 blocks/SM: up to 80 registe
     const long long map_size = static_cast<long long>(g.H) * g.W;
 
     // This block's channels: whole chunks, in rank order.
-    const int per = (((g.C + g.split - 1) / g.split + kChunk - 1) / kChunk) * kChunk;
+    const int per = channels_per_split(g.C, g.split, kChunk);
     const int c_end = min(g.C, (rank + 1) * per);
     for (int c0 = rank * per; c0 < c_end; c0 += kChunk) {
         const int nc = min(kChunk, c_end - c0);
@@ -184,9 +184,10 @@ __global__ void __launch_bounds__(kThreads, 3)  // 3 blocks/SM: up to 80 registe
         for (int e = tid; e < MB * nc * g.width; e += kThreads) {
             const int m = e / (nc * g.width), rest = e - m * (nc * g.width);
             const int cc = rest / g.width, j = rest - cc * g.width;
-            int value = 0, row = 0, col = 0;
-            if (m0 + m < g.M) value = floor_divmod10(floor_divmod10(
-                codes[(static_cast<long long>(m0 + m) * g.C + c0 + cc) * g.width + j], col), row);
+            const FastTap tap = m0 + m < g.M  // filters past M: value 0
+                ? decode_fast(codes[(static_cast<long long>(m0 + m) * g.C + c0 + cc) * g.width + j])
+                : FastTap{0, 0, 0};
+            const int value = tap.value, row = tap.row, col = tap.col;
             const int off = cc * g.chan_words + row * g.rs;
             const int off_a = off + (col & 1) * g.plane + (col >> 1);
             const int off_b = off + ((col + 1) & 1) * g.plane + ((col + 1) >> 1);

@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(kPatches * MG, 2)
             for (int b = 0; b < 4; ++b) acc[t][a][b] = T(0);
     int my_xmax = 0;
     const long long map_size = static_cast<long long>(g.H) * g.W;
-    const int per = (((g.C + g.split - 1) / g.split + kChunk - 1) / kChunk) * kChunk;
+    const int per = channels_per_split(g.C, g.split, kChunk);
     const int c_end = min(g.C, (rank + 1) * per);
     for (int c0 = rank * per; c0 < c_end; c0 += kChunk) {
         const int nc = min(kChunk, c_end - c0);
@@ -161,9 +161,10 @@ __global__ void __launch_bounds__(kPatches * MG, 2)
         for (int e = tid; e < MB * nc * g.width; e += kThreads) {
             const int m = e % MB, cj = e / MB;  // cj = cc * width + j
             const int cc = cj / g.width, j = cj - cc * g.width;
-            int value = 0, row = 0, col = 0;
-            if (m0 + m < g.M) value = floor_divmod10(floor_divmod10(
-                codes[(static_cast<long long>(m0 + m) * g.C + c0 + cc) * g.width + j], col), row);
+            const FastTap tap = m0 + m < g.M  // filters past M: value 0
+                ? decode_fast(codes[(static_cast<long long>(m0 + m) * g.C + c0 + cc) * g.width + j])
+                : FastTap{0, 0, 0};
+            const int value = tap.value, row = tap.row, col = tap.col;
             const T tv = to_t<T>(value);
             int bits;
             if constexpr (std::is_same_v<T, float>)

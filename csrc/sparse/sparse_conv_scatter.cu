@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kThreads)
     const int oy0 = g.pad_h - y0, ox0 = g.pad_w - x0;
     int my_xmax = 0;
 
-    const int per = (((g.C + g.split - 1) / g.split + kTapChannels - 1) / kTapChannels) * kTapChannels;
+    const int per = channels_per_split(g.C, g.split, kTapChannels);
     const int c_end = min(g.C, (rank + 1) * per);
     for (int c0 = rank * per; c0 < c_end; c0 += kTapChannels) {
         const int nc = min(kTapChannels, c_end - c0);
@@ -109,9 +109,10 @@ __global__ void __launch_bounds__(kThreads)
         for (int e = tid; e < MB * nc * g.width; e += kThreads) {
             const int m = e / (nc * g.width), rest = e - m * (nc * g.width);
             const int cc = rest / g.width, j = rest - cc * g.width;
-            int value = 0, row = 0, col = 0;
-            if (m0 + m < g.M) value = floor_divmod10(floor_divmod10(
-                codes[(static_cast<long long>(m0 + m) * g.C + c0 + cc) * g.width + j], col), row);
+            const FastTap tap = m0 + m < g.M  // filters past M: value 0
+                ? decode_fast(codes[(static_cast<long long>(m0 + m) * g.C + c0 + cc) * g.width + j])
+                : FastTap{0, 0, 0};
+            const int value = tap.value, row = tap.row, col = tap.col;
             taps[(m * kTapChannels + cc) * g.width + j] = make_int2(value, (row << 4) | col);
             if (value != 0) atomicAdd(&wsum[m], static_cast<unsigned long long>(abs(value)));
         }

@@ -1,5 +1,6 @@
-// Device helpers shared by the one-pass sparse layer kernels (sparse_conv_fused.cu, sparse_conv_scatter.cu):
-// FAST decoding and the exact int64 fallback they take when their int32 bound does not hold.
+// Device helpers shared by the sparse layer kernels (sparse_conv.cu, sparse_conv_fused.cu,
+// sparse_conv_fused_blocked.cu, sparse_conv_scatter.cu): FAST decoding, the channel split of the clustered
+// kernels, and the exact int64 fallback the one-pass kernels take when their int32 bound does not hold.
 #pragma once
 
 #include <climits>
@@ -12,15 +13,34 @@ struct FusedShape {
     int C, H, W, M, width, pad_h, pad_w;
 };
 
-// FAST decoding with floor semantics (negative values round-trip), as in sparse_conv.cu.
+// FAST: one int32 code = value*100 + row*10 + col per entry, decoded with floor
+// semantics so negative values round-trip (-280 -> value -3, row 2, col 0). C++'s / and %
+// truncate toward zero, hence floor_divmod10's fix-up (no overflow for any int32 code).
 __device__ __forceinline__ int floor_divmod10(int n, int& mod) {
     int quot = n / 10;
-    mod = n - quot * 10;
+    mod = n - quot * 10;  // truncated: in -9..9
     if (mod < 0) {
         mod += 10;
         quot -= 1;
     }
     return quot;
+}
+
+struct FastTap {
+    int value, row, col;
+};
+
+// One FAST code decoded; code 0 (padding) is value 0 at (0, 0).
+__device__ __forceinline__ FastTap decode_fast(int code) {
+    FastTap t;
+    t.value = floor_divmod10(floor_divmod10(code, t.col), t.row);
+    return t;
+}
+
+// Input channels per block when `split` blocks of a cluster share a layer's C channels in whole chunks of
+// `chunk`: block r takes [r * per, min(C, (r + 1) * per)).
+__device__ __forceinline__ int channels_per_split(int C, int split, int chunk) {
+    return ((C + split - 1) / split + chunk - 1) / chunk * chunk;
 }
 
 // The exact int64 recomputation of this thread's windows (the rare path: the int32 bound failed).
@@ -39,11 +59,10 @@ __device__ void exact_windows(const std::int16_t* __restrict__ x, const std::int
                 const std::int32_t* cs = codes + (static_cast<long long>(m) * g.C + c) * g.width;
                 const std::int16_t* xc = x + static_cast<long long>(c) * g.H * g.W;
                 for (int j = 0; j < g.width; ++j) {
-                    int col, row;
-                    const int value = floor_divmod10(floor_divmod10(cs[j], col), row);
-                    const int iy = gy - g.pad_h + row, ix = gx - g.pad_w + col;
+                    const FastTap t = decode_fast(cs[j]);
+                    const int iy = gy - g.pad_h + t.row, ix = gx - g.pad_w + t.col;
                     if (iy >= 0 && iy < g.H && ix >= 0 && ix < g.W)
-                        sum += static_cast<long long>(value) * xc[iy * g.W + ix];
+                        sum += static_cast<long long>(t.value) * xc[iy * g.W + ix];
                 }
             }
             if (sum > INT_MAX || sum < INT_MIN) atomicOr(overflow, 1);

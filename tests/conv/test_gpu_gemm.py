@@ -284,6 +284,13 @@ def test_tf32x3_bias_activation_and_fp32_level_error(rng, activation):
                                                 variant="implicit_gemm_tf32x3"), y)
 
 
+def test_tf32x3_kernels_do_not_spill():
+    infos = cuda().conv2d_tf32x3_kernel_info()
+    assert len(infos) == 3, infos
+    for info in infos:
+        assert info["local_bytes"] == 0 and info["threads"] == 128 and info["max_blocks_per_sm"] >= 1, info
+
+
 def test_tf32x3_refuses_what_it_does_not_compute(rng):
     x = uniform(rng, (1, 2, 8, 8))
     with pytest.raises(ValueError, match="at most 32 output maps"):
