@@ -132,3 +132,31 @@ def test_torch_tensors_through_a_plan(rng):
     np.testing.assert_array_equal(ys[2], ys[0])
     with pytest.raises(ValueError, match="C-contiguous"):  # a strided view still takes the long way's check
         gpuopt.matmul(ta.t(), tb, variant="async")
+
+
+def _offset_copy(a):
+    """``a`` on the device 4 bytes past a 256-byte aligned address: a view into a larger allocation."""
+    buf = gpuopt.to_device(np.zeros(a.size + 1, np.float32))
+    view = gpuopt.DeviceArray(a.shape, np.float32, buf.ptr + 4, buf)
+    gpuopt._ext.cuda_module().copy_h2d(view.ptr, np.ascontiguousarray(a, np.float32), a.nbytes)
+    return view
+
+
+@pytest.mark.parametrize("variant", ["async", "warptile", "vectorized", "blocktile_2d", "tf32x3", "shared"])
+def test_matmul_plan_resolved_for_aligned_operands_is_not_used_on_misaligned_ones(variant, rng):
+    # A matmul plan resolves its launch (the 16-byte vector path) on its first aligned replay; operands of the
+    # same problem 4 bytes off an aligned address have the same key and must take the launcher's scalar path.
+    _plan.clear()
+    a, b = rng.random((64, 36), np.float32) - 0.5, rng.random((36, 44), np.float32) - 0.5  # K, N % 4 == 0
+    ref = oracles.matmul(a, b)
+    tol = gpuopt.variants("matmul")[variant].tolerance or 2e-4
+    da, db = gpuopt.to_device(a), gpuopt.to_device(b)
+    first = _close(gpuopt.matmul(da, db, variant=variant), ref, tol)
+    for _ in range(2):  # replays: the prepared launch
+        np.testing.assert_array_equal(gpuopt.matmul(da, db, variant=variant).numpy(), first)
+    ma, mb = _offset_copy(a), _offset_copy(b)
+    for x, y in ((ma, db), (da, mb), (ma, mb), (da, db)):
+        got = gpuopt.matmul(x, y, variant=variant)
+        assert isinstance(got, gpuopt.DeviceArray) and got.shape == (64, 44) and got.ptr % 256 == 0
+        _close(got, ref, tol)
+    assert _plan.size() == 1

@@ -206,3 +206,16 @@ def test_every_conv2d_and_matmul_launcher_has_a_planner():
     assert isinstance(_cuda.plan.matmul_async(16, 16, 16, tile="auto", stages=3, split_k=0), _cuda.LaunchPlan)
     with pytest.raises(TypeError):
         _cuda.plan.matmul_async(16, 16, 16)  # the parameters are required keywords, as the launcher's
+
+
+@needs_cuda_build
+def test_launch_plan_output_is_checked():
+    from gpuopt import _cuda
+
+    plan = _cuda.plan.matmul_async(16, 16, 16, tile="auto", stages=3, split_k=0)
+    with pytest.raises(ValueError, match="no output set"):
+        plan.run_new(256, 256)
+    with pytest.raises(ValueError, match="slot must be 2 or 3"):
+        plan.set_output(gpuopt.DeviceArray, (16, 16), np.dtype(np.float32), 1024, 1)
+    with pytest.raises(ValueError, match="cls must be a class"):
+        plan.set_output(object(), (16, 16), np.dtype(np.float32), 1024, 2)

@@ -44,22 +44,6 @@ py::dict device_info_py(int index) {
     return out;
 }
 
-// A block of device memory from the caching pool; returned to the pool when the Python
-// object dies. gpuopt.DeviceArray wraps it with a shape and dtype.
-class Buffer {
-public:
-    explicit Buffer(std::size_t nbytes) : nbytes_(nbytes), ptr_(pool_alloc(nbytes)) {}
-    ~Buffer() { pool_free(ptr_, nbytes_); }
-    Buffer(const Buffer&) = delete;
-    Buffer& operator=(const Buffer&) = delete;
-    std::uintptr_t ptr() const { return reinterpret_cast<std::uintptr_t>(ptr_); }
-    std::size_t nbytes() const { return nbytes_; }
-
-private:
-    std::size_t nbytes_;
-    void* ptr_;
-};
-
 // C-contiguous host array of exactly nbytes (any dtype): the only thing copies accept.
 const void* host_source(const py::array& a, std::size_t nbytes) {
     GPUOPT_REQUIRE(a.flags() & py::array::c_style, "host array must be C-contiguous");

@@ -92,6 +92,26 @@ struct KernelParams {
     std::string split = "fragment";   // tf32x3
 };
 
+// One kernel launch resolved once for a shape and parameters with 16-byte aligned operands, its checks
+// (shape, block size, the shared-memory opt-in) done: what gpuopt's plan cache replays, so a repeated call
+// skips the configuration (tile choice, split-k estimate, device queries). Only for operands that are all
+// 16-byte aligned (the launch it stands for); others take the variant's launcher.
+struct PreparedLaunch {
+    const void* kernel = nullptr;  // a kernel(a, b, c, M, N, K) of the ladder
+    unsigned blocks = 0;
+    int threads = 0;
+    std::size_t dynamic_smem = 0;
+    int cluster = 1;
+    int M = 0, N = 0, K = 0;
+};
+
+// The prepared launch of `variant` (every ladder step whose launch is one planned kernel: not naive, whose
+// launch has a 2-D grid, nor tf32x3_wgmma, nor cublas); ValueError for others.
+PreparedLaunch matmul_prepare(const std::string& variant, const KernelParams& params, std::int64_t M, std::int64_t N,
+                              std::int64_t K);
+// Launch it on stream 0 (a, b, c 16-byte aligned) and check the launch.
+void run_prepared(const PreparedLaunch& l, const float* a, const float* b, float* c);
+
 // The kernel `variant` runs for an M x N x K product with 16-byte aligned operands (the
 // fast path). Variants without a kernel of gpuopt's own (cublas, cpu) are rejected.
 KernelInfo matmul_kernel_info(const std::string& variant, const KernelParams& params, std::int64_t M, std::int64_t N,

@@ -24,33 +24,51 @@ unsigned tile_count(std::int64_t M, std::int64_t N, int BM, int BN, const char* 
     return static_cast<unsigned>(tiles);
 }
 
-void run_launch(const MatmulLaunch& l, const float* a, const float* b, float* c, std::int64_t M, std::int64_t N,
-                std::int64_t K) {
-    check_block_threads(l.threads, true);
-    if (l.dynamic_smem > 0) require_shared_memory(l.kernel, l.dynamic_smem, l.name.c_str());
-    if (l.cluster == 1) {
-        l.kernel<<<l.blocks, l.threads, l.dynamic_smem>>>(a, b, c, static_cast<int>(M), static_cast<int>(N),
-                                                          static_cast<int>(K));
+namespace {
+
+void launch_checked(MatmulKernel kernel, unsigned blocks, int threads, std::size_t smem, int cluster, const float* a,
+                    const float* b, float* c, int M, int N, int K) {
+    if (cluster == 1) {
+        kernel<<<blocks, threads, smem>>>(a, b, c, M, N, K);
         GPUOPT_CUDA_CHECK(cudaGetLastError());
         return;
     }
-    // Split-k: clusters of l.cluster consecutive blocks (a launch attribute, so the same
+    // Split-k: clusters of `cluster` consecutive blocks (a launch attribute, so the same
     // kernel template serves any split).
-    GPUOPT_REQUIRE(l.blocks % l.cluster == 0, "matmul: the grid must be a whole number of clusters");
     cudaLaunchConfig_t config{};
-    config.gridDim = dim3(l.blocks);
-    config.blockDim = dim3(static_cast<unsigned>(l.threads));
-    config.dynamicSmemBytes = l.dynamic_smem;
+    config.gridDim = dim3(blocks);
+    config.blockDim = dim3(static_cast<unsigned>(threads));
+    config.dynamicSmemBytes = smem;
     config.stream = nullptr;
     cudaLaunchAttribute attribute{};
     attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = static_cast<unsigned>(l.cluster);
+    attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
     attribute.val.clusterDim.y = 1;
     attribute.val.clusterDim.z = 1;
     config.attrs = &attribute;
     config.numAttrs = 1;
-    GPUOPT_CUDA_CHECK(cudaLaunchKernelEx(&config, l.kernel, a, b, c, static_cast<int>(M), static_cast<int>(N),
-                                         static_cast<int>(K)));
+    GPUOPT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, a, b, c, M, N, K));
+}
+
+// What every launch of a planned kernel checks first (and a prepared launch once).
+void check_launch(const MatmulLaunch& l) {
+    check_block_threads(l.threads, true);
+    if (l.dynamic_smem > 0) require_shared_memory(l.kernel, l.dynamic_smem, l.name.c_str());
+    GPUOPT_REQUIRE(l.blocks % l.cluster == 0, "matmul: the grid must be a whole number of clusters");
+}
+
+}  // namespace
+
+void run_launch(const MatmulLaunch& l, const float* a, const float* b, float* c, std::int64_t M, std::int64_t N,
+                std::int64_t K) {
+    check_launch(l);
+    launch_checked(l.kernel, l.blocks, l.threads, l.dynamic_smem, l.cluster, a, b, c, static_cast<int>(M),
+                   static_cast<int>(N), static_cast<int>(K));
+}
+
+void run_prepared(const PreparedLaunch& l, const float* a, const float* b, float* c) {
+    launch_checked(reinterpret_cast<MatmulKernel>(const_cast<void*>(l.kernel)), l.blocks, l.threads, l.dynamic_smem,
+                   l.cluster, a, b, c, l.M, l.N, l.K);
 }
 
 bool device_has_clusters() {
@@ -90,27 +108,57 @@ KernelInfo launch_info(const MatmulLaunch& l) {
     return kernel_info(reinterpret_cast<const void*>(l.kernel), l.name, l.threads, l.dynamic_smem);
 }
 
+namespace {
+
+// The launch `variant` makes for an M x N x K product with 16-byte aligned operands (the fast path; any
+// address 256-byte aligned stands for them); `what` names the caller in the refusal.
+MatmulLaunch plan_aligned(const std::string& variant, const KernelParams& p, std::int64_t M, std::int64_t N,
+                          std::int64_t K, const char* what) {
+    require_shape(M, N, K, variant.c_str());
+    const float* aligned = reinterpret_cast<const float*>(std::uintptr_t{256});
+    if (variant == "coalesced") return plan_coalesced(M, N, p.warp_layout);
+    if (variant == "shared") return plan_shared(M, N, p.block);
+    if (variant == "tile_buffer") return plan_tile_buffer(M, N, p.tile_sz);
+    if (variant == "blocktile_1d") return plan_blocktile_1d(M, N);
+    if (variant == "blocktile_2d") return plan_blocktile_2d(M, N, p.tile);
+    if (variant == "vectorized") return plan_vectorized(aligned, aligned, aligned, M, N, K, p.tile);
+    if (variant == "warptile") return plan_warptile(aligned, aligned, aligned, M, N, K, p.tile);
+    if (variant == "async") return plan_async(aligned, aligned, aligned, M, N, K, p.tile, p.stages, p.split_k);
+    if (variant == "tf32x3") return plan_tf32x3(aligned, aligned, aligned, M, N, K, p.stages, p.flush_k, p.split);
+    GPUOPT_REQUIRE(false, std::string(what) + ": variant '" + variant + "' has no single planned kernel");
+    return {};
+}
+
+}  // namespace
+
 KernelInfo matmul_kernel_info(const std::string& variant, const KernelParams& p, std::int64_t M, std::int64_t N,
                               std::int64_t K) {
-    require_shape(M, N, K, variant.c_str());
-    // The fast path: 16-byte aligned operands (any address 256-byte aligned stands for them).
-    const float* aligned = reinterpret_cast<const float*>(std::uintptr_t{256});
-    MatmulLaunch l;
-    if (variant == "coalesced") l = plan_coalesced(M, N, p.warp_layout);
-    else if (variant == "shared") l = plan_shared(M, N, p.block);
-    else if (variant == "tile_buffer") l = plan_tile_buffer(M, N, p.tile_sz);
-    else if (variant == "blocktile_1d") l = plan_blocktile_1d(M, N);
-    else if (variant == "blocktile_2d") l = plan_blocktile_2d(M, N, p.tile);
-    else if (variant == "vectorized") l = plan_vectorized(aligned, aligned, aligned, M, N, K, p.tile);
-    else if (variant == "warptile") l = plan_warptile(aligned, aligned, aligned, M, N, K, p.tile);
-    else if (variant == "async") l = plan_async(aligned, aligned, aligned, M, N, K, p.tile, p.stages, p.split_k);
-    else if (variant == "tf32x3") l = plan_tf32x3(aligned, aligned, aligned, M, N, K, p.stages, p.flush_k, p.split);
-    else if (variant == "tf32x3_wgmma") return tf32x3_wgmma_info();
-    else if (variant == "naive") l = plan_naive();
-    else
+    if (variant == "tf32x3_wgmma") {
+        require_shape(M, N, K, variant.c_str());
+        return tf32x3_wgmma_info();
+    }
+    if (variant == "naive") {
+        require_shape(M, N, K, variant.c_str());
+        return launch_info(plan_naive());
+    }
+    if (variant == "cublas" || variant == "cublas_tf32" || variant == "cpu")
         GPUOPT_REQUIRE(false, "matmul_kernel_info: variant '" + variant +
                                   "' has no kernel of gpuopt's own (cublas and cpu have none)");
-    return launch_info(l);
+    return launch_info(plan_aligned(variant, p, M, N, K, "matmul_kernel_info"));
+}
+
+PreparedLaunch matmul_prepare(const std::string& variant, const KernelParams& p, std::int64_t M, std::int64_t N,
+                              std::int64_t K) {
+    const MatmulLaunch l = plan_aligned(variant, p, M, N, K, "matmul_prepare");
+    check_launch(l);
+    PreparedLaunch out;
+    out.kernel = reinterpret_cast<const void*>(l.kernel);
+    out.blocks = l.blocks;
+    out.threads = l.threads;
+    out.dynamic_smem = l.dynamic_smem;
+    out.cluster = l.cluster;
+    out.M = static_cast<int>(M), out.N = static_cast<int>(N), out.K = static_cast<int>(K);
+    return out;
 }
 
 }  // namespace gpuopt::matmul

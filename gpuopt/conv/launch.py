@@ -48,29 +48,39 @@ def run_gpu(ctx: ExecContext, p: Conv2dProblem, **params: Any) -> Any:
 
 
 _F32 = np.dtype(np.float32)
+_DA = DeviceArray
 
 
 def _replay(ctx: ExecContext, p: Conv2dProblem, shape: Any, run: Any, params: dict[str, Any]) -> Any:
     """This launch again on new inputs of the same problem (a cached plan, gpuopt._plan): addresses in, one call
-    to the variant's compiled LaunchPlan (or, without a planner, to its launcher with the arguments packed)."""
-    cplan = planner(ctx.variant)
+    to the variant's compiled LaunchPlan, which allocates the output, launches and returns the DeviceArray (or,
+    without a planner, the launcher with the arguments packed, on an output allocated here)."""
     act = p.activation
-    if cplan is not None:
-        launch = cplan(shape, act, **params)
-    else:
-        conv_args = cuda_host_module().Conv2dArgs
-
-        def launch(x: int, w: int, bias: int, y: int) -> None:
-            run(conv_args(x, w, bias, y, shape, act), **params)
     out_shape = tuple(p.output_shape)
     nbytes = 4 * out_shape[0] * out_shape[1] * out_shape[2] * out_shape[3]
-    device_result, cuda, alloc = ctx.device_result, cuda_module(), DeviceArray._alloc
+    device_result = ctx.device_result
+    cplan = planner(ctx.variant)
+    if cplan is not None:
+        launch = cplan(shape, act, **params)
+        launch.set_output(DeviceArray, out_shape, _F32, nbytes, 3)
+        run_new = launch.run_new
 
-    def replay(x: Any, w: Any, bias: Any) -> Any:
+        def replay(x: Any, w: Any, bias: Any) -> Any:
+            if type(x) is _DA and type(w) is _DA and (bias is None or type(bias) is _DA):  # no copies
+                y = run_new(x._ptr, w._ptr, 0 if bias is None else bias._ptr)
+            else:
+                keep: list = []
+                y = run_new(*device_ptrs((x, w, bias), keep))
+            return y if device_result else y.numpy()
+
+        return replay
+    conv_args, cuda, alloc = cuda_host_module().Conv2dArgs, cuda_module(), DeviceArray._alloc
+
+    def replay_unplanned(x: Any, w: Any, bias: Any) -> Any:
         keep: list = []
         px, pw, pb = device_ptrs((x, w, bias), keep)
         dy = alloc(cuda, out_shape, _F32, nbytes)
-        launch(px, pw, pb, dy._ptr)
+        run(conv_args(px, pw, pb, dy._ptr, shape, act), **params)
         return dy if device_result else dy.numpy()
 
-    return replay
+    return replay_unplanned

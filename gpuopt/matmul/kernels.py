@@ -58,28 +58,40 @@ def _run_gpu(ctx: ExecContext, a, b, **params):
 
 
 _F32 = np.dtype(np.float32)
+_DA = DeviceArray
 
 
 def _replay(ctx: ExecContext, run, m: int, n: int, k: int, args: dict[str, Any]):
     """This launch again on new inputs of the same problem (a cached plan, gpuopt._plan): one call to the
-    variant's compiled LaunchPlan (or, without a planner, to its launcher)."""
+    variant's compiled LaunchPlan, which allocates the output, launches and returns the DeviceArray (or, without a
+    planner, the launcher on an output allocated here)."""
+    shape, nbytes = (m, n), 4 * m * n
+    device_result = ctx.device_result
     cplan = planner(ctx.variant)
     if cplan is not None:
         launch = cplan(m, n, k, **args)
-    else:
-        def launch(a: int, b: int, c: int, _: int) -> None:
-            run(a, b, c, m, n, k, **args)
-    shape, nbytes = (m, n), 4 * m * n
-    device_result, cuda, alloc = ctx.device_result, cuda_module(), DeviceArray._alloc
+        launch.set_output(DeviceArray, shape, _F32, nbytes, 2)
+        run_new = launch.run_new
 
-    def replay(a, b):
+        def replay(a, b):
+            if type(a) is _DA and type(b) is _DA:  # device arrays (foreign ones arrive as views): no copies
+                c = run_new(a._ptr, b._ptr)
+            else:
+                keep: list = []
+                c = run_new(*device_ptrs((a, b), keep))
+            return c if device_result else c.numpy()
+
+        return replay
+    cuda, alloc = cuda_module(), DeviceArray._alloc
+
+    def replay_unplanned(a, b):
         keep: list = []
         pa, pb = device_ptrs((a, b), keep)
         dc = alloc(cuda, shape, _F32, nbytes)
-        launch(pa, pb, dc._ptr, 0)
+        run(pa, pb, dc._ptr, m, n, k, **args)
         return dc if device_result else dc.numpy()
 
-    return replay
+    return replay_unplanned
 
 
 _TILES_2D = ("128x128x8", "64x64x8")
