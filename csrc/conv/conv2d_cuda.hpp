@@ -242,8 +242,8 @@ enum class WinogradPool : int { None = 0, Max = 1, Average = 2 };
 // m = 0 ("auto") runs this output tile side: F(4,5) needs 6.25x fewer multiplies than direct, F(4,3) 4x.
 constexpr int kWinogradDefaultTile = 4;
 
-// The per-point products: FFMA, or 3xTF32 on the tensor cores (F(4x4, 5x5) only; FP32-level error); Auto takes
-// the tensor cores for F(4x4, 5x5) with K > 16 (32-map blocks), FFMA elsewhere.
+// The per-point products: FFMA, or 3xTF32 on the tensor cores (F(4x4, 5x5) only; FP32-level error, fewer
+// instructions but shared-memory bound: not faster on the H200, notes/winograd.md); Auto is FFMA.
 enum class WinogradProducts : int { Auto = 0, Fma = 1, Tf32x3 = 2 };
 
 // Host-side checks (InvalidArgument naming why: stride, filter side, m, products); returns the tile side m it runs.

@@ -18,6 +18,9 @@
 //        b. row pass (x B) -> Vs[pt][c][tile];
 //        c. per-point products: thread (pt, kg, tg) owns a KT x TT register tile of maps x tiles of its point
 //           and adds, per channel, KT/4 + TT/4 float4 shared loads into KT*TT FMAs (64 FMAs per 4 loads).
+//           Or (Shape Tc, products "tf32x3", F(4,5) 32 x 16 x 8 only) a warp takes 4 whole points on the tensor
+//           cores in 3xTF32 (winograd_tc.cuh), with U (from the filter kernel) and V (from the row pass) stored in
+//           mma fragment order.
 //      Three barriers per chunk. After the last chunk the accumulators go through shared memory (Es[pt][kk][tile],
 //      over the staging buffers) and each thread takes whole (map, tile) pairs: A^T M A, bias, activation, and
 //      the m x m outputs stored with ragged edges masked, or pooled 2x2 in registers (m even: pool windows never
@@ -413,12 +416,12 @@ WinoLaunch launch_of() {
 
 // The instantiation for (m, r) and K: F(4,5) with K <= 16 takes 16 maps x 16 tiles x 4-channel chunks a block
 // (Fashion conv2's 16 maps; 256 threads, 68 KB: two blocks per SM, so one block's staging, barriers and epilogue
-// overlap the other's products), else 32 maps x 16 tiles x 8 channels (one 512-thread block per SM), its products
-// in 3xTF32 on the tensor cores unless FFMA is asked for (Auto: K > 16 only; the check refuses Tf32x3 elsewhere).
+// overlap the other's products), else 32 maps x 16 tiles x 8 channels (one 512-thread block per SM); Tf32x3 asks
+// for that block with its products in 3xTF32 on the tensor cores (the check refuses it for other F(m, r)). Auto is
+// FFMA: on the H200 the tensor-core block ran MNIST conv2 + pool in 0.710 ms against FFMA's 0.687 (notes/winograd.md).
 WinoLaunch select(int m, int r, i64 K, WinogradProducts products) {
     if (m == 4 && r == 5) {
-        if (products == WinogradProducts::Tf32x3 || (products == WinogradProducts::Auto && K > 16))
-            return launch_of<Shape<4, 5, 32, 16, 8, 1, true>>();
+        if (products == WinogradProducts::Tf32x3) return launch_of<Shape<4, 5, 32, 16, 8, 1, true>>();
         return K <= 16 ? launch_of<Shape<4, 5, 16, 16, 4, 2>>() : launch_of<Shape<4, 5, 32, 16>>();
     }
     if (m == 2 && r == 5) return launch_of<Shape<2, 5, 32, 16>>();

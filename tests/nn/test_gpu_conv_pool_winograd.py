@@ -105,7 +105,7 @@ def test_tf32x3_within_the_winograd_bound_of_float64(rng, c):
     b = rng.standard_normal(64).astype(np.float32)
     ref = oracles.pool2d(oracles.conv2d(x, w, b), 2, "avg")  # float64, no activation: every output counts
     got = {p: nn.conv2d_pool(x, w, b, pool="avg", variant=VARIANT, products=p) for p in ("fma", "tf32x3", "auto")}
-    np.testing.assert_array_equal(got["auto"], got["tf32x3"])  # auto takes the tensor cores for K > 16
+    np.testing.assert_array_equal(got["auto"], got["fma"])  # auto is FFMA (tf32x3 measured slower on the H200)
     for p in ("fma", "tf32x3"):
         err = float(np.linalg.norm(got[p] - ref) / np.linalg.norm(ref))
         assert err <= ERROR_BOUNDS[(4, 5)], (p, err)
