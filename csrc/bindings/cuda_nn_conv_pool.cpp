@@ -37,6 +37,13 @@ conv::WinogradPool winograd_pool(const std::string& pool) {
     return pool_kind(pool) == nn::PoolKind::Max ? conv::WinogradPool::Max : conv::WinogradPool::Average;
 }
 
+conv::WinogradProducts winograd_products(const std::string& products) {
+    if (products == "auto") return conv::WinogradProducts::Auto;
+    if (products == "fma") return conv::WinogradProducts::Fma;
+    if (products == "tf32x3") return conv::WinogradProducts::Tf32x3;
+    throw py::value_error("products must be 'auto', 'fma' or 'tf32x3', got '" + products + "'");
+}
+
 }  // namespace
 
 void bind_nn_conv_pool(py::module_& m) {
@@ -68,7 +75,7 @@ void bind_nn_conv_pool(py::module_& m) {
     def_variant(m, "conv2d_pool", "winograd",
                 [](std::uintptr_t x, const std::string& input_dtype, float input_divisor, std::uintptr_t w,
                    std::uintptr_t bias, std::uintptr_t y, const py::tuple& shape, const std::string& activation,
-                   const std::string& pool, int tile) {
+                   const std::string& pool, int tile, const std::string& products) {
                     (void)input_divisor;
                     if (input_dtype != "float32")
                         throw py::value_error("conv2d_pool winograd: x must be float32 (uint8 images go through the "
@@ -76,16 +83,19 @@ void bind_nn_conv_pool(py::module_& m) {
                     const conv::Conv2dShape s = winograd_shape(conv_pool_shape(shape));
                     const Activation act = activation_from_string(activation);
                     const conv::WinogradPool kind = winograd_pool(pool);
+                    const conv::WinogradProducts prod = winograd_products(products);
                     py::gil_scoped_release release;
                     conv::conv2d_winograd(dptr<const float>(x), dptr<const float>(w),
-                                          bias ? dptr<const float>(bias) : nullptr, dptr<float>(y), s, act, tile, kind);
+                                          bias ? dptr<const float>(bias) : nullptr, dptr<float>(y), s, act, tile, kind,
+                                          prod);
                 },
                 py::arg("x"), py::arg("input_dtype"), py::arg("input_divisor"), py::arg("w"), py::arg("bias"),
                 py::arg("y"), py::arg("shape"), py::arg("activation"), py::arg("pool"), py::kw_only(), py::arg("m"),
-                "Fused Winograd convolution + bias + activation + 2x2 pooling; shape = (N, C, H, W, K, R, S, 2).");
-    def_check(m, "conv2d_pool", "winograd", [](const py::tuple& shape, int tile) {
-        conv::conv2d_winograd_check(winograd_shape(conv_pool_shape(shape)), tile, conv::WinogradPool::Max);
-    }, py::arg("shape"), py::kw_only(), py::arg("m"));
+                py::arg("products"), "Fused Winograd convolution + bias + activation + 2x2 pooling; shape = (N, C, H, W, K, R, S, 2).");
+    def_check(m, "conv2d_pool", "winograd", [](const py::tuple& shape, int tile, const std::string& products) {
+        conv::conv2d_winograd_check(winograd_shape(conv_pool_shape(shape)), tile, conv::WinogradPool::Max,
+                                    winograd_products(products));
+    }, py::arg("shape"), py::kw_only(), py::arg("m"), py::arg("products"));
 
     m.def("conv2d_pool_plan", [](const py::tuple& shape, int channels_per_block, int images, int channels_per_thread) {
         const nn::ConvPoolPlan p =

@@ -242,12 +242,18 @@ enum class WinogradPool : int { None = 0, Max = 1, Average = 2 };
 // m = 0 ("auto") runs this output tile side: F(4,5) needs 6.25x fewer multiplies than direct, F(4,3) 4x.
 constexpr int kWinogradDefaultTile = 4;
 
-// Host-side checks (InvalidArgument naming why: stride, filter side, m); returns the tile side m it runs.
-int conv2d_winograd_check(const Conv2dShape& s, int m, WinogradPool pool = WinogradPool::None);
+// The per-point products: FFMA, or 3xTF32 on the tensor cores (F(4x4, 5x5) only; FP32-level error, fewer
+// instructions but shared-memory bound: not faster on the H200, notes/winograd.md); Auto is FFMA.
+enum class WinogradProducts : int { Auto = 0, Fma = 1, Tf32x3 = 2 };
+
+// Host-side checks (InvalidArgument naming why: stride, filter side, m, products); returns the tile side m it runs.
+int conv2d_winograd_check(const Conv2dShape& s, int m, WinogradPool pool = WinogradPool::None,
+                          WinogradProducts products = WinogradProducts::Auto);
 
 // y = pool(act(conv(x, w) + bias)); m: 0 (auto), 2 or 4.
 void conv2d_winograd(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
-                     Activation act, int m = 0, WinogradPool pool = WinogradPool::None);
+                     Activation act, int m = 0, WinogradPool pool = WinogradPool::None,
+                     WinogradProducts products = WinogradProducts::Auto);
 
 // Registers, shared memory and local memory of every instantiation.
 std::vector<matmul::KernelInfo> conv2d_winograd_kernel_info();

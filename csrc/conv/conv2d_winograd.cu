@@ -18,6 +18,9 @@
 //        b. row pass (x B) -> Vs[pt][c][tile];
 //        c. per-point products: thread (pt, kg, tg) owns a KT x TT register tile of maps x tiles of its point
 //           and adds, per channel, KT/4 + TT/4 float4 shared loads into KT*TT FMAs (64 FMAs per 4 loads).
+//           Or (Shape Tc, products "tf32x3", F(4,5) 32 x 16 x 8 only) a warp takes 4 whole points on the tensor
+//           cores in 3xTF32 (winograd_tc.cuh), with U (from the filter kernel) and V (from the row pass) stored in
+//           mma fragment order.
 //      Three barriers per chunk. After the last chunk the accumulators go through shared memory (Es[pt][kk][tile],
 //      over the staging buffers) and each thread takes whole (map, tile) pairs: A^T M A, bias, activation, and
 //      the m x m outputs stored with ragged edges masked, or pooled 2x2 in registers (m even: pool windows never
@@ -37,6 +40,7 @@
 #include "../common/launch.cuh"
 #include "../matmul/matmul_kernels.cuh"
 #include "conv2d_cuda.hpp"
+#include "winograd_tc.cuh"
 #include "winograd_transforms.cuh"
 
 namespace gpuopt::conv {
@@ -56,16 +60,23 @@ struct WinoParams {
 
 // Block shape: KB maps x TB tiles, CB channels per chunk, KT x TT register tile per thread, MinBlocks resident
 // blocks per SM asked of ptxas (2 only at 256 threads: 128 registers; 2 at 288 threads caps them at 96 and spills).
-template <int M, int R, int KB_, int TB_, int CB_ = 8, int MinBlocks = 1>
+// Tc: the per-point products in 3xTF32 on the tensor cores (winograd_tc.cuh; 32 x 16 x 8 blocks only): a warp
+// takes kTcPoints whole points instead of a thread an 8 x 8 tile of one.
+template <int M, int R, int KB_, int TB_, int CB_ = 8, int MinBlocks = 1, bool Tc = false>
 struct Shape {
     static constexpr int kM = M, kR = R, kN = M + R - 1, kNN = kN * kN;
     static constexpr int KB = KB_, TB = TB_, CB = CB_, KT = 8, TT = 8;
     static constexpr int KG = KB / KT, TG = TB / TT;
     static constexpr int kThreads = kNN * KG * TG;
     static constexpr int kMinBlocks = MinBlocks;
+    static constexpr bool kTc = Tc;
+    static constexpr int kTcPoints = kNN * 32 / kThreads;
+    static_assert(!Tc || (KB == winograd_tc::kMaps && TB == winograd_tc::kTiles && CB == winograd_tc::kChannels &&
+                          kNN % (kThreads / 32) == 0), "tensor-core fragment layouts: 32 maps x 16 tiles x 8 channels");
     // Per-point strides of Us and Vs padded by 4 floats: the product loop's float4 loads of the 4 points a warp
     // spans then fall on different banks (unpadded, the 256- and 128-float strides put them on the same ones).
-    static constexpr int kUsPt = CB * KB + 4, kVsPt = CB * TB + 4;
+    // Tc: a warp reads one point at a time, in fragment order: no padding.
+    static constexpr int kUsPt = CB * KB + (Tc ? 0 : 4), kVsPt = CB * TB + (Tc ? 0 : 4);
     // Rs's channel stride padded by 16 floats: the row pass's warps span two channels (opposite bank halves).
     static constexpr int kRsC = kNN * TB + 16;
     static constexpr int kStageFloats = kNN * (2 * kUsPt + kVsPt) + CB * kRsC;  // Us x 2, Vs, Rs
@@ -80,7 +91,9 @@ struct Shape {
     // Es[pt][kk][t]: the point stride padded by 16 floats (neighbouring points on opposite bank halves) and each
     // map row's float4 slots XOR-swizzled by the map group kk / KT, so the accumulator stores (a warp spans 2-8
     // points x map groups x tile groups) use all banks; the epilogue's reads (t contiguous) stay conflict-free.
-    static constexpr int kEsPt = KB * TB + 16;
+    // Tc: map rows padded to TB + 4 floats instead (the C fragments' float2 stores: 8 maps x 4 tile pairs a warp).
+    static constexpr int kEsK = Tc ? TB + 4 : TB;
+    static constexpr int kEsPt = Tc ? KB * kEsK : KB * TB + 16;
     static constexpr int kEpilogueFloats = kNN * kEsPt;  // Es
     static_assert(TB % 16 == 0, "Es swizzle: at least 4 float4 slots a map row");
     static constexpr int kSharedBytes = 4 * (kStageFloats > kEpilogueFloats ? kStageFloats : kEpilogueFloats);
@@ -88,8 +101,9 @@ struct Shape {
 };
 
 // U[(pt * Cp + c) * Kp + k] = (G g G^T)[pt] of w[k][c] (zero for k >= K or c >= C). One thread per (k, c), k
-// fastest so the stores are coalesced.
-template <int M, int R>
+// fastest so the stores are coalesced. Frag (the tensor-core kernel): U in blocks of (point, 8-channel chunk,
+// 32-map block), each in A-fragment order (winograd_tc::u_index), so a block stages 1 KB per point contiguously.
+template <int M, int R, bool Frag>
 __global__ void winograd_filter_kernel(const float* __restrict__ w, float* __restrict__ u, int K, int C, int Kp,
                                        int Cp) {
     using T = winograd::Transforms<M, R>;
@@ -113,7 +127,16 @@ __global__ void winograd_filter_kernel(const float* __restrict__ w, float* __res
         float o[n];
         T::g(tmp[a], o);
 #pragma unroll
-        for (int b = 0; b < n; ++b) u[(static_cast<i64>(a * n + b) * Cp + c) * Kp + k] = o[b];
+        for (int b = 0; b < n; ++b) {
+            const int p = a * n + b;
+            if constexpr (Frag) {
+                namespace tc = winograd_tc;
+                u[((static_cast<i64>(p) * (Cp / tc::kChannels) + c / tc::kChannels) * (Kp / tc::kMaps) +
+                   k / tc::kMaps) * tc::kUFloats + tc::u_index(k % tc::kMaps, c % tc::kChannels)] = o[b];
+            } else {
+                u[(static_cast<i64>(p) * Cp + c) * Kp + k] = o[b];
+            }
+        }
     }
 }
 
@@ -155,11 +178,18 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
 
     const int pt = tid / (S::KG * S::TG), sub = tid % (S::KG * S::TG);
     const int kg = sub / S::TG, tg = sub % S::TG;
-    float acc[KT][TT];
+    float acc[KT][TT];  // FFMA: maps kg KT.. x tiles tg TT.. of point pt
 #pragma unroll
     for (int i = 0; i < KT; ++i)
 #pragma unroll
         for (int j = 0; j < TT; ++j) acc[i][j] = 0.0f;
+    constexpr int NP = S::kTcPoints;
+    const int lane = tid % 32, pt0 = (tid / 32) * NP;  // Tc: the warp's points pt0..
+    float tacc[NP][2][2][4];                           // Tc: C fragments (winograd_tc::products)
+#pragma unroll
+    for (int p = 0; p < NP; ++p)
+#pragma unroll
+        for (int i = 0; i < 16; ++i) tacc[p][i / 8][(i / 4) % 2][i % 4] = 0.0f;
     __syncthreads();
 
     // This thread's patch elements (S::kRowStep): tile st, column sj, rows sr0 + kRowStep q; per chunk only a
@@ -200,7 +230,17 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
                 dev::cp_async_4(rdst + c * S::kRsC + kRowStep * q * n * TB, ok ? xc + q * rowstep : x, ok ? 4 : 0);
             }
         }
-        if constexpr (S::kFixedU) {
+        if constexpr (S::kTc) {  // U in fragment blocks: 1 KB per point, contiguous; 16-byte copies
+            namespace tc = winograd_tc;
+            constexpr int kPerPt = tc::kUFloats / 4, kPtStep = S::kThreads / kPerPt;
+            const int f = tid % kPerPt, p0 = tid / kPerPt;
+            const float* src = u + ((static_cast<i64>(p0) * (a.Cp / CB) + c0 / CB) * (a.Kp / KB) + blockIdx.y) *
+                                       tc::kUFloats + 4 * f;
+            const i64 step = static_cast<i64>(kPtStep) * (a.Cp / CB) * (a.Kp / KB) * tc::kUFloats;
+#pragma unroll
+            for (int i = 0; i < NN / kPtStep; ++i)
+                dev::cp_async_16(us + (p0 + i * kPtStep) * kUsPt + 4 * f, src + i * step, 16);
+        } else if constexpr (S::kFixedU) {
             const float* us_src = u + (static_cast<i64>(up0) * a.Cp + c0 + uc) * a.Kp + k0 + 4 * uq;
             float* us_dst = us + up0 * kUsPt + uc * KB + 4 * uq;
 #pragma unroll
@@ -240,31 +280,36 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
             for (int b = 0; b < n; ++b) d[b] = Rs[c * S::kRsC + (r * n + b) * TB + t];
             T::bt(d, o);
 #pragma unroll
-            for (int b = 0; b < n; ++b) Vs[(r * n + b) * kVsPt + c * TB + t] = o[b];
+            for (int b = 0; b < n; ++b)
+                Vs[(r * n + b) * kVsPt + (S::kTc ? winograd_tc::v_index(c, t) : c * TB + t)] = o[b];
         }
         __syncthreads();  // Vs ready; Rs and the other U buffer (read by the previous chunk) free
         if (c0 + CB < a.Cp) stage(c0 + CB, Us + (buf ^ 1) * NN * kUsPt);
         dev::cp_async_commit();
         // c. the point's products, channels in order.
-        const float* up = Us + buf * NN * kUsPt + pt * kUsPt + kg * KT;
-        const float* vp = Vs + pt * kVsPt + tg * TT;
+        if constexpr (S::kTc) {
+            winograd_tc::products<NP>(tacc, Us + buf * NN * kUsPt + pt0 * kUsPt, Vs + pt0 * kVsPt, lane);
+        } else {
+            const float* up = Us + buf * NN * kUsPt + pt * kUsPt + kg * KT;
+            const float* vp = Vs + pt * kVsPt + tg * TT;
 #pragma unroll 2
-        for (int c = 0; c < CB; ++c) {
-            float uf[KT], vf[TT];
+            for (int c = 0; c < CB; ++c) {
+                float uf[KT], vf[TT];
 #pragma unroll
-            for (int q = 0; q < KT / 4; ++q) {
-                const float4 t4 = *reinterpret_cast<const float4*>(up + c * KB + 4 * q);
-                uf[4 * q] = t4.x, uf[4 * q + 1] = t4.y, uf[4 * q + 2] = t4.z, uf[4 * q + 3] = t4.w;
+                for (int q = 0; q < KT / 4; ++q) {
+                    const float4 t4 = *reinterpret_cast<const float4*>(up + c * KB + 4 * q);
+                    uf[4 * q] = t4.x, uf[4 * q + 1] = t4.y, uf[4 * q + 2] = t4.z, uf[4 * q + 3] = t4.w;
+                }
+#pragma unroll
+                for (int q = 0; q < TT / 4; ++q) {
+                    const float4 t4 = *reinterpret_cast<const float4*>(vp + c * TB + 4 * q);
+                    vf[4 * q] = t4.x, vf[4 * q + 1] = t4.y, vf[4 * q + 2] = t4.z, vf[4 * q + 3] = t4.w;
+                }
+#pragma unroll
+                for (int i = 0; i < KT; ++i)
+#pragma unroll
+                    for (int j = 0; j < TT; ++j) acc[i][j] = fmaf(uf[i], vf[j], acc[i][j]);
             }
-#pragma unroll
-            for (int q = 0; q < TT / 4; ++q) {
-                const float4 t4 = *reinterpret_cast<const float4*>(vp + c * TB + 4 * q);
-                vf[4 * q] = t4.x, vf[4 * q + 1] = t4.y, vf[4 * q + 2] = t4.z, vf[4 * q + 3] = t4.w;
-            }
-#pragma unroll
-            for (int i = 0; i < KT; ++i)
-#pragma unroll
-                for (int j = 0; j < TT; ++j) acc[i][j] = fmaf(uf[i], vf[j], acc[i][j]);
         }
     }
     dev::cp_async_wait<0>();
@@ -272,14 +317,29 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
 
     // Accumulators to Es[pt][kk][t] (over the staging buffers).
     auto es = [](int p, int kk, int t) {
-        return p * S::kEsPt + kk * TB + (((t >> 2) ^ ((kk / KT) & 3)) << 2) + (t & 3);
+        if constexpr (S::kTc) return p * S::kEsPt + kk * S::kEsK + t;
+        else return p * S::kEsPt + kk * TB + (((t >> 2) ^ ((kk / KT) & 3)) << 2) + (t & 3);
     };
+    if constexpr (S::kTc) {  // C fragment (g, t): maps g, g + 8 x tiles 2t, 2t + 1 of each 16 x 8 tile
+        const int g = lane / 4, t2 = 2 * (lane % 4);
 #pragma unroll
-    for (int i = 0; i < KT; ++i)
+        for (int p = 0; p < NP; ++p)
 #pragma unroll
-        for (int q = 0; q < TT / 4; ++q)
-            *reinterpret_cast<float4*>(Es + es(pt, kg * KT + i, tg * TT + 4 * q)) =
-                make_float4(acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2], acc[i][4 * q + 3]);
+            for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+                for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+                        *reinterpret_cast<float2*>(Es + es(pt0 + p, 16 * mi + g + 8 * h, 8 * ni + t2)) =
+                            make_float2(tacc[p][mi][ni][2 * h], tacc[p][mi][ni][2 * h + 1]);
+    } else {
+#pragma unroll
+        for (int i = 0; i < KT; ++i)
+#pragma unroll
+            for (int q = 0; q < TT / 4; ++q)
+                *reinterpret_cast<float4*>(Es + es(pt, kg * KT + i, tg * TT + 4 * q)) =
+                    make_float4(acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2], acc[i][4 * q + 3]);
+    }
     __syncthreads();
 
     // Whole (map, tile) pairs per thread, tile fastest (conflict-free reads of Es): Y = A^T M A.
@@ -350,16 +410,20 @@ struct WinoLaunch {
 
 template <typename S>
 WinoLaunch launch_of() {
-    return {winograd_kernel<S>, winograd_filter_kernel<S::kM, S::kR>, S::KB, S::TB, S::CB, S::kThreads,
+    return {winograd_kernel<S>, winograd_filter_kernel<S::kM, S::kR, S::kTc>, S::KB, S::TB, S::CB, S::kThreads,
             S::kSharedBytes};
 }
 
 // The instantiation for (m, r) and K: F(4,5) with K <= 16 takes 16 maps x 16 tiles x 4-channel chunks a block
 // (Fashion conv2's 16 maps; 256 threads, 68 KB: two blocks per SM, so one block's staging, barriers and epilogue
-// overlap the other's products), else 32 maps x 16 tiles x 8 channels (one 512-thread block per SM).
-WinoLaunch select(int m, int r, i64 K) {
-    if (m == 4 && r == 5)
+// overlap the other's products), else 32 maps x 16 tiles x 8 channels (one 512-thread block per SM); Tf32x3 asks
+// for that block with its products in 3xTF32 on the tensor cores (the check refuses it for other F(m, r)). Auto is
+// FFMA: on the H200 the tensor-core block ran MNIST conv2 + pool in 0.710 ms against FFMA's 0.687 (notes/winograd.md).
+WinoLaunch select(int m, int r, i64 K, WinogradProducts products) {
+    if (m == 4 && r == 5) {
+        if (products == WinogradProducts::Tf32x3) return launch_of<Shape<4, 5, 32, 16, 8, 1, true>>();
         return K <= 16 ? launch_of<Shape<4, 5, 16, 16, 4, 2>>() : launch_of<Shape<4, 5, 32, 16>>();
+    }
     if (m == 2 && r == 5) return launch_of<Shape<2, 5, 32, 16>>();
     if (m == 4 && r == 3) return launch_of<Shape<4, 3, 32, 16>>();
     return launch_of<Shape<2, 3, 32, 32>>();
@@ -367,7 +431,7 @@ WinoLaunch select(int m, int r, i64 K) {
 
 }  // namespace
 
-int conv2d_winograd_check(const Conv2dShape& s, int m, WinogradPool pool) {
+int conv2d_winograd_check(const Conv2dShape& s, int m, WinogradPool pool, WinogradProducts products) {
     s.validate();
     GPUOPT_REQUIRE(s.stride_h == 1 && s.stride_w == 1,
                    "conv2d winograd: stride must be 1 (Winograd tiles assume unit stride), got " +
@@ -378,6 +442,8 @@ int conv2d_winograd_check(const Conv2dShape& s, int m, WinogradPool pool) {
     GPUOPT_REQUIRE(m == 0 || m == 2 || m == 4, "conv2d winograd: m (output tile side) must be 2 or 4, got " +
                                                    std::to_string(m));
     const int mm = m == 0 ? kWinogradDefaultTile : m;
+    GPUOPT_REQUIRE(products != WinogradProducts::Tf32x3 || (mm == 4 && s.R == 5),
+                   "conv2d winograd: products 'tf32x3' is compiled for F(4x4, 5x5) only (m = 4, 5x5 filters)");
     const i64 tiles = s.N * ceil_div<i64>(s.P(), mm) * ceil_div<i64>(s.Q(), mm);
     GPUOPT_REQUIRE(tiles < INT_MAX / 2 && s.C * s.H * s.W < INT_MAX && s.K < INT_MAX / 2,
                    "conv2d winograd: N*ceil(P/m)*ceil(Q/m) output tiles and C*H*W must be below 2^30");
@@ -387,10 +453,10 @@ int conv2d_winograd_check(const Conv2dShape& s, int m, WinogradPool pool) {
 }
 
 void conv2d_winograd(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
-                     Activation act, int m, WinogradPool pool) {
-    const int mm = conv2d_winograd_check(s, m, pool);
+                     Activation act, int m, WinogradPool pool, WinogradProducts products) {
+    const int mm = conv2d_winograd_check(s, m, pool, products);
     GPUOPT_REQUIRE(x != nullptr && w != nullptr && y != nullptr, "conv2d winograd: x, w and y must be device pointers");
-    const WinoLaunch L = select(mm, static_cast<int>(s.R), s.K);
+    const WinoLaunch L = select(mm, static_cast<int>(s.R), s.K, products);
     const std::string what = "conv2d winograd F(" + std::to_string(mm) + "," + std::to_string(s.R) + ")";
     require_shared_memory(L.kernel, static_cast<std::size_t>(L.shared_bytes), what.c_str());
 
@@ -425,11 +491,13 @@ void conv2d_winograd(const float* x, const float* w, const float* bias, float* y
 
 std::vector<matmul::KernelInfo> conv2d_winograd_kernel_info() {
     std::vector<matmul::KernelInfo> out;
-    const int sizes[][3] = {{4, 5, 64}, {4, 5, 16}, {2, 5, 64}, {4, 3, 64}, {2, 3, 64}};
+    const int sizes[][4] = {{4, 5, 64, 2}, {4, 5, 64, 1}, {4, 5, 16, 1}, {2, 5, 64, 0}, {4, 3, 64, 0}, {2, 3, 64, 0}};
     for (const auto& sz : sizes) {
-        const WinoLaunch L = select(sz[0], sz[1], sz[2]);
+        const auto products = static_cast<WinogradProducts>(sz[3]);
+        const WinoLaunch L = select(sz[0], sz[1], sz[2], products);
         const std::string name = "winograd<F(" + std::to_string(sz[0]) + "," + std::to_string(sz[1]) + ") KB" +
-                                 std::to_string(L.KB) + " TB" + std::to_string(L.TB) + ">";
+                                 std::to_string(L.KB) + " TB" + std::to_string(L.TB) +
+                                 (products == WinogradProducts::Tf32x3 ? " tf32x3>" : ">");
         out.push_back(matmul::kernel_info(reinterpret_cast<const void*>(L.kernel), name, L.threads, L.shared_bytes));
     }
     return out;

@@ -143,11 +143,14 @@ def _conv2d_pool_fused(ctx: ExecContext, p: ConvPoolProblem, **launch: int) -> A
           "are stored; float32 input, 3x3 and 5x5 filters, pool_size 2", report="gpuopt", needs_cuda=True,
           kernel="csrc/conv/conv2d_winograd.cu", test="tests/nn/test_gpu_conv_pool_winograd.py",
           params=(Param("m", "auto", ("auto", 2, 4), "output tile side, even so 2x2 windows never cross tiles "
-                                                      "(auto: 4)"),))
-def _conv2d_pool_winograd(ctx: ExecContext, p: ConvPoolProblem, *, m) -> Any:
+                                                      "(auto: 4)"),
+                  Param("products", "auto", ("auto", "fma", "tf32x3"),
+                        "per-point products: FFMA, or 3xTF32 mma on the tensor cores (FP32-level error; F(4x4, 5x5) "
+                        "only; 3% slower than FFMA on the H200 on MNIST conv2); auto: fma")))
+def _conv2d_pool_winograd(ctx: ExecContext, p: ConvPoolProblem, *, m, products) -> Any:
     if p.x.dtype == np.uint8:
         raise ValueError("x: conv2d_pool variant 'winograd' takes float32 images (uint8 ones: variant 'fused')")
-    return _run_gpu(ctx, p, m=0 if m == "auto" else m)
+    return _run_gpu(ctx, p, m=0 if m == "auto" else m, products=products)
 
 
 def _run_gpu(ctx: ExecContext, p: ConvPoolProblem, **launch: Any) -> Any:

@@ -145,7 +145,7 @@ def test_launcher_rejects_bad_arguments_before_launch(rng):
 
 def test_kernels_do_not_spill():
     infos = cuda().conv2d_winograd_kernel_info()
-    assert len(infos) == 5
+    assert len(infos) == 6  # F(4,5) K > 16 both ways (tf32x3, fma), F(4,5) K <= 16, F(2,5), F(4,3), F(2,3)
     for info in infos:
         assert info["local_bytes"] == 0, f"{info['kernel']}: {info['local_bytes']} bytes of stack/spills"
         assert 0 < info["registers"] <= 128 and info["max_blocks_per_sm"] >= 1, info

@@ -10,6 +10,7 @@ import pytest
 
 import gpuopt
 from gpuopt import nn
+import oracles
 from .test_gpu_conv_pool import SHAPES, _case, assert_close
 
 pytestmark = pytest.mark.gpu
@@ -75,3 +76,48 @@ def test_uint8_refused_naming_x(rng):
         nn.conv2d_pool(x8, w, input_divisor=255.0, variant=VARIANT)
     with pytest.raises(ValueError, match="m"):
         nn.conv2d_pool(np.ones((2, 4, 8, 8), np.float32), np.ones((3, 4, 3, 3), np.float32), variant=VARIANT, m=3)
+
+
+FIVE_BY_FIVE = [s for s in SHAPES + MORE_SHAPES if s[5] == 5]
+
+
+@pytest.mark.parametrize("products", ("fma", "tf32x3"))
+@pytest.mark.parametrize("shape", FIVE_BY_FIVE, ids=str)
+def test_products_both_ways_match_cpu(rng, products, shape):
+    """F(4x4, 5x5) with the per-point products on FFMA and on the tensor cores (3xTF32), every 5x5 shape (K below,
+    at and past the 32-map block; C = 1 to 32, over the 8-channel chunk; ragged tiles; one image)."""
+    x, w, b = _case(rng, shape)
+    out = nn.conv2d_pool(x, w, b, activation="relu", pool="avg", variant=VARIANT, m=4, products=products)
+    ref = nn.conv2d_pool(x, w, b, activation="relu", pool="avg", variant="cpu")
+    assert np.isfinite(out).all()
+    assert_close(out, ref, x, w, b)
+
+
+@pytest.mark.parametrize("c", (32, 128))
+def test_tf32x3_within_the_winograd_bound_of_float64(rng, c):
+    """3xTF32 keeps FP32-level products: MNIST conv2 (inputs in [0, 1] as after conv1's ReLU; C = 32, and C = 128:
+    16 chunks accumulated in the tensor cores) within F(4,5)'s bound against float64
+    (gpuopt.conv.fast.ERROR_BOUNDS), and within 4e-6 relative of the FFMA products."""
+    from gpuopt.conv.fast import ERROR_BOUNDS
+
+    x = rng.uniform(0, 1, (64, c, 12, 12)).astype(np.float32)
+    w = (rng.standard_normal((64, c, 5, 5)) / np.sqrt(c * 25)).astype(np.float32)
+    b = rng.standard_normal(64).astype(np.float32)
+    ref = oracles.pool2d(oracles.conv2d(x, w, b), 2, "avg")  # float64, no activation: every output counts
+    got = {p: nn.conv2d_pool(x, w, b, pool="avg", variant=VARIANT, products=p) for p in ("fma", "tf32x3", "auto")}
+    np.testing.assert_array_equal(got["auto"], got["fma"])  # auto is FFMA (tf32x3 measured slower on the H200)
+    for p in ("fma", "tf32x3"):
+        err = float(np.linalg.norm(got[p] - ref) / np.linalg.norm(ref))
+        assert err <= ERROR_BOUNDS[(4, 5)], (p, err)
+    diff = float(np.linalg.norm(got["tf32x3"] - got["fma"]) / np.linalg.norm(got["fma"]))
+    assert 0 < diff < 1e-6 * 4, diff  # different arithmetic (not the FFMA kernel by another name), same accuracy
+
+
+@pytest.mark.parametrize("w_shape,m", [((4, 3, 3, 3), 4), ((4, 3, 5, 5), 2)])
+def test_tf32x3_refused_outside_f45_naming_products(rng, w_shape, m):
+    x = rng.standard_normal((2, 3, 12, 12)).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    with pytest.raises(ValueError, match="products"):
+        nn.conv2d_pool(x, w, variant=VARIANT, m=m, products="tf32x3")
+    with pytest.raises(ValueError, match="products"):
+        nn.conv2d_pool(x, w, variant=VARIANT, m=m, products="fp16")
