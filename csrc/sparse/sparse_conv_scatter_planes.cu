@@ -2,8 +2,8 @@
 // sparse_conv_scatter.cu covers the rest. Work follows the non-zero inputs (the lab: 104 K of 524 K, x 512 maps =
 // 53 M multiply-adds instead of 268 M), and every shared-memory access of the hot loop is bank-conflict-free:
 //
-// 1. compact_rows_kernel: per channel, its non-zeros in raster order as (byte offset 4*(iy*32 + ix), value) with a
-//    row pointer (CSR by rows), so a block reads exactly the rows its tile needs.
+// 1. compact_rows_kernel: per channel, its non-zeros in raster order, packed as value << 16 | byte offset
+//    4 * (iy * 32 + ix), with a row pointer (CSR by rows), so a block reads exactly the rows its tile needs.
 // 2. planes_kernel: a block owns 32 maps (one per lane) x kTR output rows; its 32 warps walk channels, each (non-zero,
 //    tap) pair a `red.shared.add` of value * tap into the map's accumulators: per lane one IMAD, one IADD, one
 //    atomic (integer adds: exact, order-independent). The column offset s of a tap is NOT applied to the address:
@@ -37,7 +37,9 @@ constexpr int kThreads = kLanes * kWarps;
 constexpr int kTR = 8;            // output rows per block (even: whole pool windows)
 constexpr int kRow = 32;          // plane row (words): the input columns, W <= 32
 constexpr int kBuf = 128;         // non-zeros staged per warp at a time (the lab: 64 per channel and tile on average)
-constexpr int kCompactThreads = 256;
+constexpr int kCodeRows = 256;    // (channel, entry) rows of codes staged per phase (33 KB)
+constexpr int kMaxH = 511;        // a non-zero packs (value << 16 | 4 * (iy * 32 + ix)): 16 bits of byte offset
+constexpr int kCompactThreads = 1024;  // 32 rows per round: the lab's maps in one
 
 struct PGeometry : FusedShape {
     int R, S, tiles, split;
@@ -47,14 +49,14 @@ struct PGeometry : FusedShape {
 
 // One warp per row (lane = column), 8 rows per round; the ballot scan keeps raster order (deterministic).
 __global__ void __launch_bounds__(kCompactThreads)
-    compact_rows_kernel(const std::int16_t* __restrict__ x, int2* __restrict__ nz, int* __restrict__ rowptr,
+    compact_rows_kernel(const std::int16_t* __restrict__ x, int* __restrict__ nz, int* __restrict__ rowptr,
                         int* __restrict__ absmax, int H, int W) {
     constexpr int kW = kCompactThreads / 32;
     __shared__ int warp_counts[kW];
     __shared__ int block_max;
     const int c = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const std::int16_t* xc = x + static_cast<long long>(c) * H * W;
-    int2* out = nz + static_cast<long long>(c) * H * W;
+    int* out = nz + static_cast<long long>(c) * H * W;
     int* rp = rowptr + static_cast<long long>(c) * (H + 1);
     if (threadIdx.x == 0) block_max = 0;
     int base = 0, my_max = 0;
@@ -71,7 +73,9 @@ __global__ void __launch_bounds__(kCompactThreads)
             before += w < warp ? warp_counts[w] : 0;
             total += warp_counts[w];
         }
-        if (v != 0) out[base + before + __popc(ballot & ((1u << lane) - 1u))] = make_int2(4 * (r * kRow + lane), v);
+        if (v != 0)
+            out[base + before + __popc(ballot & ((1u << lane) - 1u))] =
+                static_cast<int>((static_cast<unsigned>(v) << 16) | static_cast<unsigned>(4 * (r * kRow + lane)));
         if (lane == 0 && r < H) rp[r] = base + before;
         base += total;
         __syncthreads();  // warp_counts is rewritten next round
@@ -89,11 +93,11 @@ __device__ __forceinline__ void red_add(unsigned addr, int v) {
 
 __global__ void __launch_bounds__(kThreads, 1)
     planes_kernel(const std::int16_t* __restrict__ x, const std::int32_t* __restrict__ codes,
-                  const int2* __restrict__ nz, const int* __restrict__ rowptr, const int* __restrict__ absmax,
+                  const int* __restrict__ nz, const int* __restrict__ rowptr, const int* __restrict__ absmax,
                   std::int32_t* __restrict__ y, int* __restrict__ overflow, const PGeometry g) {
     extern __shared__ int4 smem_raw[];
     int* acc = reinterpret_cast<int*>(smem_raw);  // [kLanes][map_words]
-    __shared__ int4 bufs[kWarps][kBuf / 2];       // per warp: kBuf (key, value) pairs
+    __shared__ int4 bufs[kWarps][kBuf / 4];       // per warp: kBuf packed non-zeros
     __shared__ unsigned long long wsum[kLanes];
     __shared__ int xmax, inexact;
     const int rank = g.split > 1 ? static_cast<int>(cluster::rank()) : 0;
@@ -101,10 +105,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int m0 = (owner % groups) * kLanes, y0 = (owner / groups) * kTR;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int total_words = kLanes * g.map_words;  // a multiple of 4
+    int* ctab = acc + total_words;  // this phase's codes: [channel, entry][map], rows padded to 33 words
     for (int i = threadIdx.x; i < total_words / 4; i += kThreads) smem_raw[i] = make_int4(0, 0, 0, 0);
     if (threadIdx.x < kLanes) wsum[threadIdx.x] = 0;
     if (threadIdx.x == 0) xmax = inexact = 0;
-    __syncthreads();
 
     // Input rows feeding output rows [y0, y0 + kTR); a non-zero at row iy through tap row r lands on plane row
     // iy - r + pad_h - y0 + R - 1, in [0, rows).
@@ -113,52 +117,63 @@ __global__ void __launch_bounds__(kThreads, 1)
     const unsigned lane_base = acc_addr + 4u * static_cast<unsigned>(lane * g.map_words);
     const int plane_words = g.rows * kRow;
     const long long HW = static_cast<long long>(g.H) * g.W;
-    const bool live = m0 + lane < g.M;  // maps past M: value 0
-    const int pad_key = 4 * iy_lo * kRow;  // a valid key: stages the odd tail as value 0
+    const int pad_entry = 4 * iy_lo * kRow;  // value 0 at a valid position: pads the staged tail
     int4* buf = bufs[warp];
-    int2* buf2 = reinterpret_cast<int2*>(buf);
+    int* buf1 = reinterpret_cast<int*>(buf);
     unsigned long long my_wsum = 0;
     int my_xmax = 0;
 
     const int per = channels_per_split(g.C, g.split, 1);
-    const int c_end = min(g.C, (rank + 1) * per);
-    // The next channel's row range is loaded one channel ahead (the list loads depend on it).
-    int c = rank * per + warp, lo_next = 0, hi_next = 0;
-    if (c < c_end) {
-        const int* rp = rowptr + static_cast<long long>(c) * (g.H + 1);
-        lo_next = rp[iy_lo], hi_next = rp[iy_hi];
-    }
-    for (; c < c_end; c += kWarps) {
-        const int lo = lo_next, hi = hi_next;
-        if (c + kWarps < c_end) {
-            const int* rp = rowptr + static_cast<long long>(c + kWarps) * (g.H + 1);
+    const int c_begin = rank * per, c_end = min(g.C, (rank + 1) * per);
+    const int phase = max(1, kCodeRows / g.width);  // channels whose codes fit ctab (the lab: all 256 at once)
+    for (int p0 = c_begin; p0 < c_end; p0 += phase) {
+        const int pn = min(phase, c_end - p0), rows = pn * g.width;
+        __syncthreads();  // the previous phase's codes are consumed (and the planes zeroed)
+        // Coalesced: a map's codes of these channels are contiguous; maps past M read as 0 (adds nothing).
+        for (int e = threadIdx.x; e < kLanes * rows; e += kThreads) {
+            const int m = e / rows, row = e - m * rows;
+            ctab[row * (kLanes + 1) + m] =
+                m0 + m < g.M ? codes[(static_cast<long long>(m0 + m) * g.C + p0) * g.width + row] : 0;
+        }
+        __syncthreads();
+        // The next channel's row range is loaded one channel ahead (the list loads depend on it).
+        int c = p0 + warp, lo_next = 0, hi_next = 0;
+        if (c < p0 + pn) {
+            const int* rp = rowptr + static_cast<long long>(c) * (g.H + 1);
             lo_next = rp[iy_lo], hi_next = rp[iy_hi];
         }
-        my_xmax = max(my_xmax, absmax[c]);
-        const int2* list = nz + c * HW;
-        // This lane's taps of channel c: (address base, value); codes outside the filter add nothing.
-        const std::int32_t* cm = codes + (static_cast<long long>(m0 + lane) * g.C + c) * g.width;
-        for (int k0 = lo; k0 < hi; k0 += kBuf) {
-            const int cnt = min(kBuf, hi - k0);
-            __syncwarp();  // the previous chunk's reads are done
+        for (; c < p0 + pn; c += kWarps) {
+            const int lo = lo_next, hi = hi_next;
+            if (c + kWarps < p0 + pn) {
+                const int* rp = rowptr + static_cast<long long>(c + kWarps) * (g.H + 1);
+                lo_next = rp[iy_lo], hi_next = rp[iy_hi];
+            }
+            my_xmax = max(my_xmax, absmax[c]);
+            const int* list = nz + c * HW;
+            const int* cm = ctab + (c - p0) * g.width * (kLanes + 1) + lane;
+            for (int k0 = lo; k0 < hi; k0 += kBuf) {
+                const int cnt = min(kBuf, hi - k0);
+                __syncwarp();  // the previous chunk's reads are done
 #pragma unroll
-            for (int t = lane; t < kBuf; t += 32) buf2[t] = t < cnt ? list[k0 + t] : make_int2(pad_key, 0);
-            __syncwarp();
-            const int quads = (cnt + 3) / 4;  // the staged tail is padded with value 0
-            for (int j = 0; j < g.width; ++j) {
-                FastTap tap = live ? decode_fast(cm[j]) : FastTap{0, 0, 0};
-                if (tap.row >= g.R || tap.col >= g.S) tap = FastTap{0, 0, 0};
-                if (k0 == lo) my_wsum += static_cast<unsigned long long>(abs(tap.value));
-                const unsigned base = lane_base + 4u * static_cast<unsigned>(
-                    tap.col * plane_words + (g.R - 1 + g.pad_h - tap.row - y0) * kRow);
-                const int w = tap.value;
+                for (int t = lane; t < kBuf; t += 32) buf1[t] = t < cnt ? list[k0 + t] : pad_entry;
+                __syncwarp();
+                const int quads = (cnt + 3) / 4;  // the staged tail is padded with value 0
+                for (int j = 0; j < g.width; ++j) {
+                    // This lane's tap of channel c: (address base, value); codes outside the filter add nothing.
+                    FastTap tap = decode_fast(cm[j * (kLanes + 1)]);
+                    if (tap.row >= g.R || tap.col >= g.S) tap = FastTap{0, 0, 0};
+                    if (k0 == lo) my_wsum += static_cast<unsigned long long>(abs(tap.value));
+                    const unsigned base = lane_base + 4u * static_cast<unsigned>(
+                        tap.col * plane_words + (g.R - 1 + g.pad_h - tap.row - y0) * kRow);
+                    const int w = tap.value;
 #pragma unroll 2
-                for (int q = 0; q < quads; ++q) {
-                    const int4 e = buf[2 * q], f = buf[2 * q + 1];  // broadcasts: four non-zeros, loaded first
-                    red_add(base + e.x, w * e.y);  // (wraps, unused, when the bound fails)
-                    red_add(base + e.z, w * e.w);
-                    red_add(base + f.x, w * f.y);
-                    red_add(base + f.z, w * f.w);
+                    for (int q = 0; q < quads; ++q) {
+                        const int4 e = buf[q];  // broadcast: four non-zeros (value << 16 | byte offset)
+                        red_add(base + (e.x & 0xffff), w * (e.x >> 16));  // (wraps, unused, when the bound fails)
+                        red_add(base + (e.y & 0xffff), w * (e.y >> 16));
+                        red_add(base + (e.z & 0xffff), w * (e.z >> 16));
+                        red_add(base + (e.w & 0xffff), w * (e.w >> 16));
+                    }
                 }
             }
         }
@@ -217,7 +232,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 bool sparse_conv_fast_sparse_input_planes(const std::int16_t* x, const std::int32_t* codes, std::int64_t width,
                                           std::int32_t* y, int* overflow, const SparseConvShape& s) {
     // The caller (sparse_conv_fast_sparse_input) has checked the shape, width and pointers.
-    if (s.W > kRow || s.R > 3 || s.S > 3) return false;
+    if (s.W > kRow || s.H > kMaxH || s.R > 3 || s.S > 3) return false;
     PGeometry g{};
     g.C = static_cast<int>(s.C), g.H = static_cast<int>(s.H), g.W = static_cast<int>(s.W), g.M = static_cast<int>(s.M);
     g.width = static_cast<int>(width), g.pad_h = static_cast<int>(s.R / 2), g.pad_w = static_cast<int>(s.S / 2);
@@ -234,16 +249,16 @@ bool sparse_conv_fast_sparse_input_planes(const std::int16_t* x, const std::int3
         g.split *= 2;
     const std::int64_t blocks = owners * g.split;
     GPUOPT_REQUIRE(blocks <= INT_MAX, "sparse_conv_fast_sparse_input: too many blocks");
-    const std::size_t smem = sizeof(int) * kLanes * g.map_words;
+    const std::size_t smem = sizeof(int) * (kLanes * g.map_words + kCodeRows * (kLanes + 1));
     require_shared_memory(planes_kernel, smem, "sparse_conv_fast_sparse_input");
     // Scratch from the caching pool (returned while the kernels are queued: every pool user queues on stream 0).
-    DeviceBuffer<int2> nz(static_cast<std::size_t>(g.C) * g.H * g.W);
+    DeviceBuffer<int> nz(static_cast<std::size_t>(g.C) * g.H * g.W);
     DeviceBuffer<int> rowptr(static_cast<std::size_t>(g.C) * (g.H + 1)), absmax(g.C);
     GPUOPT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), nullptr));
     compact_rows_kernel<<<g.C, kCompactThreads>>>(x, nz.data(), rowptr.data(), absmax.data(), g.H, g.W);
     GPUOPT_CHECK_LAUNCH("sparse compact_rows_kernel");
     cluster::launch(planes_kernel, static_cast<unsigned>(blocks), kThreads, smem, g.split, x, codes,
-                    static_cast<const int2*>(nz.data()), static_cast<const int*>(rowptr.data()),
+                    static_cast<const int*>(nz.data()), static_cast<const int*>(rowptr.data()),
                     static_cast<const int*>(absmax.data()), y, overflow, g);
     GPUOPT_CHECK_LAUNCH("sparse planes_kernel");
     return true;
