@@ -39,7 +39,8 @@ constexpr int kRow = 32;          // plane row (words): the input columns, W <= 
 constexpr int kBuf = 128;         // non-zeros staged per warp at a time (the lab: 64 per channel and tile on average)
 constexpr int kCodeRows = 256;    // (channel, entry) rows of codes staged per phase (33 KB)
 constexpr int kMaxH = 511;        // a non-zero packs (value << 16 | 4 * (iy * 32 + ix)): 16 bits of byte offset
-constexpr int kCompactThreads = 1024;  // 32 rows per round: the lab's maps in one
+constexpr int kCompactThreads = 256;  // 8 rows per round (H200: 6.4 us on the lab's layer; 1024 threads in one round
+                                      // measured 9.8 us: the 32-warp prefix loop costs more than the rounds)
 
 struct PGeometry : FusedShape {
     int R, S, tiles, split;
@@ -129,11 +130,23 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int p0 = c_begin; p0 < c_end; p0 += phase) {
         const int pn = min(phase, c_end - p0), rows = pn * g.width;
         __syncthreads();  // the previous phase's codes are consumed (and the planes zeroed)
-        // Coalesced: a map's codes of these channels are contiguous; maps past M read as 0 (adds nothing).
-        for (int e = threadIdx.x; e < kLanes * rows; e += kThreads) {
-            const int m = e / rows, row = e - m * rows;
-            ctab[row * (kLanes + 1) + m] =
-                m0 + m < g.M ? codes[(static_cast<long long>(m0 + m) * g.C + p0) * g.width + row] : 0;
+        // Coalesced: a map's codes of these channels are contiguous; maps past M read as 0 (adds nothing). Loads
+        // kBatch at a time before their stores (the whole block waits here: 2 memory latencies, not 8).
+        constexpr int kBatch = 4;
+#pragma unroll 1
+        for (int e0 = threadIdx.x; e0 < kLanes * rows; e0 += kBatch * kThreads) {
+            int v[kBatch];
+#pragma unroll
+            for (int k = 0; k < kBatch; ++k) {
+                const int e = e0 + k * kThreads, m = e / rows, row = e - m * rows;
+                v[k] = e < kLanes * rows && m0 + m < g.M
+                           ? codes[(static_cast<long long>(m0 + m) * g.C + p0) * g.width + row] : 0;
+            }
+#pragma unroll
+            for (int k = 0; k < kBatch; ++k) {
+                const int e = e0 + k * kThreads, m = e / rows, row = e - m * rows;
+                if (e < kLanes * rows) ctab[row * (kLanes + 1) + m] = v[k];
+            }
         }
         __syncthreads();
         // The next channel's row range is loaded one channel ahead (the list loads depend on it).
