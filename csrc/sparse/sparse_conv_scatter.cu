@@ -219,6 +219,7 @@ void sparse_conv_fast_sparse_input(const std::int16_t* x, const std::int32_t* co
                                                          std::to_string(s.R * s.S) + ", got " + std::to_string(width));
     GPUOPT_REQUIRE(x != nullptr && y != nullptr && codes != nullptr && overflow != nullptr,
                    "sparse_conv_fast_sparse_input: null x, codes, y or overflow");
+    if (sparse_conv_fast_sparse_input_planes(x, codes, width, y, overflow, s)) return;  // W <= 32, R, S <= 3
     Geometry g{};
     g.C = static_cast<int>(s.C), g.H = static_cast<int>(s.H), g.W = static_cast<int>(s.W), g.M = static_cast<int>(s.M);
     g.width = static_cast<int>(width), g.pad_h = static_cast<int>(s.R / 2), g.pad_w = static_cast<int>(s.S / 2);

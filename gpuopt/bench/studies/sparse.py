@@ -39,9 +39,9 @@ SPARSE_COLUMNS = ("variant", "filter_format", "C", "H", "W", "M", "nnz", "kernel
                   "speedup_vs_cudnn", "timing_device", "details", "error")
 #: The variants that only queue their work (no host round trip): timed again on device-resident operands.
 ONE_PASS = ("fast_fused", "fast_sparse_input")
-#: fast_fused's other kernels (its default, kernel="auto", is the int32 register-blocked one on the lab's 3x3
-#: layer), timed on device-resident operands only: the same one-pass variant, so rows of their own.
-FUSED_KERNEL_ROWS = {"fast_fused[window]": "window", "fast_fused[fp32]": "fp32"}
+#: fast_fused's other kernels (its default, kernel="auto", is the window kernel), timed on device-resident
+#: operands only: the same one-pass variant, so rows of their own.
+FUSED_KERNEL_ROWS = {"fast_fused[int32]": "int32", "fast_fused[fp32]": "fp32"}
 #: cuDNN's dense FP32 layer (conv + ReLU, then gpuopt's 2x2 max pool) on float32 copies: the baseline to beat.
 CUDNN_ROWS = {"cudnn_fp32_precise": "precise", "cudnn_fp32_any": "any"}
 #: measure() keywords of the device-resident kernel times (L2 flushed before every run, as the conv studies).
