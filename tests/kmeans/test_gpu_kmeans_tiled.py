@@ -47,7 +47,7 @@ def test_one_cluster_holds_whole_chunks(rng):
 def test_equals_device_gemm_and_not_the_grid(rng):
     x = rng.uniform(0, 1, (300_001, 16)).astype(np.float32)
     base = gpuopt.kmeans(x, 256, threshold=0.0, max_iter=3, variant="device_gemm")
-    for blocks in (0, 1, 7, 1024):
+    for blocks in (0, 1, 3, 1024):
         res = gpuopt.kmeans(x, 256, threshold=0.0, max_iter=3, variant="device_tiled", blocks=blocks)
         np.testing.assert_array_equal(res.membership, base.membership)
         np.testing.assert_array_equal(res.centroids, base.centroids)
