@@ -3,8 +3,9 @@
 //   assign_and_sum  blocks stride over chunks of kSumChunk objects (one pass over the points): each thread
 //                   assigns its objects with Liao's distance (float32, coordinates in order, unfused, ties to
 //                   the lower index) and counts changes and members (integers: any order); then the chunk's
-//                   sums follow Summation::Chunked (kmeans.hpp): for k <= 4 one thread per (leaf, cluster,
-//                   coordinate) adds the leaf's members in object order in float64 (every load issued first),
+//                   sums follow Summation::Chunked (kmeans.hpp): for k <= 4 one thread per (leaf, coordinate)
+//                   adds the leaf's objects in object order to its cluster's float64 sum in registers (every load
+//                   issued first),
 //                   for larger k one thread per (leaf, coordinate) adds each object into its cluster's sum in
 //                   shared memory (each point read once); then one thread per (cluster,
 //                   coordinate) adds the 32 leaf sums in order into the chunk sum, written to chunk_sums;
@@ -197,29 +198,44 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
         for (int q = 0; q < kPerThread; ++q) chunk_sum[q] = 0.0;
         for (int leaf0 = 0; leaf0 < kLeaves; leaf0 += leaves) {
             if (k <= kGatherMaxK) {
-                // One thread per (leaf, cluster, coordinate): the leaf's members in object order.
-                for (int item = threadIdx.x; item < leaves * kd; item += kThreads) {
-                    const int leaf = leaf0 + item / kd, e = item % kd;
-                    const int c = e / d, j = e % d;
-                    const int first = leaf * kLeaf;
+                // One thread per (leaf, coordinate): the leaf's objects read once (loads issued first) and each
+                // added to its cluster's sum in registers, in object order (the same adds as a thread per (leaf,
+                // cluster, coordinate) adding +0.0 for non-members, which changes no bit; a third of the
+                // instructions at k = 3: one load and one conversion per object, not k).
+                for (int item = threadIdx.x; item < leaves * d; item += kThreads) {
+                    const int lp = item / d, j = item % d;
+                    const int first = (leaf0 + lp) * kLeaf;
                     const float* col = x + (start + first) * d + j;
-                    double s = 0.0;
-                    if (first + kLeaf <= len) {  // a whole leaf: loads issued first, non-members add +0.0 (no-op)
+                    double s[kGatherMaxK];
 #pragma unroll
-                        for (int h = 0; h < kLeaf; h += kLeaf / 2) {  // in halves: 16 registers of loads in flight
-                            float v[kLeaf / 2];
+                    for (int c = 0; c < kGatherMaxK; ++c) s[c] = 0.0;
+                    if (first + kLeaf <= len) {  // a whole leaf
+#pragma unroll 1
+                        for (int h = 0; h < kLeaf; h += kLeaf / 4) {  // in quarters: 8 loads in flight (64 registers)
+                            float v[kLeaf / 4];
 #pragma unroll
-                            for (int i = 0; i < kLeaf / 2; ++i) v[i] = col[static_cast<std::int64_t>(h + i) * d];
+                            for (int i = 0; i < kLeaf / 4; ++i) v[i] = col[static_cast<std::int64_t>(h + i) * d];
 #pragma unroll
-                            for (int i = 0; i < kLeaf / 2; ++i)
-                                s += members_s[first + h + i] == c ? static_cast<double>(v[i]) : 0.0;
+                            for (int i = 0; i < kLeaf / 4; ++i) {
+                                const int m = members_s[first + h + i];
+                                const double vd = static_cast<double>(v[i]);
+#pragma unroll
+                                for (int c = 0; c < kGatherMaxK; ++c)
+                                    if (m == c) s[c] += vd;
+                            }
                         }
                     } else {
-                        for (int i = 0; i < kLeaf; ++i)
-                            if (members_s[first + i] == c)
-                                s += static_cast<double>(col[static_cast<std::int64_t>(i) * d]);
+                        for (int i = 0; i < kLeaf && first + i < len; ++i) {
+                            const int m = members_s[first + i];
+                            const double vd = static_cast<double>(col[static_cast<std::int64_t>(i) * d]);
+#pragma unroll
+                            for (int c = 0; c < kGatherMaxK; ++c)
+                                if (m == c) s[c] += vd;
+                        }
                     }
-                    leaf_s[item] = s;
+#pragma unroll
+                    for (int c = 0; c < kGatherMaxK; ++c)
+                        if (c < k) leaf_s[lp * kd + c * d + j] = s[c];
                 }
             } else {
                 // One thread per (leaf, coordinate): the leaf's objects in order, each added to its cluster's sum
