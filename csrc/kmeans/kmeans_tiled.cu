@@ -4,8 +4,9 @@
 //                 shared memory) and all k centres (-2c transposed, ||c||^2), each thread a 4 x 8 (points x
 //                 centres) register tile fed by float4 shared-memory loads (3 LDS.128 per 32 FMAs), a running
 //                 (best, second, index) per point; the 4 threads of a point row merge theirs by shuffles; a point
-//                 whose gap is within dot_bound gets Liao's distance to its candidates (nearest_dot's rule), so
-//                 every membership is Liao's. Persistent grid: the centres are staged once a block.
+//                 whose gap is within dot_bound is queued and gets Liao's distance to its candidates (nearest_dot's
+//                 rule) with a tile's worth of others, one a thread, so every membership is Liao's. Persistent
+//                 grid: the centres are staged once a block.
 //   sum_members   per chunk of 1024 objects a stable block radix sort of (cluster, index) gives each cluster its
 //                 members in object order; one thread per (cluster, coordinate) adds them, closing a leaf sum into
 //                 the chunk sum at each leaf boundary: the leaf/chunk tree of assign_and_sum (empty leaves add
@@ -68,6 +69,71 @@ __device__ __forceinline__ void merge_best(float& b, int& i, float& s, float b2,
     else s = fminf(s, b2);
 }
 
+// Points whose dot-form gap does not clear the bound, waiting for Liao's path: at most a tile's worth are added
+// between two flushes, so kQueue = 2 tiles never overflows.
+constexpr int kQueue = 2 * kTilePoints;
+__shared__ std::int64_t queue_i[kQueue];
+__shared__ float queue_b[kQueue];  // the point's best g
+__shared__ int queue_n;
+
+// dot_bound of one point, x^T column xcol (stride kXStride): B = ||x|| + max ||c||, rounded up.
+__device__ inline float point_bound(const float* xcol, int d, float cmax) {
+    float xn2 = 0.f;
+    for (int j = 0; j < d; ++j) xn2 = __fmaf_rn(xcol[j * kXStride], xcol[j * kXStride], xn2);
+    return dot_bound(d, __fadd_ru(__fsqrt_ru(xn2), cmax));
+}
+
+// nearest_dot's candidates: g within the bound of the best b (g recomputed with the same chain: the same values),
+// Liao's distance for those in index order, ties to the lower index.
+__device__ inline int liao_among_candidates(const float* xcol, float b, float bound, int d, int k, int kc,
+                                            const float* cs, const float* cn, const float* __restrict__ centres) {
+    float best_dist = 0.f;
+    int m = -1;
+    for (int c = 0; c < k; ++c) {
+        float g = cn[c];
+        for (int j = 0; j < d; ++j) g = __fmaf_rn(xcol[j * kXStride], cs[j * kc + c], g);
+        if (!(__fsub_rn(g, b) > bound)) {
+            float dist = 0.f;
+            for (int j = 0; j < d; ++j) {
+                const float diff = __fsub_rn(xcol[j * kXStride], centres[c * d + j]);
+                dist = __fadd_rn(dist, __fmul_rn(diff, diff));
+            }
+            if (m < 0 || dist < best_dist) best_dist = dist, m = c;
+        }
+    }
+    return m;
+}
+
+// The queued points through Liao's path, up to a tile at once: their rows staged into x^T (free between tiles;
+// the pad rows d..DP stay zero), one point a thread. Called by the whole block with queue_n uniform; empties it.
+// Returns this thread's membership changes.
+__device__ inline int flush_queue(const float* __restrict__ x, int d, int k, int kc, const float* __restrict__ centres,
+                                  const float* cs, const float* cn, float* xs, float cmax,
+                                  std::int32_t* __restrict__ membership) {
+    int changed = 0;
+    const int total = queue_n;
+    for (int e0 = 0; e0 < total; e0 += kTilePoints) {
+        const int count = total - e0 < kTilePoints ? total - e0 : kTilePoints;
+        for (int t = threadIdx.x; t < count * d; t += kTileThreads) {
+            const int e = t / d, j = t % d;
+            xs[j * kXStride + e] = x[queue_i[e0 + e] * d + j];
+        }
+        __syncthreads();
+        if (threadIdx.x < count) {
+            const std::int64_t i = queue_i[e0 + threadIdx.x];
+            const float* xcol = xs + threadIdx.x;
+            const int m = liao_among_candidates(xcol, queue_b[e0 + threadIdx.x], point_bound(xcol, d, cmax), d, k, kc,
+                                                cs, cn, centres);
+            changed += membership[i] != m;
+            membership[i] = m;
+        }
+        __syncthreads();  // xs and the queue read
+    }
+    if (threadIdx.x == 0) queue_n = 0;
+    __syncthreads();
+    return changed;
+}
+
 // DP: D rounded up to a multiple of 4 (the pad coordinates are 0 in x and c: fma(0, 0, g) == g).
 template <int DP>
 __global__ void __launch_bounds__(kTileThreads, 2) assign_tiled(const float* __restrict__ x, std::int64_t n, int d,
@@ -84,6 +150,7 @@ __global__ void __launch_bounds__(kTileThreads, 2) assign_tiled(const float* __r
     float* res_s = res_b + kTilePoints;     // second g
     int* res_i = reinterpret_cast<int*>(res_s + kTilePoints);
     __shared__ float cmax_s;
+    if (threadIdx.x == 0) queue_n = 0;  // seen by all after the barrier below
     for (int t = threadIdx.x; t < DP * kc; t += kTileThreads) {
         const int j = t / kc, c = t % kc;
         cs[t] = j < d && c < k ? -2.f * centres[c * d + j] : 0.f;
@@ -186,36 +253,25 @@ __global__ void __launch_bounds__(kTileThreads, 2) assign_tiled(const float* __r
             }
         }
         __syncthreads();
-        // One thread a point: the bound, Liao's path where the gap does not clear it, the membership.
+        // One thread a point: the bound; the membership where the gap clears it, else the point is queued for
+        // Liao's path (measured at 6f14c66+: run in place, one lane's k x D recomputation held its block at the next
+        // barrier, 54% of the kernel's stalls; queued, 256 of them run at once, one a thread).
         const int p = threadIdx.x;
         if (p < len) {
-            float xn2 = 0.f;
-            for (int j = 0; j < d; ++j) xn2 = __fmaf_rn(xs[j * kXStride + p], xs[j * kXStride + p], xn2);
-            const float bound = dot_bound(d, __fadd_ru(__fsqrt_ru(xn2), cmax_s));
+            const float bound = point_bound(xs + p, d, cmax_s);
             const float b = res_b[p];
-            int m = res_i[p];
-            if (!(__fsub_rn(res_s[p], b) > bound)) {
-                // nearest_dot's candidates: g within the bound of the best (the same g: same chain), Liao's distance
-                // for those in index order, ties to the lower index.
-                float best_dist = 0.f;
-                m = -1;
-                for (int c = 0; c < k; ++c) {
-                    float g = cn[c];
-                    for (int j = 0; j < d; ++j) g = __fmaf_rn(xs[j * kXStride + p], cs[j * kc + c], g);
-                    if (!(__fsub_rn(g, b) > bound)) {
-                        float dist = 0.f;
-                        for (int j = 0; j < d; ++j) {
-                            const float diff = __fsub_rn(xs[j * kXStride + p], centres[c * d + j]);
-                            dist = __fadd_rn(dist, __fmul_rn(diff, diff));
-                        }
-                        if (m < 0 || dist < best_dist) best_dist = dist, m = c;
-                    }
-                }
+            if (__fsub_rn(res_s[p], b) > bound) {
+                changed += membership[p0 + p] != res_i[p];
+                membership[p0 + p] = res_i[p];
+            } else {
+                const int q = atomicAdd(&queue_n, 1);  // < kQueue: flushed below once it holds a tile's worth
+                queue_i[q] = p0 + p, queue_b[q] = b;
             }
-            changed += membership[p0 + p] != m;
-            membership[p0 + p] = m;
         }
+        __syncthreads();  // the queue complete (queue_n uniform); res_* read
+        if (queue_n >= kTilePoints) changed += flush_queue(x, d, k, kc, centres, cs, cn, xs, cmax_s, membership);
     }
+    if (queue_n > 0) changed += flush_queue(x, d, k, kc, centres, cs, cn, xs, cmax_s, membership);
     add_changed(changed, state);
 }
 
