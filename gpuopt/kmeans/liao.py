@@ -101,8 +101,9 @@ def _initial_centroids(ctx: ExecContext, p: KMeansProblem) -> DeviceArray:
 
 def _kmeans_device(ctx: ExecContext, p: KMeansProblem, *, loops_per_sync: int,
                    blocks: int) -> tuple[Any, Any, int, np.ndarray]:
-    """The loop on the GPU (``device``, ``device_fused``, ``device_gemm``, ``device_tiled``): centres and memberships stay on the
-    device; the launcher reads the stop flag and the delta history once per batch of ``loops_per_sync`` loops."""
+    """The loop on the GPU (``device``, ``device_fused``, ``device_gemm``, ``device_tiled``): centres and memberships
+    stay on the device; the launcher reads the stop flag and the delta history once per batch of ``loops_per_sync``
+    loops."""
     n, d = p.x.shape
     k = p.init.shape[0]
     host_check(ctx.variant)(n, d, k, loops_per_sync=loops_per_sync, blocks=blocks)
