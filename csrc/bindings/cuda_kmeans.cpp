@@ -72,7 +72,7 @@ kmeans::StreamConfig stream_config(std::int64_t chunk_points, int buffers, const
 }  // namespace
 
 void bind_kmeans(py::module_& m) {
-    // kmeans_device / _fused / _gemm(x_dev, centroids_dev, membership_dev, n, d, k, threshold, max_iter, *,
+    // kmeans_device / _fused / _gemm / _tiled(x_dev, centroids_dev, membership_dev, n, d, k, threshold, max_iter, *,
     //   loops_per_sync, blocks) -> (iterations, delta (iterations,) float32); centres and memberships in place.
     using DeviceLoop = kmeans::KMeansStats (*)(const float*, std::int64_t, std::int64_t, std::int64_t, float,
                                                std::int64_t, float*, std::int32_t*, int, int);
@@ -84,7 +84,8 @@ void bind_kmeans(py::module_& m) {
     };
     for (const Loop& entry : {Loop{"device", &kmeans::kmeans_device, &kmeans::kmeans_device_check},
                               Loop{"device_fused", &kmeans::kmeans_device_fused, &kmeans::kmeans_device_check},
-                              Loop{"device_gemm", &kmeans::kmeans_device_gemm, &kmeans::kmeans_device_gemm_check}}) {
+                              Loop{"device_gemm", &kmeans::kmeans_device_gemm, &kmeans::kmeans_device_gemm_check},
+                              Loop{"device_tiled", &kmeans::kmeans_device_tiled, &kmeans::kmeans_device_tiled_check}}) {
         const char* name = entry.name;
         const DeviceLoop loop = entry.run;
         const DeviceCheck check = entry.check;

@@ -3,8 +3,9 @@
 //   assign_and_sum  blocks stride over chunks of kSumChunk objects (one pass over the points): each thread
 //                   assigns its objects with Liao's distance (float32, coordinates in order, unfused, ties to
 //                   the lower index) and counts changes and members (integers: any order); then the chunk's
-//                   sums follow Summation::Chunked (kmeans.hpp): for k <= 4 one thread per (leaf, cluster,
-//                   coordinate) adds the leaf's members in object order in float64 (every load issued first),
+//                   sums follow Summation::Chunked (kmeans.hpp): for k <= 4 one thread per (leaf, coordinate)
+//                   adds the leaf's objects in object order to its cluster's float64 sum in registers (every load
+//                   issued first),
 //                   for larger k one thread per (leaf, coordinate) adds each object into its cluster's sum in
 //                   shared memory (each point read once); then one thread per (cluster,
 //                   coordinate) adds the 32 leaf sums in order into the chunk sum, written to chunk_sums;
@@ -34,6 +35,7 @@
 #include "kmeans_cuda.hpp"
 #include "kmeans_device.cuh"
 #include "kmeans_loop_parts.hpp"
+#include "kmeans_tiled.hpp"
 
 namespace gpuopt::kmeans {
 
@@ -196,29 +198,44 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
         for (int q = 0; q < kPerThread; ++q) chunk_sum[q] = 0.0;
         for (int leaf0 = 0; leaf0 < kLeaves; leaf0 += leaves) {
             if (k <= kGatherMaxK) {
-                // One thread per (leaf, cluster, coordinate): the leaf's members in object order.
-                for (int item = threadIdx.x; item < leaves * kd; item += kThreads) {
-                    const int leaf = leaf0 + item / kd, e = item % kd;
-                    const int c = e / d, j = e % d;
-                    const int first = leaf * kLeaf;
+                // One thread per (leaf, coordinate): the leaf's objects read once (loads issued first) and each
+                // added to its cluster's sum in registers, in object order (the same adds as a thread per (leaf,
+                // cluster, coordinate) adding +0.0 for non-members, which changes no bit; a third of the
+                // instructions at k = 3: one load and one conversion per object, not k).
+                for (int item = threadIdx.x; item < leaves * d; item += kThreads) {
+                    const int lp = item / d, j = item % d;
+                    const int first = (leaf0 + lp) * kLeaf;
                     const float* col = x + (start + first) * d + j;
-                    double s = 0.0;
-                    if (first + kLeaf <= len) {  // a whole leaf: loads issued first, non-members add +0.0 (no-op)
+                    double s[kGatherMaxK];
 #pragma unroll
-                        for (int h = 0; h < kLeaf; h += kLeaf / 2) {  // in halves: 16 registers of loads in flight
-                            float v[kLeaf / 2];
+                    for (int c = 0; c < kGatherMaxK; ++c) s[c] = 0.0;
+                    if (first + kLeaf <= len) {  // a whole leaf
+#pragma unroll 1
+                        for (int h = 0; h < kLeaf; h += kLeaf / 4) {  // in quarters: 8 loads in flight (64 registers)
+                            float v[kLeaf / 4];
 #pragma unroll
-                            for (int i = 0; i < kLeaf / 2; ++i) v[i] = col[static_cast<std::int64_t>(h + i) * d];
+                            for (int i = 0; i < kLeaf / 4; ++i) v[i] = col[static_cast<std::int64_t>(h + i) * d];
 #pragma unroll
-                            for (int i = 0; i < kLeaf / 2; ++i)
-                                s += members_s[first + h + i] == c ? static_cast<double>(v[i]) : 0.0;
+                            for (int i = 0; i < kLeaf / 4; ++i) {
+                                const int m = members_s[first + h + i];
+                                const double vd = static_cast<double>(v[i]);
+#pragma unroll
+                                for (int c = 0; c < kGatherMaxK; ++c)
+                                    if (m == c) s[c] += vd;
+                            }
                         }
                     } else {
-                        for (int i = 0; i < kLeaf; ++i)
-                            if (members_s[first + i] == c)
-                                s += static_cast<double>(col[static_cast<std::int64_t>(i) * d]);
+                        for (int i = 0; i < kLeaf && first + i < len; ++i) {
+                            const int m = members_s[first + i];
+                            const double vd = static_cast<double>(col[static_cast<std::int64_t>(i) * d]);
+#pragma unroll
+                            for (int c = 0; c < kGatherMaxK; ++c)
+                                if (m == c) s[c] += vd;
+                        }
                     }
-                    leaf_s[item] = s;
+#pragma unroll
+                    for (int c = 0; c < kGatherMaxK; ++c)
+                        if (c < k) leaf_s[lp * kd + c * d + j] = s[c];
                 }
             } else {
                 // One thread per (leaf, coordinate): the leaf's objects in order, each added to its cluster's sum
@@ -443,6 +460,14 @@ void kmeans_device_gemm_check(std::int64_t n, std::int64_t d, std::int64_t k) {
     check_loop<false, true>(n, d, k, "device_gemm");
 }
 
+void kmeans_device_tiled_check(std::int64_t n, std::int64_t d, std::int64_t k) {
+    const std::string what = "kmeans device_tiled";
+    GPUOPT_REQUIRE(n > 0 && d > 0, what + ": x must have at least one object and one coordinate");
+    GPUOPT_REQUIRE(k >= 1 && k <= n, what + ": k must be in 1..n");
+    GPUOPT_REQUIRE(n <= (std::int64_t{1} << 40), what + ": at most 2^40 objects");
+    tiled::check(n, d, k);
+}
+
 namespace {
 
 // The loop's small state in one allocation, so one memset starts it and one copy a batch reads the stop flag
@@ -450,7 +475,8 @@ namespace {
 static_assert(sizeof(LoopState) % sizeof(unsigned long long) == 0, "LoopState packs into 64-bit words");
 constexpr std::size_t kStateWords = sizeof(LoopState) / sizeof(unsigned long long);
 
-template <bool Fused, bool Dot>
+// Tiled: device_tiled (kmeans_tiled.cu: assign_tiled + sum_members, then finish_loop).
+template <bool Fused, bool Dot, bool Tiled = false>
 KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
                        std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev, int loops_per_sync,
                        int blocks_wanted) {
@@ -458,7 +484,8 @@ KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::
     GPUOPT_REQUIRE(max_iter >= 1 && max_iter <= (1 << 30), "kmeans device: max_iter must be in 1..2^30");
     GPUOPT_REQUIRE(loops_per_sync >= 1, "kmeans device: loops_per_sync must be >= 1");
     GPUOPT_REQUIRE(blocks_wanted >= 0, "kmeans device: blocks must be >= 0 (0: as many as are resident)");
-    check_loop<Fused, Dot>(n, d, k, Dot ? "device_gemm" : "device");
+    if constexpr (Tiled) kmeans_device_tiled_check(n, d, k);
+    else check_loop<Fused, Dot>(n, d, k, Dot ? "device_gemm" : "device");
     const std::int64_t chunks = (n + kChunk - 1) / kChunk;
     const int kd = static_cast<int>(k * d);
     // Fused: the group sums after the chunk sums, and a chunk counter per group ahead of the counts.
@@ -480,22 +507,14 @@ KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::
     // The host's copy of [LoopState][history], read once per batch.
     std::vector<unsigned char> host(sizeof(LoopState) + static_cast<std::size_t>(max_iter) * sizeof(float));
     LoopState host_state{};
-    with_dim(d, [&](auto dim) {
-        const auto assign = assign_and_sum<dim.value, Fused, Dot>;
-        int per_sm = 0;
-        const std::size_t shared = assign_shared_bytes(d, k, Dot);
-        GPUOPT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, assign, kThreads, shared));
-        const std::int64_t resident = static_cast<std::int64_t>(multiprocessor_count()) * std::max(per_sm, 1);
-        const unsigned blocks =
-            static_cast<unsigned>(std::min<std::int64_t>(chunks, blocks_wanted > 0 ? blocks_wanted : resident));
-        [[maybe_unused]] const unsigned finish_blocks = static_cast<unsigned>((kd + kFinishWarps - 1) / kFinishWarps);
+    const unsigned finish_blocks = static_cast<unsigned>((kd + kFinishWarps - 1) / kFinishWarps);
+    // Batches of queued loops until the stop flag is read set; launch_loop queues one loop's kernels.
+    auto run_batches = [&](auto&& launch_loop) {
         while (!host_state.done) {
             // Queued without waiting; loops past the stop return at once. No more than the cap allows.
             const std::int64_t batch = std::min<std::int64_t>(loops_per_sync, max_iter - host_state.iterations);
             for (std::int64_t b = 0; b < batch; ++b) {
-                assign<<<blocks, kThreads, shared>>>(x_dev, n, static_cast<int>(d), static_cast<int>(k), centroids_dev,
-                                                     membership_dev, chunk_sums.data(), counts, state, fin);
-                GPUOPT_CHECK_LAUNCH("assign_and_sum");
+                launch_loop();
                 if constexpr (!Fused) {
                     finish_loop<false><<<finish_blocks, kFinishWarps * 32>>>(
                         n, static_cast<int>(d), static_cast<int>(k), chunks, chunk_sums.data(), counts, centroids_dev,
@@ -508,7 +527,29 @@ KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::
             GPUOPT_CUDA_CHECK(cudaMemcpy(host.data(), state, bytes, cudaMemcpyDeviceToHost));
             std::memcpy(&host_state, host.data(), sizeof(LoopState));
         }
-    });
+    };
+    if constexpr (Tiled) {
+        const tiled::Launch plan = tiled::plan(n, d, k, blocks_wanted);
+        run_batches([&] {
+            tiled::launch(plan, x_dev, n, d, k, centroids_dev, membership_dev, chunk_sums.data(), counts, state);
+        });
+    } else {
+        with_dim(d, [&](auto dim) {
+            const auto assign = assign_and_sum<dim.value, Fused, Dot>;
+            int per_sm = 0;
+            const std::size_t shared = assign_shared_bytes(d, k, Dot);
+            GPUOPT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, assign, kThreads, shared));
+            const std::int64_t resident = static_cast<std::int64_t>(multiprocessor_count()) * std::max(per_sm, 1);
+            const unsigned blocks =
+                static_cast<unsigned>(std::min<std::int64_t>(chunks, blocks_wanted > 0 ? blocks_wanted : resident));
+            run_batches([&] {
+                assign<<<blocks, kThreads, shared>>>(x_dev, n, static_cast<int>(d), static_cast<int>(k),
+                                                     centroids_dev, membership_dev, chunk_sums.data(), counts, state,
+                                                     fin);
+                GPUOPT_CHECK_LAUNCH("assign_and_sum");
+            });
+        });
+    }
     KMeansStats stats;
     stats.iterations = host_state.iterations;
     const auto* delta = reinterpret_cast<const float*>(host.data() + sizeof(LoopState));
@@ -530,6 +571,13 @@ KMeansStats kmeans_device_fused(const float* x_dev, std::int64_t n, std::int64_t
                                 int loops_per_sync, int blocks_wanted) {
     return run_device<true, false>(x_dev, n, d, k, threshold, max_iter, centroids_dev, membership_dev,
                                    loops_per_sync, blocks_wanted);
+}
+
+KMeansStats kmeans_device_tiled(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
+                                std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev,
+                                int loops_per_sync, int blocks_wanted) {
+    return run_device<false, true, true>(x_dev, n, d, k, threshold, max_iter, centroids_dev, membership_dev,
+                                         loops_per_sync, blocks_wanted);
 }
 
 KMeansStats kmeans_device_gemm(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,

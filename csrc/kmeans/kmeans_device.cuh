@@ -1,6 +1,6 @@
 // The device-side building blocks of the loop-on-the-GPU k-means variants (kmeans_device.cu): the summation
 // tree's constants, the loop state, and the nearest centre two ways (Liao's distance; the dot form with Liao's
-// distance where its rounding cannot separate the two nearest). Included by kmeans_device.cu only.
+// distance where its rounding cannot separate the two nearest). Included by kmeans_device.cu and kmeans_tiled.cu.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +44,7 @@ __host__ __device__ inline int leaves_per_pass(int kd) {
 
 // Shared memory of assign_and_sum: [leaf sums][centres k*D] (dot form: [-2 centres (k+1)*D][||c||^2 k+1])
 // [members kChunk][counts k].
-std::size_t assign_shared_bytes(std::int64_t d, std::int64_t k, bool dot) {
+inline std::size_t assign_shared_bytes(std::int64_t d, std::int64_t k, bool dot) {
     const std::int64_t kd = k * d;
     return static_cast<std::size_t>(leaves_per_pass(static_cast<int>(kd)) * kd) * sizeof(double) +
            static_cast<std::size_t>(kd + (dot ? (k + 1) * (d + 1) : 0)) * sizeof(float) +

@@ -8,7 +8,8 @@ were read off the H200's kmeans_loop study (6f14c66, µs per loop):
    k*D <= 1024: ``device_fused``, one launch a loop (its finish runs in one block, so only small finishes);
    kmeans04 22.6 against device 25.8 and device_gemm 36.5.
 2. k*D <= 1024: ``device`` (1M x 16, k=64: 235 against device_gemm 264 and device_fused 304).
-3. k*D <= 4096: ``device_gemm``, the dot form (10M x 16, k=256: 7.45 ms; predict's Liao-form pass alone 4.84).
+3. k*D <= 4096: ``device_tiled``, the dot form register-tiled with sorted sums (10M x 16, k=256, marginal loop
+   on the H200 at c6c33bf: 7.05 ms against device_gemm's 7.56 in the same run; predict's Liao-form pass 4.83).
 4. Otherwise ``liao_vec`` (Liao's port, update on the host; equal to ``cpu``) where its centres fit, else ``cpu``.
 """
 
@@ -38,7 +39,7 @@ def auto_choice(n: int, d: int, k: int) -> str:
     """The variant ``auto`` runs for N objects of D coordinates and k clusters (see the module docstring)."""
     if k * d * -(-n // 1024) <= FUSED_MAX_SUMS and _fits("device_fused", n, d, k):
         return "device_fused"
-    for name in ("device", "device_gemm", "liao_vec"):
+    for name in ("device", "device_tiled", "liao_vec"):
         if _fits(name, n, d, k):
             return name
     return "cpu"
@@ -51,7 +52,7 @@ def _run_auto(ctx: ExecContext, p: KMeansProblem) -> Any:
 
 
 register("kmeans", "auto", description="picks the variant predicted fastest for the shape: device_fused for small "
-         "loops (k*D x chunks <= 65,536), else device (k*D <= 1024), else device_gemm (k*D <= 4096), else "
+         "loops (k*D x chunks <= 65,536), else device (k*D <= 1024), else device_tiled (k*D <= 4096), else "
          "liao_vec, else cpu, as measured on the H200 (gpuopt/kmeans/auto.py)",
          report="gpuopt", needs_cuda=True, preferred=True, kernel="gpuopt/kmeans/auto.py",
          test="tests/kmeans/test_gpu_kmeans_fused.py", launcher=False)(_run_auto)

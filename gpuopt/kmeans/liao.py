@@ -101,8 +101,9 @@ def _initial_centroids(ctx: ExecContext, p: KMeansProblem) -> DeviceArray:
 
 def _kmeans_device(ctx: ExecContext, p: KMeansProblem, *, loops_per_sync: int,
                    blocks: int) -> tuple[Any, Any, int, np.ndarray]:
-    """The loop on the GPU (``device``, ``device_fused``, ``device_gemm``): centres and memberships stay on the
-    device; the launcher reads the stop flag and the delta history once per batch of ``loops_per_sync`` loops."""
+    """The loop on the GPU (``device``, ``device_fused``, ``device_gemm``, ``device_tiled``): centres and memberships
+    stay on the device; the launcher reads the stop flag and the delta history once per batch of ``loops_per_sync``
+    loops."""
     n, d = p.x.shape
     k = p.init.shape[0]
     host_check(ctx.variant)(n, d, k, loops_per_sync=loops_per_sync, blocks=blocks)
@@ -137,6 +138,16 @@ register("kmeans", "device_gemm", description="device for k*D <= 4096: the neare
          params=(Param("loops_per_sync", 8, (1, 2, 4, 8, 16, 32),
                        "loops queued before the host reads the stop flag (later ones return at once)"), _BLOCKS),
          **_DEVICE)(_kmeans_device)
+
+register("kmeans", "device_tiled", description="device_gemm with its two halves rebuilt: the dot form as a "
+         "register-tiled SGEMM (256 points x all k centres a block, an 8 x 8 points x centres tile a thread, float4 "
+         "shared-memory loads) with a row-argmin epilogue (Liao's distance for the candidates where the form's "
+         "rounding bound cannot separate the two nearest: Liao's memberships), then the chunk sums from a stable sort "
+         "of each chunk's memberships (work by members, not k*D per leaf); finish as device; the same bits as "
+         "device_gemm and cpu(summation='chunked')",
+         params=(Param("loops_per_sync", 8, (1, 2, 4, 8, 16, 32),
+                       "loops queued before the host reads the stop flag (later ones return at once)"), _BLOCKS),
+         **dict(_DEVICE, kernel="csrc/kmeans/kmeans_tiled.cu"))(_kmeans_device)
 
 
 #: chunk_points the registry lists: 0 (a slab of 256 MiB of points) or whole groups of the summation tree (32,768

@@ -249,10 +249,11 @@ def test_ladder_rejects_bad_thread_counts():
 # ------------------------------------------------------------------ "device": the whole loop on the GPU
 
 
-# The loop-on-the-GPU variants (two kernels a loop, one with the finish fused, the dot form's assignment): every
-# test runs all three, each held to the same bits. LOOP_LIMIT: the most centre coordinates k*D each holds.
-DEVICE_LOOPS = ["device", "device_fused", "device_gemm"]
-LOOP_LIMIT = {"device": 1024, "device_fused": 1024, "device_gemm": 4096}
+# The loop-on-the-GPU variants (two kernels a loop, one with the finish fused, the dot form's assignment, the dot
+# form tiled with sorted sums): every test runs all four, each held to the same bits. LOOP_LIMIT: the most centre
+# coordinates k*D each holds.
+DEVICE_LOOPS = ["device", "device_fused", "device_gemm", "device_tiled"]
+LOOP_LIMIT = {"device": 1024, "device_fused": 1024, "device_gemm": 4096, "device_tiled": 4096}
 
 
 @pytest.fixture(params=DEVICE_LOOPS)

@@ -1,4 +1,4 @@
-"""The loop-on-the-GPU variants (``device``, ``device_fused``, ``device_gemm``) and ``auto``: more groups than
+"""The loop-on-the-GPU variants (``device``, ``device_fused``, ``device_gemm``, ``device_tiled``) and ``auto``: more groups than
 the fused finish's one block stages at once, odd tails, an empty cluster, duplicates, k = N, the fused loop the
 same bits as the two-kernel one on every grid and batch size; the dot form past k*D = 1024, its near-ties and
 overflowing bounds (Liao's distances recomputed); auto's choice by shape."""
@@ -72,34 +72,39 @@ def test_fused_stops_inside_a_batch(rng):
     np.testing.assert_array_equal(res.delta, ref.delta)
 
 
-# ------------------------------------------------------------------ device_gemm: the dot form past k*D = 1024
+# ------------------------------------------------------------------ device_gemm / device_tiled: the dot form past k*D = 1024
+
+DOT_LOOPS = ["device_gemm", "device_tiled"]
 
 
 @pytest.mark.parametrize("n,d,k", [(50_000, 16, 256), (20_001, 33, 100), (9_000, 4, 1024), (30_000, 8, 17),
                                    (1_000_000, 16, 256)], ids=str)
-def test_gemm_large_k_equals_cpu(rng, n, d, k):
+@pytest.mark.parametrize("dot", DOT_LOOPS)
+def test_gemm_large_k_equals_cpu(rng, dot, n, d, k):
     # 33 coordinates: the generic path (no registers for x); 4 x 1024: k*D at the limit; k odd: the pad centre.
     x = rng.uniform(0, 1, (n, d)).astype(np.float32)
-    assert_same_as_chunked_cpu(x, k, "device_gemm", threshold=0.0, max_iter=2 if n > 100_000 else 5)
+    assert_same_as_chunked_cpu(x, k, dot, threshold=0.0, max_iter=2 if n > 100_000 else 5)
 
 
-def test_gemm_near_ties_take_liao_s_distance(rng):
+@pytest.mark.parametrize("dot", DOT_LOOPS)
+def test_gemm_near_ties_take_liao_s_distance(rng, dot):
     # Integer grid: many objects exactly as far from two centres (the lower index wins) and equal dot forms
     # whose Liao distances differ in rounding; +-1e15 objects overflow the bound (every object recomputed).
     grid = rng.integers(0, 4, (40_000, 8)).astype(np.float32)
-    assert_same_as_chunked_cpu(grid, 200, "device_gemm", threshold=0.0, max_iter=6)
+    assert_same_as_chunked_cpu(grid, 200, dot, threshold=0.0, max_iter=6)
     x = (rng.uniform(-1, 1, (20_000, 8)) * 10.0 ** rng.integers(-3, 16, (20_000, 1))).astype(np.float32)
-    assert_same_as_chunked_cpu(x, 150, "device_gemm", threshold=0.0, max_iter=3)
+    assert_same_as_chunked_cpu(x, 150, dot, threshold=0.0, max_iter=3)
     near = (np.float32(1000) + rng.integers(0, 3, (30_000, 16)).astype(np.float32) * np.float32(2 ** -13))
-    assert_same_as_chunked_cpu(near, 64, "device_gemm", threshold=0.0, max_iter=4)  # B^2 large against the gaps
+    assert_same_as_chunked_cpu(near, 64, dot, threshold=0.0, max_iter=4)  # B^2 large against the gaps
     huge = rng.uniform(-3e19, 3e19, (5_000, 4)).astype(np.float32)  # 4B^2 overflows; Liao's distances may too
-    assert_same_as_chunked_cpu(huge, 100, "device_gemm", threshold=0.0, max_iter=3)
+    assert_same_as_chunked_cpu(huge, 100, dot, threshold=0.0, max_iter=3)
 
 
-def test_gemm_memberships_are_liao_s(rng):
+@pytest.mark.parametrize("dot", DOT_LOOPS)
+def test_gemm_memberships_are_liao_s(rng, dot):
     # One loop's memberships are the nearest centres of the initial ones by Liao's distance (predict's cpu).
     x = rng.standard_normal((60_000, 12)).astype(np.float32)
-    res = gpuopt.kmeans(x, 300, max_iter=1, variant="device_gemm")
+    res = gpuopt.kmeans(x, 300, max_iter=1, variant=dot)
     np.testing.assert_array_equal(res.membership, gpuopt.kmeans_predict(x, x[:300], variant="cpu"))
 
 
@@ -107,7 +112,7 @@ def test_auto_picks_by_shape():
     from gpuopt.kmeans.auto import auto_choice
     assert gpuopt.registry.default_variant("kmeans") == "auto"
     assert auto_choice(488_565, 8, 3) == "device_fused"
-    assert auto_choice(10_000_000, 16, 256) == "device_gemm"
+    assert auto_choice(10_000_000, 16, 256) == "device_tiled"
     assert auto_choice(1_000_000, 16, 64) == "device"  # k*D x chunks = 1,000,448: past the fused finish
     assert auto_choice(10_000_000, 8, 4) == "device"  # k*D x chunks = 312,512: past the fused finish
     assert auto_choice(1000, 4096, 2) in ("liao_vec", "cpu")

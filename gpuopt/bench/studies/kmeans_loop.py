@@ -5,7 +5,8 @@ The points are uniform in [0, 1)^D (no cluster structure: memberships keep chang
 ``LOOP_ITERS`` loops, max_iter = LOOP_ITERS, Liao's first-k initialisation); the time of
 one call (CUDA events around it after warm-up, median; points already on the device, results left there) over the
 loops it ran. The liao ladder keeps its loop on the host (its design); ``device`` keeps it on the GPU (two kernels
-a loop), ``device_fused`` in one kernel a loop, ``device_gemm`` with the dot-form assignment (k*D <= 4096);
+a loop), ``device_fused`` in one kernel a loop, ``device_gemm`` with the dot-form assignment (k*D <= 4096),
+``device_tiled`` the same form register-tiled with sorted sums;
 ``auto`` is what ``variant=None`` picks for the shape; ``stream`` runs device's (or device_gemm's) loop on the
 points left in host memory (NumPy, page-locked in place for the call), streamed through device slabs every loop:
 its floor is the host link (``host_floor_us``: the points once at the pinned host-to-device bandwidth measured in
@@ -39,8 +40,8 @@ __all__ = ["STUDY"]
 #: (label, N, D, k): the CMU report's largest set (kmeans04) and issue 11's two large ones.
 LOOP_SHAPES = (("kmeans04", 488_565, 8, 3), ("1M x 16", 1_000_000, 16, 64), ("10M x 16", 10_000_000, 16, 256))
 LOOP_ITERS = 10
-LOOP_VARIANTS = ("liao", "liao_occupancy", "liao_aos", "liao_vec", "device", "device_fused", "device_gemm", "stream",
-                 "auto")
+LOOP_VARIANTS = ("liao", "liao_occupancy", "liao_aos", "liao_vec", "device", "device_fused", "device_gemm",
+                 "device_tiled", "stream", "auto")
 LOOP_SEED = 0
 # Most objects per set, and the timing repeats, per plan.
 LOOP_MAX_N: dict[Any, int | None] = {("gpu", "full"): None, ("gpu", "quick"): 1_000_000, ("cpu", "full"): 100_000,
@@ -104,11 +105,11 @@ def host_to_device_bandwidth() -> float | None:
 
 
 #: loop-on-the-GPU variants also timed at max_iter=1: their marginal loop, the call's fixed costs taken out
-MARGINAL_VARIANTS = ("device", "device_fused", "device_gemm", "stream", "auto")
+MARGINAL_VARIANTS = ("device", "device_fused", "device_gemm", "device_tiled", "stream", "auto")
 #: the in-memory loop variants stream's marginal loop is compared with
-IN_MEMORY_VARIANTS = ("device", "device_fused", "device_gemm")
+IN_MEMORY_VARIANTS = ("device", "device_fused", "device_gemm", "device_tiled")
 #: variants whose assignment is the dot form (their floor: the FMAs, not Liao's three instructions)
-DOT_VARIANTS = ("device_gemm", "auto")
+DOT_VARIANTS = ("device_gemm", "device_tiled", "auto")
 
 
 def run_kmeans_loop(plan: Plan) -> StudyResult:
@@ -126,7 +127,7 @@ def run_kmeans_loop(plan: Plan) -> StudyResult:
                     floors=f"memory: (N D + 2 N) x 4 bytes / {dram_bandwidth(gpu) / 1e12:.2f} TB/s (2 x DRAM clock x "
                            f"bus width); compute: 3 N k D FP32 instructions (Liao's unfused sub, mul, add) at "
                            f"{formula} / 2 instructions per second; dot: 2 N k D FLOP (one FMA each) at {formula} "
-                           "(device_gemm's and auto's x floor)" if gpu else "no GPU",
+                           "(device_gemm's, device_tiled's and auto's x floor)" if gpu else "no GPU",
                     pytorch="distances by x @ c.T (FP32, TF32 off), argmin, bincount, index_add_; same first-k start")
     if max_n is not None and any(n > max_n for _, n, _, _ in LOOP_SHAPES):
         res.notes.append(f"data sets cut to at most {max_n} objects in this mode (see the N column)")

@@ -30,7 +30,7 @@ __all__ = ["STUDY"]
 MAP_K = (3, 8, 16, 32, 64, 128, 256, 512, 1024)
 MAP_D = (2, 4, 8, 16, 32, 64, 128)
 #: the loop-on-the-GPU variants the map compares (auto picks among them by shape)
-MAP_VARIANTS = ("device", "device_fused", "device_gemm")
+MAP_VARIANTS = ("device", "device_fused", "device_gemm", "device_tiled")
 MAP_ITERS = 6
 MAP_SEED = 0
 MAP_N: dict[Any, int] = {("gpu", "full"): 1_000_000, ("gpu", "quick"): 200_000, ("cpu", "full"): 20_000,
@@ -135,7 +135,7 @@ def table_kmeans_map(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None 
                                 "not run"], body) + _errors(rows)
 
 
-_SHORT = {"device": "dev", "device_fused": "fused", "device_gemm": "gemm"}
+_SHORT = {"device": "dev", "device_fused": "fused", "device_gemm": "gemm", "device_tiled": "tiled"}
 
 
 def plot_kmeans_map(meta, rows, path: Path) -> Path:

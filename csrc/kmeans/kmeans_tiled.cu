@@ -1,0 +1,437 @@
+// "device_tiled": device_gemm's loop (k*D <= 4096, Liao's memberships, the sums of Summation::Chunked) with the
+// two halves of assign_and_sum split so each costs what it must:
+//   assign_tiled  the dot form as an SGEMM with a row-argmin epilogue: a block holds 256 points (x transposed in
+//                 shared memory) and all k centres (-2c transposed, ||c||^2), each thread a 4 x 8 (points x
+//                 centres) register tile fed by float4 shared-memory loads (3 LDS.128 per 32 FMAs), a running
+//                 (best, second, index) per point; the 4 threads of a point row merge theirs by shuffles; a point
+//                 whose gap is within dot_bound is queued and gets Liao's distance to its candidates (nearest_dot's
+//                 rule) with a tile's worth of others, one a thread, so every membership is Liao's. Persistent
+//                 grid: the centres are staged once a block.
+//   sum_members   per chunk of 1024 objects a stable block radix sort of (cluster, index) gives each cluster its
+//                 members in object order; one thread per (cluster, coordinate) adds them, closing a leaf sum into
+//                 the chunk sum at each leaf boundary: the leaf/chunk tree of assign_and_sum (empty leaves add
+//                 +0.0: no change), work by members (N*D) instead of by k*D per leaf.
+// Then finish_loop (kmeans_device.cu), unchanged: the same bits as device_gemm and cpu(summation="chunked").
+// D > 64 (k <= 64 there): assign_any, Liao's distance one thread a point (exact, no tile).
+#include <cub/block/block_radix_sort.cuh>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "../common/cuda_check.cuh"
+#include "../common/device.hpp"
+#include "../common/error.hpp"
+#include "../common/launch.cuh"
+#include "kmeans_device.cuh"
+#include "kmeans_tiled.hpp"
+
+namespace gpuopt::kmeans::tiled {
+namespace {
+
+constexpr int kTileThreads = 256;
+// 4 x 8 a thread, not 8 x 8: 64 accumulators next to 8 points' (best, second, index) spill at 128 registers.
+constexpr int kTilePoints = 256;          // points a block tile: 64 rows of threads x 4 points
+constexpr int kTileCentres = 32;          // centres a register pass: 4 columns of threads x 8 centres
+constexpr int kXStride = kTilePoints + 4; // x^T rows padded: the transposing stores spread over the banks
+constexpr int kSortItems = kChunk / kTileThreads;  // 4 keys a thread in sum_members
+constexpr int kIndexBits = 10;                      // a chunk's object index in the sort key
+constexpr int kSumCols = 16;                        // coordinates of the chunk staged at once (64 KB)
+static_assert(kChunk == 1 << kIndexBits && kTileThreads * kSortItems == kChunk, "sort keys hold a chunk index");
+
+__host__ __device__ inline int padded_k(int k) { return (k + kTileCentres - 1) / kTileCentres * kTileCentres; }
+
+std::size_t tile_shared_bytes(int dp, int k) {
+    const int kc = padded_k(k);
+    return static_cast<std::size_t>(dp * kc + kc + dp * kXStride + 3 * kTilePoints) * sizeof(float);
+}
+
+std::size_t sum_shared_bytes(int k) {
+    return static_cast<std::size_t>(kChunk * kSumCols + kChunk + 3 * (k + 1)) * sizeof(std::int32_t);
+}
+
+__device__ inline void add_changed(int changed, LoopState* state) {
+    __shared__ int warp_changed[kTileThreads / 32];
+    for (int off = 16; off > 0; off /= 2) changed += __shfl_xor_sync(0xffffffffu, changed, off);
+    if (threadIdx.x % 32 == 0) warp_changed[threadIdx.x / 32] = changed;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned long long total = 0;
+        for (int w = 0; w < kTileThreads / 32; ++w) total += static_cast<unsigned long long>(warp_changed[w]);
+        if (total) atomicAdd(&state->changed, total);
+    }
+}
+
+// (best, index, second) of two disjoint centre sets: ties to the lower index, an equal best makes second = best
+// (zero gap: Liao's path decides).
+__device__ __forceinline__ void merge_best(float& b, int& i, float& s, float b2, int i2, float s2) {
+    if (b2 < b || (b2 == b && i2 < i)) s = fminf(s2, b), b = b2, i = i2;
+    else s = fminf(s, b2);
+}
+
+// Points whose dot-form gap does not clear the bound, waiting for Liao's path: at most a tile's worth are added
+// between two flushes, so kQueue = 2 tiles never overflows.
+constexpr int kQueue = 2 * kTilePoints;
+__shared__ std::int64_t queue_i[kQueue];
+__shared__ float queue_b[kQueue];  // the point's best g
+__shared__ int queue_n;
+
+// dot_bound of one point, x^T column xcol (stride kXStride): B = ||x|| + max ||c||, rounded up.
+__device__ inline float point_bound(const float* xcol, int d, float cmax) {
+    float xn2 = 0.f;
+    for (int j = 0; j < d; ++j) xn2 = __fmaf_rn(xcol[j * kXStride], xcol[j * kXStride], xn2);
+    return dot_bound(d, __fadd_ru(__fsqrt_ru(xn2), cmax));
+}
+
+// nearest_dot's candidates: g within the bound of the best b (g recomputed with the same chain: the same values),
+// Liao's distance for those in index order, ties to the lower index.
+__device__ inline int liao_among_candidates(const float* xcol, float b, float bound, int d, int k, int kc,
+                                            const float* cs, const float* cn, const float* __restrict__ centres) {
+    float best_dist = 0.f;
+    int m = -1;
+    for (int c = 0; c < k; ++c) {
+        float g = cn[c];
+        for (int j = 0; j < d; ++j) g = __fmaf_rn(xcol[j * kXStride], cs[j * kc + c], g);
+        if (!(__fsub_rn(g, b) > bound)) {
+            float dist = 0.f;
+            for (int j = 0; j < d; ++j) {
+                const float diff = __fsub_rn(xcol[j * kXStride], centres[c * d + j]);
+                dist = __fadd_rn(dist, __fmul_rn(diff, diff));
+            }
+            if (m < 0 || dist < best_dist) best_dist = dist, m = c;
+        }
+    }
+    return m;
+}
+
+// The queued points through Liao's path, up to a tile at once: their rows staged into x^T (free between tiles;
+// the pad rows d..DP stay zero), one point a thread. Called by the whole block with queue_n uniform; empties it.
+// Returns this thread's membership changes.
+__device__ inline int flush_queue(const float* __restrict__ x, int d, int k, int kc, const float* __restrict__ centres,
+                                  const float* cs, const float* cn, float* xs, float cmax,
+                                  std::int32_t* __restrict__ membership) {
+    int changed = 0;
+    const int total = queue_n;
+    for (int e0 = 0; e0 < total; e0 += kTilePoints) {
+        const int count = total - e0 < kTilePoints ? total - e0 : kTilePoints;
+        for (int t = threadIdx.x; t < count * d; t += kTileThreads) {
+            const int e = t / d, j = t % d;
+            xs[j * kXStride + e] = x[queue_i[e0 + e] * d + j];
+        }
+        __syncthreads();
+        if (threadIdx.x < count) {
+            const std::int64_t i = queue_i[e0 + threadIdx.x];
+            const float* xcol = xs + threadIdx.x;
+            const int m = liao_among_candidates(xcol, queue_b[e0 + threadIdx.x], point_bound(xcol, d, cmax), d, k, kc,
+                                                cs, cn, centres);
+            changed += membership[i] != m;
+            membership[i] = m;
+        }
+        __syncthreads();  // xs and the queue read
+    }
+    if (threadIdx.x == 0) queue_n = 0;
+    __syncthreads();
+    return changed;
+}
+
+// DP: D rounded up to a multiple of 4 (the pad coordinates are 0 in x and c: fma(0, 0, g) == g).
+template <int DP>
+__global__ void __launch_bounds__(kTileThreads, 2) assign_tiled(const float* __restrict__ x, std::int64_t n, int d,
+                                                                int k, const float* __restrict__ centres,
+                                                                std::int32_t* __restrict__ membership,
+                                                                LoopState* __restrict__ state) {
+    if (state->done) return;
+    const int kc = padded_k(k);
+    extern __shared__ __align__(16) float tsm[];
+    float* cs = tsm;                        // [DP][kc]: -2c, transposed (exact: a power of two)
+    float* cn = cs + DP * kc;               // [kc]: ||c||^2 (fmaf chain in coordinate order), pad centres +inf
+    float* xs = cn + kc;                    // [DP][kXStride]: the tile's points, transposed
+    float* res_b = xs + DP * kXStride;      // [kTilePoints] merged best g
+    float* res_s = res_b + kTilePoints;     // second g
+    int* res_i = reinterpret_cast<int*>(res_s + kTilePoints);
+    __shared__ float cmax_s;
+    if (threadIdx.x == 0) queue_n = 0;  // seen by all after the barrier below
+    for (int t = threadIdx.x; t < DP * kc; t += kTileThreads) {
+        const int j = t / kc, c = t % kc;
+        cs[t] = j < d && c < k ? -2.f * centres[c * d + j] : 0.f;
+    }
+    for (int c = threadIdx.x; c < kc; c += kTileThreads) {
+        float s = __int_as_float(0x7f800000);
+        if (c < k) {
+            s = 0.f;
+            for (int j = 0; j < d; ++j) s = __fmaf_rn(centres[c * d + j], centres[c * d + j], s);
+        }
+        cn[c] = s;
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {  // max ||c||, rounded up, for the bound
+        float m = 0.f;
+        for (int c = threadIdx.x; c < k; c += 32) m = fmaxf(m, cn[c]);
+        for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+        if (threadIdx.x == 0) cmax_s = __fsqrt_ru(m);
+    }
+    const int lane = threadIdx.x % 32;
+    const int tx = lane % 4;                               // centre column: centres tx*4.. and 16 + tx*4..
+    const int ty = threadIdx.x / 32 * 8 + lane / 4;        // point row: points ty*4..ty*4+3
+    const bool vec = d % 4 == 0 && (reinterpret_cast<std::uintptr_t>(x) & 15) == 0;
+    int changed = 0;
+    const std::int64_t tiles = (n + kTilePoints - 1) / kTilePoints;
+    for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const std::int64_t p0 = tile * kTilePoints;
+        const int len = static_cast<int>(n - p0 < kTilePoints ? n - p0 : kTilePoints);
+        __syncthreads();  // the last tile's xs and res_* are read
+        const float* xt = x + p0 * d;
+        if (vec) {  // 16-byte loads, consecutive threads on consecutive addresses
+            for (int t = threadIdx.x; t < kTilePoints * d / 4; t += kTileThreads) {
+                const int p = t * 4 / d, j = t * 4 % d;
+                const float4 v = p < len ? *reinterpret_cast<const float4*>(xt + t * 4) : make_float4(0.f, 0.f, 0.f, 0.f);
+                xs[j * kXStride + p] = v.x, xs[(j + 1) * kXStride + p] = v.y;
+                xs[(j + 2) * kXStride + p] = v.z, xs[(j + 3) * kXStride + p] = v.w;
+            }
+        } else {
+            for (int t = threadIdx.x; t < kTilePoints * d; t += kTileThreads) {
+                const int p = t / d, j = t % d;
+                xs[j * kXStride + p] = p < len ? xt[t] : 0.f;
+            }
+        }
+        if (DP > d)
+            for (int t = threadIdx.x; t < (DP - d) * kTilePoints; t += kTileThreads)
+                xs[(d + t / kTilePoints) * kXStride + t % kTilePoints] = 0.f;
+        __syncthreads();
+
+        float best[4], second[4];
+        int bi[4];
+#pragma unroll
+        for (int a = 0; a < 4; ++a) best[a] = second[a] = __int_as_float(0x7f800000), bi[a] = 0;
+        for (int c0 = 0; c0 < kc; c0 += kTileCentres) {
+            float acc[4][8];
+            {
+                const float4 na = *reinterpret_cast<const float4*>(cn + c0 + tx * 4);
+                const float4 nb = *reinterpret_cast<const float4*>(cn + c0 + 16 + tx * 4);
+                const float nv[8] = {na.x, na.y, na.z, na.w, nb.x, nb.y, nb.z, nb.w};
+#pragma unroll
+                for (int a = 0; a < 4; ++a)
+#pragma unroll
+                    for (int b = 0; b < 8; ++b) acc[a][b] = nv[b];
+            }
+            // Coordinate order: the same g as nearest_dot's chain. 4 coordinates unrolled: unrolled in full, every
+            // coordinate's loads are hoisted and spill.
+#pragma unroll 4
+            for (int j = 0; j < DP; ++j) {
+                const float4 xa = *reinterpret_cast<const float4*>(xs + j * kXStride + ty * 4);
+                const float4 ca = *reinterpret_cast<const float4*>(cs + j * kc + c0 + tx * 4);
+                const float4 cb = *reinterpret_cast<const float4*>(cs + j * kc + c0 + 16 + tx * 4);
+                const float xv[4] = {xa.x, xa.y, xa.z, xa.w};
+                const float cv[8] = {ca.x, ca.y, ca.z, ca.w, cb.x, cb.y, cb.z, cb.w};
+#pragma unroll
+                for (int a = 0; a < 4; ++a)
+#pragma unroll
+                    for (int b = 0; b < 8; ++b) acc[a][b] = __fmaf_rn(xv[a], cv[b], acc[a][b]);
+            }
+            // Running (best, second, index), centres in increasing index: strict < keeps the lower index;
+            // second = min(second, max(best, g)) holds the second smallest (equal to best on a tie).
+#pragma unroll
+            for (int a = 0; a < 4; ++a)
+#pragma unroll
+                for (int b = 0; b < 8; ++b) {
+                    const float g = acc[a][b];
+                    const int c = c0 + (b < 4 ? tx * 4 + b : 16 + tx * 4 + b - 4);
+                    second[a] = fminf(second[a], fmaxf(best[a], g));
+                    if (g < best[a]) bi[a] = c;
+                    best[a] = fminf(best[a], g);
+                }
+        }
+#pragma unroll
+        for (int a = 0; a < 4; ++a) {
+#pragma unroll
+            for (int off = 1; off < 4; off *= 2)
+                merge_best(best[a], bi[a], second[a], __shfl_xor_sync(0xffffffffu, best[a], off),
+                           __shfl_xor_sync(0xffffffffu, bi[a], off), __shfl_xor_sync(0xffffffffu, second[a], off));
+            if (tx == 0) {
+                const int p = ty * 4 + a;
+                res_b[p] = best[a], res_s[p] = second[a], res_i[p] = bi[a];
+            }
+        }
+        __syncthreads();
+        // One thread a point: the bound; the membership where the gap clears it, else the point is queued for
+        // Liao's path (measured at 6f14c66+: run in place, one lane's k x D recomputation held its block at the next
+        // barrier, 54% of the kernel's stalls; queued, 256 of them run at once, one a thread).
+        const int p = threadIdx.x;
+        if (p < len) {
+            const float bound = point_bound(xs + p, d, cmax_s);
+            const float b = res_b[p];
+            if (__fsub_rn(res_s[p], b) > bound) {
+                changed += membership[p0 + p] != res_i[p];
+                membership[p0 + p] = res_i[p];
+            } else {
+                const int q = atomicAdd(&queue_n, 1);  // < kQueue: flushed below once it holds a tile's worth
+                queue_i[q] = p0 + p, queue_b[q] = b;
+            }
+        }
+        __syncthreads();  // the queue complete (queue_n uniform); res_* read
+        if (queue_n >= kTilePoints) changed += flush_queue(x, d, k, kc, centres, cs, cn, xs, cmax_s, membership);
+    }
+    if (queue_n > 0) changed += flush_queue(x, d, k, kc, centres, cs, cn, xs, cmax_s, membership);
+    add_changed(changed, state);
+}
+
+// D > 64: Liao's distance, a thread a point, the centres read through L1 (k <= 64 here).
+__global__ void __launch_bounds__(kTileThreads) assign_any(const float* __restrict__ x, std::int64_t n, int d, int k,
+                                                           const float* __restrict__ centres,
+                                                           std::int32_t* __restrict__ membership,
+                                                           LoopState* __restrict__ state) {
+    if (state->done) return;
+    int changed = 0;
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(kTileThreads) + threadIdx.x; i < n;
+         i += static_cast<std::int64_t>(gridDim.x) * kTileThreads) {
+        float best_dist = 0.f;
+        const std::int32_t m = nearest<0>(x + i * d, centres, 0, k, d, 0, best_dist);
+        changed += membership[i] != m;
+        membership[i] = m;
+    }
+    add_changed(changed, state);
+}
+
+using ChunkSort = cub::BlockRadixSort<unsigned, kTileThreads, kSortItems>;
+
+// Chunk sums from the memberships: a stable sort of (cluster, index) by cluster, then a thread per (cluster,
+// coordinate) walks its members in object order (leaf sums closed at each leaf boundary). Member counts: integers.
+__global__ void __launch_bounds__(kTileThreads, 2) sum_members(const float* __restrict__ x, std::int64_t n, int d,
+                                                               int k, const std::int32_t* __restrict__ membership,
+                                                               double* __restrict__ chunk_sums,
+                                                               unsigned long long* __restrict__ counts,
+                                                               LoopState* __restrict__ state) {
+    if (state->done) return;
+    __shared__ typename ChunkSort::TempStorage sort_s;
+    extern __shared__ __align__(16) float ssm[];
+    float* x_s = ssm;                                                     // [kChunk][<= kSumCols]
+    unsigned* sorted_s = reinterpret_cast<unsigned*>(x_s + kChunk * kSumCols);  // [kChunk] (cluster << 10 | index)
+    int* start_s = reinterpret_cast<int*>(sorted_s + kChunk);             // [k + 1] (k: past the end)
+    int* end_s = start_s + k + 1;
+    int* count_s = end_s + k + 1;                                         // [k] this block's members
+    for (int c = threadIdx.x; c <= k; c += kTileThreads) count_s[c] = 0;
+    const int kd = k * d;
+    const int key_bits = kIndexBits + 32 - __clz(k);  // clusters 0..k (k: past the end)
+    const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+    for (std::int64_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
+        const std::int64_t start = chunk * kChunk;
+        const int len = static_cast<int>(n - start < kChunk ? n - start : kChunk);
+        unsigned keys[kSortItems];  // blocked: thread t holds objects 4t..4t+3, so the stable sort keeps object order
+#pragma unroll
+        for (int r = 0; r < kSortItems; ++r) {
+            const int i = threadIdx.x * kSortItems + r;
+            const unsigned c = i < len ? static_cast<unsigned>(membership[start + i]) : static_cast<unsigned>(k);
+            keys[r] = c << kIndexBits | static_cast<unsigned>(i);
+        }
+        __syncthreads();  // the last chunk's sorted_s, start_s, end_s are read
+        for (int c = threadIdx.x; c <= k; c += kTileThreads) start_s[c] = end_s[c] = 0;
+        ChunkSort(sort_s).Sort(keys, kIndexBits, key_bits);
+#pragma unroll
+        for (int r = 0; r < kSortItems; ++r) sorted_s[threadIdx.x * kSortItems + r] = keys[r];
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < kSortItems; ++r) {  // each cluster's run in the sorted keys
+            const int q = threadIdx.x * kSortItems + r;
+            const unsigned c = keys[r] >> kIndexBits;
+            if (q == 0 || sorted_s[q - 1] >> kIndexBits != c) start_s[c] = q;
+            if (q == kChunk - 1 || sorted_s[q + 1] >> kIndexBits != c) end_s[c] = q + 1;
+        }
+        __syncthreads();
+        for (int c = threadIdx.x; c < k; c += kTileThreads) count_s[c] += end_s[c] - start_s[c];
+        for (int j0 = 0; j0 < d; j0 += kSumCols) {
+            const int w = d - j0 < kSumCols ? d - j0 : kSumCols;
+            if (j0 > 0) __syncthreads();  // the last columns are read
+            const float* xc = x + start * d + j0;
+            if (w == d && d % 4 == 0 && (reinterpret_cast<std::uintptr_t>(x) & 15) == 0) {
+                for (int t = threadIdx.x; t < len * d / 4; t += kTileThreads)
+                    reinterpret_cast<float4*>(x_s)[t] = reinterpret_cast<const float4*>(xc)[t];
+            } else {
+                for (int t = threadIdx.x; t < len * w; t += kTileThreads)
+                    x_s[t] = xc[static_cast<std::int64_t>(t / w) * d + t % w];
+            }
+            __syncthreads();
+            for (int item = threadIdx.x; item < k * w; item += kTileThreads) {
+                const int c = item / w, jj = item % w;
+                double chunk_sum = 0.0, leaf_sum = 0.0;
+                int leaf = 0;
+                for (int q = start_s[c], qe = end_s[c]; q < qe; ++q) {
+                    const int i = static_cast<int>(sorted_s[q] & (kChunk - 1));
+                    if (i / kLeaf != leaf) chunk_sum += leaf_sum, leaf_sum = 0.0, leaf = i / kLeaf;
+                    leaf_sum += static_cast<double>(x_s[i * w + jj]);
+                }
+                chunk_sums[chunk * kd + c * d + j0 + jj] = chunk_sum + leaf_sum;
+            }
+        }
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < k; c += kTileThreads)
+        if (count_s[c]) atomicAdd(&counts[c], static_cast<unsigned long long>(count_s[c]));
+}
+
+template <class F>
+void with_padded_dim(int d, F&& f) {
+    if (d <= 4) f(std::integral_constant<int, 4>{});
+    else if (d <= 8) f(std::integral_constant<int, 8>{});
+    else if (d <= 16) f(std::integral_constant<int, 16>{});
+    else if (d <= 32) f(std::integral_constant<int, 32>{});
+    else f(std::integral_constant<int, 64>{});
+}
+
+template <class Kernel>
+int resident_blocks(Kernel kernel, std::size_t shared, int blocks) {
+    if (blocks > 0) return blocks;
+    int per_sm = 0;
+    GPUOPT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kTileThreads, shared));
+    return multiprocessor_count() * std::max(per_sm, 1);
+}
+
+}  // namespace
+
+void check(std::int64_t n, std::int64_t d, std::int64_t k) {
+    (void)n;
+    const std::string what = "kmeans device_tiled";
+    GPUOPT_REQUIRE(k * d <= kMaxCentreCoords<true>, what + ": k*D = " + std::to_string(k * d) +
+                                                        " centre coordinates; this variant holds at most " +
+                                                        std::to_string(kMaxCentreCoords<true>));
+    if (d <= kMaxTiledDim)
+        with_padded_dim(static_cast<int>(d), [&](auto dp) {
+            require_shared_memory(assign_tiled<dp.value>, tile_shared_bytes(dp.value, static_cast<int>(k)),
+                                  (what + ": assign_tiled").c_str());
+        });
+    require_shared_memory(sum_members, sum_shared_bytes(static_cast<int>(k)), (what + ": sum_members").c_str());
+}
+
+Launch plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks) {
+    Launch l;
+    const std::int64_t tiles = (n + kTilePoints - 1) / kTilePoints, chunks = (n + kChunk - 1) / kChunk;
+    if (d <= kMaxTiledDim)
+        with_padded_dim(static_cast<int>(d), [&](auto dp) {
+            const std::size_t shared = tile_shared_bytes(dp.value, static_cast<int>(k));
+            l.assign_blocks = static_cast<unsigned>(std::min<std::int64_t>(tiles, resident_blocks(assign_tiled<dp.value>, shared, blocks)));
+        });
+    else
+        l.assign_blocks = static_cast<unsigned>(std::min<std::int64_t>(
+            (n + kTileThreads - 1) / kTileThreads, resident_blocks(assign_any, 0, blocks)));
+    l.sum_blocks = static_cast<unsigned>(std::min<std::int64_t>(chunks, resident_blocks(
+        sum_members, sum_shared_bytes(static_cast<int>(k)), blocks)));
+    return l;
+}
+
+void launch(const Launch& l, const float* x, std::int64_t n, std::int64_t d, std::int64_t k, const float* centres,
+            std::int32_t* membership, double* chunk_sums, unsigned long long* counts, void* state_ptr) {
+    auto* state = static_cast<LoopState*>(state_ptr);
+    const int di = static_cast<int>(d), ki = static_cast<int>(k);
+    if (d <= kMaxTiledDim)
+        with_padded_dim(di, [&](auto dp) {
+            assign_tiled<dp.value><<<l.assign_blocks, kTileThreads, tile_shared_bytes(dp.value, ki)>>>(
+                x, n, di, ki, centres, membership, state);
+        });
+    else
+        assign_any<<<l.assign_blocks, kTileThreads>>>(x, n, di, ki, centres, membership, state);
+    GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign");
+    sum_members<<<l.sum_blocks, kTileThreads, sum_shared_bytes(ki)>>>(x, n, di, ki, membership, chunk_sums, counts,
+                                                                     state);
+    GPUOPT_CHECK_LAUNCH("kmeans device_tiled sum_members");
+}
+
+}  // namespace gpuopt::kmeans::tiled

@@ -1,0 +1,25 @@
+// device_tiled's assign-and-sum (kmeans_tiled.cu), launched by kmeans_device.cu's loop between its own state and
+// finish_loop. Internal to csrc/kmeans.
+#pragma once
+
+#include <cstdint>
+
+namespace gpuopt::kmeans::tiled {
+
+constexpr int kMaxTiledDim = 64;  // past it, assign_any (Liao's distance a thread a point): x^T would not fit
+
+struct Launch {
+    unsigned assign_blocks = 0;  // persistent grids: as many blocks as are resident, at most the work
+    unsigned sum_blocks = 0;
+};
+
+// ValueError-style GPUOPT_REQUIRE failures for what the kernels cannot run (k*D, shared memory).
+void check(std::int64_t n, std::int64_t d, std::int64_t k);
+// blocks > 0: at most that many blocks a grid (tests: the result never depends on the grid).
+Launch plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks);
+// One loop's assignment (memberships, the change count in the state) and chunk sums + member counts, on stream 0;
+// state is kmeans_device.cuh's LoopState.
+void launch(const Launch& l, const float* x, std::int64_t n, std::int64_t d, std::int64_t k, const float* centres,
+            std::int32_t* membership, double* chunk_sums, unsigned long long* counts, void* state);
+
+}  // namespace gpuopt::kmeans::tiled

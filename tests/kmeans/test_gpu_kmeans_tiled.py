@@ -1,0 +1,65 @@
+"""``device_tiled``: the register-tiled dot form (256-point tiles, 64-centre passes, D padded to 4..64) and the sums
+from a per-chunk stable sort, held to the bits of ``cpu(summation="chunked")`` and ``device_gemm``: tile and chunk
+tails, every padded D and the D > 64 path, k around the 64-centre pass, ties split across the threads that merge a
+point's (best, second), one cluster holding a whole chunk, the grid."""
+
+import numpy as np
+import pytest
+
+import gpuopt
+
+from .test_gpu_kmeans import assert_same_as_chunked_cpu
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("n", [1, 255, 256, 257, 1023, 1025, 33_000])
+def test_tile_and_chunk_tails(rng, n):
+    x = rng.uniform(-1, 1, (n, 16)).astype(np.float32)
+    assert_same_as_chunked_cpu(x, min(n, 70), "device_tiled", threshold=0.0, max_iter=5)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 5, 8, 9, 12, 16, 17, 31, 32, 33, 48, 63, 64, 65, 100])
+def test_every_padded_dimension(rng, d):
+    # D padded to 4, 8, 16, 32, 64 (zeros in x and c); D > 64: Liao's distance a thread a point.
+    k = min(4096 // d, 40)
+    x = rng.uniform(0, 1, (5_000, d)).astype(np.float32)
+    assert_same_as_chunked_cpu(x, k, "device_tiled", threshold=0.0, max_iter=4)
+    grid = rng.integers(0, 3, (5_000, d)).astype(np.float32)  # exact ties
+    assert_same_as_chunked_cpu(grid, k, "device_tiled", threshold=0.0, max_iter=4)
+
+
+@pytest.mark.parametrize("k", [1, 2, 63, 64, 65, 127, 129, 256, 511])
+def test_k_around_the_centre_pass(rng, k):
+    # Pad centres (||c||^2 = +inf) past k in the last 64-centre pass; ties between centres held by different
+    # threads of a point's row (centre c and c + 4 on one integer grid).
+    x = rng.integers(0, 4, (20_000, 8)).astype(np.float32)
+    assert_same_as_chunked_cpu(x, k, "device_tiled", threshold=0.0, max_iter=5)
+
+
+def test_one_cluster_holds_whole_chunks(rng):
+    # The sort's longest run: all 1024 objects of a chunk in one cluster (and the other clusters empty there).
+    x = np.concatenate([rng.normal(0, 0.01, (40_000, 4)), rng.normal(50, 1, (3_000, 4))]).astype(np.float32)
+    x[[1, 5]] = 50.0  # two far centres among the first k
+    assert_same_as_chunked_cpu(x, 6, "device_tiled", threshold=0.0, max_iter=6)
+
+
+def test_equals_device_gemm_and_not_the_grid(rng):
+    x = rng.uniform(0, 1, (300_001, 16)).astype(np.float32)
+    base = gpuopt.kmeans(x, 256, threshold=0.0, max_iter=3, variant="device_gemm")
+    for blocks in (0, 1, 3, 1024):
+        res = gpuopt.kmeans(x, 256, threshold=0.0, max_iter=3, variant="device_tiled", blocks=blocks)
+        np.testing.assert_array_equal(res.membership, base.membership)
+        np.testing.assert_array_equal(res.centroids, base.centroids)
+        np.testing.assert_array_equal(res.delta, base.delta)
+        assert res.iterations == base.iterations == 3
+
+
+def test_device_input_and_limits(rng):
+    x = rng.uniform(-1, 1, (70_000, 16)).astype(np.float32)
+    res = gpuopt.kmeans(gpuopt.to_device(x), 200, threshold=0.0, max_iter=3, variant="device_tiled")
+    ref = gpuopt.kmeans(x, 200, threshold=0.0, max_iter=3, variant="cpu", summation="chunked")
+    np.testing.assert_array_equal(res.membership.numpy(), ref.membership)
+    np.testing.assert_array_equal(res.centroids.numpy(), ref.centroids)
+    with pytest.raises(ValueError, match="k\\*D = 4112"):
+        gpuopt.kmeans(np.zeros((1000, 16), np.float32), 257, variant="device_tiled")
