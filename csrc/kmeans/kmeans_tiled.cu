@@ -1,9 +1,9 @@
 // "device_tiled": device_gemm's loop (k*D <= 4096, Liao's memberships, the sums of Summation::Chunked) with the
 // two halves of assign_and_sum split so each costs what it must:
-//   assign_tiled  the dot form as an SGEMM with a row-argmin epilogue: a block holds 128 points (x transposed in
-//                 shared memory) and all k centres (-2c transposed, ||c||^2), each thread a 4 x 4 (points x
-//                 centres) register tile fed by float4 shared-memory loads (2 LDS.128 per 16 FMAs), a running
-//                 (best, second, index) per point; the 8 threads of a point row merge theirs by shuffles; a point
+//   assign_tiled  the dot form as an SGEMM with a row-argmin epilogue: a block holds 256 points (x transposed in
+//                 shared memory) and all k centres (-2c transposed, ||c||^2), each thread a 4 x 8 (points x
+//                 centres) register tile fed by float4 shared-memory loads (3 LDS.128 per 32 FMAs), a running
+//                 (best, second, index) per point; the 4 threads of a point row merge theirs by shuffles; a point
 //                 whose gap is within dot_bound is queued and gets Liao's distance to its candidates (nearest_dot's
 //                 rule) with a tile's worth of others, one a thread, so every membership is Liao's. Persistent
 //                 grid: the centres are staged once a block.
@@ -31,10 +31,10 @@ namespace {
 
 constexpr int kTileThreads = 256;
 // A thread's register tile: 4 points x kCentresT centres, kCols threads a point row. 8 x 8 spilled at 128
-// registers (64 accumulators next to 8 points' (best, second, index)); 4 x 8 (kCols 4) takes 109 registers, 2
-// blocks an SM, issue ~68% busy in ncu (latency-bound at 4 warps a scheduler); 4 x 4 (kCols 8) fits 64 registers,
-// 4 blocks an SM, for one more LDS.128 per 32 FMAs and one more shuffle step a point.
-constexpr int kCols = 8;
+// registers (64 accumulators next to 8 points' (best, second, index)). Measured on the H200 at 10M x 16, k=256:
+// 4 x 8 (kCols 4) 109 registers, 2 blocks an SM, issue 68% busy: 3.89 ms a loop; 4 x 4 (kCols 8, unroll 2) 64
+// registers, 4 blocks an SM, but 2.57 G instructions against 2.16 G and 9.2 cycles an issue: 4.09 ms.
+constexpr int kCols = 4;
 constexpr int kTileCentres = 32;                          // centres a register pass: kCols x kCentresT
 constexpr int kCentresT = kTileCentres / kCols;           // a multiple of 4: float4 groups of centres
 constexpr int kTilePoints = kTileThreads / kCols * 4;     // points a block tile: rows of threads x 4 points
@@ -221,9 +221,9 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
                 for (int a = 0; a < 4; ++a)
                     acc[a][g * 4] = nv.x, acc[a][g * 4 + 1] = nv.y, acc[a][g * 4 + 2] = nv.z, acc[a][g * 4 + 3] = nv.w;
             }
-            // Coordinate order: the same g as nearest_dot's chain. 2 coordinates unrolled: at 4 (loads hoisted) the
-            // 64-register tile spills.
-#pragma unroll 2
+            // Coordinate order: the same g as nearest_dot's chain. 4 coordinates unrolled: in full, every coordinate's
+            // loads are hoisted and spill (and the 4 x 4 tile spills at 4 under 64 registers: unroll 2 there).
+#pragma unroll 4
             for (int j = 0; j < DP; ++j) {
                 const float4 xa = *reinterpret_cast<const float4*>(xs + j * kXStride + ty * 4);
                 const float xv[4] = {xa.x, xa.y, xa.z, xa.w};

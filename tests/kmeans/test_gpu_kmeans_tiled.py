@@ -1,4 +1,4 @@
-"""``device_tiled``: the register-tiled dot form (128-point tiles, 32-centre passes, D padded to 4..64) and the sums
+"""``device_tiled``: the register-tiled dot form (256-point tiles, 32-centre passes, D padded to 4..64) and the sums
 from a per-chunk stable sort, held to the bits of ``cpu(summation="chunked")`` and ``device_gemm``: tile and chunk
 tails, every padded D and the D > 64 path, k around the 32-centre pass, ties split across the threads that merge a
 point's (best, second), one cluster holding a whole chunk, the grid, near-tie-heavy data (the queue of Liao's path)."""
