@@ -30,9 +30,16 @@ namespace gpuopt::kmeans::tiled {
 namespace {
 
 constexpr int kTileThreads = 256;
-// 4 x 8 a thread, not 8 x 8: 64 accumulators next to 8 points' (best, second, index) spill at 128 registers.
-constexpr int kTilePoints = 256;          // points a block tile: 64 rows of threads x 4 points
-constexpr int kTileCentres = 32;          // centres a register pass: 4 columns of threads x 8 centres
+// A thread's register tile: 4 points x kCentresT centres, kCols threads a point row. 8 x 8 spilled at 128
+// registers (64 accumulators next to 8 points' (best, second, index)). Measured on the H200 at 10M x 16, k=256:
+// 4 x 8 (kCols 4) 109 registers, 2 blocks an SM, issue 68% busy: 3.89 ms a loop; 4 x 4 (kCols 8, unroll 2) 64
+// registers, 4 blocks an SM, but 2.57 G instructions against 2.16 G and 9.2 cycles an issue: 4.09 ms.
+constexpr int kCols = 4;
+constexpr int kTileCentres = 32;                          // centres a register pass: kCols x kCentresT
+constexpr int kCentresT = kTileCentres / kCols;           // a multiple of 4: float4 groups of centres
+constexpr int kTilePoints = kTileThreads / kCols * 4;     // points a block tile: rows of threads x 4 points
+constexpr int kMinBlocks = kCols == 8 ? 4 : 2;            // blocks an SM the registers are held to
+static_assert(kCentresT % 4 == 0 && kTilePoints <= kTileThreads, "float4 centre groups; a flush a thread a point");
 constexpr int kXStride = kTilePoints + 4; // x^T rows padded: the transposing stores spread over the banks
 constexpr int kSortItems = kChunk / kTileThreads;  // 4 keys a thread in sum_members
 constexpr int kIndexBits = 10;                      // a chunk's object index in the sort key
@@ -136,7 +143,7 @@ __device__ inline int flush_queue(const float* __restrict__ x, int d, int k, int
 
 // DP: D rounded up to a multiple of 4 (the pad coordinates are 0 in x and c: fma(0, 0, g) == g).
 template <int DP>
-__global__ void __launch_bounds__(kTileThreads, 2) assign_tiled(const float* __restrict__ x, std::int64_t n, int d,
+__global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const float* __restrict__ x, std::int64_t n, int d,
                                                                 int k, const float* __restrict__ centres,
                                                                 std::int32_t* __restrict__ membership,
                                                                 LoopState* __restrict__ state) {
@@ -171,8 +178,10 @@ __global__ void __launch_bounds__(kTileThreads, 2) assign_tiled(const float* __r
         if (threadIdx.x == 0) cmax_s = __fsqrt_ru(m);
     }
     const int lane = threadIdx.x % 32;
-    const int tx = lane % 4;                               // centre column: centres tx*4.. and 16 + tx*4..
-    const int ty = threadIdx.x / 32 * 8 + lane / 4;        // point row: points ty*4..ty*4+3
+    // Centre column tx: centres g*4*kCols + tx*4 .. +3 of a pass (float4 group g: a warp's loads of a group are
+    // consecutive 16-byte words, no bank conflict); point row ty: points ty*4..ty*4+3.
+    const int tx = lane % kCols;
+    const int ty = threadIdx.x / 32 * (32 / kCols) + lane / kCols;
     const bool vec = d % 4 == 0 && (reinterpret_cast<std::uintptr_t>(x) & 15) == 0;
     int changed = 0;
     const std::int64_t tiles = (n + kTilePoints - 1) / kTilePoints;
@@ -204,38 +213,39 @@ __global__ void __launch_bounds__(kTileThreads, 2) assign_tiled(const float* __r
 #pragma unroll
         for (int a = 0; a < 4; ++a) best[a] = second[a] = __int_as_float(0x7f800000), bi[a] = 0;
         for (int c0 = 0; c0 < kc; c0 += kTileCentres) {
-            float acc[4][8];
-            {
-                const float4 na = *reinterpret_cast<const float4*>(cn + c0 + tx * 4);
-                const float4 nb = *reinterpret_cast<const float4*>(cn + c0 + 16 + tx * 4);
-                const float nv[8] = {na.x, na.y, na.z, na.w, nb.x, nb.y, nb.z, nb.w};
+            float acc[4][kCentresT];
+#pragma unroll
+            for (int g = 0; g < kCentresT / 4; ++g) {
+                const float4 nv = *reinterpret_cast<const float4*>(cn + c0 + g * 4 * kCols + tx * 4);
 #pragma unroll
                 for (int a = 0; a < 4; ++a)
-#pragma unroll
-                    for (int b = 0; b < 8; ++b) acc[a][b] = nv[b];
+                    acc[a][g * 4] = nv.x, acc[a][g * 4 + 1] = nv.y, acc[a][g * 4 + 2] = nv.z, acc[a][g * 4 + 3] = nv.w;
             }
-            // Coordinate order: the same g as nearest_dot's chain. 4 coordinates unrolled: unrolled in full, every
-            // coordinate's loads are hoisted and spill.
+            // Coordinate order: the same g as nearest_dot's chain. 4 coordinates unrolled: in full, every coordinate's
+            // loads are hoisted and spill (and the 4 x 4 tile spills at 4 under 64 registers: unroll 2 there).
 #pragma unroll 4
             for (int j = 0; j < DP; ++j) {
                 const float4 xa = *reinterpret_cast<const float4*>(xs + j * kXStride + ty * 4);
-                const float4 ca = *reinterpret_cast<const float4*>(cs + j * kc + c0 + tx * 4);
-                const float4 cb = *reinterpret_cast<const float4*>(cs + j * kc + c0 + 16 + tx * 4);
                 const float xv[4] = {xa.x, xa.y, xa.z, xa.w};
-                const float cv[8] = {ca.x, ca.y, ca.z, ca.w, cb.x, cb.y, cb.z, cb.w};
+                float cv[kCentresT];
+#pragma unroll
+                for (int g = 0; g < kCentresT / 4; ++g) {
+                    const float4 cg = *reinterpret_cast<const float4*>(cs + j * kc + c0 + g * 4 * kCols + tx * 4);
+                    cv[g * 4] = cg.x, cv[g * 4 + 1] = cg.y, cv[g * 4 + 2] = cg.z, cv[g * 4 + 3] = cg.w;
+                }
 #pragma unroll
                 for (int a = 0; a < 4; ++a)
 #pragma unroll
-                    for (int b = 0; b < 8; ++b) acc[a][b] = __fmaf_rn(xv[a], cv[b], acc[a][b]);
+                    for (int b = 0; b < kCentresT; ++b) acc[a][b] = __fmaf_rn(xv[a], cv[b], acc[a][b]);
             }
             // Running (best, second, index), centres in increasing index: strict < keeps the lower index;
             // second = min(second, max(best, g)) holds the second smallest (equal to best on a tie).
 #pragma unroll
             for (int a = 0; a < 4; ++a)
 #pragma unroll
-                for (int b = 0; b < 8; ++b) {
+                for (int b = 0; b < kCentresT; ++b) {
                     const float g = acc[a][b];
-                    const int c = c0 + (b < 4 ? tx * 4 + b : 16 + tx * 4 + b - 4);
+                    const int c = c0 + b / 4 * 4 * kCols + tx * 4 + b % 4;
                     second[a] = fminf(second[a], fmaxf(best[a], g));
                     if (g < best[a]) bi[a] = c;
                     best[a] = fminf(best[a], g);
@@ -244,7 +254,7 @@ __global__ void __launch_bounds__(kTileThreads, 2) assign_tiled(const float* __r
 #pragma unroll
         for (int a = 0; a < 4; ++a) {
 #pragma unroll
-            for (int off = 1; off < 4; off *= 2)
+            for (int off = 1; off < kCols; off *= 2)
                 merge_best(best[a], bi[a], second[a], __shfl_xor_sync(0xffffffffu, best[a], off),
                            __shfl_xor_sync(0xffffffffu, bi[a], off), __shfl_xor_sync(0xffffffffu, second[a], off));
             if (tx == 0) {

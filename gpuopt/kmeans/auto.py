@@ -9,7 +9,8 @@ were read off the H200's kmeans_loop study (6f14c66, µs per loop):
    kmeans04 22.6 against device 25.8 and device_gemm 36.5.
 2. k*D <= 1024: ``device`` (1M x 16, k=64: 235 against device_gemm 264 and device_fused 304).
 3. k*D <= 4096: ``device_tiled``, the dot form register-tiled with sorted sums (10M x 16, k=256, marginal loop
-   on the H200 at c6c33bf: 7.05 ms against device_gemm's 7.56 in the same run; predict's Liao-form pass 4.83).
+   on the H200 in round 4: 3.89 ms against device_gemm's 7.56 in the same run; predict's Liao-form pass 4.84).
+   At 1M x 16, k=64 (k*D = 1024) device stays ahead (228.8 against device_tiled's 237.5 with the 4 x 4 tile).
 4. Otherwise ``liao_vec`` (Liao's port, update on the host; equal to ``cpu``) where its centres fit, else ``cpu``.
 """
 

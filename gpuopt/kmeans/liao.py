@@ -140,9 +140,10 @@ register("kmeans", "device_gemm", description="device for k*D <= 4096: the neare
          **_DEVICE)(_kmeans_device)
 
 register("kmeans", "device_tiled", description="device_gemm with its two halves rebuilt: the dot form as a "
-         "register-tiled SGEMM (256 points x all k centres a block, an 8 x 8 points x centres tile a thread, float4 "
+         "register-tiled SGEMM (256 points x all k centres a block, a 4 x 8 points x centres tile a thread, float4 "
          "shared-memory loads) with a row-argmin epilogue (Liao's distance for the candidates where the form's "
-         "rounding bound cannot separate the two nearest: Liao's memberships), then the chunk sums from a stable sort "
+         "rounding bound cannot separate the two nearest, such points queued and run a tile's worth at once: Liao's "
+         "memberships), then the chunk sums from a stable sort "
          "of each chunk's memberships (work by members, not k*D per leaf); finish as device; the same bits as "
          "device_gemm and cpu(summation='chunked')",
          params=(Param("loops_per_sync", 8, (1, 2, 4, 8, 16, 32),

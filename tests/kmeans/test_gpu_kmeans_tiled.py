@@ -1,7 +1,7 @@
-"""``device_tiled``: the register-tiled dot form (256-point tiles, 64-centre passes, D padded to 4..64) and the sums
+"""``device_tiled``: the register-tiled dot form (256-point tiles, 32-centre passes, D padded to 4..64) and the sums
 from a per-chunk stable sort, held to the bits of ``cpu(summation="chunked")`` and ``device_gemm``: tile and chunk
-tails, every padded D and the D > 64 path, k around the 64-centre pass, ties split across the threads that merge a
-point's (best, second), one cluster holding a whole chunk, the grid."""
+tails, every padded D and the D > 64 path, k around the 32-centre pass, ties split across the threads that merge a
+point's (best, second), one cluster holding a whole chunk, the grid, near-tie-heavy data (the queue of Liao's path)."""
 
 import numpy as np
 import pytest
@@ -13,7 +13,7 @@ from .test_gpu_kmeans import assert_same_as_chunked_cpu
 pytestmark = pytest.mark.gpu
 
 
-@pytest.mark.parametrize("n", [1, 255, 256, 257, 1023, 1025, 33_000])
+@pytest.mark.parametrize("n", [1, 127, 128, 129, 255, 256, 257, 1023, 1025, 33_000])
 def test_tile_and_chunk_tails(rng, n):
     x = rng.uniform(-1, 1, (n, 16)).astype(np.float32)
     assert_same_as_chunked_cpu(x, min(n, 70), "device_tiled", threshold=0.0, max_iter=5)
@@ -31,7 +31,7 @@ def test_every_padded_dimension(rng, d):
 
 @pytest.mark.parametrize("k", [1, 2, 63, 64, 65, 127, 129, 256, 511])
 def test_k_around_the_centre_pass(rng, k):
-    # Pad centres (||c||^2 = +inf) past k in the last 64-centre pass; ties between centres held by different
+    # Pad centres (||c||^2 = +inf) past k in the last 32-centre pass; ties between centres held by different
     # threads of a point's row (centre c and c + 4 on one integer grid).
     x = rng.integers(0, 4, (20_000, 8)).astype(np.float32)
     assert_same_as_chunked_cpu(x, k, "device_tiled", threshold=0.0, max_iter=5)
@@ -63,3 +63,21 @@ def test_device_input_and_limits(rng):
     np.testing.assert_array_equal(res.centroids.numpy(), ref.centroids)
     with pytest.raises(ValueError, match="k\\*D = 4112"):
         gpuopt.kmeans(np.zeros((1000, 16), np.float32), 257, variant="device_tiled")
+
+
+@pytest.mark.parametrize("blocks", [0, 1])
+def test_near_tie_heavy_data(rng, blocks):
+    # Centres on an integer lattice (the first k objects: Liao's start), the rest midpoints between two of them,
+    # exact or a few ulps off, many duplicated: most points fail the gap test, so a block's queue passes a tile's
+    # worth between flushes and is run in groups of 256 and a remainder (blocks=1: every tile through one queue).
+    d, k = 16, 64
+    lattice = rng.integers(0, 4, (k, d)).astype(np.float32)
+    a, b = rng.integers(0, k, 30_000), rng.integers(0, k, 30_000)
+    mid = (lattice[a] + lattice[b]) * np.float32(0.5)
+    mid[::3] = np.nextafter(mid[::3], np.float32(np.inf))
+    dup = np.repeat(mid[:100], 60, axis=0)
+    x = np.concatenate([lattice, mid, dup, lattice[::-1]]).astype(np.float32)
+    assert_same_as_chunked_cpu(x, k, "device_tiled", threshold=0.0, max_iter=4, blocks=blocks)
+    base = gpuopt.kmeans(x, k, threshold=0.0, max_iter=4, variant="device_gemm")
+    res = gpuopt.kmeans(x, k, threshold=0.0, max_iter=4, variant="device_tiled", blocks=blocks)
+    np.testing.assert_array_equal(res.membership, base.membership)
