@@ -1,22 +1,26 @@
 // fast_sparse_input's kernel for maps up to 32 wide and filters up to 3x3 (the lab's layer); the atomic kernel of
 // sparse_conv_scatter.cu covers the rest. Work follows the non-zero inputs (the lab: 104 K of 524 K, x 512 maps =
-// 53 M multiply-adds instead of 268 M), and every shared-memory access of the hot loop is bank-conflict-free.
+// 53 M multiply-adds instead of 268 M), and every shared-memory access of the hot loop is bank-conflict-free:
 //
-// ONE kernel (round 4: the compaction kernel, its row pointers and its list loads are folded in). A block owns 32
-// maps (one per lane) x kTR output rows; its 32 warps walk channels. Per (warp, channel):
-//  1. compaction: the <= kTR + 2 input rows the tile reads (lane = column, loaded one channel AHEAD, in registers,
-//     so the loads of channel c + 32 fly while channel c is scattered) are balloted into the warp's buffer as
-//     value << 16 | byte offset 4 * (row - iy_lo) * 32 + 4 * col (a tile's rows always fit: no chunks);
-//  2. scatter: per (non-zero, tap) a `red.shared.add` of value * tap into the map's accumulators (integer adds:
-//     exact, order-independent, deterministic). The column offset s of a tap is NOT applied to the address: each
-//     map keeps one accumulator plane per s (indexed by the input column), so with a plane row of 32 words, planes
-//     a multiple of 32 words and maps 32*k + 1 words apart, lane m hits bank (m + ix) mod 32 whatever the taps:
-//     1 wavefront per warp instruction (one plane per map, with its 9 offsets, averages 2.7).
+// 1. compact_rows_kernel: per channel, its non-zeros in raster order, packed as value << 16 | byte offset
+//    4 * (iy * 32 + ix), with a row pointer (CSR by rows), so a block reads exactly the rows its tile needs. It also
+//    zeroes the overflow flag (no memset launch) and lets planes_kernel start early (programmatic dependent launch:
+//    the planes zeroed and the codes staged while the compaction finishes; round 4).
+// 2. planes_kernel: a block owns 32 maps (one per lane) x kTR output rows; its 32 warps walk channels, each (non-zero,
+//    tap) pair a `red.shared.add` of value * tap into the map's accumulators: per lane one IADD, one IMUL, one
+//    atomic (the non-zeros unpacked into offset and value arrays when staged; integer adds: exact,
+//    order-independent). The column offset s of a tap is NOT applied to the address: each map keeps one accumulator
+//    plane per s (indexed by the input column). With a plane row of 32 words, planes of a multiple of 32 words and
+//    maps 32*k + 1 words apart, lane m hits bank (m + ix) mod 32 whatever the taps: 1 wavefront per warp
+//    instruction (one plane per map, with its 9 offsets, averages 2.7).
 // Epilogue: each block first sums its S planes with their shifts into plane 0 (local), then the cluster's ranks add
 // their plane 0 through distributed shared memory (split reads per output), ReLU, 2x2 max.
-// Exactness as the other one-pass kernels: the int32 sums cannot overflow while max|x| * sum|w_m| <= INT_MAX (max|x|
-// of the rows the tile read, sum|w| over the cluster); otherwise the int64 path (sparse_exact.cuh).
-// A cluster of `split` blocks shares one (maps, rows), each taking 1/split of the channels.
+// (Round 4 also tried the compaction inside planes_kernel, each warp ballotting its tile's rows: one launch, but 16
+// map groups x 1.25 row overlap compact every row 20 times: 32.3 M instructions against 22.9 M, slower; notes.)
+// Exactness as the other one-pass kernels: the int32 sums cannot overflow while max|x| * sum|w_m| <= INT_MAX
+// (max|x| of the channels read, sum|w| over the cluster); otherwise the int64 path (sparse_exact.cuh).
+// A cluster of `split` blocks shares one (maps, rows), each taking 1/split of the channels; the planes are added
+// through distributed shared memory in rank order.
 
 #include "../common/cluster.cuh"
 #include "../common/device.hpp"
@@ -24,6 +28,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "../common/device_buffer.cuh"
 #include "../common/launch.cuh"
 #include "sparse_conv_cuda.hpp"
 #include "sparse_exact.cuh"
@@ -33,14 +38,16 @@ namespace gpuopt::sparse {
 namespace {
 
 constexpr int kLanes = 32;        // maps per block, one per lane
-constexpr int kWarps = 32;        // warps per block: 8 per scheduler
+constexpr int kWarps = 32;        // warps per block: 8 per scheduler to hide the list loads
 constexpr int kThreads = kLanes * kWarps;
 constexpr int kTR = 8;            // output rows per block (even: whole pool windows)
 constexpr int kRow = static_cast<int>(kSparsePlanesMaxW);  // plane row (words): the input columns
-constexpr int kInRows = kTR + static_cast<int>(kSparsePlanesMaxTaps) - 1;  // input rows a tile reads, at most
-constexpr int kBuf = kInRows * kRow + 4;  // a tile's non-zeros of one channel, padded to whole quads (1.3 KB)
+constexpr int kBuf = 128;         // non-zeros staged per warp at a time (the lab: 64 per channel and tile on average)
 constexpr int kCodeRows = 256;    // (channel, entry) rows of codes staged per phase (33 KB)
-static_assert(kBuf % 4 == 0 && 4 * kInRows * kRow < 65536, "buffer entries: 16-bit byte offsets, int4 reads");
+constexpr int kMaxH = static_cast<int>(kSparsePlanesMaxH);  // a non-zero packs value << 16 | 4 * (iy * 32 + ix)
+static_assert(4 * (kMaxH * kRow + kRow - 1) < 65536 && kSparsePlanesMaxTaps == 3, "16-bit byte offsets; 3x3");
+constexpr int kCompactThreads = 256;  // 8 rows per round (H200: 6.4 us on the lab's layer; 1024 threads in one round
+                                      // measured 9.8 us: the 32-warp prefix loop costs more than the rounds)
 
 struct PGeometry : FusedShape {
     int R, S, tiles, split;
@@ -48,27 +55,74 @@ struct PGeometry : FusedShape {
     int map_words;  // S * rows * kRow + 1
 };
 
+// One warp per row (lane = column), 8 rows per round; the ballot scan keeps raster order (deterministic).
+__global__ void __launch_bounds__(kCompactThreads)
+    compact_rows_kernel(const std::int16_t* __restrict__ x, int* __restrict__ nz, int* __restrict__ rowptr,
+                        int* __restrict__ absmax, int* __restrict__ overflow, int H, int W) {
+    cluster::allow_dependents();  // planes_kernel's blocks may zero their planes and stage codes meanwhile
+    if (blockIdx.x == 0 && threadIdx.x == 0) *overflow = 0;  // (no memset launch; planes_kernel writes it after)
+    constexpr int kW = kCompactThreads / 32;
+    __shared__ int warp_counts[kW];
+    __shared__ int block_max;
+    const int c = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const std::int16_t* xc = x + static_cast<long long>(c) * H * W;
+    int* out = nz + static_cast<long long>(c) * H * W;
+    int* rp = rowptr + static_cast<long long>(c) * (H + 1);
+    if (threadIdx.x == 0) block_max = 0;
+    int base = 0, my_max = 0;
+    // Each round's row is loaded one round ahead: one memory latency for the channel, not H / 8 in a row.
+    int v_next = (warp < H && lane < W) ? static_cast<int>(__ldg(xc + warp * W + lane)) : 0;
+    for (int r0 = 0; r0 < H; r0 += kW) {
+        const int r = r0 + warp, v = v_next;
+        if (r + kW < H && lane < W) v_next = static_cast<int>(__ldg(xc + (r + kW) * W + lane));
+        my_max = max(my_max, abs(v));
+        const unsigned ballot = __ballot_sync(0xffffffffu, v != 0);
+        if (lane == 0) warp_counts[warp] = __popc(ballot);
+        __syncthreads();
+        int before = 0, total = 0;
+#pragma unroll
+        for (int w = 0; w < kW; ++w) {
+            before += w < warp ? warp_counts[w] : 0;
+            total += warp_counts[w];
+        }
+        if (v != 0)
+            out[base + before + __popc(ballot & ((1u << lane) - 1u))] =
+                static_cast<int>((static_cast<unsigned>(v) << 16) | static_cast<unsigned>(4 * (r * kRow + lane)));
+        if (lane == 0 && r < H) rp[r] = base + before;
+        base += total;
+        __syncthreads();  // warp_counts is rewritten next round
+    }
+    atomicMax(&block_max, my_max);
+    __syncthreads();
+    if (threadIdx.x == 0) rp[H] = base, absmax[c] = block_max;
+}
+
+// A FAST code decoded for the hot loop, once when staged (in planes_kernel's prologue, which overlaps the
+// compaction): value << 16 | byte offset of its plane and tap row, 4 * (col * rows * kRow + (R - 1 + pad_h - row) *
+// kRow) (< 2^12); codes outside the filter: 0 (adds nothing). A non-zero's 4 * (iy * kRow + ix) - 4 * y0 * kRow is
+// added in the loop.
+__device__ __forceinline__ int tap_entry(int code, const PGeometry& g) {
+    const FastTap t = decode_fast(code);
+    if (t.row >= g.R || t.col >= g.S) return 0;
+    return static_cast<int>((static_cast<unsigned>(t.value) << 16) |
+                            static_cast<unsigned>(4 * (t.col * g.rows * kRow + (g.R - 1 + g.pad_h - t.row) * kRow)));
+}
+
 __device__ __forceinline__ void red_add(unsigned addr, int v) {
     // No "memory" clobber: the staged non-zeros may be read ahead of it (they are not what it writes); volatile
     // asm stays ordered with the barriers.
     asm volatile("red.shared.add.s32 [%0], %1;" ::"r"(addr), "r"(v));
 }
 
-// This lane's column of the tile's input rows of channel c (0 past the image, past W, or for c >= c_end).
-__device__ __forceinline__ void load_rows(int (&v)[kInRows], const std::int16_t* __restrict__ x, int c, int c_end,
-                                          long long HW, int iy_lo, int nrows, int W, int lane) {
-    const std::int16_t* xc = x + c * HW + static_cast<long long>(iy_lo) * W + lane;
-    const bool ok = c < c_end && lane < W;
-#pragma unroll
-    for (int r = 0; r < kInRows; ++r) v[r] = ok && r < nrows ? static_cast<int>(__ldg(xc + r * W)) : 0;
-}
-
 __global__ void __launch_bounds__(kThreads, 1)
     planes_kernel(const std::int16_t* __restrict__ x, const std::int32_t* __restrict__ codes,
+                  const int* __restrict__ nz, const int* __restrict__ rowptr, const int* __restrict__ absmax,
                   std::int32_t* __restrict__ y, int* __restrict__ overflow, const PGeometry g) {
     extern __shared__ int4 smem_raw[];
     int* acc = reinterpret_cast<int*>(smem_raw);  // [kLanes][map_words]
-    __shared__ int4 bufs[kWarps][kBuf / 4];       // per warp: one channel's packed non-zeros
+    // Per warp: kBuf non-zeros, unpacked once when staged (32 a warp instruction) into byte offsets and values, so
+    // the hot loop spends one IADD, one IMUL and the atomic per (non-zero, map), no unpacking.
+    __shared__ int4 offs[kWarps][kBuf / 4], vals[kWarps][kBuf / 4];
     __shared__ unsigned long long wsum[kLanes];
     __shared__ int xmax, inexact;
     const int rank = g.split > 1 ? static_cast<int>(cluster::rank()) : 0;
@@ -77,31 +131,28 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const int total_words = kLanes * g.map_words;  // a multiple of 4
     int* ctab = acc + total_words;  // this phase's codes: [channel, entry][map], rows padded to 33 words
+    for (int i = threadIdx.x; i < total_words / 4; i += kThreads) smem_raw[i] = make_int4(0, 0, 0, 0);
+    if (threadIdx.x < kLanes) wsum[threadIdx.x] = 0;
+    if (threadIdx.x == 0) xmax = inexact = 0;
 
     // Input rows feeding output rows [y0, y0 + kTR); a non-zero at row iy through tap row r lands on plane row
     // iy - r + pad_h - y0 + R - 1, in [0, rows).
     const int iy_lo = max(0, y0 - g.pad_h), iy_hi = min(g.H, y0 + kTR + g.R - 1 - g.pad_h);
-    const int nrows = iy_hi - iy_lo;
-    const long long HW = static_cast<long long>(g.H) * g.W;
-    const int per = channels_per_split(g.C, g.split, 1);
-    const int c_begin = rank * per, c_end = min(g.C, (rank + 1) * per);
-    // The first channel's rows are in flight while the planes are zeroed and the codes staged.
-    int v[kInRows];
-    int have = c_begin + warp;
-    load_rows(v, x, have, c_end, HW, iy_lo, nrows, g.W, lane);
-
-    for (int i = threadIdx.x; i < total_words / 4; i += kThreads) smem_raw[i] = make_int4(0, 0, 0, 0);
-    if (threadIdx.x < kLanes) wsum[threadIdx.x] = 0;
-    if (threadIdx.x == 0) xmax = inexact = 0;
     const unsigned acc_addr = static_cast<unsigned>(__cvta_generic_to_shared(acc));
     const unsigned lane_base = acc_addr + 4u * static_cast<unsigned>(lane * g.map_words);
+    const unsigned lane_base_y = lane_base - 4u * static_cast<unsigned>(y0 * kRow);  // (mod 2^32: + an entry's iy)
     const int plane_words = g.rows * kRow;
-    int4* buf = bufs[warp];
-    int* buf1 = reinterpret_cast<int*>(buf);
-    const unsigned lt = (1u << lane) - 1u;
+    const long long HW = static_cast<long long>(g.H) * g.W;
+    const int pad_entry = 4 * iy_lo * kRow;  // value 0 at a valid position: pads the staged tail
+    int4* offs4 = offs[warp];
+    int4* vals4 = vals[warp];
+    int* offs1 = reinterpret_cast<int*>(offs4);
+    int* vals1 = reinterpret_cast<int*>(vals4);
     unsigned long long my_wsum = 0;
     int my_xmax = 0;
 
+    const int per = channels_per_split(g.C, g.split, 1);
+    const int c_begin = rank * per, c_end = min(g.C, (rank + 1) * per);
     const int phase = max(1, kCodeRows / g.width);  // channels whose codes fit ctab (the lab: all 256 at once)
     for (int p0 = c_begin; p0 < c_end; p0 += phase) {
         const int pn = min(phase, c_end - p0), rows = pn * g.width;
@@ -111,61 +162,65 @@ __global__ void __launch_bounds__(kThreads, 1)
         constexpr int kBatch = 4;
 #pragma unroll 1
         for (int e0 = threadIdx.x; e0 < kLanes * rows; e0 += kBatch * kThreads) {
-            int cv[kBatch];
+            int v[kBatch];
 #pragma unroll
             for (int k = 0; k < kBatch; ++k) {
                 const int e = e0 + k * kThreads, m = e / rows, row = e - m * rows;
-                cv[k] = e < kLanes * rows && m0 + m < g.M
-                            ? codes[(static_cast<long long>(m0 + m) * g.C + p0) * g.width + row] : 0;
+                v[k] = e < kLanes * rows && m0 + m < g.M
+                           ? codes[(static_cast<long long>(m0 + m) * g.C + p0) * g.width + row] : 0;
             }
 #pragma unroll
             for (int k = 0; k < kBatch; ++k) {
                 const int e = e0 + k * kThreads, m = e / rows, row = e - m * rows;
-                if (e < kLanes * rows) ctab[row * (kLanes + 1) + m] = cv[k];
+                if (e < kLanes * rows) ctab[row * (kLanes + 1) + m] = tap_entry(v[k], g);
             }
         }
         __syncthreads();
-#pragma unroll 1
-        for (int c = p0 + warp; c < p0 + pn; c += kWarps) {
-            if (c != have) load_rows(v, x, c, c_end, HW, iy_lo, nrows, g.W, lane);  // warp-uniform (ragged phases)
-            // 1. Compaction: ballot per row, raster order (deterministic; the sums do not depend on it anyway).
-            __syncwarp();  // the previous channel's reads of buf are done
-            int cnt = 0;
-#pragma unroll
-            for (int r = 0; r < kInRows; ++r) {
-                my_xmax = max(my_xmax, abs(v[r]));
-                const unsigned b = __ballot_sync(0xffffffffu, v[r] != 0);
-                if (v[r] != 0)
-                    buf1[cnt + __popc(b & lt)] =
-                        static_cast<int>((static_cast<unsigned>(v[r]) << 16) | (4u * (r * kRow + lane)));
-                cnt += __popc(b);
+        cluster::wait_for_previous();  // compact_rows_kernel's lists (the planes zeroed and codes staged before)
+        // The next channel's row range is loaded one channel ahead (the list loads depend on it).
+        int c = p0 + warp, lo_next = 0, hi_next = 0;
+        if (c < p0 + pn) {
+            const int* rp = rowptr + static_cast<long long>(c) * (g.H + 1);
+            lo_next = rp[iy_lo], hi_next = rp[iy_hi];
+        }
+        for (; c < p0 + pn; c += kWarps) {
+            const int lo = lo_next, hi = hi_next;
+            if (c + kWarps < p0 + pn) {
+                const int* rp = rowptr + static_cast<long long>(c + kWarps) * (g.H + 1);
+                lo_next = rp[iy_lo], hi_next = rp[iy_hi];
             }
-            if (lane < 3) buf1[cnt + lane] = 0;  // value 0 at offset 0 (a valid plane row): whole quads
-            // 2. The next channel's rows: in flight during the scatter (v is free again).
-            have = c + kWarps < p0 + pn ? c + kWarps : p0 + pn + warp;
-            load_rows(v, x, have, c_end, HW, iy_lo, nrows, g.W, lane);
-            __syncwarp();
-            const int quads = (cnt + 3) / 4;
+            my_xmax = max(my_xmax, absmax[c]);
+            const int* list = nz + c * HW;
             const int* cm = ctab + (c - p0) * g.width * (kLanes + 1) + lane;
-            for (int j = 0; j < g.width; ++j) {
-                // This lane's tap of channel c: (address base, value); codes outside the filter add nothing.
-                FastTap tap = decode_fast(cm[j * (kLanes + 1)]);
-                if (tap.row >= g.R || tap.col >= g.S) tap = FastTap{0, 0, 0};
-                my_wsum += static_cast<unsigned long long>(abs(tap.value));
-                const unsigned base = lane_base + 4u * static_cast<unsigned>(
-                    tap.col * plane_words + (g.R - 1 + g.pad_h - tap.row - y0 + iy_lo) * kRow);
-                const int w = tap.value;
+            for (int k0 = lo; k0 < hi; k0 += kBuf) {
+                const int cnt = min(kBuf, hi - k0);
+                __syncwarp();  // the previous chunk's reads are done
+#pragma unroll
+                for (int t = lane; t < kBuf; t += 32) {
+                    const int e = t < cnt ? list[k0 + t] : pad_entry;
+                    offs1[t] = e & 0xffff, vals1[t] = e >> 16;
+                }
+                __syncwarp();
+                const int quads = (cnt + 3) / 4;  // the staged tail is padded with value 0
+                for (int j = 0; j < g.width; ++j) {
+                    // This lane's tap of channel c: (address base, value); codes outside the filter add nothing.
+                    const int te = cm[j * (kLanes + 1)];  // decoded when staged
+                    const int w = te >> 16;
+                    if (k0 == lo) my_wsum += static_cast<unsigned long long>(abs(w));
+                    const unsigned base = lane_base_y + static_cast<unsigned>(te & 0xffff);
 #pragma unroll 2
-                for (int q = 0; q < quads; ++q) {
-                    const int4 e = buf[q];  // broadcast: four non-zeros (value << 16 | byte offset)
-                    red_add(base + (e.x & 0xffff), w * (e.x >> 16));  // (wraps, unused, when the bound fails)
-                    red_add(base + (e.y & 0xffff), w * (e.y >> 16));
-                    red_add(base + (e.z & 0xffff), w * (e.z >> 16));
-                    red_add(base + (e.w & 0xffff), w * (e.w >> 16));
+                    for (int q = 0; q < quads; ++q) {
+                        const int4 o = offs4[q], v = vals4[q];  // broadcasts: four non-zeros
+                        red_add(base + o.x, w * v.x);  // (wraps, unused, when the bound fails)
+                        red_add(base + o.y, w * v.y);
+                        red_add(base + o.z, w * v.z);
+                        red_add(base + o.w, w * v.w);
+                    }
                 }
             }
         }
     }
+    cluster::wait_for_previous();  // (a block without channels): the overflow flag is zeroed before any write
     atomicAdd(&wsum[lane], my_wsum);
     atomicMax(&xmax, my_xmax);
     __syncthreads();  // this block's planes complete
@@ -256,8 +311,15 @@ bool sparse_conv_fast_sparse_input_planes(const std::int16_t* x, const std::int3
     GPUOPT_REQUIRE(blocks <= INT_MAX, "sparse_conv_fast_sparse_input: too many blocks");
     const std::size_t smem = sizeof(int) * (kLanes * g.map_words + kCodeRows * (kLanes + 1));
     require_shared_memory(planes_kernel, smem, "sparse_conv_fast_sparse_input");
-    GPUOPT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), nullptr));
-    cluster::launch(planes_kernel, static_cast<unsigned>(blocks), kThreads, smem, g.split, x, codes, y, overflow, g);
+    // Scratch from the caching pool (returned while the kernels are queued: every pool user queues on stream 0).
+    DeviceBuffer<int> nz(static_cast<std::size_t>(g.C) * g.H * g.W);
+    DeviceBuffer<int> rowptr(static_cast<std::size_t>(g.C) * (g.H + 1)), absmax(g.C);
+    compact_rows_kernel<<<g.C, kCompactThreads>>>(x, nz.data(), rowptr.data(), absmax.data(), overflow, g.H, g.W);
+    GPUOPT_CHECK_LAUNCH("sparse compact_rows_kernel");
+    // Dependent launch: its prologue (planes zeroed, the first codes staged) overlaps the compaction's tail.
+    cluster::launch_ex(planes_kernel, static_cast<unsigned>(blocks), kThreads, smem, g.split, true, x, codes,
+                    static_cast<const int*>(nz.data()), static_cast<const int*>(rowptr.data()),
+                    static_cast<const int*>(absmax.data()), y, overflow, g);
     GPUOPT_CHECK_LAUNCH("sparse planes_kernel");
     return true;
 }

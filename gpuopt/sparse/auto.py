@@ -1,7 +1,7 @@
 """sparse_conv2d ``auto`` (what ``variant=None`` runs on a GPU): the one-pass variant measured fastest for the shape.
 
-``fast_sparse_input`` where its planes kernel applies (W <= 32 and filters up to 3x3: the limits are the kernel's,
-``kernel_limits()["sparse_conv2d_planes_max_width"]`` / ``["sparse_conv2d_planes_max_taps"]``): on the lab's layer
+``fast_sparse_input`` where its planes kernel applies (W <= 32, H <= 511 and filters up to 3x3: the limits are the
+kernel's, ``kernel_limits()["sparse_conv2d_planes_max_width"]``, ``["..._max_height"]``, ``["..._max_taps"]``): on the lab's layer
 (H200, device-resident) 43.4 µs at round 3 against ``fast_fused`` 143 µs, and faster at every input density measured
 (0% zeros: 107 against 144). Elsewhere ``fast_sparse_input`` runs its atomic kernel (253 µs on the lab's layer
 where ``fast_fused`` took 144): ``fast_fused`` then (notes/sparse.md).
@@ -21,7 +21,8 @@ def auto_choice(c: int, h: int, w: int, m: int, r: int, s: int) -> str:
     """The variant ``auto`` runs for x (c, h, w) and filters (m, c, r, s) (see the module docstring)."""
     limits = kernel_limits()
     taps = limits["sparse_conv2d_planes_max_taps"]
-    if w <= limits["sparse_conv2d_planes_max_width"] and r <= taps and s <= taps:
+    if (w <= limits["sparse_conv2d_planes_max_width"] and h <= limits["sparse_conv2d_planes_max_height"]
+            and r <= taps and s <= taps):
         return "fast_sparse_input"
     return "fast_fused"
 
@@ -34,6 +35,6 @@ def _run_auto(ctx: ExecContext, p: SparseConvProblem) -> Any:
 
 
 register("sparse_conv2d", "auto", description="picks the one-pass variant measured fastest for the shape: "
-         "fast_sparse_input where its planes kernel applies (W <= 32, filters up to 3x3), else fast_fused "
+         "fast_sparse_input where its planes kernel applies (W <= 32, H <= 511, filters up to 3x3), else fast_fused "
          "(gpuopt/sparse/auto.py)", report="gpuopt", needs_cuda=True, preferred=True,
          kernel="gpuopt/sparse/auto.py", test="tests/sparse/test_gpu_sparse_fused.py", launcher=False)(_run_auto)

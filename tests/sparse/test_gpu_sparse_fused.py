@@ -214,6 +214,7 @@ def test_default_is_auto_per_shape(rng):
 
     assert default_variant("sparse_conv2d") == "auto"
     for c, h, w, m, r, s, want in [(3, 10, 10, 2, 3, 3, "fast_sparse_input"), (4, 11, 40, 3, 3, 3, "fast_fused"),
+                                   (2, 513, 8, 2, 3, 3, "fast_fused"),
                                    (3, 12, 12, 5, 5, 5, "fast_fused"), (2, 9, 33, 2, 1, 1, "fast_fused")]:
         assert auto_choice(c, h, w, m, r, s) == want
         x, wt = sparse_inputs(rng, c, h, w), ragged_filters(rng, m, c, r, s)
@@ -246,11 +247,11 @@ def test_binding_checks_before_launch():
         cuda.sparse_conv2d_fast_sparse_input(0, 0, 1, 0, 0, 1, 4, 4, 1, 3, 3)
 
 
-# fast_sparse_input's planes kernel (W <= 32, R and S <= 3, any H; else the atomic kernel) at its edges: 1x3,
-# 3x1 and 1x1 filters; W = 31, 32 and 33; H = 511, 512 and 600 (no row limit since round 4); odd H and W; many row
-# tiles; dense inputs (a tile's whole 10 x 32 rows non-zero: the warp's buffer full); all-zero inputs; C over several
-# code phases (ragged filters pad to 9 entries: 28 channels a phase, so warps 28-31 skip a phase and reload their
-# prefetched rows); C large enough for a cluster split of 2 and 4; M not a multiple of the 32 maps per block.
+# fast_sparse_input's planes kernel (W <= 32, H <= 511, R and S <= 3; else the atomic kernel) at its edges: 1x3,
+# 3x1 and 1x1 filters; W = 31, 32 and 33; H = 511, 512 and 600; odd H and W; many row tiles; dense inputs (several
+# staged chunks per channel and tile); all-zero inputs; C over several code phases (ragged filters pad to 9 entries:
+# 28 channels a phase, warps 28-31 idle in it); C large enough for a cluster split of 2 and 4; M not a multiple of
+# the 32 maps per block.
 @pytest.mark.parametrize("c,h,w,m,r,s,zeros", [
     (5, 17, 32, 33, 3, 1, 0.8), (4, 9, 31, 3, 1, 3, 0.8), (3, 12, 7, 65, 1, 1, 0.0), (2, 511, 4, 2, 3, 3, 0.5),
     (2, 512, 4, 2, 3, 3, 0.5), (3, 10, 33, 2, 3, 3, 0.5), (70, 10, 12, 3, 3, 3, 0.0), (150, 32, 32, 5, 3, 3, 0.8),
