@@ -70,11 +70,9 @@ __global__ void __launch_bounds__(kCompactThreads)
     int* rp = rowptr + static_cast<long long>(c) * (H + 1);
     if (threadIdx.x == 0) block_max = 0;
     int base = 0, my_max = 0;
-    // Each round's row is loaded one round ahead: one memory latency for the channel, not H / 8 in a row.
-    int v_next = (warp < H && lane < W) ? static_cast<int>(__ldg(xc + warp * W + lane)) : 0;
     for (int r0 = 0; r0 < H; r0 += kW) {
-        const int r = r0 + warp, v = v_next;
-        if (r + kW < H && lane < W) v_next = static_cast<int>(__ldg(xc + (r + kW) * W + lane));
+        const int r = r0 + warp;
+        const int v = (r < H && lane < W) ? static_cast<int>(xc[r * W + lane]) : 0;
         my_max = max(my_max, abs(v));
         const unsigned ballot = __ballot_sync(0xffffffffu, v != 0);
         if (lane == 0) warp_counts[warp] = __popc(ballot);
