@@ -106,8 +106,8 @@ register("sparse_conv2d", "fast_fused", description="FAST filters, conv + ReLU +
          **dict(_ONE_PASS, kernel="csrc/sparse/sparse_conv_fused.cu"))(_run_gpu)
 register("sparse_conv2d", "fast_sparse_input", description="FAST filters x non-zero inputs only: the input's non-zeros "
          "compacted on the device, each times each tap added into shared-memory int32 accumulators (integer "
-         "atomics: exact, deterministic), then ReLU + 2x2 max pool; the pre-pool maps never written. W <= 32 and up "
-         "to 3x3: one kernel (each warp compacts a channel's rows of its tile while the previous one is scattered), "
-         "a lane per map, one accumulator plane per tap column (bank-conflict-free); other shapes: the atomic "
-         "kernel of sparse_conv_scatter.cu (slower than fast_fused: auto takes fast_fused there)",
+         "atomics: exact, deterministic), then ReLU + 2x2 max pool; the pre-pool maps never written. W <= 32, H <= "
+         "511 and up to 3x3: row-CSR compaction, then the planes kernel (a dependent launch) with a lane per map and "
+         "one accumulator plane per tap column (bank-conflict-free); other shapes: the atomic kernel of "
+         "sparse_conv_scatter.cu (slower than fast_fused: auto takes fast_fused there)",
          **dict(_ONE_PASS, kernel="csrc/sparse/sparse_conv_scatter_planes.cu"))(_run_gpu)
