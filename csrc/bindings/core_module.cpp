@@ -237,6 +237,9 @@ py::dict kernel_limits_py() {
     d["conv2d_gemm_index_limit"] = conv::kGemmIndexLimit;
     d["conv2d_unroll_scratch_bytes"] = conv::kUnrollScratchBytes;
     d["sparse_conv2d_max_taps"] = sparse::kSparseMaxTaps;
+    d["sparse_conv2d_planes_max_width"] = sparse::kSparsePlanesMaxW;
+    d["sparse_conv2d_planes_max_height"] = sparse::kSparsePlanesMaxH;
+    d["sparse_conv2d_planes_max_taps"] = sparse::kSparsePlanesMaxTaps;
     return d;
 }
 

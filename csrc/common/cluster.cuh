@@ -52,19 +52,54 @@ inline bool supported() {
 
 // Launches `kernel` on `blocks` x `threads` with `smem` bytes of dynamic shared memory, in clusters of `split`
 // blocks along x (no cluster attribute for split 1, so the launch also runs where there are no clusters).
+// dependent: a programmatic dependent launch; its blocks may start while the previous kernel of the stream is still
+// running (from that kernel's allow_dependents()), and must call wait_for_previous() before reading its results.
 template <typename... Params, typename... Args>
-void launch(void (*kernel)(Params...), unsigned blocks, unsigned threads, std::size_t smem, int split,
-            Args&&... args) {
+void launch_ex(void (*kernel)(Params...), unsigned blocks, unsigned threads, std::size_t smem, int split,
+               bool dependent, Args&&... args) {
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(blocks);
     config.blockDim = dim3(threads);
     config.dynamicSmemBytes = smem;
-    cudaLaunchAttribute dims;
-    dims.id = cudaLaunchAttributeClusterDimension;
-    dims.val.clusterDim.x = static_cast<unsigned>(split), dims.val.clusterDim.y = dims.val.clusterDim.z = 1;
-    config.attrs = &dims;
-    config.numAttrs = split > 1 ? 1 : 0;
-    GPUOPT_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Args&&>(args)...));
+    cudaLaunchAttribute attrs[2];
+    unsigned n = 0;
+    if (split > 1) {
+        attrs[n].id = cudaLaunchAttributeClusterDimension;
+        attrs[n].val.clusterDim.x = static_cast<unsigned>(split), attrs[n].val.clusterDim.y = 1;
+        attrs[n++].val.clusterDim.z = 1;
+    }
+    if (dependent) {
+        attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attrs[n++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    config.attrs = attrs;
+    config.numAttrs = n;
+    cudaError_t err = cudaLaunchKernelEx(&config, kernel, args...);
+    if (err != cudaSuccess && dependent) {  // a dependent launch refused (not a sticky error): an ordinary one
+        (void)cudaGetLastError();
+        config.numAttrs = n - 1;
+        err = cudaLaunchKernelEx(&config, kernel, args...);
+    }
+    GPUOPT_CUDA_CHECK(err);
+}
+
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), unsigned blocks, unsigned threads, std::size_t smem, int split,
+            Args&&... args) {
+    launch_ex(kernel, blocks, threads, smem, split, false, static_cast<Args&&>(args)...);
+}
+
+// Programmatic dependent launch, device side (sm_90; no-ops where the launch was not dependent): the previous
+// kernel lets the next one's blocks start; the next one waits for the previous one's completion and memory.
+__device__ __forceinline__ void allow_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_previous() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 }
 
 }  // namespace gpuopt::cluster

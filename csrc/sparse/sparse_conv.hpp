@@ -13,6 +13,17 @@ struct SparseConvShape {
     std::int64_t out_w() const { return W / 2; }
 };
 
+// fast_sparse_input's planes kernel (sparse_conv_scatter_planes.cu, its fast path) takes maps up to
+// kSparsePlanesMaxW wide and kSparsePlanesMaxH high, filters up to kSparsePlanesMaxTaps x kSparsePlanesMaxTaps; other
+// shapes take its atomic kernel (sparse_conv_scatter.cu). Python's default (gpuopt/sparse/auto.py) reads these limits.
+constexpr std::int64_t kSparsePlanesMaxW = 32;
+constexpr std::int64_t kSparsePlanesMaxH = 511;
+constexpr std::int64_t kSparsePlanesMaxTaps = 3;
+inline bool sparse_input_planes_apply(const SparseConvShape& s) {
+    return s.W <= kSparsePlanesMaxW && s.H <= kSparsePlanesMaxH && s.R <= kSparsePlanesMaxTaps &&
+           s.S <= kSparsePlanesMaxTaps;
+}
+
 // Reference on dense filters: y[M][H/2][W/2]. Sums are exact (int64) and the result
 // equals what int32 accumulation gives whenever it fits; returns false (y unspecified)
 // when some pre-activation sum does not fit in int32.

@@ -62,7 +62,7 @@ void sparse_conv_fast_fused_blocked(const std::int16_t* x, const std::int32_t* c
 void sparse_conv_sparse_input_check(const SparseConvShape& s);
 void sparse_conv_fast_sparse_input(const std::int16_t* x, const std::int32_t* codes, std::int64_t width,
                                    std::int32_t* y, int* overflow, const SparseConvShape& s);
-// Its kernel for W <= 32 and R, S <= 3 (sparse_conv_scatter_planes.cu: conflict-free accumulator planes); false
+// Its kernel where sparse_input_planes_apply (sparse_conv.hpp; sparse_conv_scatter_planes.cu, one launch); false
 // (nothing queued) for other shapes, which take the atomic kernel of sparse_conv_scatter.cu.
 bool sparse_conv_fast_sparse_input_planes(const std::int16_t* x, const std::int32_t* codes, std::int64_t width,
                                           std::int32_t* y, int* overflow, const SparseConvShape& s);

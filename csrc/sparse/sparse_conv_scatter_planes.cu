@@ -3,14 +3,20 @@
 // 53 M multiply-adds instead of 268 M), and every shared-memory access of the hot loop is bank-conflict-free:
 //
 // 1. compact_rows_kernel: per channel, its non-zeros in raster order, packed as value << 16 | byte offset
-//    4 * (iy * 32 + ix), with a row pointer (CSR by rows), so a block reads exactly the rows its tile needs.
+//    4 * (iy * 32 + ix), with a row pointer (CSR by rows), so a block reads exactly the rows its tile needs. It also
+//    zeroes the overflow flag (no memset launch) and lets planes_kernel start early (programmatic dependent launch:
+//    the planes zeroed and the codes staged while the compaction finishes; round 4).
 // 2. planes_kernel: a block owns 32 maps (one per lane) x kTR output rows; its 32 warps walk channels, each (non-zero,
-//    tap) pair a `red.shared.add` of value * tap into the map's accumulators: per lane one IMAD, one IADD, one
-//    atomic (integer adds: exact, order-independent). The column offset s of a tap is NOT applied to the address:
-//    each map keeps one accumulator plane per s (indexed by the input column), summed with their shifts at the
-//    end. With a plane row of 32 words, planes of a multiple of 32 words and maps 32*k + 1 words apart, lane m
-//    hits bank (m + ix) mod 32 whatever the taps: 1 wavefront per warp instruction (one plane per map, with
-//    its 9 offsets, averages 2.7).
+//    tap) pair a `red.shared.add` of value * tap into the map's accumulators: per lane one IADD, one IMUL, one
+//    atomic (the non-zeros unpacked into offset and value arrays when staged; integer adds: exact,
+//    order-independent). The column offset s of a tap is NOT applied to the address: each map keeps one accumulator
+//    plane per s (indexed by the input column). With a plane row of 32 words, planes of a multiple of 32 words and
+//    maps 32*k + 1 words apart, lane m hits bank (m + ix) mod 32 whatever the taps: 1 wavefront per warp
+//    instruction (one plane per map, with its 9 offsets, averages 2.7).
+// Epilogue: each block first sums its S planes with their shifts into plane 0 (local), then the cluster's ranks add
+// their plane 0 through distributed shared memory (split reads per output), ReLU, 2x2 max.
+// (Round 4 also tried the compaction inside planes_kernel, each warp ballotting its tile's rows: one launch, but 16
+// map groups x 1.25 row overlap compact every row 20 times: 32.3 M instructions against 22.9 M, slower; notes.)
 // Exactness as the other one-pass kernels: the int32 sums cannot overflow while max|x| * sum|w_m| <= INT_MAX
 // (max|x| of the channels read, sum|w| over the cluster); otherwise the int64 path (sparse_exact.cuh).
 // A cluster of `split` blocks shares one (maps, rows), each taking 1/split of the channels; the planes are added
@@ -35,10 +41,11 @@ constexpr int kLanes = 32;        // maps per block, one per lane
 constexpr int kWarps = 32;        // warps per block: 8 per scheduler to hide the list loads
 constexpr int kThreads = kLanes * kWarps;
 constexpr int kTR = 8;            // output rows per block (even: whole pool windows)
-constexpr int kRow = 32;          // plane row (words): the input columns, W <= 32
+constexpr int kRow = static_cast<int>(kSparsePlanesMaxW);  // plane row (words): the input columns
 constexpr int kBuf = 128;         // non-zeros staged per warp at a time (the lab: 64 per channel and tile on average)
 constexpr int kCodeRows = 256;    // (channel, entry) rows of codes staged per phase (33 KB)
-constexpr int kMaxH = 511;        // a non-zero packs (value << 16 | 4 * (iy * 32 + ix)): 16 bits of byte offset
+constexpr int kMaxH = static_cast<int>(kSparsePlanesMaxH);  // a non-zero packs value << 16 | 4 * (iy * 32 + ix)
+static_assert(4 * (kMaxH * kRow + kRow - 1) < 65536 && kSparsePlanesMaxTaps == 3, "16-bit byte offsets; 3x3");
 constexpr int kCompactThreads = 256;  // 8 rows per round (H200: 6.4 us on the lab's layer; 1024 threads in one round
                                       // measured 9.8 us: the 32-warp prefix loop costs more than the rounds)
 
@@ -51,7 +58,9 @@ struct PGeometry : FusedShape {
 // One warp per row (lane = column), 8 rows per round; the ballot scan keeps raster order (deterministic).
 __global__ void __launch_bounds__(kCompactThreads)
     compact_rows_kernel(const std::int16_t* __restrict__ x, int* __restrict__ nz, int* __restrict__ rowptr,
-                        int* __restrict__ absmax, int H, int W) {
+                        int* __restrict__ absmax, int* __restrict__ overflow, int H, int W) {
+    cluster::allow_dependents();  // planes_kernel's blocks may zero their planes and stage codes meanwhile
+    if (blockIdx.x == 0 && threadIdx.x == 0) *overflow = 0;  // (no memset launch; planes_kernel writes it after)
     constexpr int kW = kCompactThreads / 32;
     __shared__ int warp_counts[kW];
     __shared__ int block_max;
@@ -86,6 +95,17 @@ __global__ void __launch_bounds__(kCompactThreads)
     if (threadIdx.x == 0) rp[H] = base, absmax[c] = block_max;
 }
 
+// A FAST code decoded for the hot loop, once when staged (in planes_kernel's prologue, which overlaps the
+// compaction): value << 16 | byte offset of its plane and tap row, 4 * (col * rows * kRow + (R - 1 + pad_h - row) *
+// kRow) (< 2^12); codes outside the filter: 0 (adds nothing). A non-zero's 4 * (iy * kRow + ix) - 4 * y0 * kRow is
+// added in the loop.
+__device__ __forceinline__ int tap_entry(int code, const PGeometry& g) {
+    const FastTap t = decode_fast(code);
+    if (t.row >= g.R || t.col >= g.S) return 0;
+    return static_cast<int>((static_cast<unsigned>(t.value) << 16) |
+                            static_cast<unsigned>(4 * (t.col * g.rows * kRow + (g.R - 1 + g.pad_h - t.row) * kRow)));
+}
+
 __device__ __forceinline__ void red_add(unsigned addr, int v) {
     // No "memory" clobber: the staged non-zeros may be read ahead of it (they are not what it writes); volatile
     // asm stays ordered with the barriers.
@@ -98,7 +118,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                   std::int32_t* __restrict__ y, int* __restrict__ overflow, const PGeometry g) {
     extern __shared__ int4 smem_raw[];
     int* acc = reinterpret_cast<int*>(smem_raw);  // [kLanes][map_words]
-    __shared__ int4 bufs[kWarps][kBuf / 4];       // per warp: kBuf packed non-zeros
+    // Per warp: kBuf non-zeros, unpacked once when staged (32 a warp instruction) into byte offsets and values, so
+    // the hot loop spends one IADD, one IMUL and the atomic per (non-zero, map), no unpacking.
+    __shared__ int4 offs[kWarps][kBuf / 4], vals[kWarps][kBuf / 4];
     __shared__ unsigned long long wsum[kLanes];
     __shared__ int xmax, inexact;
     const int rank = g.split > 1 ? static_cast<int>(cluster::rank()) : 0;
@@ -116,11 +138,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int iy_lo = max(0, y0 - g.pad_h), iy_hi = min(g.H, y0 + kTR + g.R - 1 - g.pad_h);
     const unsigned acc_addr = static_cast<unsigned>(__cvta_generic_to_shared(acc));
     const unsigned lane_base = acc_addr + 4u * static_cast<unsigned>(lane * g.map_words);
+    const unsigned lane_base_y = lane_base - 4u * static_cast<unsigned>(y0 * kRow);  // (mod 2^32: + an entry's iy)
     const int plane_words = g.rows * kRow;
     const long long HW = static_cast<long long>(g.H) * g.W;
     const int pad_entry = 4 * iy_lo * kRow;  // value 0 at a valid position: pads the staged tail
-    int4* buf = bufs[warp];
-    int* buf1 = reinterpret_cast<int*>(buf);
+    int4* offs4 = offs[warp];
+    int4* vals4 = vals[warp];
+    int* offs1 = reinterpret_cast<int*>(offs4);
+    int* vals1 = reinterpret_cast<int*>(vals4);
     unsigned long long my_wsum = 0;
     int my_xmax = 0;
 
@@ -145,10 +170,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
             for (int k = 0; k < kBatch; ++k) {
                 const int e = e0 + k * kThreads, m = e / rows, row = e - m * rows;
-                if (e < kLanes * rows) ctab[row * (kLanes + 1) + m] = v[k];
+                if (e < kLanes * rows) ctab[row * (kLanes + 1) + m] = tap_entry(v[k], g);
             }
         }
         __syncthreads();
+        cluster::wait_for_previous();  // compact_rows_kernel's lists (the planes zeroed and codes staged before)
         // The next channel's row range is loaded one channel ahead (the list loads depend on it).
         int c = p0 + warp, lo_next = 0, hi_next = 0;
         if (c < p0 + pn) {
@@ -168,33 +194,60 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const int cnt = min(kBuf, hi - k0);
                 __syncwarp();  // the previous chunk's reads are done
 #pragma unroll
-                for (int t = lane; t < kBuf; t += 32) buf1[t] = t < cnt ? list[k0 + t] : pad_entry;
+                for (int t = lane; t < kBuf; t += 32) {
+                    const int e = t < cnt ? list[k0 + t] : pad_entry;
+                    offs1[t] = e & 0xffff, vals1[t] = e >> 16;
+                }
                 __syncwarp();
                 const int quads = (cnt + 3) / 4;  // the staged tail is padded with value 0
                 for (int j = 0; j < g.width; ++j) {
                     // This lane's tap of channel c: (address base, value); codes outside the filter add nothing.
-                    FastTap tap = decode_fast(cm[j * (kLanes + 1)]);
-                    if (tap.row >= g.R || tap.col >= g.S) tap = FastTap{0, 0, 0};
-                    if (k0 == lo) my_wsum += static_cast<unsigned long long>(abs(tap.value));
-                    const unsigned base = lane_base + 4u * static_cast<unsigned>(
-                        tap.col * plane_words + (g.R - 1 + g.pad_h - tap.row - y0) * kRow);
-                    const int w = tap.value;
+                    const int te = cm[j * (kLanes + 1)];  // decoded when staged
+                    const int w = te >> 16;
+                    if (k0 == lo) my_wsum += static_cast<unsigned long long>(abs(w));
+                    const unsigned base = lane_base_y + static_cast<unsigned>(te & 0xffff);
 #pragma unroll 2
                     for (int q = 0; q < quads; ++q) {
-                        const int4 e = buf[q];  // broadcast: four non-zeros (value << 16 | byte offset)
-                        red_add(base + (e.x & 0xffff), w * (e.x >> 16));  // (wraps, unused, when the bound fails)
-                        red_add(base + (e.y & 0xffff), w * (e.y >> 16));
-                        red_add(base + (e.z & 0xffff), w * (e.z >> 16));
-                        red_add(base + (e.w & 0xffff), w * (e.w >> 16));
+                        const int4 o = offs4[q], v = vals4[q];  // broadcasts: four non-zeros
+                        red_add(base + o.x, w * v.x);  // (wraps, unused, when the bound fails)
+                        red_add(base + o.y, w * v.y);
+                        red_add(base + o.z, w * v.z);
+                        red_add(base + o.w, w * v.w);
                     }
                 }
             }
         }
     }
+    cluster::wait_for_previous();  // (a block without channels): the overflow flag is zeroed before any write
     atomicAdd(&wsum[lane], my_wsum);
     atomicMax(&xmax, my_xmax);
+    __syncthreads();  // this block's planes complete
+    // 3. Pre-sum the S column planes into plane 0, row by row of the outputs: out(ty, ox) = sum_s plane_s(ty + R - 1,
+    // ox + s - pad_w). All reads before any write (registers, then a barrier); plane 0 is then what the ranks add.
+    const int PW = g.W / 2, wrows = kTR / 2;
+    if (g.S > 1) {
+        constexpr int kPer = kLanes * kTR * kRow / kThreads;  // 8 outputs per thread
+        int sums[kPer];
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) {
+            const int e = threadIdx.x + k * kThreads, ox = e % kRow, t = e / kRow;  // t = map * kTR + ty
+            const int* at = acc + (t / kTR) * g.map_words + (t % kTR + g.R - 1) * kRow;
+            int s0 = 0;
+            for (int s = 0; s < g.S; ++s) {
+                const int ix = ox + s - g.pad_w;
+                if (ix >= 0 && ix < g.W) s0 += at[s * plane_words + ix];
+            }
+            sums[k] = s0;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) {
+            const int e = threadIdx.x + k * kThreads, ox = e % kRow, t = e / kRow;
+            acc[(t / kTR) * g.map_words + (t % kTR + g.R - 1) * kRow + ox] = sums[k];
+        }
+    }  // S == 1: plane 0 is the sum already
     if (g.split > 1)
-        cluster::sync();  // every rank's planes, wsum and xmax complete and visible
+        cluster::sync();  // every rank's plane 0, wsum and xmax complete and visible
     else
         __syncthreads();
     if (threadIdx.x < kLanes) {
@@ -207,34 +260,26 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (static_cast<unsigned long long>(xm) * ws > INT_MAX) inexact = 1;
     }
     __syncthreads();
-    const int PH = g.H / 2, PW = g.W / 2, wrows = kTR / 2;
+    const int PH = g.H / 2;
     if (inexact) {  // block-uniform (the cluster's bound): windows (row, col) of the tile, dealt to the ranks; an
                     // odd last column too (its sums are checked for overflow, as the CPU reference does)
         const int wcols = (g.W + 1) / 2;
         for (int p = rank + g.split * static_cast<int>(threadIdx.x); p < wrows * wcols; p += g.split * kThreads)
             exact_windows<kLanes>(x, codes, y, overflow, g, m0, y0 + 2 * (p / wcols), 2 * (p % wcols));
     } else {
-        // Windows (map, row, col) of the tile, a contiguous share per rank; each output sums S planes x split.
+        // Windows (map, row, col) of the tile, a contiguous share per rank; each output sums plane 0 of every rank.
         const int n = kLanes * wrows * PW, share = (n + g.split - 1) / g.split;
         for (int e = rank * share + static_cast<int>(threadIdx.x); e < min(n, (rank + 1) * share); e += kThreads) {
             const int m = e / (wrows * PW), wi = e - m * (wrows * PW), wr = wi / PW, wc = wi - wr * PW;
             const int oy = y0 + 2 * wr;
             if (m0 + m >= g.M || oy / 2 >= PH) continue;
-            int best = 0;  // ReLU
-#pragma unroll
-            for (int d = 0; d < 4; ++d) {
-                const int ox = 2 * wc + (d & 1);
-                const int at = m * g.map_words + (2 * wr + (d >> 1) + g.R - 1) * kRow;
-                int sum = 0;
-                for (int s = 0; s < g.S; ++s) {
-                    const int ix = ox + s - g.pad_w;
-                    if (ix < 0 || ix >= g.W) continue;
-                    for (int r = 0; r < g.split; ++r)
-                        sum += (g.split > 1 ? cluster::map(acc, r) : acc)[at + s * plane_words + ix];
-                }
-                best = max(best, sum);
+            const int at = m * g.map_words + (2 * wr + g.R - 1) * kRow + 2 * wc;
+            int s00 = 0, s01 = 0, s10 = 0, s11 = 0;
+            for (int r = 0; r < g.split; ++r) {
+                const int* a = (g.split > 1 ? cluster::map(acc, r) : acc) + at;
+                s00 += a[0], s01 += a[1], s10 += a[kRow], s11 += a[kRow + 1];
             }
-            y[(static_cast<long long>(m0 + m) * PH + oy / 2) * PW + wc] = best;
+            y[(static_cast<long long>(m0 + m) * PH + oy / 2) * PW + wc] = max(max(max(s00, s01), max(s10, s11)), 0);
         }
     }
     if (g.split > 1) cluster::sync();  // no block frees its shared memory while another reads it
@@ -245,7 +290,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 bool sparse_conv_fast_sparse_input_planes(const std::int16_t* x, const std::int32_t* codes, std::int64_t width,
                                           std::int32_t* y, int* overflow, const SparseConvShape& s) {
     // The caller (sparse_conv_fast_sparse_input) has checked the shape, width and pointers.
-    if (s.W > kRow || s.H > kMaxH || s.R > 3 || s.S > 3) return false;
+    if (!sparse_input_planes_apply(s)) return false;
     PGeometry g{};
     g.C = static_cast<int>(s.C), g.H = static_cast<int>(s.H), g.W = static_cast<int>(s.W), g.M = static_cast<int>(s.M);
     g.width = static_cast<int>(width), g.pad_h = static_cast<int>(s.R / 2), g.pad_w = static_cast<int>(s.S / 2);
@@ -267,10 +312,10 @@ bool sparse_conv_fast_sparse_input_planes(const std::int16_t* x, const std::int3
     // Scratch from the caching pool (returned while the kernels are queued: every pool user queues on stream 0).
     DeviceBuffer<int> nz(static_cast<std::size_t>(g.C) * g.H * g.W);
     DeviceBuffer<int> rowptr(static_cast<std::size_t>(g.C) * (g.H + 1)), absmax(g.C);
-    GPUOPT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), nullptr));
-    compact_rows_kernel<<<g.C, kCompactThreads>>>(x, nz.data(), rowptr.data(), absmax.data(), g.H, g.W);
+    compact_rows_kernel<<<g.C, kCompactThreads>>>(x, nz.data(), rowptr.data(), absmax.data(), overflow, g.H, g.W);
     GPUOPT_CHECK_LAUNCH("sparse compact_rows_kernel");
-    cluster::launch(planes_kernel, static_cast<unsigned>(blocks), kThreads, smem, g.split, x, codes,
+    // Dependent launch: its prologue (planes zeroed, the first codes staged) overlaps the compaction's tail.
+    cluster::launch_ex(planes_kernel, static_cast<unsigned>(blocks), kThreads, smem, g.split, true, x, codes,
                     static_cast<const int*>(nz.data()), static_cast<const int*>(rowptr.data()),
                     static_cast<const int*>(absmax.data()), y, overflow, g);
     GPUOPT_CHECK_LAUNCH("sparse planes_kernel");

@@ -91,7 +91,8 @@ register("sparse_conv2d", "coo", description="COO filters (padded int16 data/row
 register("sparse_conv2d", "fast", description="FAST-encoded filters (one int32 value*100+row*10+col per entry, "
          "decoded on the GPU), zero inputs skipped; then a 2x2 max-pool kernel", **_GPU)(_run_gpu)
 _ONE_PASS = dict(_GPU, test="tests/sparse/test_gpu_sparse_fused.py")
-# The default (variant=None) is fast_sparse_input, the fastest on the lab's layer (notes/sparse.md: H200, device-resident).
+# The default (variant=None) is auto (gpuopt/sparse/auto.py): fast_sparse_input where its planes kernel applies, else
+# fast_fused (notes/sparse.md: H200, device-resident).
 register("sparse_conv2d", "fast_fused", description="FAST filters, conv + ReLU + 2x2 max pool in ONE kernel (pre-pool "
          "maps never written): a block owns 4-16 maps x a 32x32 tile, channels staged through shared memory, "
          "int32 sums where a per-block bound max|x|*sum|w| proves them exact, int64 otherwise; a cluster of `split` "
@@ -104,8 +105,9 @@ register("sparse_conv2d", "fast_fused", description="FAST filters, conv + ReLU +
                                        "max|x|*sum|w| <= 2^24 (else the slow int64 path); auto: window, the fastest measured on the H200")),
          **dict(_ONE_PASS, kernel="csrc/sparse/sparse_conv_fused.cu"))(_run_gpu)
 register("sparse_conv2d", "fast_sparse_input", description="FAST filters x non-zero inputs only: the input's non-zeros "
-         "compacted on the device (row CSR), each times each tap added into shared-memory int32 accumulators (integer "
-         "atomics: exact, deterministic), then ReLU + 2x2 max pool; the pre-pool maps never written. W <= 32 and up "
-         "to 3x3: a lane per map, one accumulator plane per tap column (bank-conflict-free); other shapes: the "
-         "atomic kernel of sparse_conv_scatter.cu", preferred=True,
+         "compacted on the device, each times each tap added into shared-memory int32 accumulators (integer "
+         "atomics: exact, deterministic), then ReLU + 2x2 max pool; the pre-pool maps never written. W <= 32, H <= "
+         "511 and up to 3x3: row-CSR compaction, then the planes kernel (a dependent launch) with a lane per map and "
+         "one accumulator plane per tap column (bank-conflict-free); other shapes: the atomic kernel of "
+         "sparse_conv_scatter.cu (slower than fast_fused: auto takes fast_fused there)",
          **dict(_ONE_PASS, kernel="csrc/sparse/sparse_conv_scatter_planes.cu"))(_run_gpu)

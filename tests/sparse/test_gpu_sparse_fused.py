@@ -207,12 +207,23 @@ def test_device_arrays_and_resident_filters(rng, variant):
     assert t.details["filter_bytes_sent"] == 0 and t.kernel_ms > 0
 
 
-def test_default_variant_is_sparse_input(rng):
+def test_default_is_auto_per_shape(rng):
+    # auto: fast_sparse_input's planes kernel where it applies (W <= 32, up to 3x3), fast_fused elsewhere; exact.
     from gpuopt.registry import default_variant
+    from gpuopt.sparse.auto import auto_choice
 
-    assert default_variant("sparse_conv2d") == "fast_sparse_input"
-    x, w = sparse_inputs(rng, 3, 10, 10), ragged_filters(rng, 2, 3)
-    np.testing.assert_array_equal(gpuopt.sparse_conv2d(x, w), gpuopt.sparse_conv2d(x, w, variant="cpu"))
+    assert default_variant("sparse_conv2d") == "auto"
+    for c, h, w, m, r, s, want in [(3, 10, 10, 2, 3, 3, "fast_sparse_input"), (4, 11, 40, 3, 3, 3, "fast_fused"),
+                                   (2, 513, 8, 2, 3, 3, "fast_fused"),
+                                   (3, 12, 12, 5, 5, 5, "fast_fused"), (2, 9, 33, 2, 1, 1, "fast_fused")]:
+        assert auto_choice(c, h, w, m, r, s) == want
+        x, wt = sparse_inputs(rng, c, h, w), ragged_filters(rng, m, c, r, s)
+        ref = gpuopt.sparse_conv2d(x, wt, variant="cpu")
+        for filters in (wt, FASTFilters.from_dense(wt)):
+            np.testing.assert_array_equal(gpuopt.sparse_conv2d(x, filters), ref, err_msg=f"{(c, h, w, m, r, s)}")
+            y, t = gpuopt.sparse_conv2d(x, filters, variant="auto", timing=True)
+            np.testing.assert_array_equal(y, ref)
+            assert t.kernel_ms > 0
 
 
 def test_binding_checks_before_launch():
@@ -236,17 +247,19 @@ def test_binding_checks_before_launch():
         cuda.sparse_conv2d_fast_sparse_input(0, 0, 1, 0, 0, 1, 4, 4, 1, 3, 3)
 
 
-# fast_sparse_input's planes kernel (W <= 32, R and S <= 3, H <= 511; else the atomic kernel) at its edges: 1x3,
-# 3x1 and 1x1 filters; W = 31, 32 and 33; H = 511 and 512; many row tiles; dense inputs (several staged chunks per
-# channel and tile); C over several code phases (ragged filters pad to 9 entries: 28 channels a phase); C large
-# enough for a cluster split of 2 and 4; M not a multiple of the 32 maps per block.
+# fast_sparse_input's planes kernel (W <= 32, H <= 511, R and S <= 3; else the atomic kernel) at its edges: 1x3,
+# 3x1 and 1x1 filters; W = 31, 32 and 33; H = 511, 512 and 600; odd H and W; many row tiles; dense inputs (several
+# staged chunks per channel and tile); all-zero inputs; C over several code phases (ragged filters pad to 9 entries:
+# 28 channels a phase, warps 28-31 idle in it); C large enough for a cluster split of 2 and 4; M not a multiple of
+# the 32 maps per block.
 @pytest.mark.parametrize("c,h,w,m,r,s,zeros", [
     (5, 17, 32, 33, 3, 1, 0.8), (4, 9, 31, 3, 1, 3, 0.8), (3, 12, 7, 65, 1, 1, 0.0), (2, 511, 4, 2, 3, 3, 0.5),
     (2, 512, 4, 2, 3, 3, 0.5), (3, 10, 33, 2, 3, 3, 0.5), (70, 10, 12, 3, 3, 3, 0.0), (150, 32, 32, 5, 3, 3, 0.8),
-    (300, 16, 32, 40, 3, 3, 0.0)], ids=str)
+    (300, 16, 32, 40, 3, 3, 0.0), (3, 600, 32, 3, 3, 3, 0.5), (2, 13, 5, 2, 1, 3, 0.3), (5, 9, 32, 4, 3, 3, 1.0),
+    (130, 7, 32, 33, 3, 3, 0.0)], ids=str)
 def test_sparse_input_planes_edges(rng, c, h, w, m, r, s, zeros):
     x, wt = sparse_inputs(rng, c, h, w, zeros=zeros), ragged_filters(rng, m, c, r, s)
     ref = gpuopt.sparse_conv2d(x, wt, variant="cpu")
     y = gpuopt.sparse_conv2d(x, FASTFilters.from_dense(wt), variant="fast_sparse_input")
     np.testing.assert_array_equal(y, ref)
-    assert (ref > 0).any()
+    assert (ref > 0).any() or zeros == 1.0

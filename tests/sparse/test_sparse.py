@@ -189,3 +189,23 @@ def test_to_device_without_a_gpu_says_so(rng):
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
         coo.to_device()
     assert coo.on_device == ()
+
+
+def test_auto_choice_takes_the_planes_kernel_where_it_applies():
+    # The default on a GPU (gpuopt/sparse/auto.py): fast_sparse_input where its planes kernel applies (the kernel's
+    # limits, read from the build), fast_fused elsewhere (where fast_sparse_input would run its slower atomic kernel).
+    from gpuopt._ext import kernel_limits
+    from gpuopt.registry import _PREFERRED, variants
+    from gpuopt.sparse.auto import auto_choice
+
+    limits = kernel_limits()
+    wmax, hmax = limits["sparse_conv2d_planes_max_width"], limits["sparse_conv2d_planes_max_height"]
+    assert (wmax, hmax, limits["sparse_conv2d_planes_max_taps"]) == (32, 511, 3)
+    assert auto_choice(512, 32, 32, 512, 3, 3) == "fast_sparse_input"  # the lab's layer
+    for c, h, w, m, r, s in [(1, 2, 2, 1, 1, 1), (3, 511, 32, 70, 3, 1), (2, 511, 7, 2, 1, 3)]:
+        assert auto_choice(c, h, w, m, r, s) == "fast_sparse_input"
+    for c, h, w, m, r, s in [(512, 32, 33, 512, 3, 3), (4, 64, 64, 8, 3, 3), (8, 32, 32, 8, 5, 5), (8, 16, 16, 8, 3, 5),
+                             (8, 16, 16, 8, 7, 1), (3, 512, 32, 70, 3, 3), (2, 4000, 7, 2, 1, 1)]:
+        assert auto_choice(c, h, w, m, r, s) == "fast_fused"
+    assert _PREFERRED["sparse_conv2d"] == ["auto"]  # variant=None: auto on a GPU, cpu without one
+    assert not variants("sparse_conv2d")["auto"].params

@@ -23,9 +23,9 @@ from ..tables import _device_short, _errors, _fmt, _md_table, extras_file, forma
 __all__ = ["STUDY"]
 
 
-SPARSE_VARIANTS = ("dense", "coo", "fast", "fast_fused", "fast_sparse_input", "cpu")
+SPARSE_VARIANTS = ("dense", "coo", "fast", "fast_fused", "fast_sparse_input", "auto", "cpu")
 SPARSE_FORMATS = {"dense": "dense", "coo": "COOFilters", "fast": "FASTFilters", "fast_fused": "FASTFilters",
-                  "fast_sparse_input": "FASTFilters", "cpu": "dense"}
+                  "fast_sparse_input": "FASTFilters", "auto": "FASTFilters", "cpu": "dense"}
 #: The lab's printed results (its Results blocks): CPU time, GPU time with transfers (TotalExecTime), speed-up.
 SPARSE_LAB = {"coo": (17160.6, 123.628, 138.808), "fast": (16438.6, 105.128, 156.368)}
 SPARSE_FILTER_SEED = 0
@@ -59,6 +59,10 @@ def resident_layer(name: str, x, w) -> tuple[Callable[[], Any], Callable[[], np.
     from gpuopt.sparse import FASTFilters
 
     m, c, r, s = w.shape
+    if name == "auto":  # the default: the launcher of the variant it picks for this shape
+        from gpuopt.sparse.auto import auto_choice
+
+        name = auto_choice(c, x.shape[1], x.shape[2], m, r, s)
     dx = gpuopt.to_device(np.ascontiguousarray(x))
     if name in CUDNN_ROWS:
         fx, fw = gpuopt.to_device(x.astype(np.float32)[None]), gpuopt.to_device(w.astype(np.float32))
@@ -142,7 +146,7 @@ def run_sparse(plan: Plan) -> StudyResult:
             res.rows.append(row)
             prog.update(name)
     if plan.gpu:
-        _resident_rows(res, x, w, ref, [n for n in names if n in ONE_PASS], plan.pick(RESIDENT_REPEATS))
+        _resident_rows(res, x, w, ref, [n for n in names if n in (*ONE_PASS, "auto")], plan.pick(RESIDENT_REPEATS))
     cpu_total = next((r["total_ms"] for r in res.rows if r["variant"] == "cpu" and r.get("total_ms")), None)
     for row in res.rows:
         if cpu_total and row.get("total_ms"):
