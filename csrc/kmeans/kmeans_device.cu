@@ -138,21 +138,7 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
     if constexpr (Dot) {
         // -2c is exact (a power of two); the pad centre k: zeros and ||c||^2 = +inf, never the nearest.
         for (int i = threadIdx.x; i < (k + 1) * d; i += kThreads) m2c_s[i] = i < kd ? -2.f * centres[i] : 0.f;
-        for (int c = threadIdx.x; c <= k; c += kThreads) {
-            float s = __int_as_float(0x7f800000);
-            if (c < k) {
-                s = 0.f;
-                for (int j = 0; j < d; ++j) s = __fmaf_rn(centres[c * d + j], centres[c * d + j], s);
-            }
-            cn_s[c] = s;
-        }
-        __syncthreads();
-        if (threadIdx.x < 32) {  // max ||c||, rounded up, for the bound
-            float m = 0.f;
-            for (int c = threadIdx.x; c < k; c += 32) m = fmaxf(m, cn_s[c]);
-            for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-            if (threadIdx.x == 0) cmax_s = __fsqrt_ru(m);
-        }
+        centre_norms(centres, k, d, k + 1, cn_s, &cmax_s);
     }
     __syncthreads();
 

@@ -112,6 +112,28 @@ __device__ inline std::int32_t nearest(const float* __restrict__ o, const float*
 // 8(D + 4) u B^2 covers it with the rounding of the gap and of B itself; 2^-126 per term covers underflow
 // (flushed or not). 4B^2 is formed first: it overflows (an infinite bound: Liao's way) before any g or Liao
 // distance (each at most B^2) can, so no infinity in g ever decides.
+// The dot form's centre norms, by the whole block: norms[c] = ||c||^2 for c < k and +inf for the pad entries
+// up to `count` (never the nearest), then, after a barrier, max ||c|| rounded up into *cmax by warp 0 (the
+// rounding bound's scale; visible to all after the caller's next barrier).
+__device__ inline void centre_norms(const float* __restrict__ centres, int k, int d, int count, float* norms,
+                                    float* cmax) {
+    for (int c = threadIdx.x; c < count; c += blockDim.x) {
+        float s = __int_as_float(0x7f800000);
+        if (c < k) {
+            s = 0.f;
+            for (int j = 0; j < d; ++j) s = __fmaf_rn(centres[c * d + j], centres[c * d + j], s);
+        }
+        norms[c] = s;
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float m = 0.f;
+        for (int c = threadIdx.x; c < k; c += 32) m = fmaxf(m, norms[c]);
+        for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+        if (threadIdx.x == 0) *cmax = __fsqrt_ru(m);
+    }
+}
+
 __device__ inline float dot_bound(int d, float b) {
     const float b4 = (2.f * b) * (2.f * b);
     return 2.f * static_cast<float>(d + 4) * (5.9604645e-08f * b4 + 4.7019774e-38f);

@@ -162,21 +162,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
         const int j = t / kc, c = t % kc;
         cs[t] = j < d && c < k ? -2.f * centres[c * d + j] : 0.f;
     }
-    for (int c = threadIdx.x; c < kc; c += kTileThreads) {
-        float s = __int_as_float(0x7f800000);
-        if (c < k) {
-            s = 0.f;
-            for (int j = 0; j < d; ++j) s = __fmaf_rn(centres[c * d + j], centres[c * d + j], s);
-        }
-        cn[c] = s;
-    }
-    __syncthreads();
-    if (threadIdx.x < 32) {  // max ||c||, rounded up, for the bound
-        float m = 0.f;
-        for (int c = threadIdx.x; c < k; c += 32) m = fmaxf(m, cn[c]);
-        for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-        if (threadIdx.x == 0) cmax_s = __fsqrt_ru(m);
-    }
+    centre_norms(centres, k, d, kc, cn, &cmax_s);  // (its barrier also publishes cs and queue_n)
     const int lane = threadIdx.x % 32;
     // Centre column tx: centres g*4*kCols + tx*4 .. +3 of a pass (float4 group g: a warp's loads of a group are
     // consecutive 16-byte words, no bank conflict); point row ty: points ty*4..ty*4+3.

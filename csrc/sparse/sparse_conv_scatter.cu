@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(kThreads)
                    int* __restrict__ absmax, int H, int W) {
     __shared__ int warp_counts[kThreads / 32];
     __shared__ int block_max;
-    const int HW = H * W, c = blockIdx.x, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int HW = H * W, c = blockIdx.x, tid = threadIdx.x;
     const std::int16_t* xc = x + static_cast<long long>(c) * HW;
     int2* out = nz + static_cast<long long>(c) * HW;
     if (tid == 0) block_max = 0;
@@ -57,21 +57,12 @@ __global__ void __launch_bounds__(kThreads)
         const int i = start + tid;
         const int v = i < HW ? static_cast<int>(xc[i]) : 0;
         my_max = max(my_max, abs(v));
-        const unsigned ballot = __ballot_sync(0xffffffffu, v != 0);
-        if (lane == 0) warp_counts[warp] = __popc(ballot);
-        __syncthreads();
-        int before = 0, total = 0;
-#pragma unroll
-        for (int w = 0; w < kThreads / 32; ++w) {
-            before += w < warp ? warp_counts[w] : 0;
-            total += warp_counts[w];
-        }
+        const CompactRound round = compact_round<kThreads / 32>(v != 0, warp_counts);
         if (v != 0) {
             const int iy = i / W, ix = i - iy * W;
-            out[base + before + __popc(ballot & ((1u << lane) - 1u))] = make_int2((iy << 16) | ix, v);
+            out[base + round.slot] = make_int2((iy << 16) | ix, v);
         }
-        base += total;
-        __syncthreads();  // warp_counts is rewritten next round
+        base += round.total;
     }
     atomicMax(&block_max, my_max);
     __syncthreads();

@@ -74,21 +74,12 @@ __global__ void __launch_bounds__(kCompactThreads)
         const int r = r0 + warp;
         const int v = (r < H && lane < W) ? static_cast<int>(xc[r * W + lane]) : 0;
         my_max = max(my_max, abs(v));
-        const unsigned ballot = __ballot_sync(0xffffffffu, v != 0);
-        if (lane == 0) warp_counts[warp] = __popc(ballot);
-        __syncthreads();
-        int before = 0, total = 0;
-#pragma unroll
-        for (int w = 0; w < kW; ++w) {
-            before += w < warp ? warp_counts[w] : 0;
-            total += warp_counts[w];
-        }
+        const CompactRound round = compact_round<kW>(v != 0, warp_counts);
         if (v != 0)
-            out[base + before + __popc(ballot & ((1u << lane) - 1u))] =
+            out[base + round.slot] =
                 static_cast<int>((static_cast<unsigned>(v) << 16) | static_cast<unsigned>(4 * (r * kRow + lane)));
-        if (lane == 0 && r < H) rp[r] = base + before;
-        base += total;
-        __syncthreads();  // warp_counts is rewritten next round
+        if (lane == 0 && r < H) rp[r] = base + round.warp_before;
+        base += round.total;
     }
     atomicMax(&block_max, my_max);
     __syncthreads();

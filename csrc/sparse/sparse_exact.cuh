@@ -44,6 +44,28 @@ __device__ __forceinline__ int channels_per_split(int C, int split, int chunk) {
 }
 
 // The exact int64 recomputation of this thread's windows (the rare path: the int32 bound failed).
+// One round of a block's stable stream compaction (the input compaction of fast_sparse_input's kernels): each
+// thread's item, if `flag`, goes to slot `slot` past the earlier rounds' items; `warp_before` counts the items of
+// the warps before this one, `total` the round's. warp_counts: kWarps ints of shared memory; two barriers.
+struct CompactRound {
+    int slot, warp_before, total;
+};
+template <int kWarps>
+__device__ __forceinline__ CompactRound compact_round(bool flag, int* warp_counts) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const unsigned ballot = __ballot_sync(0xffffffffu, flag);
+    if (lane == 0) warp_counts[warp] = __popc(ballot);
+    __syncthreads();
+    int before = 0, total = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+        before += w < warp ? warp_counts[w] : 0;
+        total += warp_counts[w];
+    }
+    __syncthreads();  // warp_counts is rewritten next round
+    return {before + __popc(ballot & ((1u << lane) - 1u)), before, total};
+}
+
 template <int MB>
 __device__ void exact_windows(const std::int16_t* __restrict__ x, const std::int32_t* __restrict__ codes,
                               std::int32_t* __restrict__ y, int* __restrict__ overflow, const FusedShape& g, int m0,
