@@ -69,11 +69,8 @@ void bind_conv_direct(py::module_& m) {
           py::arg("multiprocessors") = 132,
           "What conv2d_direct_regblock runs for this shape (host only; multiprocessors: the GPU's).");
 
-    m.def("conv2d_direct_kernel_info", [] {
-        std::vector<py::dict> out;
-        for (const auto& k : conv::conv2d_direct_kernel_info()) out.push_back(kernel_info_dict(k));
-        return out;
-    }, "Registers, shared memory, local memory (stack + spills) and occupancy of every direct_regblock kernel.");
+    m.def("conv2d_direct_kernel_info", [] { return kernel_info_list(conv::conv2d_direct_kernel_info()); },
+          "Registers, shared memory, local memory (stack + spills) and occupancy of every direct_regblock kernel.");
 }
 
 }  // namespace gpuopt::bind

@@ -28,23 +28,17 @@ void bind_conv_gemm(py::module_& m) {
         run_conv(a, [&](auto... p) { conv::conv2d_implicit_gemm_tf32x3(p...); });
     }, [](const conv::Conv2dShape& s) { conv::conv2d_implicit_gemm_tf32x3_check(s); });
 
-    m.def("conv2d_tf32x3_kernel_info", [] {
-        std::vector<py::dict> out;
-        for (const auto& k : conv::conv2d_tf32x3_kernel_info()) out.push_back(kernel_info_dict(k));
-        return out;
-    }, "Registers, local memory (stack + spills) and occupancy of implicit_gemm_tf32x3's kernels (1, 2, 4 map "
-       "tiles; at no dynamic shared memory: it depends on the shape).");
+    m.def("conv2d_tf32x3_kernel_info", [] { return kernel_info_list(conv::conv2d_tf32x3_kernel_info()); },
+          "Registers, local memory (stack + spills) and occupancy of implicit_gemm_tf32x3's kernels (1, 2, 4 map "
+          "tiles; at no dynamic shared memory: it depends on the shape).");
 
     m.def("conv2d_unroll_chunk_images", &conv::conv2d_unroll_chunk_images, py::arg("shape"),
           py::arg("scratch_limit_bytes") = conv::kUnrollScratchBytes,
           "Images per GEMM of conv2d_unroll for this shape and scratch budget (host only).");
 
-    m.def("conv2d_gemm_kernel_info", [] {
-        std::vector<py::dict> out;
-        for (const auto& k : conv::conv2d_gemm_kernel_info()) out.push_back(kernel_info_dict(k));
-        return out;
-    }, "Registers, shared memory, local memory (stack + spills) and occupancy of every kernel instantiation of "
-       "the GEMM-based conv2d variants (im2col, permute, implicit_gemm tiles, implicit_gemm_fast tiles x W loaders).");
+    m.def("conv2d_gemm_kernel_info", [] { return kernel_info_list(conv::conv2d_gemm_kernel_info()); },
+          "Registers, shared memory, local memory (stack + spills) and occupancy of every kernel instantiation of "
+          "the GEMM-based conv2d variants (im2col, permute, implicit_gemm tiles, implicit_gemm_fast tiles x W loaders).");
 }
 
 }  // namespace gpuopt::bind

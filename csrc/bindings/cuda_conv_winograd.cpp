@@ -14,11 +14,8 @@ void bind_conv_winograd(py::module_& m) {
         run_conv(a, [&](auto... p) { conv::conv2d_winograd(p..., tile); });
     }, [](const conv::Conv2dShape& s, int tile) { conv::conv2d_winograd_check(s, tile); }, py::arg("m"));
 
-    m.def("conv2d_winograd_kernel_info", [] {
-        std::vector<py::dict> out;
-        for (const auto& k : conv::conv2d_winograd_kernel_info()) out.push_back(kernel_info_dict(k));
-        return out;
-    }, "Registers, shared memory, local memory (stack + spills) and occupancy of every winograd kernel.");
+    m.def("conv2d_winograd_kernel_info", [] { return kernel_info_list(conv::conv2d_winograd_kernel_info()); },
+          "Registers, shared memory, local memory (stack + spills) and occupancy of every winograd kernel.");
 }
 
 }  // namespace gpuopt::bind

@@ -84,6 +84,12 @@ py::dict kernel_info_dict(const matmul::KernelInfo& k) {
     return d;
 }
 
+py::list kernel_info_list(const std::vector<matmul::KernelInfo>& infos) {
+    py::list out;
+    for (const auto& k : infos) out.append(kernel_info_dict(k));
+    return out;
+}
+
 void bind_matmul(py::module_& m) {
     // Variants (the ladder's order is gpuopt's registry's, not this file's): matmul_<variant>(a, b, c, M, N, K,
     // *, <the variant's parameters>).

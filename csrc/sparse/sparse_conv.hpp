@@ -15,7 +15,7 @@ struct SparseConvShape {
 
 // fast_sparse_input's planes kernel (sparse_conv_scatter_planes.cu, its fast path) takes maps up to
 // kSparsePlanesMaxW wide and kSparsePlanesMaxH high, filters up to kSparsePlanesMaxTaps x kSparsePlanesMaxTaps; other
-// shapes take its atomic kernel (sparse_conv_scatter.cu). Python's default (gpuopt/sparse/auto.py) reads these limits.
+// shapes take its atomic kernel (sparse_conv_scatter.cu). Python's default (gpuopt/sparse/auto.py) asks this rule.
 constexpr std::int64_t kSparsePlanesMaxW = 32;
 constexpr std::int64_t kSparsePlanesMaxH = 511;
 constexpr std::int64_t kSparsePlanesMaxTaps = 3;
