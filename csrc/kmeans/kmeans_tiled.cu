@@ -1,4 +1,4 @@
-// "device_tiled": device_gemm's loop (k*D <= 4096, Liao's memberships, the sums of Summation::Chunked) with the
+// "device_tiled": device_gemm's loop (Liao's memberships, the sums of Summation::Chunked; any k*D) with the
 // two halves of assign_and_sum split so each costs what it must:
 //   assign_tiled  the dot form as an SGEMM with a row-argmin epilogue: a block holds 256 points (x transposed in
 //                 shared memory) and all k centres (-2c transposed, ||c||^2), each thread a 4 x 8 (points x
@@ -6,13 +6,14 @@
 //                 (best, second, index) per point; the 4 threads of a point row merge theirs by shuffles; a point
 //                 whose gap is within dot_bound is queued and gets Liao's distance to its candidates (nearest_dot's
 //                 rule) with a tile's worth of others, one a thread, so every membership is Liao's. Persistent
-//                 grid: the centres are staged once a block.
+//                 grid: the centres are staged once a block (k*D <= 4096), else streamed a block of them at a
+//                 time through each tile (Blocked).
 //   sum_members   per chunk of 1024 objects a stable block radix sort of (cluster, index) gives each cluster its
 //                 members in object order; one thread per (cluster, coordinate) adds them, closing a leaf sum into
 //                 the chunk sum at each leaf boundary: the leaf/chunk tree of assign_and_sum (empty leaves add
 //                 +0.0: no change), work by members (N*D) instead of by k*D per leaf.
 // Then finish_loop (kmeans_device.cu), unchanged: the same bits as device_gemm and cpu(summation="chunked").
-// D > 64 (k <= 64 there): assign_any, Liao's distance one thread a point (exact, no tile).
+// D > 128: assign_any, Liao's distance one thread a point (exact, no tile).
 #include <cub/block/block_radix_sort.cuh>
 
 #include <algorithm>
@@ -48,9 +49,24 @@ static_assert(kChunk == 1 << kIndexBits && kTileThreads * kSortItems == kChunk, 
 
 __host__ __device__ inline int padded_k(int k) { return (k + kTileCentres - 1) / kTileCentres * kTileCentres; }
 
-std::size_t tile_shared_bytes(int dp, int k) {
-    const int kc = padded_k(k);
-    return static_cast<std::size_t>(dp * kc + kc + dp * kXStride + 3 * kTilePoints) * sizeof(float);
+// Past k*D = 4096 the centres do not stay in shared memory whole: a tile streams them in blocks of
+// block_centres(DP) (about 4096 coordinates, a multiple of a register pass), the running (best, second, index)
+// carried across blocks in registers; only the norms (k floats) stay whole.
+constexpr int kStagedCoords = kMaxCentreCoords<true>;
+__host__ __device__ constexpr int block_centres(int dp) {
+    return kStagedCoords / dp / kTileCentres * kTileCentres > kTileCentres ? kStagedCoords / dp / kTileCentres * kTileCentres
+                                                                           : kTileCentres;
+}
+inline bool blocked(std::int64_t d, std::int64_t k) { return k * d > kStagedCoords; }
+
+// Staged centres a block holds at once: all of them, or a block of them (Blocked).
+__host__ __device__ inline int staged_centres(int dp, int k, bool blocked_centres) {
+    return blocked_centres ? block_centres(dp) : padded_k(k);
+}
+
+std::size_t tile_shared_bytes(int dp, int k, bool blocked_centres) {
+    const int kc = padded_k(k), kb = staged_centres(dp, k, blocked_centres);
+    return static_cast<std::size_t>(dp * kb + kc + dp * kXStride + 3 * kTilePoints) * sizeof(float);
 }
 
 std::size_t sum_shared_bytes(int k) {
@@ -90,15 +106,18 @@ __device__ inline float point_bound(const float* xcol, int d, float cmax) {
     return dot_bound(d, __fadd_ru(__fsqrt_ru(xn2), cmax));
 }
 
-// nearest_dot's candidates: g within the bound of the best b (g recomputed with the same chain: the same values),
-// Liao's distance for those in index order, ties to the lower index.
+// nearest_dot's candidates: g within the bound of the best b (g recomputed with the same chain: the same values;
+// -2c is exact, so Blocked reads it from the centres themselves), Liao's distance for those in index order, ties to
+// the lower index.
+template <bool Blocked>
 __device__ inline int liao_among_candidates(const float* xcol, float b, float bound, int d, int k, int kc,
                                             const float* cs, const float* cn, const float* __restrict__ centres) {
     float best_dist = 0.f;
     int m = -1;
     for (int c = 0; c < k; ++c) {
         float g = cn[c];
-        for (int j = 0; j < d; ++j) g = __fmaf_rn(xcol[j * kXStride], cs[j * kc + c], g);
+        for (int j = 0; j < d; ++j)
+            g = __fmaf_rn(xcol[j * kXStride], Blocked ? -2.f * centres[c * d + j] : cs[j * kc + c], g);
         if (!(__fsub_rn(g, b) > bound)) {
             float dist = 0.f;
             for (int j = 0; j < d; ++j) {
@@ -114,6 +133,7 @@ __device__ inline int liao_among_candidates(const float* xcol, float b, float bo
 // The queued points through Liao's path, up to a tile at once: their rows staged into x^T (free between tiles;
 // the pad rows d..DP stay zero), one point a thread. Called by the whole block with queue_n uniform; empties it.
 // Returns this thread's membership changes.
+template <bool Blocked>
 __device__ inline int flush_queue(const float* __restrict__ x, int d, int k, int kc, const float* __restrict__ centres,
                                   const float* cs, const float* cn, float* xs, float cmax,
                                   std::int32_t* __restrict__ membership) {
@@ -129,7 +149,7 @@ __device__ inline int flush_queue(const float* __restrict__ x, int d, int k, int
         if (threadIdx.x < count) {
             const std::int64_t i = queue_i[e0 + threadIdx.x];
             const float* xcol = xs + threadIdx.x;
-            const int m = liao_among_candidates(xcol, queue_b[e0 + threadIdx.x], point_bound(xcol, d, cmax), d, k, kc,
+            const int m = liao_among_candidates<Blocked>(xcol, queue_b[e0 + threadIdx.x], point_bound(xcol, d, cmax), d, k, kc,
                                                 cs, cn, centres);
             changed += membership[i] != m;
             membership[i] = m;
@@ -141,27 +161,33 @@ __device__ inline int flush_queue(const float* __restrict__ x, int d, int k, int
     return changed;
 }
 
-// DP: D rounded up to a multiple of 4 (the pad coordinates are 0 in x and c: fma(0, 0, g) == g).
-template <int DP>
+// DP: D rounded up to a multiple of 4 (the pad coordinates are 0 in x and c: fma(0, 0, g) == g). Blocked: the
+// centres streamed through shared memory in blocks of block_centres(DP) per tile (k*D > 4096), the same g values
+// and the same order of centres, so the same memberships.
+template <int DP, bool Blocked>
 __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const float* __restrict__ x, std::int64_t n, int d,
                                                                 int k, const float* __restrict__ centres,
                                                                 std::int32_t* __restrict__ membership,
                                                                 LoopState* __restrict__ state) {
     if (state->done) return;
-    const int kc = padded_k(k);
+    const int kc = padded_k(k), kb = staged_centres(DP, k, Blocked);
     extern __shared__ __align__(16) float tsm[];
-    float* cs = tsm;                        // [DP][kc]: -2c, transposed (exact: a power of two)
-    float* cn = cs + DP * kc;               // [kc]: ||c||^2 (fmaf chain in coordinate order), pad centres +inf
+    float* cs = tsm;                        // [DP][kb]: -2c of the staged centres, transposed (exact: a power of two)
+    float* cn = cs + DP * kb;               // [kc]: ||c||^2 (fmaf chain in coordinate order), pad centres +inf
     float* xs = cn + kc;                    // [DP][kXStride]: the tile's points, transposed
     float* res_b = xs + DP * kXStride;      // [kTilePoints] merged best g
     float* res_s = res_b + kTilePoints;     // second g
     int* res_i = reinterpret_cast<int*>(res_s + kTilePoints);
     __shared__ float cmax_s;
     if (threadIdx.x == 0) queue_n = 0;  // seen by all after the barrier below
-    for (int t = threadIdx.x; t < DP * kc; t += kTileThreads) {
-        const int j = t / kc, c = t % kc;
-        cs[t] = j < d && c < k ? -2.f * centres[c * d + j] : 0.f;
-    }
+    // Centres cb0 .. cb0 + kb - 1 into cs (pad centres and coordinates 0; their norms are +inf).
+    auto stage_centres = [&](int cb0) {
+        for (int t = threadIdx.x; t < DP * kb; t += kTileThreads) {
+            const int j = t / kb, c = cb0 + t % kb;
+            cs[t] = j < d && c < k ? -2.f * centres[c * d + j] : 0.f;
+        }
+    };
+    if (!Blocked) stage_centres(0);
     centre_norms(centres, k, d, kc, cn, &cmax_s);  // (its barrier also publishes cs and queue_n)
     const int lane = threadIdx.x % 32;
     // Centre column tx: centres g*4*kCols + tx*4 .. +3 of a pass (float4 group g: a warp's loads of a group are
@@ -198,11 +224,18 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
         int bi[4];
 #pragma unroll
         for (int a = 0; a < 4; ++a) best[a] = second[a] = __int_as_float(0x7f800000), bi[a] = 0;
-        for (int c0 = 0; c0 < kc; c0 += kTileCentres) {
+        for (int cb0 = 0; cb0 < kc; cb0 += kb) {  // once unless Blocked
+          if (Blocked) {
+              __syncthreads();  // the last block's cs read
+              stage_centres(cb0);
+              __syncthreads();
+          }
+          const int cend = kc - cb0 < kb ? kc - cb0 : kb;  // both multiples of a register pass
+          for (int c0 = 0; c0 < cend; c0 += kTileCentres) {
             float acc[4][kCentresT];
 #pragma unroll
             for (int g = 0; g < kCentresT / 4; ++g) {
-                const float4 nv = *reinterpret_cast<const float4*>(cn + c0 + g * 4 * kCols + tx * 4);
+                const float4 nv = *reinterpret_cast<const float4*>(cn + cb0 + c0 + g * 4 * kCols + tx * 4);
 #pragma unroll
                 for (int a = 0; a < 4; ++a)
                     acc[a][g * 4] = nv.x, acc[a][g * 4 + 1] = nv.y, acc[a][g * 4 + 2] = nv.z, acc[a][g * 4 + 3] = nv.w;
@@ -216,7 +249,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
                 float cv[kCentresT];
 #pragma unroll
                 for (int g = 0; g < kCentresT / 4; ++g) {
-                    const float4 cg = *reinterpret_cast<const float4*>(cs + j * kc + c0 + g * 4 * kCols + tx * 4);
+                    const float4 cg = *reinterpret_cast<const float4*>(cs + j * kb + c0 + g * 4 * kCols + tx * 4);
                     cv[g * 4] = cg.x, cv[g * 4 + 1] = cg.y, cv[g * 4 + 2] = cg.z, cv[g * 4 + 3] = cg.w;
                 }
 #pragma unroll
@@ -231,11 +264,12 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
 #pragma unroll
                 for (int b = 0; b < kCentresT; ++b) {
                     const float g = acc[a][b];
-                    const int c = c0 + b / 4 * 4 * kCols + tx * 4 + b % 4;
+                    const int c = cb0 + c0 + b / 4 * 4 * kCols + tx * 4 + b % 4;
                     second[a] = fminf(second[a], fmaxf(best[a], g));
                     if (g < best[a]) bi[a] = c;
                     best[a] = fminf(best[a], g);
                 }
+          }
         }
 #pragma unroll
         for (int a = 0; a < 4; ++a) {
@@ -265,13 +299,14 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
             }
         }
         __syncthreads();  // the queue complete (queue_n uniform); res_* read
-        if (queue_n >= kTilePoints) changed += flush_queue(x, d, k, kc, centres, cs, cn, xs, cmax_s, membership);
+        if (queue_n >= kTilePoints) changed += flush_queue<Blocked>(x, d, k, kc, centres, cs, cn, xs, cmax_s, membership);
     }
-    if (queue_n > 0) changed += flush_queue(x, d, k, kc, centres, cs, cn, xs, cmax_s, membership);
+    if (queue_n > 0) changed += flush_queue<Blocked>(x, d, k, kc, centres, cs, cn, xs, cmax_s, membership);
     add_changed(changed, state);
 }
 
-// D > 64: Liao's distance, a thread a point, the centres read through L1 (k <= 64 here).
+// D > 128: Liao's distance, a thread a point, the centres read through L1 (a warp's lanes read the same centre
+// coordinate at once: one broadcast load a step).
 __global__ void __launch_bounds__(kTileThreads) assign_any(const float* __restrict__ x, std::int64_t n, int d, int k,
                                                            const float* __restrict__ centres,
                                                            std::int32_t* __restrict__ membership,
@@ -370,7 +405,19 @@ void with_padded_dim(int d, F&& f) {
     else if (d <= 8) f(std::integral_constant<int, 8>{});
     else if (d <= 16) f(std::integral_constant<int, 16>{});
     else if (d <= 32) f(std::integral_constant<int, 32>{});
-    else f(std::integral_constant<int, 64>{});
+    else if (d <= 64) f(std::integral_constant<int, 64>{});
+    else f(std::integral_constant<int, 128>{});
+}
+
+// f(assign_tiled<DP, Blocked>, its dynamic shared memory) for D <= kMaxTiledDim and k clusters.
+template <class F>
+void with_assign_tiled(std::int64_t d, std::int64_t k, F&& f) {
+    with_padded_dim(static_cast<int>(d), [&](auto dp) {
+        const bool b = blocked(d, k);
+        const std::size_t shared = tile_shared_bytes(dp.value, static_cast<int>(k), b);
+        if (b) f(assign_tiled<dp.value, true>, shared);
+        else f(assign_tiled<dp.value, false>, shared);
+    });
 }
 
 template <class Kernel>
@@ -386,13 +433,13 @@ int resident_blocks(Kernel kernel, std::size_t shared, int blocks) {
 void check(std::int64_t n, std::int64_t d, std::int64_t k) {
     (void)n;
     const std::string what = "kmeans device_tiled";
-    GPUOPT_REQUIRE(k * d <= kMaxCentreCoords<true>, what + ": k*D = " + std::to_string(k * d) +
-                                                        " centre coordinates; this variant holds at most " +
-                                                        std::to_string(kMaxCentreCoords<true>));
+    GPUOPT_REQUIRE(k <= kMaxClusters, what + ": k = " + std::to_string(k) + " clusters; at most " +
+                                          std::to_string(kMaxClusters) + " (their norms and counts in shared memory)");
+    GPUOPT_REQUIRE(d <= (1 << 20) && k * d <= (std::int64_t{1} << 30),
+                   what + ": at most 2^20 coordinates and k*D <= 2^30 centre coordinates");
     if (d <= kMaxTiledDim)
-        with_padded_dim(static_cast<int>(d), [&](auto dp) {
-            require_shared_memory(assign_tiled<dp.value>, tile_shared_bytes(dp.value, static_cast<int>(k)),
-                                  (what + ": assign_tiled").c_str());
+        with_assign_tiled(d, k, [&](auto kernel, std::size_t shared) {
+            require_shared_memory(kernel, shared, (what + ": assign_tiled").c_str());
         });
     require_shared_memory(sum_members, sum_shared_bytes(static_cast<int>(k)), (what + ": sum_members").c_str());
 }
@@ -401,9 +448,8 @@ Launch plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks) {
     Launch l;
     const std::int64_t tiles = (n + kTilePoints - 1) / kTilePoints, chunks = (n + kChunk - 1) / kChunk;
     if (d <= kMaxTiledDim)
-        with_padded_dim(static_cast<int>(d), [&](auto dp) {
-            const std::size_t shared = tile_shared_bytes(dp.value, static_cast<int>(k));
-            l.assign_blocks = static_cast<unsigned>(std::min<std::int64_t>(tiles, resident_blocks(assign_tiled<dp.value>, shared, blocks)));
+        with_assign_tiled(d, k, [&](auto kernel, std::size_t shared) {
+            l.assign_blocks = static_cast<unsigned>(std::min<std::int64_t>(tiles, resident_blocks(kernel, shared, blocks)));
         });
     else
         l.assign_blocks = static_cast<unsigned>(std::min<std::int64_t>(
@@ -418,9 +464,8 @@ void launch(const Launch& l, const float* x, std::int64_t n, std::int64_t d, std
     auto* state = static_cast<LoopState*>(state_ptr);
     const int di = static_cast<int>(d), ki = static_cast<int>(k);
     if (d <= kMaxTiledDim)
-        with_padded_dim(di, [&](auto dp) {
-            assign_tiled<dp.value><<<l.assign_blocks, kTileThreads, tile_shared_bytes(dp.value, ki)>>>(
-                x, n, di, ki, centres, membership, state);
+        with_assign_tiled(d, k, [&](auto kernel, std::size_t shared) {
+            kernel<<<l.assign_blocks, kTileThreads, shared>>>(x, n, di, ki, centres, membership, state);
         });
     else
         assign_any<<<l.assign_blocks, kTileThreads>>>(x, n, di, ki, centres, membership, state);

@@ -8,10 +8,13 @@ were read off the H200's kmeans_loop study (6f14c66, µs per loop):
    k*D <= 1024: ``device_fused``, one launch a loop (its finish runs in one block, so only small finishes);
    kmeans04 22.6 against device 25.8 and device_gemm 36.5.
 2. k*D <= 1024: ``device`` (1M x 16, k=64: 235 against device_gemm 264 and device_fused 304).
-3. k*D <= 4096: ``device_tiled``, the dot form register-tiled with sorted sums (10M x 16, k=256, marginal loop
+3. Otherwise ``device_tiled`` (any k*D, k <= 8192: past 4096 centre coordinates the centres are streamed through
+   shared memory in blocks, D > 128 takes Liao's distance a thread a point), the dot form register-tiled with sorted sums
+   (10M x 16, k=256, marginal loop
    on the H200 in round 4: 3.89 ms against device_gemm's 7.56 in the same run; predict's Liao-form pass 4.84).
    At 1M x 16, k=64 (k*D = 1024) device stays ahead (228.8 against device_tiled's 237.5 with the 4 x 4 tile).
-4. Otherwise ``liao_vec`` (Liao's port, update on the host; equal to ``cpu``) where its centres fit, else ``cpu``.
+4. Past device_tiled's limits ``liao_vec`` (Liao's port, update on the host; equal to ``cpu``) where its centres
+   fit, else ``cpu``.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ def _run_auto(ctx: ExecContext, p: KMeansProblem) -> Any:
 
 
 register("kmeans", "auto", description="picks the variant predicted fastest for the shape: device_fused for small "
-         "loops (k*D x chunks <= 65,536), else device (k*D <= 1024), else device_tiled (k*D <= 4096), else "
+         "loops (k*D x chunks <= 65,536), else device (k*D <= 1024), else device_tiled (k <= 8192), else "
          "liao_vec, else cpu, as measured on the H200 (gpuopt/kmeans/auto.py)",
          report="gpuopt", needs_cuda=True, preferred=True, kernel="gpuopt/kmeans/auto.py",
          test="tests/kmeans/test_gpu_kmeans_fused.py", launcher=False)(_run_auto)

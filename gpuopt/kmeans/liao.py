@@ -144,7 +144,9 @@ register("kmeans", "device_tiled", description="device_gemm with its two halves 
          "shared-memory loads) with a row-argmin epilogue (Liao's distance for the candidates where the form's "
          "rounding bound cannot separate the two nearest, such points queued and run a tile's worth at once: Liao's "
          "memberships), then the chunk sums from a stable sort "
-         "of each chunk's memberships (work by members, not k*D per leaf); finish as device; the same bits as "
+         "of each chunk's memberships (work by members, not k*D per leaf); finish as device; any k*D (past 4096 "
+         "centre coordinates the centres are streamed through shared memory in blocks; D > 128: Liao's distance a "
+         "thread a point), k <= 8192; the same bits as "
          "device_gemm and cpu(summation='chunked')",
          params=(Param("loops_per_sync", 8, (1, 2, 4, 8, 16, 32),
                        "loops queued before the host reads the stop flag (later ones return at once)"), _BLOCKS),

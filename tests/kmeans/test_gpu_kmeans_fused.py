@@ -115,7 +115,9 @@ def test_auto_picks_by_shape():
     assert auto_choice(10_000_000, 16, 256) == "device_tiled"
     assert auto_choice(1_000_000, 16, 64) == "device"  # k*D x chunks = 1,000,448: past the fused finish
     assert auto_choice(10_000_000, 8, 4) == "device"  # k*D x chunks = 312,512: past the fused finish
-    assert auto_choice(1000, 4096, 2) in ("liao_vec", "cpu")
+    assert auto_choice(1000, 4096, 2) == "device_tiled"  # past 4096 centre coordinates: the streamed centres
+    assert auto_choice(1_000_000, 128, 1024) == "device_tiled"
+    assert auto_choice(20_000, 2, 9000) in ("liao_vec", "cpu")  # past device_tiled's 8192 clusters
 
 
 def test_auto_runs_its_choice(rng):

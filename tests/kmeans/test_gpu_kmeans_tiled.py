@@ -1,7 +1,8 @@
 """``device_tiled``: the register-tiled dot form (256-point tiles, 32-centre passes, D padded to 4..64) and the sums
 from a per-chunk stable sort, held to the bits of ``cpu(summation="chunked")`` and ``device_gemm``: tile and chunk
 tails, every padded D and the D > 64 path, k around the 32-centre pass, ties split across the threads that merge a
-point's (best, second), one cluster holding a whole chunk, the grid, near-tie-heavy data (the queue of Liao's path)."""
+point's (best, second), one cluster holding a whole chunk, the grid, near-tie-heavy data (the queue of Liao's path),
+and k*D past 4096 (the centres streamed through shared memory in blocks; D > 64 with many centres)."""
 
 import numpy as np
 import pytest
@@ -19,9 +20,9 @@ def test_tile_and_chunk_tails(rng, n):
     assert_same_as_chunked_cpu(x, min(n, 70), "device_tiled", threshold=0.0, max_iter=5)
 
 
-@pytest.mark.parametrize("d", [1, 2, 3, 4, 5, 8, 9, 12, 16, 17, 31, 32, 33, 48, 63, 64, 65, 100])
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 5, 8, 9, 12, 16, 17, 31, 32, 33, 48, 63, 64, 65, 100, 128, 129])
 def test_every_padded_dimension(rng, d):
-    # D padded to 4, 8, 16, 32, 64 (zeros in x and c); D > 64: Liao's distance a thread a point.
+    # D padded to 4, 8, 16, 32, 64, 128 (zeros in x and c); D > 128: Liao's distance a thread a point.
     k = min(4096 // d, 40)
     x = rng.uniform(0, 1, (5_000, d)).astype(np.float32)
     assert_same_as_chunked_cpu(x, k, "device_tiled", threshold=0.0, max_iter=4)
@@ -61,8 +62,8 @@ def test_device_input_and_limits(rng):
     ref = gpuopt.kmeans(x, 200, threshold=0.0, max_iter=3, variant="cpu", summation="chunked")
     np.testing.assert_array_equal(res.membership.numpy(), ref.membership)
     np.testing.assert_array_equal(res.centroids.numpy(), ref.centroids)
-    with pytest.raises(ValueError, match="k\\*D = 4112"):
-        gpuopt.kmeans(np.zeros((1000, 16), np.float32), 257, variant="device_tiled")
+    with pytest.raises(ValueError, match="k = 8193 clusters; at most 8192"):
+        gpuopt.kmeans(np.zeros((9000, 1), np.float32), 8193, variant="device_tiled")
 
 
 @pytest.mark.parametrize("blocks", [0, 1])
@@ -81,3 +82,30 @@ def test_near_tie_heavy_data(rng, blocks):
     base = gpuopt.kmeans(x, k, threshold=0.0, max_iter=4, variant="device_gemm")
     res = gpuopt.kmeans(x, k, threshold=0.0, max_iter=4, variant="device_tiled", blocks=blocks)
     np.testing.assert_array_equal(res.membership, base.membership)
+
+
+@pytest.mark.parametrize("n,d,k", [
+    (3_000, 17, 300),     # D padded to 32: blocks of 128 centres, the last one 64 (k padded to 320)
+    (5_000, 64, 97),      # blocks of 64 centres at D = 64, k not a multiple of a register pass
+    (2_100, 4, 1_100),    # blocks of 1024 centres at D = 4, a second block of 96 with pad centres
+    (1_500, 80, 70),      # D padded to 128 (one block an SM): blocks of 32 centres, k*D = 5600
+    (1_200, 130, 40),     # D > 128: Liao's distance a thread a point, k*D = 5200
+])
+def test_centres_streamed_past_4096_coordinates(rng, n, d, k):
+    x = rng.uniform(0, 1, (n, d)).astype(np.float32)
+    assert_same_as_chunked_cpu(x, k, "device_tiled", threshold=0.0, max_iter=3)
+    grid = rng.integers(0, 3, (n, d)).astype(np.float32)  # exact ties across centre blocks
+    assert_same_as_chunked_cpu(grid, k, "device_tiled", threshold=0.0, max_iter=3)
+
+
+@pytest.mark.parametrize("blocks", [0, 1])
+def test_near_ties_with_streamed_centres(rng, blocks):
+    # The near-tie queue's g recomputed from the centres in global memory (not the staged block): lattice
+    # centres and midpoints between them, k*D = 16 x 300 = 4800.
+    d, k = 16, 300
+    lattice = rng.integers(0, 4, (k, d)).astype(np.float32)
+    a, b = rng.integers(0, k, 8_000), rng.integers(0, k, 8_000)
+    mid = (lattice[a] + lattice[b]) * np.float32(0.5)
+    mid[::3] = np.nextafter(mid[::3], np.float32(np.inf))
+    x = np.concatenate([lattice, mid, lattice[::-1]]).astype(np.float32)
+    assert_same_as_chunked_cpu(x, k, "device_tiled", threshold=0.0, max_iter=3, blocks=blocks)
