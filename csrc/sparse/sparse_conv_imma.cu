@@ -12,8 +12,9 @@
 //    fit int8 (then that map tile takes the exact int64 path). Both laid out as the main kernel's shared memory
 //    (16-byte units XOR-swizzled: ldmatrix bank-conflict-free), so it stages them with plain 16-byte cp.async.
 // 2. imma_kernel (a dependent launch): a block = 64 maps x 2 output rows x 32 columns (one pooled row), 8 warps
-//    of 32 maps x 2 rows x 8 columns, 3-stage cp.async pipeline over the channel chunks; per (tap, 32 channels):
-//    4 ldmatrix.x4, 8 mma (two map tiles x two rows x low/high byte). Epilogue in registers: 256 * hi + lo,
+//    of 32 maps x 2 rows x 8 columns, 3-stage cp.async pipeline over the channel chunks; per (tap column, 32
+//    channels): 10 ldmatrix.x4 (6 of taps, 4 of input rows: the two output rows share them), 24 mma (3 tap rows x
+//    two map tiles x two rows x low/high byte). Epilogue in registers: 256 * hi + lo,
 //    overflow check, ReLU, the 2x2 max (a thread holds both rows of its two columns), one store per window.
 #include "../common/cluster.cuh"
 
@@ -44,7 +45,9 @@ constexpr int kABytes = 9 * kBM * kCK;        // [tap][map][channel] int8
 constexpr int kBBytes = kPR * kPC * kPix;     // [row][column][low | high]
 constexpr int kStageBytes = kABytes + kBBytes;
 constexpr int kPrepThreads = 256;
+constexpr int kTapBlocks = kBM * (kCK / 4) / kPrepThreads;  // prepare_kernel's tap blocks per (map tile, chunk)
 static_assert(kSparsePlanesMaxTaps == 3 && kCols == 32 && kStageBytes % 16 == 0, "3x3 frame, 4 warps of 8 columns");
+static_assert(kTapBlocks * kPrepThreads == kBM * (kCK / 4), "one (map, 4 channels) task per prepare thread");
 
 struct IGeometry : FusedShape {
     int R, S, chunks, mtiles, tiles;
@@ -57,8 +60,8 @@ __host__ __device__ constexpr int a_unit(int map, int unit) { return unit ^ ((ma
 __host__ __device__ constexpr int b_unit(int col, int unit) { return unit ^ (col & 7); }         // 128-byte pixels
 
 // Blocks [0, xblocks): one thread per (chunk, padded row, 16-channel group, padded column): 16 int16 loads (coalesced
-// along the columns), a low-byte and a high-byte unit stored. Blocks after: one per (map tile, chunk), a thread per
-// (map, 4 channels) x 4: the slices' codes summed per tap slot, 9 words of 4 int8 taps.
+// along the columns), a low-byte and a high-byte unit stored. Blocks after: kTapBlocks per (map tile, chunk), a thread
+// per (map, 4 channels): the slices' codes summed per tap slot, 9 words of 4 int8 taps.
 __global__ void __launch_bounds__(kPrepThreads)
     prepare_kernel(const std::int16_t* __restrict__ x, const std::int32_t* __restrict__ codes,
                    std::uint8_t* __restrict__ xq, std::int8_t* __restrict__ wq, int* __restrict__ wide,
@@ -93,40 +96,46 @@ __global__ void __launch_bounds__(kPrepThreads)
         reinterpret_cast<uint4*>(pix)[b_unit(col, 4 + grp)] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
         return;
     }
-    const int b = static_cast<int>(blockIdx.x) - g.xblocks, mt = b / g.chunks, chunk = b % g.chunks;
+    // Four blocks per (map tile, chunk), one (map, 4 channels) task a thread: round 5's first version gave each
+    // thread 4 tasks in a row, each waiting for its codes (H200: prepare 11.3 us at ncu's clock, half of it the tail
+    // of these blocks).
+    const int b = static_cast<int>(blockIdx.x) - g.xblocks, per_tile = g.chunks * kTapBlocks;
+    const int mt = b / per_tile, chunk = (b % per_tile) / kTapBlocks;
+    const int task = (b % kTapBlocks) * kPrepThreads + threadIdx.x;
     std::int8_t* dst = wq + (static_cast<long long>(mt) * g.chunks + chunk) * kABytes;
-    int bad = 0;
-    for (int task = threadIdx.x; task < kBM * (kCK / 4); task += kPrepThreads) {
-        const int ml = task / (kCK / 4), q = task % (kCK / 4), m = mt * kBM + ml;  // q: 4 channels
-        int v[9][4];
+    const int ml = task / (kCK / 4), q = task % (kCK / 4), m = mt * kBM + ml;  // q: 4 channels
+    int v[9][4];
 #pragma unroll
-        for (int s = 0; s < 9; ++s)
+    for (int s = 0; s < 9; ++s)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) v[s][i] = 0;
+        for (int i = 0; i < 4; ++i) v[s][i] = 0;
+    for (int j = 0; j < g.width; ++j) {
+        int code[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {  // the 4 loads in flight together; past M or C: code 0 (value 0)
+            const int c = chunk * kCK + q * 4 + i;
+            code[i] = m < g.M && c < g.C ? codes[(static_cast<long long>(m) * g.C + c) * g.width + j] : 0;
+        }
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const int c = chunk * kCK + q * 4 + i;
-            if (m >= g.M || c >= g.C) continue;
-            const std::int32_t* cs = codes + (static_cast<long long>(m) * g.C + c) * g.width;
-            for (int j = 0; j < g.width; ++j) {
-                const FastTap t = decode_fast(cs[j]);
-                if (t.row >= g.R || t.col >= g.S) continue;  // outside the filter: adds nothing (as the planes kernel)
-                const int slot = (t.row - g.pad_h + 1) * 3 + (t.col - g.pad_w + 1);  // in the 3x3 frame
+            const FastTap t = decode_fast(code[i]);
+            if (t.row >= g.R || t.col >= g.S) continue;  // outside the filter: adds nothing (as the planes kernel)
+            const int slot = (t.row - g.pad_h + 1) * 3 + (t.col - g.pad_w + 1);  // in the 3x3 frame
 #pragma unroll
-                for (int s = 0; s < 9; ++s) v[s][i] += s == slot ? t.value : 0;
-            }
+            for (int s = 0; s < 9; ++s) v[s][i] += s == slot ? t.value : 0;
         }
+    }
+    int bad = 0;
 #pragma unroll
-        for (int s = 0; s < 9; ++s) {
-            unsigned word = 0;
+    for (int s = 0; s < 9; ++s) {
+        unsigned word = 0;
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                bad |= v[s][i] < -128 || v[s][i] > 127;
-                word |= (static_cast<unsigned>(v[s][i]) & 0xffu) << (8 * i);
-            }
-            // unit q / 4 of map row ml, swizzled; word q % 4 inside it
-            reinterpret_cast<unsigned*>(dst + (s * kBM + ml) * kCK)[a_unit(ml, q / 4) * 4 + q % 4] = word;
+        for (int i = 0; i < 4; ++i) {
+            bad |= v[s][i] < -128 || v[s][i] > 127;
+            word |= (static_cast<unsigned>(v[s][i]) & 0xffu) << (8 * i);
         }
+        // unit q / 4 of map row ml, swizzled; word q % 4 inside it
+        reinterpret_cast<unsigned*>(dst + (s * kBM + ml) * kCK)[a_unit(ml, q / 4) * 4 + q % 4] = word;
     }
     bad = __syncthreads_or(bad);
     if (threadIdx.x == 0) wide[b] = bad;  // every flag written every call: no zeroing needed
@@ -164,7 +173,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, wm = warp & 1, wc = warp >> 1;
     cluster::wait_for_previous();  // prepare_kernel's xq, wq, flags (and the zeroed overflow flag)
     int any_wide = 0;
-    for (int i = threadIdx.x; i < g.chunks; i += kThreads) any_wide |= wide[mt * g.chunks + i];
+    for (int i = threadIdx.x; i < g.chunks * kTapBlocks; i += kThreads) any_wide |= wide[(mt * g.chunks) * kTapBlocks + i];
     if (__syncthreads_or(any_wide)) {  // a tap outside int8 in this map tile: exact int64 windows (slow, rare)
         const int wcols = (g.W + 1) / 2;
         for (int p = threadIdx.x; p < kBM * wcols; p += kThreads)
@@ -186,22 +195,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     };
 
     // Per-lane ldmatrix offsets (bytes in a stage). A: rows = maps wm*32 + (lane & 15) (+16: the second map tile),
-    // unit = 2 * kh + (lane >> 4). B: matrix lane >> 3 = (row ty, channel half), row = column wc*8 + (lane & 7);
-    // per tap column s one offset per unit; a tap row r adds r * kPC * kPix.
+    // unit = 2 * kh + (lane >> 4). B: one x4 per staged input row q (0..3) and tap column s holds both bytes,
+    // matrix lane >> 3 = (low/high, channel half), row = column wc*8 + (lane & 7) + s; row q adds q * kPC * kPix.
+    // Output row ty through tap row r reads input row ty + r: the warp's 2 x 3 (row, tap row) pairs share 4 rows.
     const int amap = wm * 32 + (lane & 15);
     unsigned a_off[2];
 #pragma unroll
     for (int kh = 0; kh < 2; ++kh) a_off[kh] = amap * kCK + a_unit(amap, 2 * kh + (lane >> 4)) * 16;
-    const int bty = (lane >> 4) & 1, bhalf = (lane >> 3) & 1, bcol = wc * 8 + (lane & 7);
-    unsigned b_off[3][2][2];  // [s][kh][low, high]
+    const int bpart = (lane >> 4) & 1, bhalf = (lane >> 3) & 1, bcol = wc * 8 + (lane & 7);
+    unsigned b_off[3][2];  // [s][kh]
 #pragma unroll
     for (int s = 0; s < 3; ++s)
 #pragma unroll
         for (int kh = 0; kh < 2; ++kh)
-#pragma unroll
-            for (int part = 0; part < 2; ++part)
-                b_off[s][kh][part] = kABytes + (bty * kPC + bcol + s) * kPix +
-                                     b_unit(bcol + s, part * 4 + kh * 2 + bhalf) * 16;
+            b_off[s][kh] = kABytes + (bcol + s) * kPix + b_unit(bcol + s, bpart * 4 + kh * 2 + bhalf) * 16;
 
     int acc[2][2][2][4] = {};  // [map tile][row][low, high][fragment]
     const unsigned smem_base = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -217,25 +224,27 @@ __global__ void __launch_bounds__(kThreads, 1)
         matmul::dev::cp_async_commit();
         const unsigned sb = smem_base + (kc % kStages) * kStageBytes;
 #pragma unroll
-        for (int r = 0; r < 3; ++r)
+        for (int s = 0; s < 3; ++s)
 #pragma unroll
-            for (int s = 0; s < 3; ++s)
+            for (int kh = 0; kh < 2; ++kh) {
+                unsigned a[3][2][4], b[4][4];  // a: [tap row][map tile]; b: [input row][low 2, high 2]
 #pragma unroll
-                for (int kh = 0; kh < 2; ++kh) {
-                    const int tap = r * 3 + s;
-                    unsigned a0[4], a1[4], blo[4], bhi[4];
-                    ldsm_x4(sb + a_off[kh] + tap * kBM * kCK, a0);
-                    ldsm_x4(sb + a_off[kh] + tap * kBM * kCK + 16 * kCK, a1);
-                    ldsm_x4(sb + b_off[s][kh][0] + r * kPC * kPix, blo);
-                    ldsm_x4(sb + b_off[s][kh][1] + r * kPC * kPix, bhi);
-#pragma unroll
-                    for (int ty = 0; ty < 2; ++ty) {
-                        mma_s8<false>(acc[0][ty][0], a0, blo[2 * ty], blo[2 * ty + 1]);
-                        mma_s8<false>(acc[1][ty][0], a1, blo[2 * ty], blo[2 * ty + 1]);
-                        mma_s8<true>(acc[0][ty][1], a0, bhi[2 * ty], bhi[2 * ty + 1]);
-                        mma_s8<true>(acc[1][ty][1], a1, bhi[2 * ty], bhi[2 * ty + 1]);
-                    }
+                for (int r = 0; r < 3; ++r) {
+                    ldsm_x4(sb + a_off[kh] + (r * 3 + s) * kBM * kCK, a[r][0]);
+                    ldsm_x4(sb + a_off[kh] + (r * 3 + s) * kBM * kCK + 16 * kCK, a[r][1]);
                 }
+#pragma unroll
+                for (int q = 0; q < kPR; ++q) ldsm_x4(sb + b_off[s][kh] + q * kPC * kPix, b[q]);
+#pragma unroll
+                for (int r = 0; r < 3; ++r)
+#pragma unroll
+                    for (int ty = 0; ty < 2; ++ty)
+#pragma unroll
+                        for (int t = 0; t < 2; ++t) {
+                            mma_s8<false>(acc[t][ty][0], a[r][t], b[ty + r][0], b[ty + r][1]);
+                            mma_s8<true>(acc[t][ty][1], a[r][t], b[ty + r][2], b[ty + r][3]);
+                        }
+            }
     }
     matmul::dev::cp_async_wait<0>();  // (only empty groups left)
 
@@ -287,7 +296,7 @@ void sparse_conv_fast_imma(const std::int16_t* x, const std::int32_t* codes, std
     g.xchunk = static_cast<long long>(g.tiles * kTR + 2) * kPC * kPix;
     const long long xthreads = static_cast<long long>(g.chunks) * (g.tiles * kTR + 2) * 4 * kPC;
     g.xblocks = static_cast<int>((xthreads + kPrepThreads - 1) / kPrepThreads);
-    const long long prep_blocks = g.xblocks + static_cast<long long>(g.mtiles) * g.chunks;
+    const long long prep_blocks = g.xblocks + static_cast<long long>(g.mtiles) * g.chunks * kTapBlocks;
     const long long blocks = static_cast<long long>(g.mtiles) * g.tiles;
     GPUOPT_REQUIRE(prep_blocks <= INT_MAX && blocks <= INT_MAX, "sparse_conv_fast_imma: too many blocks");
     const std::size_t smem = static_cast<std::size_t>(kStages) * kStageBytes;
@@ -295,7 +304,7 @@ void sparse_conv_fast_imma(const std::int16_t* x, const std::int32_t* codes, std
     // Scratch from the caching pool (returned while the kernels are queued: every pool user queues on stream 0).
     DeviceBuffer<std::uint8_t> xq(static_cast<std::size_t>(g.chunks) * g.xchunk);
     DeviceBuffer<std::int8_t> wq(static_cast<std::size_t>(g.mtiles) * g.chunks * kABytes);
-    DeviceBuffer<int> wide(static_cast<std::size_t>(g.mtiles) * g.chunks);
+    DeviceBuffer<int> wide(static_cast<std::size_t>(g.mtiles) * g.chunks * kTapBlocks);
     prepare_kernel<<<static_cast<unsigned>(prep_blocks), kPrepThreads>>>(x, codes, xq.data(), wq.data(), wide.data(),
                                                                          overflow, g);
     GPUOPT_CHECK_LAUNCH("sparse prepare_kernel");
