@@ -240,6 +240,7 @@ py::dict kernel_limits_py() {
     d["sparse_conv2d_planes_max_width"] = sparse::kSparsePlanesMaxW;
     d["sparse_conv2d_planes_max_height"] = sparse::kSparsePlanesMaxH;
     d["sparse_conv2d_planes_max_taps"] = sparse::kSparsePlanesMaxTaps;
+    d["sparse_conv2d_imma_max_channels"] = sparse::kSparseImmaMaxC;
     return d;
 }
 
@@ -260,6 +261,13 @@ PYBIND11_MODULE(_core, m) {
         return sparse::sparse_input_planes_apply(s);
     }, py::arg("C"), py::arg("H"), py::arg("W"), py::arg("M"), py::arg("R"), py::arg("S"),
           "Whether fast_sparse_input's planes kernel takes this shape (the rule the launcher applies; host only).");
+    m.def("sparse_imma_apply", [](std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R,
+                                  std::int64_t S) {
+        sparse::SparseConvShape s;
+        s.C = C, s.H = H, s.W = W, s.M = M, s.R = R, s.S = S;
+        return sparse::sparse_imma_apply(s);
+    }, py::arg("C"), py::arg("H"), py::arg("W"), py::arg("M"), py::arg("R"), py::arg("S"),
+          "Whether fast_imma takes this shape (its launcher's rule; host only).");
     m.def("dense_to_coo", &dense_to_coo_py, py::arg("w").noconvert(), nogil_doc);
     m.def("activation", &activation_py, py::arg("x").noconvert(), py::arg("activation"), nogil_doc);
     m.def("pool2d", &pool2d_py, py::arg("x").noconvert(), py::arg("size"), py::arg("kind"), nogil_doc);

@@ -1,7 +1,7 @@
 // The sparse convolution layer's CUDA variants, sparse_conv2d_<variant>, and their shared check. dense/coo/fast
 // return True when every pre-activation sum fitted in int32 (the Python side raises ValueError otherwise);
 // reading that flag synchronises with the device, so the GIL is released throughout. The one-pass variants
-// (fast_fused, fast_sparse_input) only queue their work and raise a device flag that Python reads with y.
+// (fast_fused, fast_sparse_input, fast_imma) only queue their work and raise a device flag that Python reads with y.
 #include "../sparse/sparse_conv_cuda.hpp"
 #include "cuda_bindings.hpp"
 
@@ -27,6 +27,11 @@ void bind_sparse(py::module_& m) {
     def_check(m, "sparse_conv2d", "fast_sparse_input",
               [](std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R, std::int64_t S) {
                   sparse::sparse_conv_sparse_input_check(shape_of(C, H, W, M, R, S));
+              },
+              py::arg("C"), py::arg("H"), py::arg("W"), py::arg("M"), py::arg("R"), py::arg("S"));
+    def_check(m, "sparse_conv2d", "fast_imma",
+              [](std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R, std::int64_t S) {
+                  sparse::sparse_conv_imma_check(shape_of(C, H, W, M, R, S));
               },
               py::arg("C"), py::arg("H"), py::arg("W"), py::arg("M"), py::arg("R"), py::arg("S"));
 
@@ -94,6 +99,17 @@ void bind_sparse(py::module_& m) {
                 py::arg("H"), py::arg("W"), py::arg("M"), py::arg("R"), py::arg("S"),
                 "As fast, zero inputs compacted on the device and skipped. Queues the work; sets the int32 device "
                 "flag overflow (zeroed first) to 1 when a sum does not fit int32.");
+    def_variant(m, "sparse_conv2d", "fast_imma",
+                [](std::uintptr_t x, std::uintptr_t codes, std::int64_t width, std::uintptr_t y, std::uintptr_t overflow,
+                   std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R, std::int64_t S) {
+                    py::gil_scoped_release release;
+                    sparse::sparse_conv_fast_imma(dptr<const std::int16_t>(x), dptr<const std::int32_t>(codes), width,
+                                                  dptr<std::int32_t>(y), dptr<int>(overflow), shape_of(C, H, W, M, R, S));
+                },
+                py::arg("x"), py::arg("codes"), py::arg("width"), py::arg("y"), py::arg("overflow"), py::arg("C"),
+                py::arg("H"), py::arg("W"), py::arg("M"), py::arg("R"), py::arg("S"),
+                "As fast, on the int8 tensor cores (taps expanded, the input split in two bytes, exact). Queues the "
+                "work; sets the int32 device flag overflow (zeroed first) to 1 when a sum does not fit int32.");
 }
 
 }  // namespace gpuopt::bind

@@ -24,6 +24,11 @@ inline bool sparse_input_planes_apply(const SparseConvShape& s) {
            s.S <= kSparsePlanesMaxTaps;
 }
 
+// fast_imma (sparse_conv_imma.cu: int8 tensor cores, the input split in two bytes) takes the planes kernel's shapes
+// with C <= kSparseImmaMaxC: its byte products summed over 9 * C taps, |sum| <= 9 * C * 128 * 255, stay below 2^31.
+constexpr std::int64_t kSparseImmaMaxC = 4096;
+inline bool sparse_imma_apply(const SparseConvShape& s) { return sparse_input_planes_apply(s) && s.C <= kSparseImmaMaxC; }
+
 // Reference on dense filters: y[M][H/2][W/2]. Sums are exact (int64) and the result
 // equals what int32 accumulation gives whenever it fits; returns false (y unspecified)
 // when some pre-activation sum does not fit in int32.

@@ -67,4 +67,12 @@ void sparse_conv_fast_sparse_input(const std::int16_t* x, const std::int32_t* co
 bool sparse_conv_fast_sparse_input_planes(const std::int16_t* x, const std::int32_t* codes, std::int64_t width,
                                           std::int32_t* y, int* overflow, const SparseConvShape& s);
 
+// Int8 tensor cores (sparse_conv_imma.cu; round 5): the FAST codes expanded to dense int8 taps and the input split into
+// its low (unsigned) and high (signed) bytes, each product summed exactly in s32 by mma.sync and combined in int64;
+// map tiles with a tap outside int8 take the exact int64 path. Shapes: sparse_imma_apply (sparse_conv.hpp), else
+// InvalidArgument from its check.
+void sparse_conv_imma_check(const SparseConvShape& s);
+void sparse_conv_fast_imma(const std::int16_t* x, const std::int32_t* codes, std::int64_t width, std::int32_t* y,
+                           int* overflow, const SparseConvShape& s);
+
 }  // namespace gpuopt::sparse

@@ -188,6 +188,12 @@ class COOFilters:
         return tuple(f for f in _KERNEL_FORMATS if f in cache and isinstance(cache[f][0][0], DeviceArray))
 
     @property
+    def taps_fit_int8(self) -> bool:
+        """Whether every tap is in -128..127 (a position is listed once per slice): ``fast_imma``'s tensor-core
+        operands (``auto`` takes it then; its kernel checks again and falls back to exact int64 sums)."""
+        return bool(self.data.size == 0 or (self.data.min() >= -128 and self.data.max() <= 127))
+
+    @property
     def density(self) -> float:
         """Fraction of filter taps that are stored."""
         return float(self.data.size) / float(np.prod(self.shape))
@@ -278,6 +284,10 @@ class FASTFilters:
     @property
     def uniform_nnz(self) -> int | None:
         return self._coo.uniform_nnz
+
+    @property
+    def taps_fit_int8(self) -> bool:
+        return self._coo.taps_fit_int8
 
     def __repr__(self) -> str:
         return f"FASTFilters(shape={self.shape}, nnz={self.codes.size})"

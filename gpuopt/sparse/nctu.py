@@ -28,7 +28,8 @@ _OVERFLOW_MESSAGE = "sparse_conv2d: a convolution sum does not fit in int32 (the
 
 
 #: The filter format each GPU variant reads (its launcher's arguments follow it).
-_FORMAT = {"dense": "dense", "coo": "coo", "fast": "fast", "fast_fused": "fast", "fast_sparse_input": "fast"}
+_FORMAT = {"dense": "dense", "coo": "coo", "fast": "fast", "fast_fused": "fast", "fast_sparse_input": "fast",
+           "fast_imma": "fast"}
 
 
 def _gpu_filters(fmt: str, p: SparseConvProblem) -> tuple[list[Any], int]:
@@ -111,3 +112,8 @@ register("sparse_conv2d", "fast_sparse_input", description="FAST filters x non-z
          "one accumulator plane per tap column (bank-conflict-free); other shapes: the atomic kernel of "
          "sparse_conv_scatter.cu (slower than fast_fused: auto takes fast_fused there)",
          **dict(_ONE_PASS, kernel="csrc/sparse/sparse_conv_scatter_planes.cu"))(_run_gpu)
+register("sparse_conv2d", "fast_imma", description="FAST filters on the int8 tensor cores: the codes expanded to dense "
+         "int8 taps and the input split into its low and high bytes on the device, an implicit GEMM (mma.sync "
+         "m16n8k32, s32 sums, exact) with ReLU + 2x2 max pool in registers; every input and tap multiplied, zeros "
+         "too (density-independent). W <= 32, H <= 511, up to 3x3, C <= 4096; taps outside int8: exact int64 sums "
+         "(slow)", **dict(_ONE_PASS, kernel="csrc/sparse/sparse_conv_imma.cu", test="tests/sparse/test_gpu_sparse_imma.py"))(_run_gpu)

@@ -208,22 +208,24 @@ def test_device_arrays_and_resident_filters(rng, variant):
 
 
 def test_default_is_auto_per_shape(rng):
-    # auto: fast_sparse_input's planes kernel where it applies (W <= 32, up to 3x3), fast_fused elsewhere; exact.
+    # auto: fast_imma where it applies and the taps fit int8, fast_sparse_input's planes kernel where it applies (W <=
+    # 32, up to 3x3), fast_fused elsewhere; exact whichever it takes.
     from gpuopt.registry import default_variant
     from gpuopt.sparse.auto import auto_choice
 
     assert default_variant("sparse_conv2d") == "auto"
-    for c, h, w, m, r, s, want in [(3, 10, 10, 2, 3, 3, "fast_sparse_input"), (4, 11, 40, 3, 3, 3, "fast_fused"),
+    for c, h, w, m, r, s, want in [(3, 10, 10, 2, 3, 3, "fast_imma"), (4, 11, 40, 3, 3, 3, "fast_fused"),
                                    (2, 513, 8, 2, 3, 3, "fast_fused"),
                                    (3, 12, 12, 5, 5, 5, "fast_fused"), (2, 9, 33, 2, 1, 1, "fast_fused")]:
         assert auto_choice(c, h, w, m, r, s) == want
-        x, wt = sparse_inputs(rng, c, h, w), ragged_filters(rng, m, c, r, s)
-        ref = gpuopt.sparse_conv2d(x, wt, variant="cpu")
-        for filters in (wt, FASTFilters.from_dense(wt)):
-            np.testing.assert_array_equal(gpuopt.sparse_conv2d(x, filters), ref, err_msg=f"{(c, h, w, m, r, s)}")
-            y, t = gpuopt.sparse_conv2d(x, filters, variant="auto", timing=True)
-            np.testing.assert_array_equal(y, ref)
-            assert t.kernel_ms > 0
+        x = sparse_inputs(rng, c, h, w)
+        for wt in (ragged_filters(rng, m, c, r, s), ragged_filters(rng, m, c, r, s, low=-128, high=127)):
+            ref = gpuopt.sparse_conv2d(x, wt, variant="cpu")
+            for filters in (wt, FASTFilters.from_dense(wt)):
+                np.testing.assert_array_equal(gpuopt.sparse_conv2d(x, filters), ref, err_msg=f"{(c, h, w, m, r, s)}")
+                y, t = gpuopt.sparse_conv2d(x, filters, variant="auto", timing=True)
+                np.testing.assert_array_equal(y, ref)
+                assert t.kernel_ms > 0
 
 
 def test_binding_checks_before_launch():

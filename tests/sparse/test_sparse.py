@@ -192,8 +192,9 @@ def test_to_device_without_a_gpu_says_so(rng):
 
 
 def test_auto_choice_takes_the_planes_kernel_where_it_applies():
-    # The default on a GPU (gpuopt/sparse/auto.py): fast_sparse_input where its planes kernel applies (the kernel's
-    # limits, read from the build), fast_fused elsewhere (where fast_sparse_input would run its slower atomic kernel).
+    # The default on a GPU (gpuopt/sparse/auto.py): fast_imma where it applies and the taps fit int8, else
+    # fast_sparse_input where its planes kernel applies (the kernels' limits, read from the build), fast_fused
+    # elsewhere (where fast_sparse_input would run its slower atomic kernel).
     from gpuopt._ext import kernel_limits
     from gpuopt.registry import _PREFERRED, variants
     from gpuopt.sparse.auto import auto_choice
@@ -201,11 +202,32 @@ def test_auto_choice_takes_the_planes_kernel_where_it_applies():
     limits = kernel_limits()
     wmax, hmax = limits["sparse_conv2d_planes_max_width"], limits["sparse_conv2d_planes_max_height"]
     assert (wmax, hmax, limits["sparse_conv2d_planes_max_taps"]) == (32, 511, 3)
-    assert auto_choice(512, 32, 32, 512, 3, 3) == "fast_sparse_input"  # the lab's layer
-    for c, h, w, m, r, s in [(1, 2, 2, 1, 1, 1), (3, 511, 32, 70, 3, 1), (2, 511, 7, 2, 1, 3)]:
-        assert auto_choice(c, h, w, m, r, s) == "fast_sparse_input"
+    assert limits["sparse_conv2d_imma_max_channels"] == 4096
+    assert auto_choice(512, 32, 32, 512, 3, 3) == "fast_imma"  # the lab's layer
+    assert auto_choice(512, 32, 32, 512, 3, 3, taps_fit_int8=False) == "fast_sparse_input"
+    for c, h, w, m, r, s in [(1, 2, 2, 1, 1, 1), (3, 511, 32, 70, 3, 1), (2, 511, 7, 2, 1, 3), (4096, 8, 8, 2, 3, 3)]:
+        assert auto_choice(c, h, w, m, r, s) == "fast_imma"
+        assert auto_choice(c, h, w, m, r, s, taps_fit_int8=False) == "fast_sparse_input"
+    assert auto_choice(4097, 8, 8, 2, 3, 3) == "fast_sparse_input"  # past fast_imma's exact int32 byte sums
     for c, h, w, m, r, s in [(512, 32, 33, 512, 3, 3), (4, 64, 64, 8, 3, 3), (8, 32, 32, 8, 5, 5), (8, 16, 16, 8, 3, 5),
                              (8, 16, 16, 8, 7, 1), (3, 512, 32, 70, 3, 3), (2, 4000, 7, 2, 1, 1)]:
         assert auto_choice(c, h, w, m, r, s) == "fast_fused"
+
+
+def test_taps_fit_int8():
+    w = np.zeros((2, 3, 3, 3), np.int16)
+    w[1, 2, 0, 1] = 127
+    coo = COOFilters.from_dense(w)
+    assert coo.taps_fit_int8 and coo.to_fast().taps_fit_int8
+    w[0, 0, 2, 2] = -129
+    assert not COOFilters.from_dense(w).taps_fit_int8
+    w[0, 0, 2, 2] = -128
+    assert FASTFilters.from_dense(w).taps_fit_int8
+    assert COOFilters.from_dense(np.zeros((1, 1, 1, 1), np.int16)).taps_fit_int8
+
+
+def test_auto_is_preferred():
+    from gpuopt.registry import _PREFERRED, variants
+
     assert _PREFERRED["sparse_conv2d"] == ["auto"]  # variant=None: auto on a GPU, cpu without one
     assert not variants("sparse_conv2d")["auto"].params

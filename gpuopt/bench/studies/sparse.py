@@ -1,5 +1,5 @@
 """sparse: the NCTU lab's sparse convolution layer, ``dense`` vs ``coo`` vs ``fast`` vs the one-pass
-``fast_fused`` / ``fast_sparse_input`` vs ``cpu`` on the lab's inNeu.txt (generated filters): kernel +
+``fast_fused`` / ``fast_sparse_input`` / ``fast_imma`` vs ``cpu`` on the lab's inNeu.txt (generated filters): kernel +
 transfer time, exactness, and the kernel time on device-resident operands beside cuDNN's dense FP32 layer
 (conv + ReLU + 2x2 max pool, the baseline to beat) -> sparse.csv/.json/.png, sparse_report.md.
 """
@@ -23,9 +23,9 @@ from ..tables import _device_short, _errors, _fmt, _md_table, extras_file, forma
 __all__ = ["STUDY"]
 
 
-SPARSE_VARIANTS = ("dense", "coo", "fast", "fast_fused", "fast_sparse_input", "auto", "cpu")
+SPARSE_VARIANTS = ("dense", "coo", "fast", "fast_fused", "fast_sparse_input", "fast_imma", "auto", "cpu")
 SPARSE_FORMATS = {"dense": "dense", "coo": "COOFilters", "fast": "FASTFilters", "fast_fused": "FASTFilters",
-                  "fast_sparse_input": "FASTFilters", "auto": "FASTFilters", "cpu": "dense"}
+                  "fast_sparse_input": "FASTFilters", "fast_imma": "FASTFilters", "auto": "FASTFilters", "cpu": "dense"}
 #: The lab's printed results (its Results blocks): CPU time, GPU time with transfers (TotalExecTime), speed-up.
 SPARSE_LAB = {"coo": (17160.6, 123.628, 138.808), "fast": (16438.6, 105.128, 156.368)}
 SPARSE_FILTER_SEED = 0
@@ -38,7 +38,7 @@ SPARSE_COLUMNS = ("variant", "filter_format", "C", "H", "W", "M", "nnz", "kernel
                   "transfer_ms", "total_ms", "wall_ms", "repeats", "speedup_vs_cpu", "exact_vs_cpu", "resident_kernel_ms",
                   "speedup_vs_cudnn", "timing_device", "details", "error")
 #: The variants that only queue their work (no host round trip): timed again on device-resident operands.
-ONE_PASS = ("fast_fused", "fast_sparse_input")
+ONE_PASS = ("fast_fused", "fast_sparse_input", "fast_imma")
 #: fast_fused's other kernels (its default, kernel="auto", is the window kernel), timed on device-resident
 #: operands only: the same one-pass variant, so rows of their own.
 FUSED_KERNEL_ROWS = {"fast_fused[int32]": "int32", "fast_fused[fp32]": "fp32"}
@@ -59,10 +59,10 @@ def resident_layer(name: str, x, w) -> tuple[Callable[[], Any], Callable[[], np.
     from gpuopt.sparse import FASTFilters
 
     m, c, r, s = w.shape
-    if name == "auto":  # the default: the launcher of the variant it picks for this shape
+    if name == "auto":  # the default: the launcher of the variant it picks for this shape (and these taps)
         from gpuopt.sparse.auto import auto_choice
 
-        name = auto_choice(c, x.shape[1], x.shape[2], m, r, s)
+        name = auto_choice(c, x.shape[1], x.shape[2], m, r, s, FASTFilters.from_dense(w).taps_fit_int8)
     dx = gpuopt.to_device(np.ascontiguousarray(x))
     if name in CUDNN_ROWS:
         fx, fw = gpuopt.to_device(x.astype(np.float32)[None]), gpuopt.to_device(w.astype(np.float32))
