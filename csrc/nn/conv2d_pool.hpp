@@ -63,9 +63,10 @@ void conv2d_pool_fused(const void* x, InputType input_type, float input_divisor,
 // broadcast 16-byte shared loads; bias, activation and the pool in registers.
 constexpr int kSmallcPatch = 4;          // a thread's patch side: 2x2 pooling windows whole inside it
 constexpr int kSmallcMaxTaps = 100;      // C*R*S: the per-map reduction this kernel is for (C = 4 at 5x5)
-constexpr int kSmallcMaxThreads = 256;   // block size bound (__launch_bounds__(256, 2): <= 128 registers)
+constexpr int kSmallcMaxThreads = 256;   // block size bound (__launch_bounds__(256, 2): <= 128 registers; 288
+                                         // threads cap them at 96 per SMSP's share, and the tanh kernels spill)
 constexpr int kSmallcMaxMaps = 64;       // output maps a block stages filters for
-constexpr std::int64_t kSmallcStageBudget = 96 * 1024;  // staged images + filters: two blocks an SM
+constexpr std::int64_t kSmallcStageBudget = 100 * 1024;  // staged images + filters + table: two blocks an SM
 
 struct SmallcPlan {
     int images = 0;            // images a block stages
@@ -78,8 +79,8 @@ struct SmallcPlan {
 };
 
 struct SmallcConfig {
-    int images = 0;  // 0: per shape (the block's items fill up to 256 threads)
-    int maps = 0;    // 0: per shape (all K up to 16; see conv2d_pool_smallc.cu)
+    int images = 0;  // 0: per shape (the fewest idle lanes; see conv2d_pool_smallc.cu)
+    int maps = 0;    // 0: per shape (all K up to 32; see conv2d_pool_smallc.cu)
 };
 
 SmallcPlan conv2d_pool_smallc_plan(const ConvPoolShape& s, const SmallcConfig& cfg = {});

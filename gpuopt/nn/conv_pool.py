@@ -146,9 +146,9 @@ def _conv2d_pool_fused(ctx: ExecContext, p: ConvPoolProblem, **launch: int) -> A
           "and 2x2 pooling in registers; uint8 input scaled as it is staged (3x3 and 5x5 filters)", report="gpuopt",
           needs_cuda=True, kernel="csrc/nn/conv2d_pool_smallc.cu", test="tests/nn/test_gpu_conv_pool_smallc.py",
           params=(Param("images", 0, (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16),
-                        "images a block stages; 0 picks per shape (its 4x4 patches fill up to 256 threads)"),
+                        "images a block stages; 0 picks per shape (the fewest idle lanes, up to 256 threads)"),
                   Param("maps", 0, (0, 4, 6, 8, 12, 16, 24, 32, 48, 64),
-                        "output maps a block computes; 0 picks per shape (K split evenly into groups of <= 16)")))
+                        "output maps a block computes; 0 picks per shape (K split evenly into groups of <= 32)")))
 def _conv2d_pool_direct_smallc(ctx: ExecContext, p: ConvPoolProblem, **launch: int) -> Any:
     return _run_gpu(ctx, p, **launch)
 

@@ -98,16 +98,16 @@ def test_fused_rejects_before_any_copy():
 
 @needs_cuda_build
 def test_smallc_plan_of_the_first_layers():
-    """direct_smallc: MNIST conv1 as 7 images of 36 patches (252 of 256 threads) and two groups of 16 maps; the
-    planes are the images themselves (the contiguous staging path); Fashion conv1 one image of 225 patches."""
+    """direct_smallc: MNIST conv1 as 7 images of 36 patches (252 of 256 threads) and all 32 maps; the planes are the
+    images themselves (the contiguous staging path); Fashion conv1 4 images of 225 patches (four rounds of 256)."""
     conv1 = nn.conv2d_pool_smallc_plan((10000, 1, 28, 28), (32, 1, 5, 5))
-    assert (conv1["images"], conv1["maps"], conv1["patches"], conv1["threads"]) == (7, 16, 36, 256)
-    assert (conv1["rows"], conv1["pitch"]) == (28, 28) and conv1["blocks"] == 1429 * 2
+    assert (conv1["images"], conv1["maps"], conv1["patches"], conv1["threads"]) == (7, 32, 36, 256)
+    assert (conv1["rows"], conv1["pitch"]) == (28, 28) and conv1["blocks"] == 1429
     fashion = nn.conv2d_pool_smallc_plan((10000, 1, 64, 64), (6, 1, 5, 5))
     assert (fashion["images"], fashion["maps"], fashion["patches"], fashion["rows"], fashion["pitch"]) == \
-        (1, 6, 225, 64, 64)
+        (4, 6, 225, 64, 64)
     odd = nn.conv2d_pool_smallc_plan((3, 3, 13, 10), (70, 3, 3, 3), 1)  # conv 11 x 8 unpooled: 3 x 2 patches
-    assert (odd["patches"], odd["rows"], odd["pitch"], odd["maps"]) == (6, 14, 12, 14)
+    assert (odd["patches"], odd["rows"], odd["pitch"], odd["maps"]) == (6, 14, 12, 24)
 
 
 @needs_cuda_build

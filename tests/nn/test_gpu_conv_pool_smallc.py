@@ -19,10 +19,10 @@ pytestmark = pytest.mark.gpu
 VARIANT = "direct_smallc"
 # (N, C, H, W, K, R)
 SHAPES = [
-    (7, 1, 28, 28, 32, 5),    # MNIST conv1 (two groups of 16 maps)
+    (7, 1, 28, 28, 32, 5),    # MNIST conv1
     (3, 1, 64, 64, 6, 5),     # Fashion conv1 (225 patches an image: items loop past 256 threads)
     (2, 3, 13, 10, 5, 3),     # conv 11 x 8: pooled 5 x 4, last conv row dropped; staged planes padded past the image
-    (5, 2, 17, 15, 70, 5),    # conv 13 x 11: odd both ways; K = 70: groups of 14
+    (5, 2, 17, 15, 70, 5),    # conv 13 x 11: odd both ways; K = 70: three groups of 24 maps, the last of 22
     (1, 4, 12, 12, 9, 5),     # C = 4 (C*R*S = 100, the limit), one image
     (4, 1, 6, 6, 1, 5),       # an image just over the filter: one pooled output
     (9, 1, 9, 31, 3, 3),      # a wide, short image
@@ -67,7 +67,7 @@ def test_uint8_input_equals_float_input_divided(rng, shape):
 
 
 def test_large_batch_mnist_conv1(rng):
-    """Many blocks of 7 images, a tail of 3 (1003 = 143 x 7 + 2): every output written, as fused."""
+    """Many blocks of 7 images and a tail of 2 (1003 = 143 x 7 + 2): every output written, as fused."""
     x8 = rng.integers(0, 256, (1003, 1, 28, 28), dtype=np.uint8)
     _, w, b = _case(rng, (1, 1, 28, 28, 32, 5))
     out = nn.conv2d_pool(x8, w, b, activation="relu", pool="avg", input_divisor=255.0, variant=VARIANT)
