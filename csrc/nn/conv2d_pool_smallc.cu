@@ -2,7 +2,8 @@
 //
 // `fused` is an implicit GEMM over C*R*S; with C = 1 its reduction is 25 taps, so each thread reloads inputs and
 // weights for little work (1.9 instructions an FFMA on MNIST conv1). Here a block stages whole images (every input
-// channel, zero past the image) and the filters and bias of `maps` output maps in shared memory once. A thread owns
+// channel, zero past the image; uint8 through a table of v / divisor) and the filters and bias of `maps` output
+// maps (all K up to 32) in shared memory once. A thread owns
 // a 4x4 patch of convolution outputs (its 2x2 pooling windows whole inside it) and holds the patch's input,
 // (4+R-1) x (4+S-1) values, in registers: with C = 1 it is loaded once and reused for every map, so a map costs
 // R*S*16 FFMAs with register operands, ceil(R*S/4) broadcast 16-byte weight loads (every lane the same address)
