@@ -1,5 +1,5 @@
-// conv2d_pool fused (csrc/nn/conv2d_pool.cu): its launcher, its check (the plan, host only) and the plan; and
-// conv2d_pool winograd (csrc/conv/conv2d_winograd.cu with the pool fused after the output transform).
+// conv2d_pool fused (csrc/nn/conv2d_pool.cu): its launcher, its check (the plan, host only) and the plan;
+// conv2d_pool direct_smallc (csrc/nn/conv2d_pool_smallc.cu), the same three; and conv2d_pool winograd (csrc/conv/conv2d_winograd.cu with the pool fused after the output transform).
 #include <string>
 
 #include "../conv/conv2d_cuda.hpp"
@@ -33,6 +33,12 @@ conv::Conv2dShape winograd_shape(const nn::ConvPoolShape& p) {
     return s;
 }
 
+nn::InputType input_type(const std::string& input_dtype) {
+    if (input_dtype != "float32" && input_dtype != "uint8")
+        throw py::value_error("input_dtype must be 'float32' or 'uint8', got '" + input_dtype + "'");
+    return input_dtype == "uint8" ? nn::InputType::Uint8 : nn::InputType::Float32;
+}
+
 conv::WinogradPool winograd_pool(const std::string& pool) {
     return pool_kind(pool) == nn::PoolKind::Max ? conv::WinogradPool::Max : conv::WinogradPool::Average;
 }
@@ -52,9 +58,7 @@ void bind_nn_conv_pool(py::module_& m) {
                    std::uintptr_t bias, std::uintptr_t y, const py::tuple& shape, const std::string& activation,
                    const std::string& pool, int channels_per_block, int images, int channels_per_thread) {
                     const nn::ConvPoolShape s = conv_pool_shape(shape);
-                    if (input_dtype != "float32" && input_dtype != "uint8")
-                        throw py::value_error("input_dtype must be 'float32' or 'uint8', got '" + input_dtype + "'");
-                    const auto type = input_dtype == "uint8" ? nn::InputType::Uint8 : nn::InputType::Float32;
+                    const nn::InputType type = input_type(input_dtype);
                     const Activation act = activation_from_string(activation);
                     const nn::PoolKind kind = pool_kind(pool);
                     py::gil_scoped_release release;
@@ -71,6 +75,42 @@ void bind_nn_conv_pool(py::module_& m) {
         nn::conv2d_pool_plan(conv_pool_shape(shape), {channels_per_block, images, channels_per_thread});
     }, py::arg("shape"), py::kw_only(), py::arg("channels_per_block"), py::arg("images"),
        py::arg("channels_per_thread"));
+
+    def_variant(m, "conv2d_pool", "direct_smallc",
+                [](std::uintptr_t x, const std::string& input_dtype, float input_divisor, std::uintptr_t w,
+                   std::uintptr_t bias, std::uintptr_t y, const py::tuple& shape, const std::string& activation,
+                   const std::string& pool, int images, int maps) {
+                    const nn::ConvPoolShape s = conv_pool_shape(shape);
+                    const nn::InputType type = input_type(input_dtype);
+                    const Activation act = activation_from_string(activation);
+                    const nn::PoolKind kind = pool_kind(pool);
+                    py::gil_scoped_release release;
+                    nn::conv2d_pool_direct_smallc(reinterpret_cast<const void*>(x), type, input_divisor,
+                                                  dptr<const float>(w), bias ? dptr<const float>(bias) : nullptr,
+                                                  dptr<float>(y), s, act, kind, {images, maps});
+                },
+                py::arg("x"), py::arg("input_dtype"), py::arg("input_divisor"), py::arg("w"), py::arg("bias"),
+                py::arg("y"), py::arg("shape"), py::arg("activation"), py::arg("pool"), py::kw_only(),
+                py::arg("images"), py::arg("maps"),
+                "First-layer convolution (C*R*S <= 100) + bias + activation + 2x2 pooling, input patches in registers; "
+                "shape = (N, C, H, W, K, R, S, pool_size).");
+    def_check(m, "conv2d_pool", "direct_smallc", [](const py::tuple& shape, int images, int maps) {
+        nn::conv2d_pool_smallc_plan(conv_pool_shape(shape), {images, maps});
+    }, py::arg("shape"), py::kw_only(), py::arg("images"), py::arg("maps"));
+    m.def("conv2d_pool_smallc_plan", [](const py::tuple& shape, int images, int maps) {
+        const nn::SmallcPlan p = nn::conv2d_pool_smallc_plan(conv_pool_shape(shape), {images, maps});
+        py::dict d;
+        d["images"] = p.images;
+        d["maps"] = p.maps;
+        d["patches"] = p.patches;
+        d["threads"] = p.threads;
+        d["rows"] = p.rows;
+        d["pitch"] = p.pitch;
+        d["shared_bytes"] = p.shared_bytes;
+        d["blocks"] = p.blocks;
+        return d;
+    }, py::arg("shape"), py::kw_only(), py::arg("images") = 0, py::arg("maps") = 0,
+       "The launch conv2d_pool/direct_smallc makes for shape (N, C, H, W, K, R, S, pool_size); host only.");
 
     def_variant(m, "conv2d_pool", "winograd",
                 [](std::uintptr_t x, const std::string& input_dtype, float input_divisor, std::uintptr_t w,

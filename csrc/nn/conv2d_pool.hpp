@@ -57,4 +57,36 @@ void conv2d_pool_fused(const void* x, InputType input_type, float input_divisor,
                        const float* bias, float* y, const ConvPoolShape& s, Activation act, PoolKind pool,
                        const ConvPoolConfig& cfg = {});
 
+// direct_smallc (conv2d_pool_smallc.cu): first layers, few input channels (C*R*S <= kSmallcMaxTaps). A block
+// stages whole images and its maps' filters in shared memory once; a thread keeps a 4x4 output patch's input
+// ((4+R-1) x (4+S-1) values) in registers, reused for every map (C = 1), and reads each map's weights by
+// broadcast 16-byte shared loads; bias, activation and the pool in registers.
+constexpr int kSmallcPatch = 4;          // a thread's patch side: 2x2 pooling windows whole inside it
+constexpr int kSmallcMaxTaps = 100;      // C*R*S: the per-map reduction this kernel is for (C = 4 at 5x5)
+constexpr int kSmallcMaxThreads = 256;   // block size bound (__launch_bounds__(256, 2): <= 128 registers; 288
+                                         // threads cap them at 96 per SMSP's share, and the tanh kernels spill)
+constexpr int kSmallcMaxMaps = 64;       // output maps a block stages filters for
+constexpr std::int64_t kSmallcStageBudget = 100 * 1024;  // staged images + filters + table: two blocks an SM
+
+struct SmallcPlan {
+    int images = 0;            // images a block stages
+    int maps = 0;              // output maps a block computes (its filters staged)
+    int patches = 0;           // 4x4 patches an image (the thread items: images * patches a block)
+    int threads = 0;
+    int rows = 0, pitch = 0;   // a staged input plane: rows x pitch floats (zero past the image)
+    std::int64_t shared_bytes = 0;
+    std::int64_t blocks = 0;
+};
+
+struct SmallcConfig {
+    int images = 0;  // 0: per shape (the fewest idle lanes; see conv2d_pool_smallc.cu)
+    int maps = 0;    // 0: per shape (all K up to 32; see conv2d_pool_smallc.cu)
+};
+
+SmallcPlan conv2d_pool_smallc_plan(const ConvPoolShape& s, const SmallcConfig& cfg = {});
+
+void conv2d_pool_direct_smallc(const void* x, InputType input_type, float input_divisor, const float* w,
+                               const float* bias, float* y, const ConvPoolShape& s, Activation act, PoolKind pool,
+                               const SmallcConfig& cfg = {});
+
 }  // namespace gpuopt::nn

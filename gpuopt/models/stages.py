@@ -215,11 +215,11 @@ def _mnist() -> dict[str, Stage]:
                             _s("Fully Forward (2)", _FC, "tiled", 0.222202, w="fc2")),
                         {"predict": _s("Arg Max 1 + 2", "argmax", "streams", 0.036479)}, report_total_ms=1130.0),
         "fast": Stage("mnist", "fast", "gpuopt's fastest strict-FP32 forward: device-resident, weights uploaded "
-                      "once per network; each convolution + ReLU + 2x2 average pool in one fused kernel (uint8 "
-                      "pixels scaled on the device), fully connected on gpuopt's GEMM with the ReLU fused, warp "
-                      "argmax; only the result is copied back", "gpuopt",
-                      "none: gpuopt's own stage, beyond the report", True, (
-                          _s("Convolution + ReLU + Average Pool (1)", "conv2d_pool", "fused", w="conv1",
+                      "once per network; each convolution + ReLU + 2x2 average pool in one kernel (conv1 by the "
+                      "first-layer kernel direct_smallc, uint8 pixels scaled on the device; conv2 fused), fully "
+                      "connected on gpuopt's GEMM with the ReLU fused, warp argmax; only the result is copied back",
+                      "gpuopt", "none: gpuopt's own stage, beyond the report", True, (
+                          _s("Convolution + ReLU + Average Pool (1)", "conv2d_pool", "direct_smallc", w="conv1",
                              params=_MNIST_POOL, raw_input=True),
                           _s("Convolution + ReLU + Average Pool (2)", "conv2d_pool", "fused", w="conv2",
                              params=_MNIST_POOL),
@@ -265,10 +265,11 @@ def _fashion() -> dict[str, Stage]:
                            "Optimization 8 (corner turning) at Optimization 9's TILE_WIDTHs, 'Op Time'", False,
                            opt, opt_heads),
         "fast": Stage("fashion", "fast", "gpuopt's fastest strict-FP32 forward: device-resident, weights uploaded "
-                      "once per network; conv1 + tanh + 2x2 max pool in one fused kernel (uint8 pixels scaled on the "
-                      "device), conv2 by conv2d 'auto', fully connected on gpuopt's GEMM with bias and tanh fused",
+                      "once per network; conv1 + tanh + 2x2 max pool in one kernel (the first-layer kernel "
+                      "direct_smallc, uint8 pixels scaled on the device), conv2 by conv2d 'auto', fully connected on "
+                      "gpuopt's GEMM with bias and tanh fused",
                       "gpuopt", "none: gpuopt's own stage, beyond the report", True, (
-                          _s("Convolution + Tanh + Max Pool (1)", "conv2d_pool", "fused", w="conv1",
+                          _s("Convolution + Tanh + Max Pool (1)", "conv2d_pool", "direct_smallc", w="conv1",
                              params=_FASHION_POOL, raw_input=True),
                           _s("Convolution (2)", _CONV, "auto", w="conv2"),
                           _s("Fully Connected (1) + Tanh", _FC, "matmul", w="fc1", bias="fc1_bias", flatten=True,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from .api import argmax, avg_pool2d, fully_connected, max_pool2d, relu, softmax, tanh
 from . import reference  # noqa: F401  (registers the variants: the CPU references first)
 from . import gpu  # noqa: F401
-from .conv_pool import conv2d_pool, conv2d_pool_plan
+from .conv_pool import conv2d_pool, conv2d_pool_plan, conv2d_pool_smallc_plan
 
 __all__ = ["relu", "tanh", "max_pool2d", "avg_pool2d", "fully_connected", "argmax", "softmax", "conv2d_pool",
-           "conv2d_pool_plan"]
+           "conv2d_pool_plan", "conv2d_pool_smallc_plan"]

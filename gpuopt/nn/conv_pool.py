@@ -2,7 +2,9 @@
 
 The ECE408 MNIST report fuses ReLU into its tiled convolution so the check costs no kernel of its own;
 ``fused`` goes further and pools in the same pass, so the layer's unpooled output never goes to memory
-(csrc/nn/conv2d_pool.cu). ``winograd`` is the same layer through conv2d's fused Winograd kernel
+(csrc/nn/conv2d_pool.cu). ``direct_smallc`` is a kernel for first layers (few input channels, C*R*S <= 100):
+whole images staged once, each thread's 4x4 output patch's input kept in registers and reused for every map
+(csrc/nn/conv2d_pool_smallc.cu). ``winograd`` is the same layer through conv2d's fused Winograd kernel
 (csrc/conv/conv2d_winograd.cu) with the pool applied to each m x m output tile in registers: a fast algorithm
 (transforms that round, ~1e-6 relative on 5x5 layers), float32 input only. ``cpu`` is the composed reference:
 conv2d's CPU reference, then pool2d's.
@@ -138,6 +140,19 @@ def _conv2d_pool_fused(ctx: ExecContext, p: ConvPoolProblem, **launch: int) -> A
     return _run_gpu(ctx, p, **launch)
 
 
+@register("conv2d_pool", "direct_smallc", description="first layers (C*R*S <= 100 taps a map): a block stages "
+          "whole images and its maps' filters in shared memory once; a thread keeps the input of a 4x4 output patch in "
+          "registers (reused for every map when C = 1) and reads weights by broadcast 16-byte loads; bias, activation "
+          "and 2x2 pooling in registers; uint8 input scaled as it is staged (3x3 and 5x5 filters)", report="gpuopt",
+          needs_cuda=True, kernel="csrc/nn/conv2d_pool_smallc.cu", test="tests/nn/test_gpu_conv_pool_smallc.py",
+          params=(Param("images", 0, (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16),
+                        "images a block stages; 0 picks per shape (the fewest idle lanes, up to 256 threads)"),
+                  Param("maps", 0, (0, 4, 6, 8, 12, 16, 24, 32, 48, 64),
+                        "output maps a block computes; 0 picks per shape (K split evenly into groups of <= 32)")))
+def _conv2d_pool_direct_smallc(ctx: ExecContext, p: ConvPoolProblem, **launch: int) -> Any:
+    return _run_gpu(ctx, p, **launch)
+
+
 @register("conv2d_pool", "winograd", description="fused Winograd F(m x m, r x r) convolution (conv2d's winograd "
           "kernel), bias, activation and 2x2 pooling of each m x m output tile in registers; only pooled outputs "
           "are stored; float32 input, 3x3 and 5x5 filters, pool_size 2", report="gpuopt", needs_cuda=True,
@@ -176,3 +191,13 @@ def conv2d_pool_plan(x_shape, w_shape, pool_size: int = 2, *, channels_per_block
     return dict(cuda_host_module("conv2d_pool").conv2d_pool_plan((n, c, h, w, k, r, s, int(pool_size)),
                                                                   channels_per_block=channels_per_block, images=images,
                                                                   channels_per_thread=channels_per_thread))
+
+
+def conv2d_pool_smallc_plan(x_shape, w_shape, pool_size: int = 2, *, images: int = 0, maps: int = 0) -> dict[str, int]:
+    """The launch ``direct_smallc`` makes for x (N, C, H, W) and w (K, C, R, S) shapes: images and maps per block,
+    4x4 patches an image, threads, the staged plane, shared bytes, blocks (host only; ValueError for a shape it
+    cannot run)."""
+    n, c, h, w = (int(v) for v in x_shape)
+    k, _, r, s = (int(v) for v in w_shape)
+    return dict(cuda_host_module("conv2d_pool").conv2d_pool_smallc_plan((n, c, h, w, k, r, s, int(pool_size)),
+                                                                        images=images, maps=maps))

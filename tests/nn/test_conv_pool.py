@@ -94,3 +94,38 @@ def test_fused_rejects_before_any_copy():
         passes_host_checks("conv2d_pool", "fused", problem(3, pool_size=3), **launch)
     with pytest.raises(ValueError, match="channels_per_thread"):
         passes_host_checks("conv2d_pool", "fused", problem(3), **dict(launch, channels_per_thread=2))
+
+
+@needs_cuda_build
+def test_smallc_plan_of_the_first_layers():
+    """direct_smallc: MNIST conv1 as 7 images of 36 patches (252 of 256 threads) and all 32 maps; the planes are the
+    images themselves (the contiguous staging path); Fashion conv1 4 images of 225 patches (four rounds of 256)."""
+    conv1 = nn.conv2d_pool_smallc_plan((10000, 1, 28, 28), (32, 1, 5, 5))
+    assert (conv1["images"], conv1["maps"], conv1["patches"], conv1["threads"]) == (7, 32, 36, 256)
+    assert (conv1["rows"], conv1["pitch"]) == (28, 28) and conv1["blocks"] == 1429
+    fashion = nn.conv2d_pool_smallc_plan((10000, 1, 64, 64), (6, 1, 5, 5))
+    assert (fashion["images"], fashion["maps"], fashion["patches"], fashion["rows"], fashion["pitch"]) == \
+        (4, 6, 225, 64, 64)
+    odd = nn.conv2d_pool_smallc_plan((3, 3, 13, 10), (70, 3, 3, 3), 1)  # conv 11 x 8 unpooled: 3 x 2 patches
+    assert (odd["patches"], odd["rows"], odd["pitch"], odd["maps"]) == (6, 14, 12, 24)
+
+
+@needs_cuda_build
+def test_smallc_rejects_before_any_copy():
+    from conftest import passes_host_checks
+    from gpuopt.nn.conv_pool import ConvPoolProblem
+
+    def problem(c, r, h=20, pool_size=2, n=1):
+        x, w = np.zeros((n, c, h, h), np.float32), np.zeros((3, c, r, r), np.float32)
+        return ConvPoolProblem(x, w, None, "relu", "avg", pool_size, 1.0)
+
+    launch = dict(images=0, maps=0)
+    assert passes_host_checks("conv2d_pool", "direct_smallc", problem(4, 5), **launch)
+    with pytest.raises(ValueError, match="C\\*R\\*S = 150"):
+        passes_host_checks("conv2d_pool", "direct_smallc", problem(6, 5), **launch)
+    with pytest.raises(ValueError, match="3x3 or 5x5"):
+        passes_host_checks("conv2d_pool", "direct_smallc", problem(1, 7), **launch)
+    with pytest.raises(ValueError, match="x: one staged image"):
+        passes_host_checks("conv2d_pool", "direct_smallc", problem(1, 5, h=400), **launch)
+    with pytest.raises(ValueError, match="do not fit"):  # 16 staged 4 x 60 x 60 images: over the budget
+        passes_host_checks("conv2d_pool", "direct_smallc", problem(4, 5, h=60, n=20), **dict(launch, images=16))
