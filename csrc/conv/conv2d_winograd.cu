@@ -94,9 +94,15 @@ struct Shape {
 };
 
 // U[(pt * Cp + c) * Kp + k] = (G g G^T)[pt] of w[k][c] (zero for k >= K or c >= C). One thread per (k, c), k
-// fastest so the stores are coalesced. Frag (the tensor-core kernel): U in blocks of (point, 8-channel chunk,
-// 32-map block), each in A-fragment order (winograd_tc::u_index), so a block stages 1 KB per point contiguously.
-template <int M, int R, bool Frag>
+// fastest so the stores are coalesced. UFrag (the tensor-core kernels): U in blocks of (point, 8-channel chunk,
+// 32-map block), each in A-fragment order (winograd_tc::u_index), so a block stages 1 KB per point contiguously;
+// UFragSplit (the resident kernel): each block twice, its TF32 hi parts then its lo parts (winograd_tc::tf32_hi),
+// points innermost (a warp's 8 points at constant offsets from one pointer), so the kernel loads its A fragments
+// already split (the split is 3 instructions a float, a third of the
+// products' instructions there, and U is L2-resident: the doubled bytes cost less).
+enum UForm : int { UPlain = 0, UFrag = 1, UFragSplit = 2 };
+
+template <int M, int R, int Form>
 __global__ void winograd_filter_kernel(const float* __restrict__ w, float* __restrict__ u, int K, int C, int Kp,
                                        int Cp) {
     using T = winograd::Transforms<M, R>;
@@ -122,12 +128,21 @@ __global__ void winograd_filter_kernel(const float* __restrict__ w, float* __res
 #pragma unroll
         for (int b = 0; b < n; ++b) {
             const int p = a * n + b;
-            if constexpr (Frag) {
-                namespace tc = winograd_tc;
-                u[((static_cast<i64>(p) * (Cp / tc::kChannels) + c / tc::kChannels) * (Kp / tc::kMaps) +
-                   k / tc::kMaps) * tc::kUFloats + tc::u_index(k % tc::kMaps, c % tc::kChannels)] = o[b];
-            } else {
+            if constexpr (Form == UPlain) {
                 u[(static_cast<i64>(p) * Cp + c) * Kp + k] = o[b];
+            } else {
+                namespace tc = winograd_tc;
+                const int frag = tc::u_index(k % tc::kMaps, c % tc::kChannels);
+                if constexpr (Form == UFragSplit) {  // [chunk][map block][point][hi, lo][fragment]
+                    const i64 at = ((static_cast<i64>(c / tc::kChannels) * (Kp / tc::kMaps) + k / tc::kMaps) * (n * n) +
+                                    p) * (2 * tc::kUFloats) + frag;
+                    const float hi = tc::tf32_hi(o[b]);
+                    u[at] = hi;
+                    u[at + tc::kUFloats] = o[b] - hi;
+                } else {  // [point][chunk][map block][fragment]
+                    u[((static_cast<i64>(p) * (Cp / tc::kChannels) + c / tc::kChannels) * (Kp / tc::kMaps) +
+                       k / tc::kMaps) * tc::kUFloats + frag] = o[b];
+                }
             }
         }
     }
@@ -314,31 +329,39 @@ struct WinoLaunch {
     FilterKernel filter;
     int KB, TB, CB, threads, shared_bytes;
     bool all_maps;  // one block runs every map block (the resident kernel): grid.y = 1
+    int u_copies;   // U stored once, or split into TF32 hi and lo parts (UFragSplit)
 };
 
 template <typename S>
 WinoLaunch launch_of() {
-    return {winograd_kernel<S>, winograd_filter_kernel<S::kM, S::kR, S::kTc>, S::KB, S::TB, S::CB, S::kThreads,
-            S::kSharedBytes, false};
+    return {winograd_kernel<S>, winograd_filter_kernel<S::kM, S::kR, S::kTc ? UFrag : UPlain>, S::KB, S::TB, S::CB,
+            S::kThreads, S::kSharedBytes, false, 1};
 }
 
 template <typename S>
 WinoLaunch resident_launch() {
-    return {winograd::winograd_resident_kernel<S>, winograd_filter_kernel<S::kM, S::kR, true>, S::KB, S::TB, S::CB,
-            S::kThreads, S::kSharedBytes, true};
+    return {winograd::winograd_resident_kernel<S>, winograd_filter_kernel<S::kM, S::kR, UFragSplit>, S::KB, S::TB,
+            S::CB, S::kThreads, S::kSharedBytes, true, 2};
 }
 
 // F(4x4, 5x5) with every channel's V resident (winograd_resident.cuh): C <= 32, 16 tiles, 3xTF32 products.
 constexpr int kResidentCMax = 32;
-using Resident1 = winograd::ResidentShape<4, 5, 16, kResidentCMax, 1>;
-using Resident2 = winograd::ResidentShape<4, 5, 16, kResidentCMax, 2>;
+using Resident1 = winograd::ResidentShape<4, 5, 16, kResidentCMax, 1, 4, false>;
+using Resident2 = winograd::ResidentShape<4, 5, 16, kResidentCMax, 2, 4, false>;
+using Resident3 = winograd::ResidentShape<4, 5, 16, kResidentCMax, 1, 4, true>;
+using Resident4 = winograd::ResidentShape<4, 5, 16, kResidentCMax, 2, 2, true>;
 
 WinoLaunch resident_default() {
-    static const int split = [] {  // PROBE ONLY (wip/wino4 call 1): the two map splits timed apart
+    static const int pick = [] {  // PROBE ONLY (wip/wino4 call 2): the four resident shapes timed apart
         const char* e = std::getenv("GPUOPT_WINO_SPLIT");
-        return e && e[0] == '1' ? 1 : 2;
+        return e && e[0] >= '1' && e[0] <= '4' ? e[0] - '0' : 3;
     }();
-    return split == 1 ? resident_launch<Resident1>() : resident_launch<Resident2>();
+    switch (pick) {
+        case 1: return resident_launch<Resident1>();
+        case 2: return resident_launch<Resident2>();
+        case 4: return resident_launch<Resident4>();
+        default: return resident_launch<Resident3>();
+    }
 }
 
 // The instantiation for (m, r), C and K. F(4,5): with C <= 32 and K > 16 (MNIST conv2) the resident-V block
@@ -410,7 +433,7 @@ void conv2d_winograd(const float* x, const float* w, const float* bias, float* y
     GPUOPT_REQUIRE(L.all_maps || a.Kp / L.KB <= 65535, what + ": K above the grid's y limit");
 
     // Transformed filters, once per call (pool scratch; stream-ordered reuse after the kernel).
-    DeviceBuffer<float> u(static_cast<std::size_t>(n) * n * a.Cp * a.Kp);
+    DeviceBuffer<float> u(static_cast<std::size_t>(n) * n * a.Cp * a.Kp * L.u_copies);
     const i64 pairs = static_cast<i64>(a.Kp) * a.Cp;
     L.filter<<<grid_for(pairs, 256), 256>>>(w, u.data(), a.K, a.C, a.Kp, a.Cp);
     GPUOPT_CHECK_LAUNCH("winograd_filter_kernel");
@@ -435,6 +458,8 @@ std::vector<matmul::KernelInfo> conv2d_winograd_kernel_info() {
     }
     add(resident_launch<Resident1>(), "winograd<F(4,5) resident TB16 all maps, 1 warp a row, tf32x3>");
     add(resident_launch<Resident2>(), "winograd<F(4,5) resident TB16 all maps, 2 warps a row, tf32x3>");
+    add(resident_launch<Resident3>(), "winograd<F(4,5) resident TB16 all maps, 1 warp a row, tf32x3, patches in registers>");
+    add(resident_launch<Resident4>(), "winograd<F(4,5) resident TB16 all maps, 2 warps a row, tf32x3, patches in registers>");
     return out;
 }
 
