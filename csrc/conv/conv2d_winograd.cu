@@ -31,7 +31,6 @@
 // Limits: stride 1, square 3x3 or 5x5 filters, m 2 or 4; tiles (N * ceil(P/m) * ceil(Q/m)) and C*H*W are ints.
 
 #include <climits>
-#include <cstdlib>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -94,15 +93,9 @@ struct Shape {
 };
 
 // U[(pt * Cp + c) * Kp + k] = (G g G^T)[pt] of w[k][c] (zero for k >= K or c >= C). One thread per (k, c), k
-// fastest so the stores are coalesced. UFrag (the tensor-core kernels): U in blocks of (point, 8-channel chunk,
-// 32-map block), each in A-fragment order (winograd_tc::u_index), so a block stages 1 KB per point contiguously;
-// UFragSplit (the resident kernel): each block twice, its TF32 hi parts then its lo parts (winograd_tc::tf32_hi),
-// points innermost (a warp's 8 points at constant offsets from one pointer), so the kernel loads its A fragments
-// already split (the split is 3 instructions a float, a third of the
-// products' instructions there, and U is L2-resident: the doubled bytes cost less).
-enum UForm : int { UPlain = 0, UFrag = 1, UFragSplit = 2 };
-
-template <int M, int R, int Form>
+// fastest so the stores are coalesced. Frag (the tensor-core kernel): U in blocks of (point, 8-channel chunk,
+// 32-map block), each in A-fragment order (winograd_tc::u_index), so a block stages 1 KB per point contiguously.
+template <int M, int R, bool Frag>
 __global__ void winograd_filter_kernel(const float* __restrict__ w, float* __restrict__ u, int K, int C, int Kp,
                                        int Cp) {
     using T = winograd::Transforms<M, R>;
@@ -128,21 +121,12 @@ __global__ void winograd_filter_kernel(const float* __restrict__ w, float* __res
 #pragma unroll
         for (int b = 0; b < n; ++b) {
             const int p = a * n + b;
-            if constexpr (Form == UPlain) {
-                u[(static_cast<i64>(p) * Cp + c) * Kp + k] = o[b];
-            } else {
+            if constexpr (Frag) {
                 namespace tc = winograd_tc;
-                const int frag = tc::u_index(k % tc::kMaps, c % tc::kChannels);
-                if constexpr (Form == UFragSplit) {  // [chunk][map block][point][hi, lo][fragment]
-                    const i64 at = ((static_cast<i64>(c / tc::kChannels) * (Kp / tc::kMaps) + k / tc::kMaps) * (n * n) +
-                                    p) * (2 * tc::kUFloats) + frag;
-                    const float hi = tc::tf32_hi(o[b]);
-                    u[at] = hi;
-                    u[at + tc::kUFloats] = o[b] - hi;
-                } else {  // [point][chunk][map block][fragment]
-                    u[((static_cast<i64>(p) * (Cp / tc::kChannels) + c / tc::kChannels) * (Kp / tc::kMaps) +
-                       k / tc::kMaps) * tc::kUFloats + frag] = o[b];
-                }
+                u[((static_cast<i64>(p) * (Cp / tc::kChannels) + c / tc::kChannels) * (Kp / tc::kMaps) +
+                   k / tc::kMaps) * tc::kUFloats + tc::u_index(k % tc::kMaps, c % tc::kChannels)] = o[b];
+            } else {
+                u[(static_cast<i64>(p) * Cp + c) * Kp + k] = o[b];
             }
         }
     }
@@ -329,40 +313,26 @@ struct WinoLaunch {
     FilterKernel filter;
     int KB, TB, CB, threads, shared_bytes;
     bool all_maps;  // one block runs every map block (the resident kernel): grid.y = 1
-    int u_copies;   // U stored once, or split into TF32 hi and lo parts (UFragSplit)
 };
 
 template <typename S>
 WinoLaunch launch_of() {
-    return {winograd_kernel<S>, winograd_filter_kernel<S::kM, S::kR, S::kTc ? UFrag : UPlain>, S::KB, S::TB, S::CB,
-            S::kThreads, S::kSharedBytes, false, 1};
+    return {winograd_kernel<S>, winograd_filter_kernel<S::kM, S::kR, S::kTc>, S::KB, S::TB, S::CB, S::kThreads,
+            S::kSharedBytes, false};
 }
 
 template <typename S>
 WinoLaunch resident_launch() {
-    return {winograd::winograd_resident_kernel<S>, winograd_filter_kernel<S::kM, S::kR, UFragSplit>, S::KB, S::TB,
-            S::CB, S::kThreads, S::kSharedBytes, true, 2};
+    return {winograd::winograd_resident_kernel<S>, winograd_filter_kernel<S::kM, S::kR, true>, S::KB, S::TB, S::CB,
+            S::kThreads, S::kSharedBytes, true};
 }
 
-// F(4x4, 5x5) with every channel's V resident (winograd_resident.cuh): C <= 32, 16 tiles, 3xTF32 products.
+// F(4x4, 5x5) with every channel's V resident (winograd_resident.cuh): C <= 32, 16 tiles, 3xTF32 products, two
+// warps a row of points (512 threads, 128 registers). On the H200 (MNIST conv2 + pool, 10,000 images) it ran
+// 0.4515 ms against 0.4436 ms for one warp a row (256 threads, 254 registers; the same sums, bit for bit, but not
+// run through the GPU tests on its own): notes/winograd.md, round 4.
 constexpr int kResidentCMax = 32;
-using Resident1 = winograd::ResidentShape<4, 5, 16, kResidentCMax, 1, 4, false>;
-using Resident2 = winograd::ResidentShape<4, 5, 16, kResidentCMax, 2, 4, false>;
-using Resident3 = winograd::ResidentShape<4, 5, 16, kResidentCMax, 1, 4, true>;
-using Resident4 = winograd::ResidentShape<4, 5, 16, kResidentCMax, 2, 2, true>;
-
-WinoLaunch resident_default() {
-    static const int pick = [] {  // PROBE ONLY (wip/wino4 call 2): the four resident shapes timed apart
-        const char* e = std::getenv("GPUOPT_WINO_SPLIT");
-        return e && e[0] >= '1' && e[0] <= '4' ? e[0] - '0' : 3;
-    }();
-    switch (pick) {
-        case 1: return resident_launch<Resident1>();
-        case 2: return resident_launch<Resident2>();
-        case 4: return resident_launch<Resident4>();
-        default: return resident_launch<Resident3>();
-    }
-}
+using Resident = winograd::ResidentShape<4, 5, 16, kResidentCMax, 2>;
 
 // The instantiation for (m, r), C and K. F(4,5): with C <= 32 and K > 16 (MNIST conv2) the resident-V block
 // (the input transformed once for all maps, 3xTF32 products; Tf32x3 asks for it at any K); with K <= 16 16 maps
@@ -373,7 +343,8 @@ WinoLaunch resident_default() {
 WinoLaunch select(int m, int r, i64 C, i64 K, WinogradProducts products) {
     if (m == 4 && r == 5) {
         const bool tc = products == WinogradProducts::Tf32x3;
-        if (C <= kResidentCMax && (tc || (products == WinogradProducts::Auto && K > 16))) return resident_default();
+        if (C <= kResidentCMax && (tc || (products == WinogradProducts::Auto && K > 16)))
+            return resident_launch<Resident>();
         if (tc) return launch_of<Shape<4, 5, 32, 16, 8, 1, true>>();
         return K <= 16 ? launch_of<Shape<4, 5, 16, 16, 4, 2>>() : launch_of<Shape<4, 5, 32, 16>>();
     }
@@ -433,11 +404,12 @@ void conv2d_winograd(const float* x, const float* w, const float* bias, float* y
     GPUOPT_REQUIRE(L.all_maps || a.Kp / L.KB <= 65535, what + ": K above the grid's y limit");
 
     // Transformed filters, once per call (pool scratch; stream-ordered reuse after the kernel).
-    DeviceBuffer<float> u(static_cast<std::size_t>(n) * n * a.Cp * a.Kp * L.u_copies);
+    DeviceBuffer<float> u(static_cast<std::size_t>(n) * n * a.Cp * a.Kp);
     const i64 pairs = static_cast<i64>(a.Kp) * a.Cp;
     L.filter<<<grid_for(pairs, 256), 256>>>(w, u.data(), a.K, a.C, a.Kp, a.Cp);
     GPUOPT_CHECK_LAUNCH("winograd_filter_kernel");
-    const dim3 grid(static_cast<unsigned>(ceil_div(a.tiles, L.TB)), L.all_maps ? 1u : static_cast<unsigned>(a.Kp / L.KB));
+    const dim3 grid(static_cast<unsigned>(ceil_div(a.tiles, L.TB)),
+                    L.all_maps ? 1u : static_cast<unsigned>(a.Kp / L.KB));
     L.kernel<<<grid, L.threads, static_cast<std::size_t>(L.shared_bytes)>>>(x, u.data(), bias, y, a);
     GPUOPT_CHECK_LAUNCH("conv2d_winograd_kernel");
 }
@@ -456,10 +428,7 @@ std::vector<matmul::KernelInfo> conv2d_winograd_kernel_info() {
         add(L, "winograd<F(" + std::to_string(sz[0]) + "," + std::to_string(sz[1]) + ") KB" + std::to_string(L.KB) +
                    " TB" + std::to_string(L.TB) + (products == WinogradProducts::Tf32x3 ? " tf32x3>" : ">"));
     }
-    add(resident_launch<Resident1>(), "winograd<F(4,5) resident TB16 all maps, 1 warp a row, tf32x3>");
-    add(resident_launch<Resident2>(), "winograd<F(4,5) resident TB16 all maps, 2 warps a row, tf32x3>");
-    add(resident_launch<Resident3>(), "winograd<F(4,5) resident TB16 all maps, 1 warp a row, tf32x3, patches in registers>");
-    add(resident_launch<Resident4>(), "winograd<F(4,5) resident TB16 all maps, 2 warps a row, tf32x3, patches in registers>");
+    add(resident_launch<Resident>(), "winograd<F(4,5) resident TB16 all maps, 2 warps a row, tf32x3>");
     return out;
 }
 

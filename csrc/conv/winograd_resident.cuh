@@ -25,7 +25,7 @@ namespace gpuopt::conv::winograd {
 // TB tiles, every map in 32-map blocks, 8-channel chunks, at most CMax channels (V resident); kMapSplit warps per
 // row of points (1: a warp takes both m16 tiles of a map block, 256 threads up to 255 registers; 2: 512 threads,
 // half the maps each, at most 128 registers).
-template <int M, int R, int TB_, int CMax_, int MapSplit, int UAhead, bool RegTransform>
+template <int M, int R, int TB_, int CMax_, int MapSplit>
 struct ResidentShape {
     static constexpr int kM = M, kR = R, kN = M + R - 1, kNN = kN * kN;
     static constexpr int KB = winograd_tc::kMaps, TB = TB_, CB = winograd_tc::kChannels, CMax = CMax_;
@@ -37,13 +37,9 @@ struct ResidentShape {
     // halves.
     static constexpr int kRsC = kNN * TB + 4, kRsFloats = CB * kRsC;
     static constexpr int kEsFloats = kN * M * KB * TB;
-    // RegTransform: a thread loads whole n x n patches from global memory (L1) into registers and runs both
-    // passes there (no patch buffers, no barriers in the transform; ~40% fewer instructions than staging + two
-    // shared-memory passes); else the chunked staging (cp.async, double-buffered) and passes.
-    static constexpr bool kRegTransform = RegTransform;
-    static constexpr int kWorkFloats = RegTransform || kEsFloats >= 2 * kRsFloats ? kEsFloats : 2 * kRsFloats;
+    static constexpr int kWorkFloats = 2 * kRsFloats > kEsFloats ? 2 * kRsFloats : kEsFloats;
     static constexpr int kSharedBytes = 4 * (kVFloats + kWorkFloats);
-    static constexpr int kUAhead = UAhead;  // U fragments in flight a warp (points ahead)
+    static constexpr int kUAhead = 4;  // U fragments in flight a warp (points ahead)
     static_assert(TB == winograd_tc::kTiles && CMax % CB == 0 && kN % kUAhead == 0 && kMi >= 1 && CB == 8,
                   "resident shape: 16-tile fragments, 8-channel chunks, 32-map blocks");
 };
@@ -74,48 +70,8 @@ __global__ void __launch_bounds__(S::kThreads, 1)
     __syncthreads();
 
     // 1. The input transform, once for all maps.
-    const int nch = a.Cp / CB;
-    if constexpr (S::kRegTransform) {
-        // Patch (channel cc * CB + c, tile t) per thread and round, a warp's 32: 16 tiles x channels c, c + 4 (the
-        // V stores then hit all 32 banks). Loads masked to the image (padding, ragged tiles) and to c < C: zeros.
-        const i64 hw = static_cast<i64>(a.H) * a.W;
-        for (int i = tid; i < nch * CB * TB; i += kThreads) {
-            const int t = i % TB, c = 4 * ((i / TB) & 1) + (i / (2 * TB)) % 4, cc = i / (TB * CB);
-            const int row0 = tt.row0[t], col0 = tt.col0[t];
-            const bool ok = row0 != INT_MIN && cc * CB + c < a.C;
-            unsigned rows = 0, cols = 0;
-#pragma unroll
-            for (int r = 0; r < n; ++r) {
-                rows |= (ok && row0 + r >= 0 && row0 + r < a.H) ? 1u << r : 0u;
-                cols |= (col0 + r >= 0 && col0 + r < a.W) ? 1u << r : 0u;
-            }
-            const float* xp = x + (ok ? tt.base[t] + (cc * CB + c) * hw + static_cast<i64>(row0) * a.W + col0 : 0);
-            float d[n][n];
-#pragma unroll
-            for (int r = 0; r < n; ++r)
-#pragma unroll
-                for (int j = 0; j < n; ++j)
-                    d[r][j] = ((rows >> r) & (cols >> j) & 1u) ? __ldg(xp + r * a.W + j) : 0.0f;
-#pragma unroll
-            for (int j = 0; j < n; ++j) {  // columns (B^T)
-                float col[n], o[n];
-#pragma unroll
-                for (int r = 0; r < n; ++r) col[r] = d[r][j];
-                T::bt(col, o);
-#pragma unroll
-                for (int r = 0; r < n; ++r) d[r][j] = o[r];
-            }
-#pragma unroll
-            for (int r = 0; r < n; ++r) {  // rows (x B) -> V
-                float o[n];
-                T::bt(d[r], o);
-#pragma unroll
-                for (int b = 0; b < n; ++b)
-                    Vs[((r * n + b) * NC + cc) * tc::kVFloats + tc::v_index_swizzled(c, t)] = o[b];
-            }
-        }
-    } else {
     const PatchStager<TB, n, kThreads, kRsC> patches(x, tt, a, tid);
+    const int nch = a.Cp / CB;
     patches.template issue<CB>(x, 0, a.C, Ws);
     matmul::dev::cp_async_commit();
     for (int cc = 0; cc < nch; ++cc) {
@@ -137,30 +93,22 @@ __global__ void __launch_bounds__(S::kThreads, 1)
             for (int b = 0; b < n; ++b) Vs[((r * n + b) * NC + cc) * tc::kVFloats + tc::v_index_swizzled(c, t)] = o[b];
         }
     }
-    }
     __syncthreads();  // Vs complete; Ws is Es from now on
     float* Es = Ws;
 
     // 2. Map block by map block: warp (row, part) owns points row * n + b, m16 tiles mi0.. of the block.
     const int row = warp / S::kMapSplit, mi0 = (warp % S::kMapSplit) * MI;
     const int nkb = a.Kp / KB;
-    // U (UFragSplit): [chunk][map block][point][hi, lo][fragment]; a step's 8 points sit at constant offsets.
-    constexpr int kUBlock = 2 * tc::kUFloats;
-    const float* ubase = u + row * n * kUBlock + mi0 * 128 + lane * 4;
-    auto ustep = [&](int cc, int kb) { return ubase + (static_cast<i64>(cc) * nkb + kb) * (S::kNN * kUBlock); };
-    auto uload = [&](const float* p, int b, float4 (&dst)[MI][2]) {
+    const i64 upt = static_cast<i64>(nch) * nkb * tc::kUFloats;  // U floats a point
+    const float* urow = u + row * n * upt + mi0 * 128 + lane * 4;
+    auto uload = [&](int b, int cc, int kb, float4 (&dst)[MI]) {
+        const float* p = urow + b * upt + (static_cast<i64>(cc) * nkb + kb) * tc::kUFloats;
 #pragma unroll
-        for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-            for (int part = 0; part < 2; ++part)
-                dst[mi][part] = __ldg(reinterpret_cast<const float4*>(p + b * kUBlock + part * tc::kUFloats + mi * 128));
+        for (int mi = 0; mi < MI; ++mi) dst[mi] = __ldg(reinterpret_cast<const float4*>(p + mi * 128));
     };
-    float4 uq[kUA][MI][2];  // ring: slot b % kUA holds point b's fragments of the current step
-    {
-        const float* p0 = ustep(0, 0);
+    float4 uq[kUA][MI];  // ring: slot b % kUA holds point b's fragments of the current step
 #pragma unroll
-        for (int b = 0; b < kUA; ++b) uload(p0, b, uq[b]);
-    }
+    for (int b = 0; b < kUA; ++b) uload(b, 0, 0, uq[b]);
     const float* vrow = Vs + row * n * NC * tc::kVFloats + tc::v_slot(lane) * 4;
     const int g = lane / 4, t2 = 2 * (lane % 4);
     for (int kb = 0; kb < nkb; ++kb) {
@@ -170,11 +118,16 @@ __global__ void __launch_bounds__(S::kThreads, 1)
 #pragma unroll
             for (int i = 0; i < MI * 8; ++i) acc[b][i / 8][(i / 4) % 2][i % 4] = 0.0f;
         for (int cc = 0; cc < nch; ++cc) {
-            const float* up = ustep(cc, kb);
-            const float* up_next = ustep(cc + 1, kb);  // the next chunk's (when there is one)
-            const bool more = cc + 1 < nch;
+            int ncc = cc + 1, nkb_next = kb;  // the next step, for the ring's refills
+            if (ncc == nch) ncc = 0, ++nkb_next;
+            if (nkb_next == nkb) ncc = cc, nkb_next = kb;  // past the last step: reload this one (never used)
 #pragma unroll
             for (int b = 0; b < n; ++b) {
+                float4 cur[MI];
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi) cur[mi] = uq[b % kUA][mi];
+                if (b + kUA < n) uload(b + kUA, cc, kb, uq[b % kUA]);
+                else uload(b + kUA - n, ncc, nkb_next, uq[b % kUA]);
                 std::uint32_t bh[2][2], bl[2][2];
                 {
                     std::uint32_t h[4], l[4];
@@ -185,8 +138,7 @@ __global__ void __launch_bounds__(S::kThreads, 1)
 #pragma unroll
                 for (int mi = 0; mi < MI; ++mi) {
                     std::uint32_t ah[4], al[4];
-                    tc::as_u32(uq[b % kUA][mi][0], ah);
-                    tc::as_u32(uq[b % kUA][mi][1], al);
+                    tc::split4(cur[mi], ah, al);
 #pragma unroll
                     for (int ni = 0; ni < 2; ++ni) {
                         matmul::tf32::mma_m16n8k8(acc[b][mi][ni], al, bh[ni]);  // smallest terms first
@@ -194,10 +146,6 @@ __global__ void __launch_bounds__(S::kThreads, 1)
                         matmul::tf32::mma_m16n8k8(acc[b][mi][ni], ah, bh[ni]);
                     }
                 }
-                // The slot is free: refill it kUA points ahead (this chunk's, or the next chunk's first ones; the
-                // next map block's first ones are issued after the row pass below, so the ring is not live there).
-                if (b + kUA < n) uload(up, b + kUA, uq[b % kUA]);
-                else if (more) uload(up_next, b + kUA - n, uq[b % kUA]);
             }
         }
         // 3. The output transform's row pass in registers (C fragment (g, t2): maps g, g + 8 x tiles t2, t2 + 1).
@@ -218,11 +166,6 @@ __global__ void __launch_bounds__(S::kThreads, 1)
                     for (int j = 0; j < M; ++j)
                         *reinterpret_cast<float2*>(Es + es_index<M, KB, TB>(row, j, kk, t)) = make_float2(o0[j], o1[j]);
                 }
-        if (kb + 1 < nkb) {  // the next map block's first U fragments land during the column pass below
-            const float* p0 = ustep(0, kb + 1);
-#pragma unroll
-            for (int b = 0; b < kUA; ++b) uload(p0, b, uq[b]);
-        }
         __syncthreads();
         // Column pass, bias, activation, store: whole (map, tile) pairs, tile fastest.
         for (int pair = tid; pair < KB * TB; pair += kThreads) {

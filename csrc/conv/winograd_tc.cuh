@@ -41,20 +41,13 @@ __host__ __device__ constexpr int v_slot(int lane) { return lane ^ ((lane >> 3) 
 // = x - hi (exact in FP32) passed as it is: the tensor cores read a TF32 operand's top 19 bits only, so lo is
 // truncated to TF32 there (error <= 2^-11 |lo| <= 2^-23 |x|). Three instructions; with tf32::split's two cvt.rna
 // the products issued ~7 a float (ncu on the H200: 370 M warp instructions against 397 M for FFMA).
-__device__ __forceinline__ float tf32_hi(float x) { return __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xffffe000u); }
-
 __device__ __forceinline__ void split4(const float4 v, std::uint32_t (&hi)[4], std::uint32_t (&lo)[4]) {
     const float f[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-        const float h = tf32_hi(f[i]);
-        hi[i] = __float_as_uint(h);
-        lo[i] = __float_as_uint(f[i] - h);
+        hi[i] = (__float_as_uint(f[i]) + 0x1000u) & 0xffffe000u;
+        lo[i] = __float_as_uint(f[i] - __uint_as_float(hi[i]));
     }
-}
-
-__device__ __forceinline__ void as_u32(const float4 v, std::uint32_t (&r)[4]) {
-    r[0] = __float_as_uint(v.x), r[1] = __float_as_uint(v.y), r[2] = __float_as_uint(v.z), r[3] = __float_as_uint(v.w);
 }
 
 // One chunk of NP points (the warp's): us, vs at the warp's first point, point strides kUFloats, kVFloats.

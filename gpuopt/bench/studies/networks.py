@@ -264,7 +264,10 @@ def _op_cases(net) -> list[tuple[str, str, Callable[[str], Any], float, float, d
          (n * 784 + n * 32 * 144) * b, 2.0 * n * 32 * 576 * 25, _conv_pool_baselines(x1, w["conv1"])),
         ("conv2d_pool", "conv2: (10000, 32, 12, 12) * (64, 32, 5, 5), ReLU, 2x2 avg",
          lambda v: nn.conv2d_pool(x2, w["conv2"], activation="relu", pool="avg", variant=v),
-         (n * 32 * 144 + n * 64 * 16) * b, 2.0 * n * 64 * 64 * 800, _conv_pool_baselines(x2, w["conv2"])),
+         (n * 32 * 144 + n * 64 * 16) * b, 2.0 * n * 64 * 64 * 800,
+         {**_conv_pool_baselines(x2, w["conv2"]),  # winograd's auto is the resident-V 3xTF32 block here; beside it
+          "winograd products=fma (chunked FFMA block)":  # the block it replaced (notes/winograd.md, round 4)
+          lambda: nn.conv2d_pool(x2, w["conv2"], activation="relu", pool="avg", variant="winograd", products="fma")}),
     ]
 
 
@@ -299,8 +302,9 @@ def run_networks(plan: Plan) -> StudyResult:
     mnist, fashion = _mnist(res.notes, res.meta, plan), _fashion(res.meta)
     sizes = plan.pick(NETWORK_IMAGES)
     stages = sum(len(n[0].stages) + 1 for n in (mnist, fashion)) * len(sizes)
-    # fully_connected and conv2d_pool run on two layers each; the conv layers have up to 3 baselines each
-    ops = sum(len(v) * (2 if op in ("fully_connected", "conv2d_pool") else 1) for op, v in _op_pairs()) + 6 \
+    # fully_connected and conv2d_pool run on two layers each; the conv layers have up to 3 baselines each, conv2 one
+    # more (winograd's FFMA block)
+    ops = sum(len(v) * (2 if op in ("fully_connected", "conv2d_pool") else 1) for op, v in _op_pairs()) + 7 \
         if plan.gpu else 0
     with Progress(stages + ops, "networks", enabled=plan.progress) as prog:
         for name, (net, images, labels) in (("mnist", mnist), ("fashion", fashion)):
