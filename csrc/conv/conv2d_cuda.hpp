@@ -242,8 +242,9 @@ enum class WinogradPool : int { None = 0, Max = 1, Average = 2 };
 // m = 0 ("auto") runs this output tile side: F(4,5) needs 6.25x fewer multiplies than direct, F(4,3) 4x.
 constexpr int kWinogradDefaultTile = 4;
 
-// The per-point products: FFMA, or 3xTF32 on the tensor cores (F(4x4, 5x5) only; FP32-level error, fewer
-// instructions but shared-memory bound: not faster on the H200, notes/winograd.md); Auto is FFMA.
+// The per-point products: FFMA, or 3xTF32 on the tensor cores (F(4x4, 5x5) only; FP32-level error; with C <= 32
+// the resident-V block, winograd_resident.cuh). Auto: that block for F(4x4, 5x5) with C <= 32 and K > 16 (MNIST
+// conv2), else FFMA (notes/winograd.md).
 enum class WinogradProducts : int { Auto = 0, Fma = 1, Tf32x3 = 2 };
 
 // Host-side checks (InvalidArgument naming why: stride, filter side, m, products); returns the tile side m it runs.

@@ -40,6 +40,8 @@
 #include "../common/launch.cuh"
 #include "../matmul/matmul_kernels.cuh"
 #include "conv2d_cuda.hpp"
+#include "winograd_block.cuh"
+#include "winograd_resident.cuh"
 #include "winograd_tc.cuh"
 #include "winograd_transforms.cuh"
 
@@ -49,14 +51,8 @@ namespace {
 
 using i64 = std::int64_t;
 namespace dev = matmul::dev;
-
-struct WinoParams {
-    int C, H, W, K, ph, pw, P, Q;
-    int TQ, TPQ, tiles;  // tiles per row, per image, in all
-    int Cp, Kp;          // padded channels (multiple of CB) and maps (multiple of KB) of U
-    Activation act;
-    WinogradPool pool;
-};
+using winograd::TileTable;
+using winograd::WinoParams;
 
 // Block shape: KB maps x TB tiles, CB channels per chunk, KT x TT register tile per thread, MinBlocks resident
 // blocks per SM asked of ptxas (2 only at 256 threads: 128 registers; 2 at 288 threads caps them at 96 and spills).
@@ -80,10 +76,6 @@ struct Shape {
     // Rs's channel stride padded by 16 floats: the row pass's warps span two channels (opposite bank halves).
     static constexpr int kRsC = kNN * TB + 16;
     static constexpr int kStageFloats = kNN * (2 * kUsPt + kVsPt) + CB * kRsC;  // Us x 2, Vs, Rs
-    // Raw-patch staging: thread tid always copies tile tid % TB, patch column (tid / TB) % n, and the rows
-    // tid / (TB n) + kRowStep q of every channel, so its addresses and bounds are computed once per block.
-    static constexpr int kRowStep = kThreads / (TB * kN), kRowsPerThread = kN / kRowStep;
-    static_assert(kThreads % (TB * kN) == 0 && kRowStep >= 1 && kN % kRowStep == 0, "patch staging map");
     // Filter staging: thread tid always copies float4 tid % (KB/4) of channel (tid / (KB/4)) % CB, points
     // tid / (KB/4 CB) + kPtStep i, when the block's threads cover whole (channel, map) planes.
     static constexpr bool kFixedU = kThreads % (CB * KB / 4) == 0 && kNN % (kThreads / (CB * KB / 4)) == 0;
@@ -152,29 +144,11 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     float* Vs = Us + 2 * NN * kUsPt;        // [NN][kVsPt] ([CB][TB] + pad)
     float* Rs = Vs + NN * kVsPt;            // [CB][n][n][TB] (channel stride kRsC): raw patches, then B^T d
     float* Es = smem;                       // [NN][KB][TB] (padded, swizzled: es()) after the last chunk
-    __shared__ i64 s_base[TB];              // x offset of the tile's image
-    __shared__ int s_row0[TB], s_col0[TB];  // input row and column of the patch's corner; s_row0 INT_MIN: no tile
-    __shared__ int s_img[TB];               // the tile's image (for the epilogue: no divisions there)
+    __shared__ TileTable<TB> tt;
 
     const int tid = threadIdx.x;
     const int tile0 = blockIdx.x * TB, k0 = blockIdx.y * KB;
-    const i64 HW = static_cast<i64>(a.H) * a.W;
-    for (int t = tid; t < TB; t += S::kThreads) {
-        const int g = tile0 + t;
-        if (g < a.tiles) {
-            const int img = g / a.TPQ, rem = g - img * a.TPQ;
-            const int ty = rem / a.TQ, tx = rem - ty * a.TQ;
-            s_base[t] = static_cast<i64>(img) * a.C * HW;
-            s_img[t] = img;
-            s_row0[t] = ty * M - a.ph;
-            s_col0[t] = tx * M - a.pw;
-        } else {
-            s_base[t] = 0;
-            s_img[t] = 0;
-            s_row0[t] = INT_MIN;
-            s_col0[t] = 0;
-        }
-    }
+    tt.fill(a, tile0, M, tid, S::kThreads);
 
     const int pt = tid / (S::KG * S::TG), sub = tid % (S::KG * S::TG);
     const int kg = sub / S::TG, tg = sub % S::TG;
@@ -192,24 +166,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
         for (int i = 0; i < 16; ++i) tacc[p][i / 8][(i / 4) % 2][i % 4] = 0.0f;
     __syncthreads();
 
-    // This thread's patch elements (S::kRowStep): tile st, column sj, rows sr0 + kRowStep q; per chunk only a
-    // channel offset and the channel bound are added (no index arithmetic in the loop).
-    constexpr int kRowStep = S::kRowStep, NRQ = S::kRowsPerThread;
-    const int st = tid % TB, sj = (tid / TB) % n, sr0 = tid / (TB * n);
-    const float* xt;     // x at (tile st's image, channel 0, row row0 + sr0, column col0 + sj); may point before
-    unsigned okmask = 0;  // bit q: row sr0 + kRowStep q and column sj of tile st lie inside the image
-    {
-        const int row0 = s_row0[st], col = s_col0[st] + sj;
-        const bool colok = row0 != INT_MIN && col >= 0 && col < a.W;
-#pragma unroll
-        for (int q = 0; q < NRQ; ++q) {
-            const int row = row0 + sr0 + kRowStep * q;
-            okmask |= (colok && row >= 0 && row < a.H) ? 1u << q : 0u;
-        }
-        xt = colok ? x + s_base[st] + static_cast<i64>(row0 + sr0) * a.W + col : x;
-    }
-    const i64 rowstep = static_cast<i64>(kRowStep) * a.W;
-    float* const rdst = Rs + (sr0 * n + sj) * TB + st;
+    const winograd::PatchStager<TB, n, S::kThreads, S::kRsC> patches(x, tt, a, tid);
     // This thread's filter float4s (S::kFixedU): float4 uq of channel uc, points up0 + kPtStep i.
     constexpr int KB4 = KB / 4;
     const int uq = tid % KB4, uc = (tid / KB4) % CB, up0 = tid / (KB4 * CB);
@@ -220,16 +177,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     // U is padded, every copy is in bounds). Issued one chunk ahead, so they land during the previous chunk's
     // products.
     auto stage = [&](int c0, float* us) {
-        const int cl = a.C - c0;  // channels of this chunk that exist
-#pragma unroll
-        for (int c = 0; c < CB; ++c) {
-            const float* xc = xt + (c0 + c) * HW;
-#pragma unroll
-            for (int q = 0; q < NRQ; ++q) {
-                const bool ok = ((okmask >> q) & 1u) && c < cl;
-                dev::cp_async_4(rdst + c * S::kRsC + kRowStep * q * n * TB, ok ? xc + q * rowstep : x, ok ? 4 : 0);
-            }
-        }
+        patches.template issue<CB>(x, c0, a.C, Rs);
         if constexpr (S::kTc) {  // U in fragment blocks: 1 KB per point, contiguous; 16-byte copies
             namespace tc = winograd_tc;
             constexpr int kPerPt = tc::kUFloats / 4, kPtStep = S::kThreads / kPerPt;
@@ -261,16 +209,8 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     for (int c0 = 0, buf = 0; c0 < a.Cp; c0 += CB, buf ^= 1) {
         dev::cp_async_wait<0>();
         __syncthreads();  // chunk c0 staged; the previous chunk's products are done with Vs
-        // a. column pass (B^T on each column), in place: item (c, col, tile) owns Rs[c][*][col][tile].
-        for (int i = tid; i < CB * n * TB; i += S::kThreads) {
-            const int t = i % TB, j = (i / TB) % n, c = i / (TB * n);
-            float d[n], o[n];
-#pragma unroll
-            for (int r = 0; r < n; ++r) d[r] = Rs[c * S::kRsC + (r * n + j) * TB + t];
-            T::bt(d, o);
-#pragma unroll
-            for (int r = 0; r < n; ++r) Rs[c * S::kRsC + (r * n + j) * TB + t] = o[r];
-        }
+        // a. column pass (B^T) in place in Rs.
+        winograd::column_pass<M, S::kR, TB, CB, S::kRsC>(Rs, tid, S::kThreads);
         __syncthreads();
         // b. row pass (x B): V[(r*n + b)][c][t].
         for (int i = tid; i < CB * n * TB; i += S::kThreads) {
@@ -357,45 +297,11 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
 #pragma unroll
             for (int i = 0; i < M; ++i) tmp[i][b] = o[i];
         }
-        const float bk = bias ? bias[k] : 0.0f;
         float yv[M][M];
 #pragma unroll
-        for (int i = 0; i < M; ++i) {
-            T::at(tmp[i], yv[i]);
-#pragma unroll
-            for (int j = 0; j < M; ++j) yv[i][j] = apply_activation(yv[i][j] + bk, a.act);
-        }
-        const int img = s_img[t], ty = (s_row0[t] + a.ph) / M, tx = (s_col0[t] + a.pw) / M;
-        if (a.pool == WinogradPool::None) {
-            float* yo = y + (static_cast<i64>(img) * a.K + k) * a.P * a.Q;
-#pragma unroll
-            for (int i = 0; i < M; ++i) {
-                const int p = ty * M + i;
-#pragma unroll
-                for (int j = 0; j < M; ++j) {
-                    const int q = tx * M + j;
-                    if (p < a.P && q < a.Q) yo[static_cast<i64>(p) * a.Q + q] = yv[i][j];
-                }
-            }
-        } else {
-            if constexpr (M % 2 == 0) {
-                const int PH = a.P / 2, PW = a.Q / 2;
-                float* yo = y + (static_cast<i64>(img) * a.K + k) * PH * PW;
-#pragma unroll
-                for (int i = 0; i < M / 2; ++i) {
-                    const int p = ty * (M / 2) + i;
-#pragma unroll
-                    for (int j = 0; j < M / 2; ++j) {
-                        const int q = tx * (M / 2) + j;
-                        const float v00 = yv[2 * i][2 * j], v01 = yv[2 * i][2 * j + 1];
-                        const float v10 = yv[2 * i + 1][2 * j], v11 = yv[2 * i + 1][2 * j + 1];
-                        const float v = a.pool == WinogradPool::Max ? fmaxf(fmaxf(v00, v01), fmaxf(v10, v11))
-                                                                    : (v00 + v01 + v10 + v11) * 0.25f;
-                        if (p < PH && q < PW) yo[static_cast<i64>(p) * PW + q] = v;
-                    }
-                }
-            }
-        }
+        for (int i = 0; i < M; ++i) T::at(tmp[i], yv[i]);
+        winograd::store_tile<M>(yv, bias ? bias[k] : 0.0f, k, tt.img[t], (tt.row0[t] + a.ph) / M,
+                                (tt.col0[t] + a.pw) / M, a, y);
     }
 }
 
@@ -406,22 +312,40 @@ struct WinoLaunch {
     WinoKernel kernel;
     FilterKernel filter;
     int KB, TB, CB, threads, shared_bytes;
+    bool all_maps;  // one block runs every map block (the resident kernel): grid.y = 1
 };
 
 template <typename S>
 WinoLaunch launch_of() {
     return {winograd_kernel<S>, winograd_filter_kernel<S::kM, S::kR, S::kTc>, S::KB, S::TB, S::CB, S::kThreads,
-            S::kSharedBytes};
+            S::kSharedBytes, false};
 }
 
-// The instantiation for (m, r) and K: F(4,5) with K <= 16 takes 16 maps x 16 tiles x 4-channel chunks a block
-// (Fashion conv2's 16 maps; 256 threads, 68 KB: two blocks per SM, so one block's staging, barriers and epilogue
-// overlap the other's products), else 32 maps x 16 tiles x 8 channels (one 512-thread block per SM); Tf32x3 asks
-// for that block with its products in 3xTF32 on the tensor cores (the check refuses it for other F(m, r)). Auto is
-// FFMA: on the H200 the tensor-core block ran MNIST conv2 + pool in 0.710 ms against FFMA's 0.687 (notes/winograd.md).
-WinoLaunch select(int m, int r, i64 K, WinogradProducts products) {
+template <typename S>
+WinoLaunch resident_launch() {
+    return {winograd::winograd_resident_kernel<S>, winograd_filter_kernel<S::kM, S::kR, true>, S::KB, S::TB, S::CB,
+            S::kThreads, S::kSharedBytes, true};
+}
+
+// F(4x4, 5x5) with every channel's V resident (winograd_resident.cuh): C <= 32, 16 tiles, 3xTF32 products, two
+// warps a row of points (512 threads, 128 registers). On the H200 (MNIST conv2 + pool, 10,000 images) it ran
+// 0.4515 ms against 0.4436 ms for one warp a row (256 threads, 254 registers; the same sums, bit for bit, but not
+// run through the GPU tests on its own): notes/winograd.md, round 4.
+constexpr int kResidentCMax = 32;
+using Resident = winograd::ResidentShape<4, 5, 16, kResidentCMax, 2>;
+
+// The instantiation for (m, r), C and K. F(4,5): with C <= 32 and K > 16 (MNIST conv2) the resident-V block
+// (the input transformed once for all maps, 3xTF32 products; Tf32x3 asks for it at any K); with K <= 16 16 maps
+// x 16 tiles x 4-channel chunks a block (Fashion conv2's 16 maps; 256 threads, 68 KB: two blocks per SM, so one
+// block's staging, barriers and epilogue overlap the other's products), else 32 maps x 16 tiles x 8 channels (one
+// 512-thread block per SM), FFMA, or Tf32x3's 3xTF32 products when C > 32 (the check refuses tf32x3 for other
+// F(m, r)).
+WinoLaunch select(int m, int r, i64 C, i64 K, WinogradProducts products) {
     if (m == 4 && r == 5) {
-        if (products == WinogradProducts::Tf32x3) return launch_of<Shape<4, 5, 32, 16, 8, 1, true>>();
+        const bool tc = products == WinogradProducts::Tf32x3;
+        if (C <= kResidentCMax && (tc || (products == WinogradProducts::Auto && K > 16)))
+            return resident_launch<Resident>();
+        if (tc) return launch_of<Shape<4, 5, 32, 16, 8, 1, true>>();
         return K <= 16 ? launch_of<Shape<4, 5, 16, 16, 4, 2>>() : launch_of<Shape<4, 5, 32, 16>>();
     }
     if (m == 2 && r == 5) return launch_of<Shape<2, 5, 32, 16>>();
@@ -456,7 +380,7 @@ void conv2d_winograd(const float* x, const float* w, const float* bias, float* y
                      Activation act, int m, WinogradPool pool, WinogradProducts products) {
     const int mm = conv2d_winograd_check(s, m, pool, products);
     GPUOPT_REQUIRE(x != nullptr && w != nullptr && y != nullptr, "conv2d winograd: x, w and y must be device pointers");
-    const WinoLaunch L = select(mm, static_cast<int>(s.R), s.K, products);
+    const WinoLaunch L = select(mm, static_cast<int>(s.R), s.C, s.K, products);
     const std::string what = "conv2d winograd F(" + std::to_string(mm) + "," + std::to_string(s.R) + ")";
     require_shared_memory(L.kernel, static_cast<std::size_t>(L.shared_bytes), what.c_str());
 
@@ -477,29 +401,34 @@ void conv2d_winograd(const float* x, const float* w, const float* bias, float* y
     a.act = act;
     a.pool = pool;
     const int n = mm + static_cast<int>(s.R) - 1;
-    GPUOPT_REQUIRE(a.Kp / L.KB <= 65535, what + ": K above the grid's y limit");
+    GPUOPT_REQUIRE(L.all_maps || a.Kp / L.KB <= 65535, what + ": K above the grid's y limit");
 
     // Transformed filters, once per call (pool scratch; stream-ordered reuse after the kernel).
     DeviceBuffer<float> u(static_cast<std::size_t>(n) * n * a.Cp * a.Kp);
     const i64 pairs = static_cast<i64>(a.Kp) * a.Cp;
     L.filter<<<grid_for(pairs, 256), 256>>>(w, u.data(), a.K, a.C, a.Kp, a.Cp);
     GPUOPT_CHECK_LAUNCH("winograd_filter_kernel");
-    const dim3 grid(static_cast<unsigned>(ceil_div(a.tiles, L.TB)), static_cast<unsigned>(a.Kp / L.KB));
+    const dim3 grid(static_cast<unsigned>(ceil_div(a.tiles, L.TB)),
+                    L.all_maps ? 1u : static_cast<unsigned>(a.Kp / L.KB));
     L.kernel<<<grid, L.threads, static_cast<std::size_t>(L.shared_bytes)>>>(x, u.data(), bias, y, a);
     GPUOPT_CHECK_LAUNCH("conv2d_winograd_kernel");
 }
 
 std::vector<matmul::KernelInfo> conv2d_winograd_kernel_info() {
     std::vector<matmul::KernelInfo> out;
-    const int sizes[][4] = {{4, 5, 64, 2}, {4, 5, 64, 1}, {4, 5, 16, 1}, {2, 5, 64, 0}, {4, 3, 64, 0}, {2, 3, 64, 0}};
-    for (const auto& sz : sizes) {
-        const auto products = static_cast<WinogradProducts>(sz[3]);
-        const WinoLaunch L = select(sz[0], sz[1], sz[2], products);
-        const std::string name = "winograd<F(" + std::to_string(sz[0]) + "," + std::to_string(sz[1]) + ") KB" +
-                                 std::to_string(L.KB) + " TB" + std::to_string(L.TB) +
-                                 (products == WinogradProducts::Tf32x3 ? " tf32x3>" : ">");
+    auto add = [&](const WinoLaunch& L, const std::string& name) {
         out.push_back(matmul::kernel_info(reinterpret_cast<const void*>(L.kernel), name, L.threads, L.shared_bytes));
+    };
+    // {m, r, C, K, products}: the chunked blocks (tf32x3 at C = 64: the chunked tensor-core block), then the resident.
+    const int sizes[][5] = {{4, 5, 64, 64, 2}, {4, 5, 64, 64, 1}, {4, 5, 8, 16, 1}, {2, 5, 64, 64, 0},
+                            {4, 3, 64, 64, 0}, {2, 3, 64, 64, 0}};
+    for (const auto& sz : sizes) {
+        const auto products = static_cast<WinogradProducts>(sz[4]);
+        const WinoLaunch L = select(sz[0], sz[1], sz[2], sz[3], products);
+        add(L, "winograd<F(" + std::to_string(sz[0]) + "," + std::to_string(sz[1]) + ") KB" + std::to_string(L.KB) +
+                   " TB" + std::to_string(L.TB) + (products == WinogradProducts::Tf32x3 ? " tf32x3>" : ">"));
     }
+    add(resident_launch<Resident>(), "winograd<F(4,5) resident TB16 all maps, 2 warps a row, tf32x3>");
     return out;
 }
 

@@ -29,6 +29,14 @@ __host__ __device__ constexpr int v_index(int c, int tile) {
     return ((tile % 8) * 4 + c % 4) * 4 + (tile / 8) * 2 + c / 4;
 }
 
+// v_index with the lane slot XOR-ed by (tile % 8) >> 1: the resident kernel's row pass (a warp stores 16 tiles x
+// channels c, c + 4) then hits all 32 banks (plain v_index: 8, a 4-way conflict); lane l reads its B fragments
+// at v_slot(l) * 4, still one conflict-free LDS.128 (the XOR stays inside aligned groups of 4 slots).
+__host__ __device__ constexpr int v_index_swizzled(int c, int tile) {
+    return ((((tile % 8) * 4 + c % 4) ^ ((tile % 8) >> 1)) * 4) + (tile / 8) * 2 + c / 4;
+}
+__host__ __device__ constexpr int v_slot(int lane) { return lane ^ ((lane >> 3) & 3); }
+
 // x = hi + lo: hi is x rounded to TF32 (half away from zero, as cvt.rna.tf32.f32) in two integer operations, lo
 // = x - hi (exact in FP32) passed as it is: the tensor cores read a TF32 operand's top 19 bits only, so lo is
 // truncated to TF32 there (error <= 2^-11 |lo| <= 2^-23 |x|). Three instructions; with tf32::split's two cvt.rna

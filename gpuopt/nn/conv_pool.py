@@ -161,7 +161,8 @@ def _conv2d_pool_direct_smallc(ctx: ExecContext, p: ConvPoolProblem, **launch: i
                                                       "(auto: 4)"),
                   Param("products", "auto", ("auto", "fma", "tf32x3"),
                         "per-point products: FFMA, or 3xTF32 mma on the tensor cores (FP32-level error; F(4x4, 5x5) "
-                        "only; 3% slower than FFMA on the H200 on MNIST conv2); auto: fma")))
+                        "only; with C <= 32 the block that keeps V for every channel and runs all maps, MNIST conv2); "
+                        "auto: tf32x3 for F(4x4, 5x5) with C <= 32 and K > 16, else fma")))
 def _conv2d_pool_winograd(ctx: ExecContext, p: ConvPoolProblem, *, m, products) -> Any:
     if p.x.dtype == np.uint8:
         raise ValueError("x: conv2d_pool variant 'winograd' takes float32 images (uint8 ones: variant 'fused')")

@@ -145,10 +145,31 @@ def test_launcher_rejects_bad_arguments_before_launch(rng):
 
 def test_kernels_do_not_spill():
     infos = cuda().conv2d_winograd_kernel_info()
-    assert len(infos) == 6  # F(4,5) K > 16 both ways (tf32x3, fma), F(4,5) K <= 16, F(2,5), F(4,3), F(2,3)
+    # the chunked blocks: F(4,5) K > 16 both ways (tf32x3, fma), F(4,5) K <= 16, F(2,5), F(4,3), F(2,3); then the
+    # resident-V F(4,5) block (C <= 32)
+    assert len(infos) == 7
+    assert sum("resident" in info["kernel"] for info in infos) == 1
     for info in infos:
         assert info["local_bytes"] == 0, f"{info['kernel']}: {info['local_bytes']} bytes of stack/spills"
-        assert 0 < info["registers"] <= 128 and info["max_blocks_per_sm"] >= 1, info
+        limit = 255 if info["threads"] <= 256 else 128  # one block per SM: 65,536 registers a block
+        assert 0 < info["registers"] <= limit and info["max_blocks_per_sm"] >= 1, info
+
+
+# (N, C, H, W, K, padding): the resident-V block's paths (C <= 32, K > 16): one image, C over 1-4 chunks with a
+# partial last one, K over 1-3 map blocks with a partial last one, ragged tiles and a partial last block of tiles,
+# padding 0-2; then C = 33 (past the resident limit: the chunked block).
+RESIDENT = [(1, 20, 9, 11, 40, 2), (2, 32, 12, 12, 70, 0), (5, 3, 7, 13, 17, 1), (3, 8, 16, 9, 33, 2),
+            (2, 33, 10, 10, 24, 1)]
+
+
+@pytest.mark.parametrize("n,c,h,w,k,pad", RESIDENT, ids=str)
+def test_resident_block_shapes(rng, n, c, h, w, k, pad):
+    check_shape(rng, VARIANT, (n, c, h, w, k, 5, 5, 1, pad), m=4)
+    x = rng.uniform(0, 1, (n, c, h, w)).astype(np.float32)
+    wt = (rng.standard_normal((k, c, 5, 5)) / np.sqrt(c * 25)).astype(np.float32)
+    y = gpuopt.conv2d(x, wt, padding=pad, variant=VARIANT)
+    ref = gpuopt.conv2d(x, wt, padding=pad, variant="cpu").astype(np.float64)
+    assert 0 < rel_fro(y, ref) <= ERROR_BOUNDS[(4, 5)]
 
 
 def test_auto_fast_picks_winograd_and_precise_does_not(rng):

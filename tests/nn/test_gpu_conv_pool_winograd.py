@@ -95,9 +95,9 @@ def test_products_both_ways_match_cpu(rng, products, shape):
 
 @pytest.mark.parametrize("c", (32, 128))
 def test_tf32x3_within_the_winograd_bound_of_float64(rng, c):
-    """3xTF32 keeps FP32-level products: MNIST conv2 (inputs in [0, 1] as after conv1's ReLU; C = 32, and C = 128:
-    16 chunks accumulated in the tensor cores) within F(4,5)'s bound against float64
-    (gpuopt.conv.fast.ERROR_BOUNDS), and within 4e-6 relative of the FFMA products."""
+    """3xTF32 keeps FP32-level products: MNIST conv2 (inputs in [0, 1] as after conv1's ReLU; C = 32: the resident-V
+    block, and C = 128: the chunked one, 16 chunks accumulated in the tensor cores) within F(4,5)'s bound against
+    float64 (gpuopt.conv.fast.ERROR_BOUNDS), and within 4e-6 relative of the FFMA products."""
     from gpuopt.conv.fast import ERROR_BOUNDS
 
     x = rng.uniform(0, 1, (64, c, 12, 12)).astype(np.float32)
@@ -105,7 +105,8 @@ def test_tf32x3_within_the_winograd_bound_of_float64(rng, c):
     b = rng.standard_normal(64).astype(np.float32)
     ref = oracles.pool2d(oracles.conv2d(x, w, b), 2, "avg")  # float64, no activation: every output counts
     got = {p: nn.conv2d_pool(x, w, b, pool="avg", variant=VARIANT, products=p) for p in ("fma", "tf32x3", "auto")}
-    np.testing.assert_array_equal(got["auto"], got["fma"])  # auto is FFMA (tf32x3 measured slower on the H200)
+    # auto: the resident-V tensor-core block for C <= 32 (MNIST conv2), FFMA past it
+    np.testing.assert_array_equal(got["auto"], got["tf32x3" if c <= 32 else "fma"])
     for p in ("fma", "tf32x3"):
         err = float(np.linalg.norm(got[p] - ref) / np.linalg.norm(ref))
         assert err <= ERROR_BOUNDS[(4, 5)], (p, err)
@@ -121,3 +122,15 @@ def test_tf32x3_refused_outside_f45_naming_products(rng, w_shape, m):
         nn.conv2d_pool(x, w, variant=VARIANT, m=m, products="tf32x3")
     with pytest.raises(ValueError, match="products"):
         nn.conv2d_pool(x, w, variant=VARIANT, m=m, products="fp16")
+
+
+@pytest.mark.parametrize("pool", ("avg", "max"))
+@pytest.mark.parametrize("shape", [(1, 32, 12, 12, 64, 5), (6, 17, 11, 13, 40, 5), (3, 5, 9, 9, 96, 5)], ids=str)
+def test_resident_block_pooled(rng, shape, pool):
+    """The resident-V block (C <= 32, auto for K > 16): one image, ragged tiles and conv outputs with a trailing odd
+    row/column the pool drops, C = 5..32, K = 40 (a partial second map block) and 96 (three); auto is that block."""
+    x, w, b = _case(rng, shape)
+    out = nn.conv2d_pool(x, w, b, activation="relu", pool=pool, variant=VARIANT)
+    assert_close(out, nn.conv2d_pool(x, w, b, activation="relu", pool=pool, variant="cpu"), x, w, b)
+    np.testing.assert_array_equal(out, nn.conv2d_pool(x, w, b, activation="relu", pool=pool, variant=VARIANT,
+                                                      products="tf32x3"))

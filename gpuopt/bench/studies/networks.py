@@ -280,7 +280,10 @@ def _op_cases(net) -> list[tuple[str, str, Callable[[str], Any], float, float, d
          _conv_pool_baselines(d(rng.random((n, 1, 64, 64), dtype=np.float32)), wf, "tanh", "max")),
         ("conv2d_pool", "conv2: (10000, 32, 12, 12) * (64, 32, 5, 5), ReLU, 2x2 avg",
          lambda v: nn.conv2d_pool(x2, w["conv2"], activation="relu", pool="avg", variant=v),
-         (n * 32 * 144 + n * 64 * 16) * b, 2.0 * n * 64 * 64 * 800, _conv_pool_baselines(x2, w["conv2"])),
+         (n * 32 * 144 + n * 64 * 16) * b, 2.0 * n * 64 * 64 * 800,
+         {**_conv_pool_baselines(x2, w["conv2"]),  # winograd's auto is the resident-V 3xTF32 block here; beside it
+          "winograd products=fma (chunked FFMA block)":  # the block it replaced (notes/winograd.md, round 4)
+          lambda: nn.conv2d_pool(x2, w["conv2"], activation="relu", pool="avg", variant="winograd", products="fma")}),
     ]
 
 
@@ -326,9 +329,10 @@ def run_networks(plan: Plan) -> StudyResult:
     mnist, fashion = _mnist(res.notes, res.meta, plan), _fashion(res.meta)
     sizes = plan.pick(NETWORK_IMAGES)
     stages = sum(len(n[0].stages) + 1 for n in (mnist, fashion)) * len(sizes)
-    # fully_connected runs on two layers, conv2d_pool on four; three of the conv layers have up to 3 baselines each
+    # fully_connected runs on two layers, conv2d_pool on four; three of the conv layers have up to 3 baselines each,
+    # conv2 one more (winograd's FFMA block)
     layers = {"fully_connected": 2, "conv2d_pool": 4}
-    ops = sum(len(v) * layers.get(op, 1) for op, v in _op_pairs()) + 9 if plan.gpu else 0
+    ops = sum(len(v) * layers.get(op, 1) for op, v in _op_pairs()) + 10 if plan.gpu else 0
     with Progress(stages + ops, "networks", enabled=plan.progress) as prog:
         for name, (net, images, labels) in (("mnist", mnist), ("fashion", fashion)):
             _network_rows(name, net, images, labels, plan, res, prog)
