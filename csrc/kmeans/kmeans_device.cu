@@ -16,9 +16,9 @@
 // Every kernel returns at once when the done flag is set, so the host queues loops in batches and reads the
 // flag (with the delta history, one copy) once per batch. The result equals kmeans_cpu(..., Summation::Chunked)
 // bit for bit, on any grid.
-// "device_fused": assign_and_sum<D, Fused=true>: each chunk's counts go out with it; the block that writes a group's
-// last chunk sum adds the group's chunk sums (a counter per group); the block that closes the last group
-// (threadfence + counter) adds the group sums in order (finish_in_block): finish_loop's tree, one launch a loop.
+// "device_fused": assign_and_sum<D, Fused=true>: the block that writes a group's last chunk sum adds the group's
+// chunk sums (a counter per group); the loop's last block (threadfence + counter) adds the group sums in order
+// (finish_in_block): finish_loop's tree, one launch a loop.
 // Both: for D <= 8 a block's chunk of x is staged in shared memory by cp.async before it waits for the previous
 // kernel (every launch after a run's first is a programmatic dependent one), so the next loop's loads overlap this
 // loop's tail and the leaf sums read shared memory. "device_gemm": assign_and_sum<D, false, Dot=true>: nearest_dot
@@ -85,15 +85,11 @@ __device__ inline void finish_in_block(std::int64_t n, int d, int k, std::int64_
                                        LoopState* state, double* slab, int slab_doubles) {
     const int kd = k * d;
     const std::int64_t groups = (chunks + kGroup - 1) / kGroup;
-    // The member counts, the change count and the loop number read first: their round trip overlaps the group
-    // sums' (all final: every chunk's counts went out before the chunk was counted).
+    // The member counts (of a thread's first pair: k*D <= 256 has no other), the change count and the loop number
+    // read first: their round trip overlaps the group sums' (all final: every block added its counts before it was
+    // counted). Registers for the rest would spill.
     const volatile unsigned long long* vcounts = counts;
-    unsigned long long count[kCoordsPerThread<false>];
-#pragma unroll
-    for (int q = 0; q < kCoordsPerThread<false>; ++q) {
-        const int e = threadIdx.x + q * kThreads;
-        count[q] = e < kd ? vcounts[e / d] : 0;
-    }
+    const unsigned long long count0 = static_cast<int>(threadIdx.x) < kd ? vcounts[threadIdx.x / d] : 0;
     unsigned long long changed = 0;
     int iterations = 0;
     if (threadIdx.x == 0) {
@@ -107,7 +103,8 @@ __device__ inline void finish_in_block(std::int64_t n, int d, int k, std::int64_
 #pragma unroll
     for (int q = 0; q < kCoordsPerThread<false>; ++q) {
         const int e = threadIdx.x + q * kThreads;
-        if (e < kd && count[q] > 0) centres[e] = static_cast<float>(total[q] / static_cast<double>(count[q]));
+        const unsigned long long count = q == 0 ? count0 : (e < kd ? vcounts[e / d] : 0);
+        if (count > 0) centres[e] = static_cast<float>(total[q] / static_cast<double>(count));
     }
     __syncthreads();  // every count read (and used) before it is zeroed
     for (int c = threadIdx.x; c < k; c += kThreads) counts[c] = 0;
@@ -174,8 +171,6 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
     std::int32_t* members_s = reinterpret_cast<std::int32_t*>(cn_s + (Dot ? k + 1 : 0));  // [kChunk]
     int* counts_s = members_s + kChunk;                                      // [k], this block's chunks
     __shared__ float cmax_s;
-    __shared__ bool closer;  // Fused: this block closed the loop's last group
-    if (threadIdx.x == 0) closer = false;
     // x is never written by the loop: the block's first chunk is staged before the previous loop is waited for.
     const bool vec16 = (reinterpret_cast<std::uintptr_t>(x) & 15) == 0;
     if constexpr (kStage)
@@ -347,12 +342,6 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
             if (e < kd) chunk_sums[chunk * kd + e] = chunk_sum[q];
         }
         if constexpr (Fused) {
-            // This chunk's change and member counts go out before the chunk is counted in its group, so the block
-            // that closes the last group has every count (one fence and counter a chunk, none more a block).
-            add_changed<kThreads>(changed, state);
-            changed = 0;
-            for (int c = threadIdx.x; c < k; c += kThreads)
-                if (counts_s[c]) atomicAdd(&counts[c], static_cast<unsigned long long>(counts_s[c])), counts_s[c] = 0;
             // The block that writes a group's last chunk sum adds the group's 32 in order (one L2 round trip
             // for k*D <= 256, the slab holding the group) and writes the group sum, so the last block of the
             // loop reads groups x k*D values instead of 32 times as many. Threadfence pattern: a block's writes
@@ -379,25 +368,24 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
                     const int e = threadIdx.x + q * kThreads;
                     if (e < kd) fin.group_sums[g * kd + e] = group_sum[q];
                 }
-                // The groups closed: the block closing the last one closes the loop. Every chunk is summed by then,
-                // so that block has no chunk left (its later chunks would be in an open group).
-                __threadfence();
-                __syncthreads();
-                if (threadIdx.x == 0)
-                    closer = atomicAdd(&state->finished_blocks, 1u) == static_cast<unsigned>((chunks + kGroup - 1) / kGroup) - 1;
-                __syncthreads();
             }
         }
     }
+    // The block's change and member counts (integers: the same total in any order).
+    add_changed<kThreads>(changed, state);
+    for (int c = threadIdx.x; c < k; c += kThreads)
+        if (counts_s[c]) atomicAdd(&counts[c], static_cast<unsigned long long>(counts_s[c]));
     if constexpr (Fused) {
-        if (!closer) return;
+        // Threadfence pattern: this block's group sums and counts are visible device-wide before it is counted;
+        // the last block counted sees every block's (each group summed by a block counted before it).
+        __shared__ bool last;
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) last = atomicAdd(&state->finished_blocks, 1u) == gridDim.x - 1;
+        __syncthreads();
+        if (!last) return;
         __threadfence();
         finish_in_block(n, d, k, chunks, counts, centres, fin, state, leaf_s, leaves * kd);
-    } else {
-        // The block's change and member counts (integers: the same total in any order).
-        add_changed<kThreads>(changed, state);
-        for (int c = threadIdx.x; c < k; c += kThreads)
-            if (counts_s[c]) atomicAdd(&counts[c], static_cast<unsigned long long>(counts_s[c]));
     }
 }
 

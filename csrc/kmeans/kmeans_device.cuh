@@ -31,7 +31,7 @@ static_assert(kChunk % kThreads == 0 && kLeaf == 32 && kGroup == 32, "a chunk sp
 struct LoopState {
     int done;                           // 1 once the loop has stopped
     int iterations;                     // loops run
-    unsigned int finished_blocks;       // finish_loop's last-block counter (device_fused: the groups closed)
+    unsigned int finished_blocks;       // finish_loop's last-block counter
     unsigned long long changed;         // memberships changed this loop (assign_and_sum adds, finish_loop reads)
 };
 
