@@ -18,7 +18,10 @@
 // bit for bit, on any grid.
 // "device_fused": assign_and_sum<D, Fused=true>: the block that writes a group's last chunk sum adds the group's
 // chunk sums (a counter per group); the loop's last block (threadfence + counter) adds the group sums in order
-// (finish_in_block): finish_loop's tree, one launch a loop. "device_gemm": assign_and_sum<D, false, Dot=true>: nearest_dot
+// (finish_in_block): finish_loop's tree, one launch a loop.
+// Both: for D <= 8 a block's chunk of x is staged in shared memory by cp.async before it waits for the previous
+// kernel (every launch after a run's first is a programmatic dependent one), so the next loop's loads overlap this
+// loop's tail and the leaf sums read shared memory. "device_gemm": assign_and_sum<D, false, Dot=true>: nearest_dot
 // (kmeans_device.cuh) for k*D up to 4096, then finish_loop.
 #include <algorithm>
 #include <cstdint>
@@ -27,11 +30,13 @@
 #include <utility>
 #include <vector>
 
+#include "../common/cluster.cuh"
 #include "../common/cuda_check.cuh"
 #include "../common/device.hpp"
 #include "../common/device_buffer.cuh"
 #include "../common/error.hpp"
 #include "../common/launch.cuh"
+#include "../matmul/matmul_kernels.cuh"
 #include "kmeans_cuda.hpp"
 #include "kmeans_device.cuh"
 #include "kmeans_loop_parts.hpp"
@@ -80,31 +85,61 @@ __device__ inline void finish_in_block(std::int64_t n, int d, int k, std::int64_
                                        LoopState* state, double* slab, int slab_doubles) {
     const int kd = k * d;
     const std::int64_t groups = (chunks + kGroup - 1) / kGroup;
+    // The member counts (of a thread's first pair: k*D <= 256 has no other), the change count and the loop number
+    // read first: their round trip overlaps the group sums' (all final: every block added its counts before it was
+    // counted). Registers for the rest would spill.
+    const volatile unsigned long long* vcounts = counts;
+    const unsigned long long count0 = static_cast<int>(threadIdx.x) < kd ? vcounts[threadIdx.x / d] : 0;
+    unsigned long long changed = 0;
+    int iterations = 0;
+    if (threadIdx.x == 0) {
+        changed = *reinterpret_cast<volatile unsigned long long*>(&state->changed);
+        iterations = *reinterpret_cast<volatile int*>(&state->iterations);
+    }
     double total[kCoordsPerThread<false>];
 #pragma unroll
     for (int q = 0; q < kCoordsPerThread<false>; ++q) total[q] = 0.0;
-    add_rows_in_order(fin.group_sums, static_cast<int>(groups), kd, total, slab, slab_doubles);
-    const volatile unsigned long long* vcounts = counts;
+    add_rows_in_order(fin.group_sums, static_cast<int>(groups), kd, total, slab, slab_doubles);  // ends at a barrier
 #pragma unroll
     for (int q = 0; q < kCoordsPerThread<false>; ++q) {
         const int e = threadIdx.x + q * kThreads;
-        if (e < kd) {
-            const unsigned long long count = vcounts[e / d];
-            if (count > 0) centres[e] = static_cast<float>(total[q] / static_cast<double>(count));
-        }
+        const unsigned long long count = q == 0 ? count0 : (e < kd ? vcounts[e / d] : 0);
+        if (count > 0) centres[e] = static_cast<float>(total[q] / static_cast<double>(count));
     }
-    __syncthreads();  // every count read before it is zeroed
+    __syncthreads();  // every count read (and used) before it is zeroed
     for (int c = threadIdx.x; c < k; c += kThreads) counts[c] = 0;
     if (threadIdx.x == 0) {
         // Liao's measure: the change count as a float over numObjs as a float.
-        const unsigned long long changed = *reinterpret_cast<volatile unsigned long long*>(&state->changed);
         const float delta = static_cast<float>(changed) / static_cast<float>(n);
-        fin.delta_history[state->iterations] = delta;
-        state->iterations += 1;
+        fin.delta_history[iterations] = delta;
+        state->iterations = iterations + 1;
         state->changed = 0;
         state->finished_blocks = 0;
-        if (!(delta > fin.threshold) || state->iterations >= fin.max_iter) state->done = 1;
+        if (!(delta > fin.threshold) || iterations + 1 >= fin.max_iter) state->done = 1;
     }
+}
+
+// Chunk `chunk`'s x into xs (leaf l at xs + l * stage_stride(D)), by cp.async: 16-byte pieces for a whole chunk of
+// 16-byte aligned x (a leaf's 32 D floats are whole pieces), else 4 bytes a float, zeros past n. Committed as one
+// group; the caller waits for it (cp_async_wait<0> and a barrier) before reading.
+template <int D>
+__device__ inline void stage_chunk(const float* __restrict__ x, std::int64_t n, std::int64_t chunk, bool vec16,
+                                   float* xs) {
+    constexpr int kLeafFloats = kLeaf * D, kStride = stage_stride(D);
+    const float* src = x + chunk * kChunk * D;
+    const std::int64_t left = (n - chunk * kChunk) * D;  // floats of x from src on
+    if (vec16 && left >= kChunk * D) {
+        for (int p = threadIdx.x; p < kChunk * D / 4; p += kThreads) {
+            const int l = p / (kLeafFloats / 4), q = 4 * (p % (kLeafFloats / 4));
+            matmul::dev::cp_async_16(xs + l * kStride + q, src + l * kLeafFloats + q, 16);
+        }
+    } else {
+        for (int f = threadIdx.x; f < kChunk * D; f += kThreads) {
+            const bool ok = f < left;
+            matmul::dev::cp_async_4(xs + (f / kLeafFloats) * kStride + f % kLeafFloats, ok ? src + f : x, ok ? 4 : 0);
+        }
+    }
+    matmul::dev::cp_async_commit();
 }
 
 // At most 64 registers (4 blocks an SM): left alone, ptxas picks 32 and spills for some D, or 80 and fits only 3.
@@ -120,20 +155,35 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
     LoopState* __restrict__ state, FinishArgs fin) {
     static_assert(!(Fused && Dot), "the dot form's k*D is finished by finish_loop's many blocks");
     constexpr int kPerThread = kCoordsPerThread<Dot>;
-    if (state->done) return;
+    constexpr bool kStage = D > 0 && stages_x(D, Dot);
+    // Programmatic dependent launch: the next launch's blocks may start (and stage their x) while this one runs.
+    cluster::allow_dependents();
     if constexpr (D > 0) d = D;  // constant from here on
     const int kd = k * d;
-    const int leaves = leaves_per_pass(kd);
+    const int leaves = leaves_per_pass(kd, kStage);
+    const std::int64_t chunks = (n + kChunk - 1) / kChunk;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    double* leaf_s = reinterpret_cast<double*>(smem_raw);                    // [leaves][k*d]
+    float* xs = reinterpret_cast<float*>(smem_raw);                          // kStage: [kLeaves][stage_stride]
+    double* leaf_s = reinterpret_cast<double*>(xs + (kStage ? kLeaves * stage_stride(D) : 0));  // [leaves][k*d]
     float* centres_s = reinterpret_cast<float*>(leaf_s + leaves * kd);       // [k][d]
     float* m2c_s = centres_s + kd;                                           // Dot: [k+1][d], -2 c
     float* cn_s = m2c_s + (Dot ? (k + 1) * d : 0);                           // Dot: [k+1], ||c||^2
     std::int32_t* members_s = reinterpret_cast<std::int32_t*>(cn_s + (Dot ? k + 1 : 0));  // [kChunk]
     int* counts_s = members_s + kChunk;                                      // [k], this block's chunks
-    __shared__ int changed_s[kThreads / 32];
     __shared__ float cmax_s;
+    // x is never written by the loop: the block's first chunk is staged before the previous loop is waited for.
+    const bool vec16 = (reinterpret_cast<std::uintptr_t>(x) & 15) == 0;
+    if constexpr (kStage)
+        if (blockIdx.x < chunks) stage_chunk<D>(x, n, blockIdx.x, vec16, xs);
+    cluster::wait_for_previous();  // the previous loop's centres, memberships, counters and stop flag
+    // The stop flag, the centres and (below) the first chunk's old memberships in flight together: one L2 round
+    // trip on the loop's critical path, not three (reading the centres of a finished loop is harmless).
+    const int done = *static_cast<volatile int*>(&state->done);
     for (int i = threadIdx.x; i < kd; i += kThreads) centres_s[i] = centres[i];
+    if (done) {
+        if constexpr (kStage) matmul::dev::cp_async_wait<0>();  // no copy left in flight into a finished block
+        return;
+    }
     for (int c = threadIdx.x; c < k; c += kThreads) counts_s[c] = 0;
     if constexpr (Dot) {
         // -2c is exact (a power of two); the pad centre k: zeros and ||c||^2 = +inf, never the nearest.
@@ -143,10 +193,24 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
     __syncthreads();
 
     int changed = 0;
-    const std::int64_t chunks = (n + kChunk - 1) / kChunk;
     for (std::int64_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
         const std::int64_t start = chunk * kChunk;
         const int len = static_cast<int>(n - start < kChunk ? n - start : kChunk);
+        if constexpr (kStage) {
+            // (the previous chunk's last reads of xs are behind its leaf pass's closing barrier)
+            if (chunk != blockIdx.x) stage_chunk<D>(x, n, chunk, vec16, xs);
+            matmul::dev::cp_async_wait<0>();
+            __syncthreads();
+        }
+        // Object i of the chunk, and coordinate j of the leaf from object `first` on (objects d floats apart).
+        auto object = [&](int i) -> const float* {
+            if constexpr (kStage) return xs + (i / kLeaf) * stage_stride(D) + (i % kLeaf) * D;
+            else return x + (start + i) * d;
+        };
+        auto leaf_column = [&](int first, int j) -> const float* {
+            if constexpr (kStage) return xs + (first / kLeaf) * stage_stride(D) + j;
+            else return x + (start + first) * d + j;
+        };
         // A thread's objects in groups whose loads are issued together (as many as registers allow: 4 x D floats).
         constexpr int kTogether = D > 0 && D <= 4 ? 4 : (D > 0 && D <= 12 ? 2 : 1);
         for (int r0 = 0; r0 < kChunk / kThreads; r0 += kTogether)
@@ -155,12 +219,13 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
             const int i = r * kThreads + threadIdx.x;  // consecutive threads, consecutive objects: a warp, a leaf
             std::int32_t best = -1;
             if (i < len) {
+                const std::int32_t old = membership[start + i];  // issued before the distances need no register long
                 float best_dist = 0.f;
                 if constexpr (Dot)
-                    best = nearest_dot<D>(x + (start + i) * d, centres_s, m2c_s, cn_s, cmax_s, k, d);
+                    best = nearest_dot<D>(object(i), centres_s, m2c_s, cn_s, cmax_s, k, d);
                 else
-                    best = nearest<D>(x + (start + i) * d, centres_s, 0, k, d, 0, best_dist);
-                changed += membership[start + i] != best;
+                    best = nearest<D>(object(i), centres_s, 0, k, d, 0, best_dist);
+                changed += old != best;
                 membership[start + i] = best;
             }
             members_s[i] = best;  // -1 past the end: a member of no cluster
@@ -187,14 +252,17 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
                 // One thread per (leaf, coordinate): the leaf's objects read once (loads issued first) and each
                 // added to its cluster's sum in registers, in object order (the same adds as a thread per (leaf,
                 // cluster, coordinate) adding +0.0 for non-members, which changes no bit; a third of the
-                // instructions at k = 3: one load and one conversion per object, not k).
+                // instructions at k = 3: one load and one conversion per object, not k). K = k, a constant: no
+                // compare and add for clusters past k.
+                auto gather = [&](auto kk) {
+                constexpr int K = decltype(kk)::value;
                 for (int item = threadIdx.x; item < leaves * d; item += kThreads) {
                     const int lp = item / d, j = item % d;
                     const int first = (leaf0 + lp) * kLeaf;
-                    const float* col = x + (start + first) * d + j;
-                    double s[kGatherMaxK];
+                    const float* col = leaf_column(first, j);
+                    double s[K];
 #pragma unroll
-                    for (int c = 0; c < kGatherMaxK; ++c) s[c] = 0.0;
+                    for (int c = 0; c < K; ++c) s[c] = 0.0;
                     if (first + kLeaf <= len) {  // a whole leaf
 #pragma unroll 1
                         for (int h = 0; h < kLeaf; h += kLeaf / 4) {  // in quarters: 8 loads in flight (64 registers)
@@ -206,7 +274,7 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
                                 const int m = members_s[first + h + i];
                                 const double vd = static_cast<double>(v[i]);
 #pragma unroll
-                                for (int c = 0; c < kGatherMaxK; ++c)
+                                for (int c = 0; c < K; ++c)
                                     if (m == c) s[c] += vd;
                             }
                         }
@@ -215,13 +283,20 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
                             const int m = members_s[first + i];
                             const double vd = static_cast<double>(col[static_cast<std::int64_t>(i) * d]);
 #pragma unroll
-                            for (int c = 0; c < kGatherMaxK; ++c)
+                            for (int c = 0; c < K; ++c)
                                 if (m == c) s[c] += vd;
                         }
                     }
 #pragma unroll
-                    for (int c = 0; c < kGatherMaxK; ++c)
-                        if (c < k) leaf_s[lp * kd + c * d + j] = s[c];
+                    for (int c = 0; c < K; ++c) leaf_s[lp * kd + c * d + j] = s[c];
+                }
+                };
+                static_assert(kGatherMaxK == 4, "one case a k");
+                switch (k) {
+                    case 1: gather(std::integral_constant<int, 1>{}); break;
+                    case 2: gather(std::integral_constant<int, 2>{}); break;
+                    case 3: gather(std::integral_constant<int, 3>{}); break;
+                    default: gather(std::integral_constant<int, 4>{}); break;
                 }
             } else {
                 // One thread per (leaf, coordinate): the leaf's objects in order, each added to its cluster's sum
@@ -237,7 +312,7 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
                     const int first = (leaf0 + lp) * kLeaf;
                     const int in_leaf = len - first;  // objects of this leaf in the chunk (<= 0: none)
                     double* acc = leaf_s + lp * kd + j;
-                    const float* col = x + (start + first) * d + j;
+                    const float* col = leaf_column(first, j);
 #pragma unroll
                     for (int h = 0; h < kLeaf; h += kBatch) {
                         float v[kBatch];
@@ -269,7 +344,8 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
         if constexpr (Fused) {
             // The block that writes a group's last chunk sum adds the group's 32 in order (one L2 round trip
             // for k*D <= 256, the slab holding the group) and writes the group sum, so the last block of the
-            // loop reads groups x k*D values instead of 32 times as many. Threadfence pattern as below.
+            // loop reads groups x k*D values instead of 32 times as many. Threadfence pattern: a block's writes
+            // are visible device-wide before it is counted; the last one counted sees every counted block's.
             __shared__ bool group_last;
             const std::int64_t g = chunk / kGroup;
             __threadfence();
@@ -296,14 +372,7 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
         }
     }
     // The block's change and member counts (integers: the same total in any order).
-    for (int off = 16; off > 0; off /= 2) changed += __shfl_xor_sync(0xffffffffu, changed, off);
-    if (threadIdx.x % 32 == 0) changed_s[threadIdx.x / 32] = changed;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned long long total = 0;
-        for (int w = 0; w < kThreads / 32; ++w) total += static_cast<unsigned long long>(changed_s[w]);
-        if (total) atomicAdd(&state->changed, total);
-    }
+    add_changed<kThreads>(changed, state);
     for (int c = threadIdx.x; c < k; c += kThreads)
         if (counts_s[c]) atomicAdd(&counts[c], static_cast<unsigned long long>(counts_s[c]));
     if constexpr (Fused) {
@@ -331,6 +400,8 @@ __global__ void __launch_bounds__(kFinishWarps * 32) finish_loop(std::int64_t n,
                                                                  int max_iter, float* __restrict__ delta_history,
                                                                  LoopState* __restrict__ state,
                                                                  double* __restrict__ running, bool close) {
+    cluster::allow_dependents();   // the next loop's assign_and_sum may stage its x meanwhile
+    cluster::wait_for_previous();  // launched dependent: the loop's chunk sums and counts
     if (state->done) return;  // read by every block before the last one can change it
     if constexpr (!Streamed) close = true;
     const int kd = k * d;
@@ -494,18 +565,23 @@ KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::
     std::vector<unsigned char> host(sizeof(LoopState) + static_cast<std::size_t>(max_iter) * sizeof(float));
     LoopState host_state{};
     const unsigned finish_blocks = static_cast<unsigned>((kd + kFinishWarps - 1) / kFinishWarps);
-    // Batches of queued loops until the stop flag is read set; launch_loop queues one loop's kernels.
+    // Batches of queued loops until the stop flag is read set; launch_loop(dependent) queues one loop's kernels.
+    // Every launch but the run's first is a programmatic dependent launch (cluster::launch_ex): its blocks may
+    // start while the kernel before it runs, and wait for it (wait_for_previous) before reading what it writes.
+    bool first = true;
     auto run_batches = [&](auto&& launch_loop) {
         while (!host_state.done) {
             // Queued without waiting; loops past the stop return at once. No more than the cap allows.
             const std::int64_t batch = std::min<std::int64_t>(loops_per_sync, max_iter - host_state.iterations);
             for (std::int64_t b = 0; b < batch; ++b) {
-                launch_loop();
+                launch_loop(!first);
+                first = false;
                 if constexpr (!Fused) {
-                    finish_loop<false><<<finish_blocks, kFinishWarps * 32>>>(
-                        n, static_cast<int>(d), static_cast<int>(k), chunks, chunk_sums.data(), counts, centroids_dev,
-                        threshold, static_cast<int>(max_iter), fin.delta_history, state, nullptr, true);
-                    GPUOPT_CHECK_LAUNCH("finish_loop");
+                    cluster::launch_ex(finish_loop<false>, finish_blocks, kFinishWarps * 32, 0, 1, true, n,
+                                       static_cast<int>(d), static_cast<int>(k), chunks,
+                                       static_cast<const double*>(chunk_sums.data()), counts, centroids_dev,
+                                       threshold, static_cast<int>(max_iter), fin.delta_history, state,
+                                       static_cast<double*>(nullptr), true);
                 }
             }
             // The stop flag and the history up to the batch's last possible loop, in one copy.
@@ -516,7 +592,7 @@ KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::
     };
     if constexpr (Tiled) {
         const tiled::Launch plan = tiled::plan(n, d, k, blocks_wanted);
-        run_batches([&] {
+        run_batches([&](bool) {  // assign_tiled waits for the finish_loop before it (an ordinary launch)
             tiled::launch(plan, x_dev, n, d, k, centroids_dev, membership_dev, chunk_sums.data(), counts, state);
         });
     } else {
@@ -528,11 +604,10 @@ KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::
             const std::int64_t resident = static_cast<std::int64_t>(multiprocessor_count()) * std::max(per_sm, 1);
             const unsigned blocks =
                 static_cast<unsigned>(std::min<std::int64_t>(chunks, blocks_wanted > 0 ? blocks_wanted : resident));
-            run_batches([&] {
-                assign<<<blocks, kThreads, shared>>>(x_dev, n, static_cast<int>(d), static_cast<int>(k),
-                                                     centroids_dev, membership_dev, chunk_sums.data(), counts, state,
-                                                     fin);
-                GPUOPT_CHECK_LAUNCH("assign_and_sum");
+            run_batches([&](bool dependent) {
+                cluster::launch_ex(assign, blocks, kThreads, shared, 1, dependent, x_dev, n, static_cast<int>(d),
+                                   static_cast<int>(k), centroids_dev, membership_dev, chunk_sums.data(), counts,
+                                   state, fin);
             });
         });
     }

@@ -35,18 +35,46 @@ struct LoopState {
     unsigned long long changed;         // memberships changed this loop (assign_and_sum adds, finish_loop reads)
 };
 
-// Leaves whose sums are held at once: a power of two dividing 32, with leaves * k*D doubles in kLeafSlab.
-__host__ __device__ inline int leaves_per_pass(int kd) {
+// The block's change count (a thread's `changed` each, blockDim.x == Threads) added to the loop's: warp sums by
+// shuffles, then one atomic a block (integers: the same total in any order). Ends past a barrier.
+template <int Threads>
+__device__ inline void add_changed(int changed, LoopState* state) {
+    __shared__ int warp_changed[Threads / 32];
+    for (int off = 16; off > 0; off /= 2) changed += __shfl_xor_sync(0xffffffffu, changed, off);
+    if (threadIdx.x % 32 == 0) warp_changed[threadIdx.x / 32] = changed;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned long long total = 0;
+        for (int w = 0; w < Threads / 32; ++w) total += static_cast<unsigned long long>(warp_changed[w]);
+        if (total) atomicAdd(&state->changed, total);
+    }
+}
+
+// Liao's distance with D <= kStageMaxDim: assign_and_sum copies a chunk's x into shared memory (cp.async) before it
+// waits for the previous loop (programmatic dependent launch), so the load overlaps the previous loop's tail and the
+// leaf sums read shared memory instead of x again. 33 KB at D = 8; wider rows would cost blocks an SM.
+constexpr int kStageMaxDim = 8;
+__host__ __device__ constexpr bool stages_x(int d, bool dot) { return !dot && d <= kStageMaxDim; }
+// A leaf's rows, then kStagePad floats: a warp's leaf-sum threads (32/D leaves x D coordinates) on distinct banks
+// for D = 4, 8; a multiple of 4 keeps every leaf 16-byte aligned.
+__host__ __device__ constexpr int stage_pad(int d) { return d % 4 == 0 ? d : 4; }
+__host__ __device__ constexpr int stage_stride(int d) { return kLeaf * d + stage_pad(d); }
+
+// Leaves whose sums are held at once: a power of two dividing 32, with leaves * k*D doubles in kLeafSlab (half of
+// it next to a staged chunk, so large k keeps its blocks an SM).
+__host__ __device__ inline int leaves_per_pass(int kd, bool staged = false) {
     int leaves = kLeaves;
-    while (leaves > 1 && leaves * kd > kLeafSlab) leaves /= 2;
+    while (leaves > 1 && leaves * kd > (staged ? kLeafSlab / 2 : kLeafSlab)) leaves /= 2;
     return leaves;
 }
 
-// Shared memory of assign_and_sum: [leaf sums][centres k*D] (dot form: [-2 centres (k+1)*D][||c||^2 k+1])
-// [members kChunk][counts k].
+// Shared memory of assign_and_sum: [staged x: kLeaves leaves of stage_stride(D)][leaf sums][centres k*D] (dot form:
+// [-2 centres (k+1)*D][||c||^2 k+1]) [members kChunk][counts k].
 inline std::size_t assign_shared_bytes(std::int64_t d, std::int64_t k, bool dot) {
     const std::int64_t kd = k * d;
-    return static_cast<std::size_t>(leaves_per_pass(static_cast<int>(kd)) * kd) * sizeof(double) +
+    const bool staged = stages_x(static_cast<int>(d), dot);
+    return static_cast<std::size_t>(staged ? kLeaves * stage_stride(static_cast<int>(d)) : 0) * sizeof(float) +
+           static_cast<std::size_t>(leaves_per_pass(static_cast<int>(kd), staged) * kd) * sizeof(double) +
            static_cast<std::size_t>(kd + (dot ? (k + 1) * (d + 1) : 0)) * sizeof(float) +
            static_cast<std::size_t>(kChunk + k) * sizeof(std::int32_t);
 }

@@ -73,18 +73,6 @@ std::size_t sum_shared_bytes(int k) {
     return static_cast<std::size_t>(kChunk * kSumCols + kChunk + 3 * (k + 1)) * sizeof(std::int32_t);
 }
 
-__device__ inline void add_changed(int changed, LoopState* state) {
-    __shared__ int warp_changed[kTileThreads / 32];
-    for (int off = 16; off > 0; off /= 2) changed += __shfl_xor_sync(0xffffffffu, changed, off);
-    if (threadIdx.x % 32 == 0) warp_changed[threadIdx.x / 32] = changed;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned long long total = 0;
-        for (int w = 0; w < kTileThreads / 32; ++w) total += static_cast<unsigned long long>(warp_changed[w]);
-        if (total) atomicAdd(&state->changed, total);
-    }
-}
-
 // (best, index, second) of two disjoint centre sets: ties to the lower index, an equal best makes second = best
 // (zero gap: Liao's path decides).
 __device__ __forceinline__ void merge_best(float& b, int& i, float& s, float b2, int i2, float s2) {
@@ -302,7 +290,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
         if (queue_n >= kTilePoints) changed += flush_queue<Blocked>(x, d, k, kc, centres, cs, cn, xs, cmax_s, membership);
     }
     if (queue_n > 0) changed += flush_queue<Blocked>(x, d, k, kc, centres, cs, cn, xs, cmax_s, membership);
-    add_changed(changed, state);
+    add_changed<kTileThreads>(changed, state);
 }
 
 // D > 128: Liao's distance, a thread a point, the centres read through L1 (a warp's lanes read the same centre
@@ -320,7 +308,7 @@ __global__ void __launch_bounds__(kTileThreads) assign_any(const float* __restri
         changed += membership[i] != m;
         membership[i] = m;
     }
-    add_changed(changed, state);
+    add_changed<kTileThreads>(changed, state);
 }
 
 using ChunkSort = cub::BlockRadixSort<unsigned, kTileThreads, kSortItems>;

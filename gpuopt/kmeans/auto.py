@@ -6,7 +6,8 @@ were read off the H200's kmeans_loop study (6f14c66, µs per loop):
 
 1. The chunk sums the loop's finish reads, k*D x ceil(N / 1024), at most 65,536 (kmeans04: 11,472) and
    k*D <= 1024: ``device_fused``, one launch a loop (its finish runs in one block, so only small finishes);
-   kmeans04 22.6 against device 25.8 and device_gemm 36.5.
+   kmeans04 22.6 against device 25.8 and device_gemm 36.5. Round 5 (x staged, dependent launches; marginal
+   µs a loop in two H200 runs): fused 17.9 / 17.6 against device 18.6 / 17.0, a tie within the noise: kept.
 2. k*D <= 1024: ``device`` (1M x 16, k=64: 235 against device_gemm 264 and device_fused 304).
 3. Otherwise ``device_tiled`` (any k*D, k <= 8192: past 4096 centre coordinates the centres are streamed through
    shared memory in blocks, D > 128 takes Liao's distance a thread a point), the dot form register-tiled with sorted sums

@@ -126,3 +126,55 @@ def test_auto_runs_its_choice(rng):
     ref = gpuopt.kmeans(x, 3, threshold=0.0, max_iter=5, variant="cpu", summation="chunked")
     np.testing.assert_array_equal(res.centroids, ref.centroids)
     np.testing.assert_array_equal(res.membership, ref.membership)
+
+
+# ------------------------------------------------------------------ device / device_fused: x staged (D <= 8), PDL
+
+STAGED_LOOPS = ["device", "device_fused"]
+
+
+@pytest.mark.parametrize("variant", STAGED_LOOPS)
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 5, 7, 8, 9])
+@pytest.mark.parametrize("n", [100, 1024, 1025, 33_000], ids=str)
+def test_staged_chunks_every_dim_and_tail(rng, variant, d, n):
+    # D <= 8: each chunk of x copied into shared memory before the previous loop is waited for (16-byte pieces for
+    # a whole aligned chunk, 4 bytes a float for the tail chunk, zeros past N); D = 9: read from x, as before.
+    # N below one chunk, exactly one, one past it, and 33 chunks (one past a group).
+    x = rng.uniform(-1, 1, (n, d)).astype(np.float32) * np.float32(10) ** rng.integers(-3, 4, (n, 1)).astype(np.float32)
+    for k in (1, 3, 7):
+        assert_same_as_chunked_cpu(x, k, variant, threshold=0.0, max_iter=4)
+
+
+@pytest.mark.parametrize("variant", STAGED_LOOPS)
+@pytest.mark.parametrize("blocks", [1, 3, 8])
+def test_staged_chunks_restaged_by_a_small_grid(rng, variant, blocks):
+    # Fewer blocks than chunks: a block stages its next chunk after the last reads of the one before; loops queued
+    # 1 and 4 at a time (every launch after the first a dependent one), the last batch cut short by max_iter.
+    x = rng.uniform(0, 1, (65_537, 8)).astype(np.float32)
+    for loops_per_sync in (1, 4):
+        assert_same_as_chunked_cpu(x, 3, variant, threshold=0.0, max_iter=7, blocks=blocks,
+                                   loops_per_sync=loops_per_sync)
+
+
+@pytest.mark.parametrize("variant", STAGED_LOOPS)
+@pytest.mark.parametrize("d", [4, 8, 3])
+def test_staged_chunks_from_a_misaligned_device_view(rng, variant, d):
+    # x 4 bytes past a 16-byte boundary: every chunk staged 4 bytes a float; the same bits.
+    n = 40_001
+    x = rng.uniform(-1, 1, (n, d)).astype(np.float32)
+    buf = gpuopt.to_device(np.concatenate([np.zeros(1, np.float32), x.ravel()]))
+    view = gpuopt.DeviceArray((n, d), np.float32, buf.ptr + 4, buf)
+    ref = gpuopt.kmeans(x, 5, threshold=0.0, max_iter=6, variant="cpu", summation="chunked")
+    res = gpuopt.kmeans(view, 5, threshold=0.0, max_iter=6, variant=variant)
+    np.testing.assert_array_equal(res.membership.numpy(), ref.membership)
+    np.testing.assert_array_equal(res.centroids.numpy(), ref.centroids)
+    np.testing.assert_array_equal(res.delta, ref.delta)
+
+
+@pytest.mark.parametrize("variant", STAGED_LOOPS)
+@pytest.mark.parametrize("n,d,k", [(50_001, 8, 128), (20_000, 4, 256), (9_000, 1, 1024), (1_000, 1, 1_000)],
+                         ids=str)
+def test_staged_chunks_with_large_k(rng, variant, n, d, k):
+    # k*D up to 1024 next to a staged chunk: the leaf sums in half the passes' slab (more passes a chunk); k = N.
+    x = rng.uniform(0, 1, (n, d)).astype(np.float32)
+    assert_same_as_chunked_cpu(x, k, variant, threshold=0.0, max_iter=3)
