@@ -66,16 +66,22 @@ def test_device_input_and_limits(rng):
         gpuopt.kmeans(np.zeros((9000, 1), np.float32), 8193, variant="device_tiled")
 
 
+def lattice_and_midpoints(rng, k, d, n):
+    """k centres on an integer lattice and n midpoints between two of them, every third a few ulps off."""
+    lattice = rng.integers(0, 4, (k, d)).astype(np.float32)
+    a, b = rng.integers(0, k, n), rng.integers(0, k, n)
+    mid = (lattice[a] + lattice[b]) * np.float32(0.5)
+    mid[::3] = np.nextafter(mid[::3], np.float32(np.inf))
+    return lattice, mid
+
+
 @pytest.mark.parametrize("blocks", [0, 1])
 def test_near_tie_heavy_data(rng, blocks):
     # Centres on an integer lattice (the first k objects: Liao's start), the rest midpoints between two of them,
     # exact or a few ulps off, many duplicated: most points fail the gap test, so a block's queue passes a tile's
     # worth between flushes and is run in groups of 256 and a remainder (blocks=1: every tile through one queue).
     d, k = 16, 64
-    lattice = rng.integers(0, 4, (k, d)).astype(np.float32)
-    a, b = rng.integers(0, k, 30_000), rng.integers(0, k, 30_000)
-    mid = (lattice[a] + lattice[b]) * np.float32(0.5)
-    mid[::3] = np.nextafter(mid[::3], np.float32(np.inf))
+    lattice, mid = lattice_and_midpoints(rng, k, d, 30_000)
     dup = np.repeat(mid[:100], 60, axis=0)
     x = np.concatenate([lattice, mid, dup, lattice[::-1]]).astype(np.float32)
     assert_same_as_chunked_cpu(x, k, "device_tiled", threshold=0.0, max_iter=4, blocks=blocks)
@@ -103,9 +109,6 @@ def test_near_ties_with_streamed_centres(rng, blocks):
     # The near-tie queue's g recomputed from the centres in global memory (not the staged block): lattice
     # centres and midpoints between them, k*D = 16 x 300 = 4800.
     d, k = 16, 300
-    lattice = rng.integers(0, 4, (k, d)).astype(np.float32)
-    a, b = rng.integers(0, k, 8_000), rng.integers(0, k, 8_000)
-    mid = (lattice[a] + lattice[b]) * np.float32(0.5)
-    mid[::3] = np.nextafter(mid[::3], np.float32(np.inf))
+    lattice, mid = lattice_and_midpoints(rng, k, d, 8_000)
     x = np.concatenate([lattice, mid, lattice[::-1]]).astype(np.float32)
     assert_same_as_chunked_cpu(x, k, "device_tiled", threshold=0.0, max_iter=3, blocks=blocks)
