@@ -89,12 +89,19 @@ carray<std::int32_t> kmeans_predict_py(const carray<float>& x, const carray<floa
     return membership;
 }
 
+// The sparse layer's shape from its six sizes (the launchers' shape rules take the struct).
+sparse::SparseConvShape sparse_shape(std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R,
+                                     std::int64_t S) {
+    sparse::SparseConvShape s;
+    s.C = C, s.H = H, s.W = W, s.M = M, s.R = R, s.S = S;
+    return s;
+}
+
 carray<std::int32_t> sparse_conv_py(const carray<std::int16_t>& x, const carray<std::int16_t>& w) {
     const auto xs = bind::shape_of(x, 3, "x");
     const auto ws = bind::shape_of(w, 4, "w");
     GPUOPT_REQUIRE(ws[1] == xs[0], "w must have as many input channels as x");
-    sparse::SparseConvShape s;
-    s.C = xs[0], s.H = xs[1], s.W = xs[2], s.M = ws[0], s.R = ws[2], s.S = ws[3];
+    const sparse::SparseConvShape s = sparse_shape(xs[0], xs[1], xs[2], ws[0], ws[2], ws[3]);
     auto y = bind::empty<std::int32_t>({s.M, s.out_h(), s.out_w()});
     bool fits = true;
     {
@@ -256,16 +263,12 @@ PYBIND11_MODULE(_core, m) {
     m.def("sparse_conv", &sparse_conv_py, py::arg("x").noconvert(), py::arg("w").noconvert(), nogil_doc);
     m.def("sparse_input_planes_apply", [](std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R,
                                           std::int64_t S) {
-        sparse::SparseConvShape s;
-        s.C = C, s.H = H, s.W = W, s.M = M, s.R = R, s.S = S;
-        return sparse::sparse_input_planes_apply(s);
+        return sparse::sparse_input_planes_apply(sparse_shape(C, H, W, M, R, S));
     }, py::arg("C"), py::arg("H"), py::arg("W"), py::arg("M"), py::arg("R"), py::arg("S"),
           "Whether fast_sparse_input's planes kernel takes this shape (the rule the launcher applies; host only).");
     m.def("sparse_imma_apply", [](std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R,
                                   std::int64_t S) {
-        sparse::SparseConvShape s;
-        s.C = C, s.H = H, s.W = W, s.M = M, s.R = R, s.S = S;
-        return sparse::sparse_imma_apply(s);
+        return sparse::sparse_imma_apply(sparse_shape(C, H, W, M, R, S));
     }, py::arg("C"), py::arg("H"), py::arg("W"), py::arg("M"), py::arg("R"), py::arg("S"),
           "Whether fast_imma takes this shape (its launcher's rule; host only).");
     m.def("dense_to_coo", &dense_to_coo_py, py::arg("w").noconvert(), nogil_doc);
