@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "kmeans.hpp"
 
@@ -82,11 +83,12 @@ KMeansStats kmeans_device_gemm(const float* x_dev, std::int64_t n, std::int64_t 
 // "device_tiled": device_gemm's loop with the assignment as a register-tiled SGEMM (8 x 8 points x centres a
 // thread) with a row-argmin epilogue (Liao's distance where the dot form's bound cannot separate the two nearest)
 // and the chunk sums from a per-chunk stable sort of the memberships (work by members, not k*D per leaf):
-// kmeans_tiled.cu. The same bits as device_gemm and cpu(summation="chunked").
-void kmeans_device_tiled_check(std::int64_t n, std::int64_t d, std::int64_t k);
+// kmeans_tiled.cu. The same bits as device_gemm and cpu(summation="chunked"). products: the screen's dot products,
+// "ffma" (FP32) or "tf32x3" (the tensor cores, kmeans_tiled_tc.cuh, with its own rounding bound), "auto" by shape.
+void kmeans_device_tiled_check(std::int64_t n, std::int64_t d, std::int64_t k, const std::string& products);
 KMeansStats kmeans_device_tiled(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
                                 std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev,
-                                int loops_per_sync, int blocks = 0);
+                                int loops_per_sync, int blocks, const std::string& products);
 KMeansStats kmeans_device(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
                           std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev,
                           int loops_per_sync, int blocks = 0);

@@ -26,6 +26,7 @@
 #include "../common/launch.cuh"
 #include "kmeans_device.cuh"
 #include "kmeans_tiled.hpp"
+#include "kmeans_tiled_tc.cuh"
 
 namespace gpuopt::kmeans::tiled {
 namespace {
@@ -64,9 +65,11 @@ __host__ __device__ inline int staged_centres(int dp, int k, bool blocked_centre
     return blocked_centres ? block_centres(dp) : padded_k(k);
 }
 
-std::size_t tile_shared_bytes(int dp, int k, bool blocked_centres) {
+// Tc: -2c as hi/lo B fragments (tc::centre_floats a centre) instead of one float a coordinate.
+std::size_t tile_shared_bytes(int dp, int k, bool blocked_centres, bool tc) {
     const int kc = padded_k(k), kb = staged_centres(dp, k, blocked_centres);
-    return static_cast<std::size_t>(dp * kb + kc + dp * kXStride + 3 * kTilePoints) * sizeof(float);
+    const int cs = (tc ? tc::centre_floats(dp) : dp) * kb;
+    return static_cast<std::size_t>(cs + kc + dp * kXStride + 3 * kTilePoints) * sizeof(float);
 }
 
 std::size_t sum_shared_bytes(int k) {
@@ -87,16 +90,20 @@ __shared__ std::int64_t queue_i[kQueue];
 __shared__ float queue_b[kQueue];  // the point's best g
 __shared__ int queue_n;
 
-// dot_bound of one point, x^T column xcol (stride kXStride): B = ||x|| + max ||c||, rounded up.
-__device__ inline float point_bound(const float* xcol, int d, float cmax) {
+// The gap bound of one point, x^T column xcol (stride kXStride): B = ||x|| + max ||c||, rounded up; dot_bound for
+// the FFMA screen (tc_dim 0), tc::tc_bound for the 3xTF32 one over tc_dim padded coordinates.
+__device__ inline float point_bound(const float* xcol, int d, float cmax, int tc_dim) {
     float xn2 = 0.f;
     for (int j = 0; j < d; ++j) xn2 = __fmaf_rn(xcol[j * kXStride], xcol[j * kXStride], xn2);
-    return dot_bound(d, __fadd_ru(__fsqrt_ru(xn2), cmax));
+    const float b = __fadd_ru(__fsqrt_ru(xn2), cmax);
+    return tc_dim ? tc::tc_bound(d, tc_dim, b) : dot_bound(d, b);
 }
 
 // nearest_dot's candidates: g within the bound of the best b (g recomputed with the same chain: the same values;
 // -2c is exact, so Blocked reads it from the centres themselves), Liao's distance for those in index order, ties to
-// the lower index.
+// the lower index. After the 3xTF32 screen (Blocked = true: its staged centres are fragments; b its best g, the
+// bound tc_bound) g is recomputed by FFMA: Liao's nearest c* has g_ffma(c*) <= b + e_tc + e_ffma + 2 e_liao <= b +
+// tc_bound (a pair's 2 e_tc + 2 e_liao, e_tc >= e_ffma), so it is still a candidate.
 template <bool Blocked>
 __device__ inline int liao_among_candidates(const float* xcol, float b, float bound, int d, int k, int kc,
                                             const float* cs, const float* cn, const float* __restrict__ centres) {
@@ -123,7 +130,7 @@ __device__ inline int liao_among_candidates(const float* xcol, float b, float bo
 // Returns this thread's membership changes.
 template <bool Blocked>
 __device__ inline int flush_queue(const float* __restrict__ x, int d, int k, int kc, const float* __restrict__ centres,
-                                  const float* cs, const float* cn, float* xs, float cmax,
+                                  const float* cs, const float* cn, float* xs, float cmax, int tc_dim,
                                   std::int32_t* __restrict__ membership) {
     int changed = 0;
     const int total = queue_n;
@@ -137,8 +144,8 @@ __device__ inline int flush_queue(const float* __restrict__ x, int d, int k, int
         if (threadIdx.x < count) {
             const std::int64_t i = queue_i[e0 + threadIdx.x];
             const float* xcol = xs + threadIdx.x;
-            const int m = liao_among_candidates<Blocked>(xcol, queue_b[e0 + threadIdx.x], point_bound(xcol, d, cmax), d, k, kc,
-                                                cs, cn, centres);
+            const int m = liao_among_candidates<Blocked>(xcol, queue_b[e0 + threadIdx.x], point_bound(xcol, d, cmax, tc_dim),
+                                                         d, k, kc, cs, cn, centres);
             changed += membership[i] != m;
             membership[i] = m;
         }
@@ -151,17 +158,22 @@ __device__ inline int flush_queue(const float* __restrict__ x, int d, int k, int
 
 // DP: D rounded up to a multiple of 4 (the pad coordinates are 0 in x and c: fma(0, 0, g) == g). Blocked: the
 // centres streamed through shared memory in blocks of block_centres(DP) per tile (k*D > 4096), the same g values
-// and the same order of centres, so the same memberships.
-template <int DP, bool Blocked>
+// and the same order of centres, so the same memberships. Tc: the products on the tensor cores in 3xTF32
+// (kmeans_tiled_tc.cuh: a warp 32 points x a pass of 32 centres), other g values with their own bound (tc_bound),
+// and the same Liao-exact memberships.
+template <int DP, bool Blocked, bool Tc>
 __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const float* __restrict__ x, std::int64_t n, int d,
                                                                 int k, const float* __restrict__ centres,
                                                                 std::int32_t* __restrict__ membership,
                                                                 LoopState* __restrict__ state) {
     if (state->done) return;
+    constexpr int kSteps = tc::steps(DP);   // Tc: k8 steps
+    constexpr bool kHoistA = kSteps <= 2;   // Tc: the A fragments in registers for the whole tile
     const int kc = padded_k(k), kb = staged_centres(DP, k, Blocked);
     extern __shared__ __align__(16) float tsm[];
     float* cs = tsm;                        // [DP][kb]: -2c of the staged centres, transposed (exact: a power of two)
-    float* cn = cs + DP * kb;               // [kc]: ||c||^2 (fmaf chain in coordinate order), pad centres +inf
+                                            // (Tc: [kb / 8][steps][32 lanes] float4 B fragments, hi and lo)
+    float* cn = cs + (Tc ? tc::centre_floats(DP) : DP) * kb;  // [kc]: ||c||^2 (fmaf chain in coordinate order), pad centres +inf
     float* xs = cn + kc;                    // [DP][kXStride]: the tile's points, transposed
     float* res_b = xs + DP * kXStride;      // [kTilePoints] merged best g
     float* res_s = res_b + kTilePoints;     // second g
@@ -170,6 +182,10 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
     if (threadIdx.x == 0) queue_n = 0;  // seen by all after the barrier below
     // Centres cb0 .. cb0 + kb - 1 into cs (pad centres and coordinates 0; their norms are +inf).
     auto stage_centres = [&](int cb0) {
+        if constexpr (Tc) {
+            tc::stage_centres<DP>(centres, k, d, cb0, kb, reinterpret_cast<float4*>(cs));
+            return;
+        }
         for (int t = threadIdx.x; t < DP * kb; t += kTileThreads) {
             const int j = t / kb, c = cb0 + t % kb;
             cs[t] = j < d && c < k ? -2.f * centres[c * d + j] : 0.f;
@@ -212,6 +228,16 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
         int bi[4];
 #pragma unroll
         for (int a = 0; a < 4; ++a) best[a] = second[a] = __int_as_float(0x7f800000), bi[a] = 0;
+        // Tc: the warp's A fragments (points warp*32 + 16 mi ..), split once a tile where they fit in registers
+        // (DP <= 16: 32 registers), else loaded and split a k8 step at a time in every pass.
+        std::uint32_t ah[kHoistA ? kSteps : 1][2][4], al[kHoistA ? kSteps : 1][2][4];
+        if constexpr (Tc && kHoistA) {
+#pragma unroll
+            for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+                for (int mi = 0; mi < 2; ++mi)
+                    tc::load_a<DP>(xs, kXStride, threadIdx.x / 32 * 32 + 16 * mi, s, lane, ah[s][mi], al[s][mi]);
+        }
         for (int cb0 = 0; cb0 < kc; cb0 += kb) {  // once unless Blocked
           if (Blocked) {
               __syncthreads();  // the last block's cs read
@@ -220,6 +246,58 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
           }
           const int cend = kc - cb0 < kb ? kc - cb0 : kb;  // both multiples of a register pass
           for (int c0 = 0; c0 < cend; c0 += kTileCentres) {
+           if constexpr (Tc) {
+            // Four n8 tiles (centres c0 + 8 ni + 2t, + 1 in lane t) for the warp's two m16 tiles; the
+            // accumulators start at ||c||^2; the three products smallest first.
+            float acc[2][4][4];
+#pragma unroll
+            for (int ni = 0; ni < 4; ++ni) {
+                const float2 nv = *reinterpret_cast<const float2*>(cn + cb0 + c0 + 8 * ni + 2 * tx);
+#pragma unroll
+                for (int mi = 0; mi < 2; ++mi)
+                    acc[mi][ni][0] = nv.x, acc[mi][ni][1] = nv.y, acc[mi][ni][2] = nv.x, acc[mi][ni][3] = nv.y;
+            }
+            const float4* bf = reinterpret_cast<const float4*>(cs) + (c0 / 8) * kSteps * 32 + lane;
+            auto step = [&](int s, const std::uint32_t (&h)[2][4], const std::uint32_t (&l)[2][4]) {
+#pragma unroll
+                for (int ni = 0; ni < 4; ++ni) {
+                    const float4 b = bf[(ni * kSteps + s) * 32];
+                    const std::uint32_t bh[2] = {__float_as_uint(b.x), __float_as_uint(b.y)};
+                    const std::uint32_t bl[2] = {__float_as_uint(b.z), __float_as_uint(b.w)};
+#pragma unroll
+                    for (int mi = 0; mi < 2; ++mi) {
+                        matmul::tf32::mma_m16n8k8(acc[mi][ni], l[mi], bh);
+                        matmul::tf32::mma_m16n8k8(acc[mi][ni], h[mi], bl);
+                        matmul::tf32::mma_m16n8k8(acc[mi][ni], h[mi], bh);
+                    }
+                }
+            };
+            if constexpr (kHoistA) {
+#pragma unroll
+                for (int s = 0; s < kSteps; ++s) step(s, ah[s], al[s]);
+            } else {
+#pragma unroll 1
+                for (int s = 0; s < kSteps; ++s) {  // fully unrolled, every step's loads are hoisted and spill
+#pragma unroll
+                    for (int mi = 0; mi < 2; ++mi)
+                        tc::load_a<DP>(xs, kXStride, threadIdx.x / 32 * 32 + 16 * mi, s, lane, ah[0][mi], al[0][mi]);
+                    step(s, ah[0], al[0]);
+                }
+            }
+            // Row a = 2 mi + h: point 16 mi + 8 h + g of the warp; its values in centre order within the lane.
+#pragma unroll
+            for (int a = 0; a < 4; ++a)
+#pragma unroll
+                for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const float g = acc[a / 2][ni][2 * (a % 2) + e];
+                        const int c = cb0 + c0 + 8 * ni + 2 * tx + e;
+                        second[a] = fminf(second[a], fmaxf(best[a], g));
+                        if (g < best[a]) bi[a] = c;
+                        best[a] = fminf(best[a], g);
+                    }
+           } else {
             float acc[4][kCentresT];
 #pragma unroll
             for (int g = 0; g < kCentresT / 4; ++g) {
@@ -257,6 +335,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
                     if (g < best[a]) bi[a] = c;
                     best[a] = fminf(best[a], g);
                 }
+           }
           }
         }
 #pragma unroll
@@ -266,7 +345,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
                 merge_best(best[a], bi[a], second[a], __shfl_xor_sync(0xffffffffu, best[a], off),
                            __shfl_xor_sync(0xffffffffu, bi[a], off), __shfl_xor_sync(0xffffffffu, second[a], off));
             if (tx == 0) {
-                const int p = ty * 4 + a;
+                const int p = Tc ? threadIdx.x / 32 * 32 + a / 2 * 16 + a % 2 * 8 + lane / 4 : ty * 4 + a;
                 res_b[p] = best[a], res_s[p] = second[a], res_i[p] = bi[a];
             }
         }
@@ -276,7 +355,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
         // barrier, 54% of the kernel's stalls; queued, 256 of them run at once, one a thread).
         const int p = threadIdx.x;
         if (p < len) {
-            const float bound = point_bound(xs + p, d, cmax_s);
+            const float bound = point_bound(xs + p, d, cmax_s, Tc ? 8 * kSteps : 0);
             const float b = res_b[p];
             if (__fsub_rn(res_s[p], b) > bound) {
                 changed += membership[p0 + p] != res_i[p];
@@ -287,9 +366,11 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
             }
         }
         __syncthreads();  // the queue complete (queue_n uniform); res_* read
-        if (queue_n >= kTilePoints) changed += flush_queue<Blocked>(x, d, k, kc, centres, cs, cn, xs, cmax_s, membership);
+        if (queue_n >= kTilePoints)
+            changed += flush_queue<Blocked || Tc>(x, d, k, kc, centres, cs, cn, xs, cmax_s, Tc ? 8 * kSteps : 0, membership);
     }
-    if (queue_n > 0) changed += flush_queue<Blocked>(x, d, k, kc, centres, cs, cn, xs, cmax_s, membership);
+    if (queue_n > 0)
+        changed += flush_queue<Blocked || Tc>(x, d, k, kc, centres, cs, cn, xs, cmax_s, Tc ? 8 * kSteps : 0, membership);
     add_changed<kTileThreads>(changed, state);
 }
 
@@ -397,14 +478,20 @@ void with_padded_dim(int d, F&& f) {
     else f(std::integral_constant<int, 128>{});
 }
 
-// f(assign_tiled<DP, Blocked>, its dynamic shared memory) for D <= kMaxTiledDim and k clusters.
+// f(assign_tiled<DP, Blocked, Tc>, its dynamic shared memory) for D <= kMaxTiledDim, k clusters and resolved
+// products p.
 template <class F>
-void with_assign_tiled(std::int64_t d, std::int64_t k, F&& f) {
+void with_assign_tiled(std::int64_t d, std::int64_t k, Products p, F&& f) {
     with_padded_dim(static_cast<int>(d), [&](auto dp) {
-        const bool b = blocked(d, k);
-        const std::size_t shared = tile_shared_bytes(dp.value, static_cast<int>(k), b);
-        if (b) f(assign_tiled<dp.value, true>, shared);
-        else f(assign_tiled<dp.value, false>, shared);
+        const bool b = blocked(d, k), tc = p == Products::Tf32x3;
+        const std::size_t shared = tile_shared_bytes(dp.value, static_cast<int>(k), b, tc);
+        if (tc) {
+            if (b) f(assign_tiled<dp.value, true, true>, shared);
+            else f(assign_tiled<dp.value, false, true>, shared);
+        } else {
+            if (b) f(assign_tiled<dp.value, true, false>, shared);
+            else f(assign_tiled<dp.value, false, false>, shared);
+        }
     });
 }
 
@@ -418,7 +505,19 @@ int resident_blocks(Kernel kernel, std::size_t shared, int blocks) {
 
 }  // namespace
 
-void check(std::int64_t n, std::int64_t d, std::int64_t k) {
+Products parse_products(const std::string& name) {
+    GPUOPT_REQUIRE(name == "auto" || name == "tf32x3" || name == "ffma",
+                   "kmeans device_tiled: products must be 'auto', 'tf32x3' or 'ffma', got '" + name + "'");
+    return name == "auto" ? Products::Auto : name == "tf32x3" ? Products::Tf32x3 : Products::Ffma;
+}
+
+Products resolve(Products p, std::int64_t d, std::int64_t k) {
+    (void)k;
+    if (p != Products::Auto) return p;
+    return d <= kMaxTiledDim ? Products::Tf32x3 : Products::Ffma;
+}
+
+void check(std::int64_t n, std::int64_t d, std::int64_t k, Products p) {
     (void)n;
     const std::string what = "kmeans device_tiled";
     GPUOPT_REQUIRE(k <= kMaxClusters, what + ": k = " + std::to_string(k) + " clusters; at most " +
@@ -426,17 +525,18 @@ void check(std::int64_t n, std::int64_t d, std::int64_t k) {
     GPUOPT_REQUIRE(d <= (1 << 20) && k * d <= (std::int64_t{1} << 30),
                    what + ": at most 2^20 coordinates and k*D <= 2^30 centre coordinates");
     if (d <= kMaxTiledDim)
-        with_assign_tiled(d, k, [&](auto kernel, std::size_t shared) {
+        with_assign_tiled(d, k, resolve(p, d, k), [&](auto kernel, std::size_t shared) {
             require_shared_memory(kernel, shared, (what + ": assign_tiled").c_str());
         });
     require_shared_memory(sum_members, sum_shared_bytes(static_cast<int>(k)), (what + ": sum_members").c_str());
 }
 
-Launch plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks) {
+Launch plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks, Products p) {
     Launch l;
+    l.products = resolve(p, d, k);
     const std::int64_t tiles = (n + kTilePoints - 1) / kTilePoints, chunks = (n + kChunk - 1) / kChunk;
     if (d <= kMaxTiledDim)
-        with_assign_tiled(d, k, [&](auto kernel, std::size_t shared) {
+        with_assign_tiled(d, k, l.products, [&](auto kernel, std::size_t shared) {
             l.assign_blocks = static_cast<unsigned>(std::min<std::int64_t>(tiles, resident_blocks(kernel, shared, blocks)));
         });
     else
@@ -452,7 +552,7 @@ void launch(const Launch& l, const float* x, std::int64_t n, std::int64_t d, std
     auto* state = static_cast<LoopState*>(state_ptr);
     const int di = static_cast<int>(d), ki = static_cast<int>(k);
     if (d <= kMaxTiledDim)
-        with_assign_tiled(d, k, [&](auto kernel, std::size_t shared) {
+        with_assign_tiled(d, k, l.products, [&](auto kernel, std::size_t shared) {
             kernel<<<l.assign_blocks, kTileThreads, shared>>>(x, n, di, ki, centres, membership, state);
         });
     else

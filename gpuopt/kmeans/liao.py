@@ -99,21 +99,21 @@ def _initial_centroids(ctx: ExecContext, p: KMeansProblem) -> DeviceArray:
         return to_device(p.init)
 
 
-def _kmeans_device(ctx: ExecContext, p: KMeansProblem, *, loops_per_sync: int,
-                   blocks: int) -> tuple[Any, Any, int, np.ndarray]:
+def _kmeans_device(ctx: ExecContext, p: KMeansProblem, *, loops_per_sync: int, blocks: int,
+                   **extra: Any) -> tuple[Any, Any, int, np.ndarray]:
     """The loop on the GPU (``device``, ``device_fused``, ``device_gemm``, ``device_tiled``): centres and memberships
     stay on the device; the launcher reads the stop flag and the delta history once per batch of ``loops_per_sync``
-    loops."""
+    loops. ``extra``: a variant's own parameters (device_tiled's ``products``), passed on as they are."""
     n, d = p.x.shape
     k = p.init.shape[0]
-    host_check(ctx.variant)(n, d, k, loops_per_sync=loops_per_sync, blocks=blocks)
+    host_check(ctx.variant)(n, d, k, loops_per_sync=loops_per_sync, blocks=blocks, **extra)
     run = launcher(ctx.variant)
     x_dev = ctx.device(p.x)
     centroids = _initial_centroids(ctx, p)
     membership = ctx.empty((n,), np.int32)
     with ctx.kernel():
         iterations, delta = run(x_dev.ptr, centroids.ptr, membership.ptr, n, d, k, p.threshold, p.max_iter,
-                                loops_per_sync=loops_per_sync, blocks=blocks)
+                                loops_per_sync=loops_per_sync, blocks=blocks, **extra)
     return ctx.finish(centroids), ctx.finish(membership), iterations, delta
 
 
@@ -146,10 +146,14 @@ register("kmeans", "device_tiled", description="device_gemm with its two halves 
          "memberships), then the chunk sums from a stable sort "
          "of each chunk's memberships (work by members, not k*D per leaf); finish as device; any k*D (past 4096 "
          "centre coordinates the centres are streamed through shared memory in blocks; D > 128: Liao's distance a "
-         "thread a point), k <= 8192; the same bits as "
+         "thread a point), k <= 8192; the screen's products in FP32 FMAs or on the tensor cores in 3xTF32 (a warp 32 "
+         "points x 32 centres of m16n8k8 mma.sync, with its own rounding bound for the near-tie test); the same bits as "
          "device_gemm and cpu(summation='chunked')",
          params=(Param("loops_per_sync", 8, (1, 2, 4, 8, 16, 32),
-                       "loops queued before the host reads the stop flag (later ones return at once)"), _BLOCKS),
+                       "loops queued before the host reads the stop flag (later ones return at once)"), _BLOCKS,
+                 Param("products", "auto", ("auto", "tf32x3", "ffma"),
+                       "the screen's dot products: 'tf32x3' on the tensor cores (split operands, three mma products), "
+                       "'ffma' FP32 FMAs, 'auto' by shape (kmeans_tiled.cu's resolve); memberships Liao's either way")),
          **dict(_DEVICE, kernel="csrc/kmeans/kmeans_tiled.cu"))(_kmeans_device)
 
 
