@@ -258,19 +258,29 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
                     acc[mi][ni][0] = nv.x, acc[mi][ni][1] = nv.y, acc[mi][ni][2] = nv.x, acc[mi][ni][3] = nv.y;
             }
             const float4* bf = reinterpret_cast<const float4*>(cs) + (c0 / 8) * kSteps * 32 + lane;
+            // Product-outer: the 8 accumulators' mma of one product issue back to back (asm volatile keeps the
+            // source order), so an accumulator's next mma comes 8 later instead of at once (measured at c2976f6,
+            // accumulator-inner: 8.1 cycles an issue, tensor pipe ~47%). Each accumulator's own sequence is the same.
             auto step = [&](int s, const std::uint32_t (&h)[2][4], const std::uint32_t (&l)[2][4]) {
+                std::uint32_t bh[4][2], bl[4][2];
 #pragma unroll
                 for (int ni = 0; ni < 4; ++ni) {
                     const float4 b = bf[(ni * kSteps + s) * 32];
-                    const std::uint32_t bh[2] = {__float_as_uint(b.x), __float_as_uint(b.y)};
-                    const std::uint32_t bl[2] = {__float_as_uint(b.z), __float_as_uint(b.w)};
-#pragma unroll
-                    for (int mi = 0; mi < 2; ++mi) {
-                        matmul::tf32::mma_m16n8k8(acc[mi][ni], l[mi], bh);
-                        matmul::tf32::mma_m16n8k8(acc[mi][ni], h[mi], bl);
-                        matmul::tf32::mma_m16n8k8(acc[mi][ni], h[mi], bh);
-                    }
+                    bh[ni][0] = __float_as_uint(b.x), bh[ni][1] = __float_as_uint(b.y);
+                    bl[ni][0] = __float_as_uint(b.z), bl[ni][1] = __float_as_uint(b.w);
                 }
+#pragma unroll
+                for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+                    for (int mi = 0; mi < 2; ++mi) matmul::tf32::mma_m16n8k8(acc[mi][ni], l[mi], bh[ni]);
+#pragma unroll
+                for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+                    for (int mi = 0; mi < 2; ++mi) matmul::tf32::mma_m16n8k8(acc[mi][ni], h[mi], bl[ni]);
+#pragma unroll
+                for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+                    for (int mi = 0; mi < 2; ++mi) matmul::tf32::mma_m16n8k8(acc[mi][ni], h[mi], bh[ni]);
             };
             if constexpr (kHoistA) {
 #pragma unroll
@@ -511,10 +521,14 @@ Products parse_products(const std::string& name) {
     return name == "auto" ? Products::Auto : name == "tf32x3" ? Products::Tf32x3 : Products::Ffma;
 }
 
+// Auto: the tensor cores where the A fragments stay in registers (DP 8, 16; D <= 4 pads half of each k8 step with
+// zeros). Measured on the H200 at c2976f6 (marginal µs a loop): 10M x 16, k=256 3,096 against ffma 3,859; 1M x 16,
+// k=64 212 against 219; but 1M x 64, k=256 2,212 against 1,941 and 1M x 128, k=128 5,530 against 3,001 (the A
+// fragments loaded and split a k8 step at a time in every pass).
 Products resolve(Products p, std::int64_t d, std::int64_t k) {
     (void)k;
     if (p != Products::Auto) return p;
-    return d <= kMaxTiledDim ? Products::Tf32x3 : Products::Ffma;
+    return d > 4 && d <= 16 ? Products::Tf32x3 : Products::Ffma;
 }
 
 void check(std::int64_t n, std::int64_t d, std::int64_t k, Products p) {

@@ -13,7 +13,9 @@ were read off the H200's kmeans_loop study (6f14c66, µs per loop):
    shared memory in blocks, D > 128 takes Liao's distance a thread a point), the dot form register-tiled with sorted sums
    (10M x 16, k=256, marginal loop
    on the H200 in round 4: 3.89 ms against device_gemm's 7.56 in the same run; predict's Liao-form pass 4.84).
-   At 1M x 16, k=64 (k*D = 1024) device stays ahead (228.8 against device_tiled's 237.5 with the 4 x 4 tile).
+   At 1M x 16, k=64 (k*D = 1024) device stayed ahead of the FFMA tile (228.8 against 237.5 with the 4 x 4 tile);
+   with the screen on the tensor cores (round 6, H200 at c2976f6, marginal µs a loop) device_tiled 211.7 against
+   device 231.0: ``device_tiled`` also for k*D <= 1024 where its tensor-core screen runs, 9 <= D <= 16, k >= 64.
 4. Past device_tiled's limits ``liao_vec`` (Liao's port, update on the host; equal to ``cpu``) where its centres
    fit, else ``cpu``.
 """
@@ -44,6 +46,8 @@ def auto_choice(n: int, d: int, k: int) -> str:
     """The variant ``auto`` runs for N objects of D coordinates and k clusters (see the module docstring)."""
     if k * d * -(-n // 1024) <= FUSED_MAX_SUMS and _fits("device_fused", n, d, k):
         return "device_fused"
+    if 9 <= d <= 16 and k >= 64 and _fits("device_tiled", n, d, k):  # rule 3's tensor-core screen, before rule 2
+        return "device_tiled"
     for name in ("device", "device_tiled", "liao_vec"):
         if _fits(name, n, d, k):
             return name
@@ -57,7 +61,8 @@ def _run_auto(ctx: ExecContext, p: KMeansProblem) -> Any:
 
 
 register("kmeans", "auto", description="picks the variant predicted fastest for the shape: device_fused for small "
-         "loops (k*D x chunks <= 65,536), else device (k*D <= 1024), else device_tiled (k <= 8192), else "
+         "loops (k*D x chunks <= 65,536), else device_tiled for 9 <= D <= 16 and k >= 64, else device (k*D <= 1024), "
+         "else device_tiled (k <= 8192), else "
          "liao_vec, else cpu, as measured on the H200 (gpuopt/kmeans/auto.py)",
          report="gpuopt", needs_cuda=True, preferred=True, kernel="gpuopt/kmeans/auto.py",
          test="tests/kmeans/test_gpu_kmeans_fused.py", launcher=False)(_run_auto)

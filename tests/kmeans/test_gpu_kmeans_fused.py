@@ -113,7 +113,8 @@ def test_auto_picks_by_shape():
     assert gpuopt.registry.default_variant("kmeans") == "auto"
     assert auto_choice(488_565, 8, 3) == "device_fused"
     assert auto_choice(10_000_000, 16, 256) == "device_tiled"
-    assert auto_choice(1_000_000, 16, 64) == "device"  # k*D x chunks = 1,000,448: past the fused finish
+    assert auto_choice(1_000_000, 16, 64) == "device_tiled"  # past the fused finish; the tensor-core screen
+    assert auto_choice(1_000_000, 16, 32) == "device"
     assert auto_choice(10_000_000, 8, 4) == "device"  # k*D x chunks = 312,512: past the fused finish
     assert auto_choice(1000, 4096, 2) == "device_tiled"  # past 4096 centre coordinates: the streamed centres
     assert auto_choice(1_000_000, 128, 1024) == "device_tiled"

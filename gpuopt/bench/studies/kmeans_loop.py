@@ -6,7 +6,8 @@ The points are uniform in [0, 1)^D (no cluster structure: memberships keep chang
 one call (CUDA events around it after warm-up, median; points already on the device, results left there) over the
 loops it ran. The liao ladder keeps its loop on the host (its design); ``device`` keeps it on the GPU (two kernels
 a loop), ``device_fused`` in one kernel a loop, ``device_gemm`` with the dot-form assignment (k*D <= 4096),
-``device_tiled`` the same form register-tiled with sorted sums;
+``device_tiled`` the same form register-tiled with sorted sums (its screen's products on the tensor cores in
+3xTF32 where ``products="auto"`` picks them, 4 < D <= 16);
 ``auto`` is what ``variant=None`` picks for the shape; ``stream`` runs device's (or device_gemm's) loop on the
 points left in host memory (NumPy, page-locked in place for the call), streamed through device slabs every loop:
 its floor is the host link (``host_floor_us``: the points once at the pinned host-to-device bandwidth measured in
