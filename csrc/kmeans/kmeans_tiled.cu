@@ -9,7 +9,7 @@
 //                 grid: the centres are staged once a block (k*D <= 4096), else streamed a block of them at a
 //                 time through each tile (Blocked).
 //   sum_members   per chunk of 1024 objects a stable block radix sort of (cluster, index) gives each cluster its
-//                 members in object order; one thread per (cluster, coordinate) adds them, closing a leaf sum into
+//                 members in object order; one thread per (cluster, 4 coordinates) adds them, closing a leaf sum into
 //                 the chunk sum at each leaf boundary: the leaf/chunk tree of assign_and_sum (empty leaves add
 //                 +0.0: no change), work by members (N*D) instead of by k*D per leaf.
 // Then finish_loop (kmeans_device.cu), unchanged: the same bits as device_gemm and cpu(summation="chunked").
@@ -168,7 +168,6 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
                                                                 LoopState* __restrict__ state) {
     if (state->done) return;
     constexpr int kSteps = tc::steps(DP);   // Tc: k8 steps
-    constexpr bool kHoistA = kSteps <= 2;   // Tc: the A fragments in registers for the whole tile
     const int kc = padded_k(k), kb = staged_centres(DP, k, Blocked);
     extern __shared__ __align__(16) float tsm[];
     float* cs = tsm;                        // [DP][kb]: -2c of the staged centres, transposed (exact: a power of two)
@@ -230,14 +229,8 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
         for (int a = 0; a < 4; ++a) best[a] = second[a] = __int_as_float(0x7f800000), bi[a] = 0;
         // Tc: the warp's A fragments (points warp*32 + 16 mi ..), split once a tile where they fit in registers
         // (DP <= 16: 32 registers), else loaded and split a k8 step at a time in every pass.
-        std::uint32_t ah[kHoistA ? kSteps : 1][2][4], al[kHoistA ? kSteps : 1][2][4];
-        if constexpr (Tc && kHoistA) {
-#pragma unroll
-            for (int s = 0; s < kSteps; ++s)
-#pragma unroll
-                for (int mi = 0; mi < 2; ++mi)
-                    tc::load_a<DP>(xs, kXStride, threadIdx.x / 32 * 32 + 16 * mi, s, lane, ah[s][mi], al[s][mi]);
-        }
+        tc::AFrags<DP> ah, al;
+        if constexpr (Tc && tc::hoists(DP)) tc::load_tile_a<DP>(xs, kXStride, lane, ah, al);
         for (int cb0 = 0; cb0 < kc; cb0 += kb) {  // once unless Blocked
           if (Blocked) {
               __syncthreads();  // the last block's cs read
@@ -247,66 +240,8 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
           const int cend = kc - cb0 < kb ? kc - cb0 : kb;  // both multiples of a register pass
           for (int c0 = 0; c0 < cend; c0 += kTileCentres) {
            if constexpr (Tc) {
-            // Four n8 tiles (centres c0 + 8 ni + 2t, + 1 in lane t) for the warp's two m16 tiles; the
-            // accumulators start at ||c||^2; the three products smallest first.
-            float acc[2][4][4];
-#pragma unroll
-            for (int ni = 0; ni < 4; ++ni) {
-                const float2 nv = *reinterpret_cast<const float2*>(cn + cb0 + c0 + 8 * ni + 2 * tx);
-#pragma unroll
-                for (int mi = 0; mi < 2; ++mi)
-                    acc[mi][ni][0] = nv.x, acc[mi][ni][1] = nv.y, acc[mi][ni][2] = nv.x, acc[mi][ni][3] = nv.y;
-            }
-            const float4* bf = reinterpret_cast<const float4*>(cs) + (c0 / 8) * kSteps * 32 + lane;
-            // Product-outer: the 8 accumulators' mma of one product issue back to back (asm volatile keeps the
-            // source order), so an accumulator's next mma comes 8 later instead of at once (measured at c2976f6,
-            // accumulator-inner: 8.1 cycles an issue, tensor pipe ~47%). Each accumulator's own sequence is the same.
-            auto step = [&](int s, const std::uint32_t (&h)[2][4], const std::uint32_t (&l)[2][4]) {
-                std::uint32_t bh[4][2], bl[4][2];
-#pragma unroll
-                for (int ni = 0; ni < 4; ++ni) {
-                    const float4 b = bf[(ni * kSteps + s) * 32];
-                    bh[ni][0] = __float_as_uint(b.x), bh[ni][1] = __float_as_uint(b.y);
-                    bl[ni][0] = __float_as_uint(b.z), bl[ni][1] = __float_as_uint(b.w);
-                }
-#pragma unroll
-                for (int ni = 0; ni < 4; ++ni)
-#pragma unroll
-                    for (int mi = 0; mi < 2; ++mi) matmul::tf32::mma_m16n8k8(acc[mi][ni], l[mi], bh[ni]);
-#pragma unroll
-                for (int ni = 0; ni < 4; ++ni)
-#pragma unroll
-                    for (int mi = 0; mi < 2; ++mi) matmul::tf32::mma_m16n8k8(acc[mi][ni], h[mi], bl[ni]);
-#pragma unroll
-                for (int ni = 0; ni < 4; ++ni)
-#pragma unroll
-                    for (int mi = 0; mi < 2; ++mi) matmul::tf32::mma_m16n8k8(acc[mi][ni], h[mi], bh[ni]);
-            };
-            if constexpr (kHoistA) {
-#pragma unroll
-                for (int s = 0; s < kSteps; ++s) step(s, ah[s], al[s]);
-            } else {
-#pragma unroll 1
-                for (int s = 0; s < kSteps; ++s) {  // fully unrolled, every step's loads are hoisted and spill
-#pragma unroll
-                    for (int mi = 0; mi < 2; ++mi)
-                        tc::load_a<DP>(xs, kXStride, threadIdx.x / 32 * 32 + 16 * mi, s, lane, ah[0][mi], al[0][mi]);
-                    step(s, ah[0], al[0]);
-                }
-            }
-            // Row a = 2 mi + h: point 16 mi + 8 h + g of the warp; its values in centre order within the lane.
-#pragma unroll
-            for (int a = 0; a < 4; ++a)
-#pragma unroll
-                for (int ni = 0; ni < 4; ++ni)
-#pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        const float g = acc[a / 2][ni][2 * (a % 2) + e];
-                        const int c = cb0 + c0 + 8 * ni + 2 * tx + e;
-                        second[a] = fminf(second[a], fmaxf(best[a], g));
-                        if (g < best[a]) bi[a] = c;
-                        best[a] = fminf(best[a], g);
-                    }
+            tc::pass<DP>(reinterpret_cast<const float4*>(cs), cn + cb0, cb0, c0, xs, kXStride, lane, ah, al, best,
+                         second, bi);
            } else {
             float acc[4][kCentresT];
 #pragma unroll
@@ -404,8 +339,9 @@ __global__ void __launch_bounds__(kTileThreads) assign_any(const float* __restri
 
 using ChunkSort = cub::BlockRadixSort<unsigned, kTileThreads, kSortItems>;
 
-// Chunk sums from the memberships: a stable sort of (cluster, index) by cluster, then a thread per (cluster,
-// coordinate) walks its members in object order (leaf sums closed at each leaf boundary). Member counts: integers.
+// Chunk sums from the memberships: a stable sort of (cluster, index) by cluster, then a thread per (cluster, 4
+// coordinates; 1 where the staged columns are not a multiple of 4) walks its members in object order (leaf sums
+// closed at each leaf boundary). Member counts: integers.
 __global__ void __launch_bounds__(kTileThreads, 2) sum_members(const float* __restrict__ x, std::int64_t n, int d,
                                                                int k, const std::int32_t* __restrict__ membership,
                                                                double* __restrict__ chunk_sums,
@@ -460,16 +396,41 @@ __global__ void __launch_bounds__(kTileThreads, 2) sum_members(const float* __re
                     x_s[t] = xc[static_cast<std::int64_t>(t / w) * d + t % w];
             }
             __syncthreads();
-            for (int item = threadIdx.x; item < k * w; item += kTileThreads) {
-                const int c = item / w, jj = item % w;
-                double chunk_sum = 0.0, leaf_sum = 0.0;
-                int leaf = 0;
-                for (int q = start_s[c], qe = end_s[c]; q < qe; ++q) {
-                    const int i = static_cast<int>(sorted_s[q] & (kChunk - 1));
-                    if (i / kLeaf != leaf) chunk_sum += leaf_sum, leaf_sum = 0.0, leaf = i / kLeaf;
-                    leaf_sum += static_cast<double>(x_s[i * w + jj]);
+            if (w % 4 == 0) {
+                // A thread per (cluster, 4 coordinates): one walk of the member list feeds 4 independent float64
+                // chains from one LDS.128 a member (a thread per coordinate walked it 4 times, one dependent
+                // LDS, LDS, DADD chain each). Per coordinate the same adds in the same order: the same bits.
+                const int w4 = w / 4;
+                for (int item = threadIdx.x; item < k * w4; item += kTileThreads) {
+                    const int c = item / w4, jj = item % w4 * 4;
+                    double chunk_sum[4] = {0.0, 0.0, 0.0, 0.0}, leaf_sum[4] = {0.0, 0.0, 0.0, 0.0};
+                    int leaf = 0;
+                    for (int q = start_s[c], qe = end_s[c]; q < qe; ++q) {
+                        const int i = static_cast<int>(sorted_s[q] & (kChunk - 1));
+                        if (i / kLeaf != leaf) {
+#pragma unroll
+                            for (int r = 0; r < 4; ++r) chunk_sum[r] += leaf_sum[r], leaf_sum[r] = 0.0;
+                            leaf = i / kLeaf;
+                        }
+                        const float4 v = *reinterpret_cast<const float4*>(x_s + i * w + jj);
+                        leaf_sum[0] += static_cast<double>(v.x), leaf_sum[1] += static_cast<double>(v.y);
+                        leaf_sum[2] += static_cast<double>(v.z), leaf_sum[3] += static_cast<double>(v.w);
+                    }
+#pragma unroll
+                    for (int r = 0; r < 4; ++r) chunk_sums[chunk * kd + c * d + j0 + jj + r] = chunk_sum[r] + leaf_sum[r];
                 }
-                chunk_sums[chunk * kd + c * d + j0 + jj] = chunk_sum + leaf_sum;
+            } else {
+                for (int item = threadIdx.x; item < k * w; item += kTileThreads) {
+                    const int c = item / w, jj = item % w;
+                    double chunk_sum = 0.0, leaf_sum = 0.0;
+                    int leaf = 0;
+                    for (int q = start_s[c], qe = end_s[c]; q < qe; ++q) {
+                        const int i = static_cast<int>(sorted_s[q] & (kChunk - 1));
+                        if (i / kLeaf != leaf) chunk_sum += leaf_sum, leaf_sum = 0.0, leaf = i / kLeaf;
+                        leaf_sum += static_cast<double>(x_s[i * w + jj]);
+                    }
+                    chunk_sums[chunk * kd + c * d + j0 + jj] = chunk_sum + leaf_sum;
+                }
             }
         }
     }

@@ -54,6 +54,91 @@ __device__ __forceinline__ void load_a(const float* xs, int stride, int row0, in
     }
 }
 
+// The warp's A fragments [k8 step][m16 tile][4], hi and lo: split once a tile and kept in registers where they fit
+// (DP <= 16: 32 registers), else one k8 step's, loaded and split in every pass.
+__host__ __device__ constexpr bool hoists(int dp) { return steps(dp) <= 2; }
+template <int DP>
+using AFrags = std::uint32_t[hoists(DP) ? steps(DP) : 1][2][4];
+
+// The warp's points warp * 32 + 16 mi + ..: all k8 steps (hoists(DP)).
+template <int DP>
+__device__ __forceinline__ void load_tile_a(const float* xs, int stride, int lane, AFrags<DP>& ah, AFrags<DP>& al) {
+#pragma unroll
+    for (int s = 0; s < steps(DP); ++s)
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi)
+            load_a<DP>(xs, stride, threadIdx.x / 32 * 32 + 16 * mi, s, lane, ah[s][mi], al[s][mi]);
+}
+
+// One pass: centres c0 .. c0 + 31 of the staged block (cs: its B fragments; cn: its norms; cb0: its first centre)
+// against the warp's 32 points, then the running (best, second, index) of the lane's four rows (a = 2 mi + h: point
+// 16 mi + 8 h + g of the warp), its values in centre order within the lane: strict < keeps the lower index, second =
+// min(second, max(best, g)) the second smallest (equal to best on a tie).
+template <int DP>
+__device__ __forceinline__ void pass(const float4* cs, const float* cn, int cb0, int c0, const float* xs, int stride,
+                                     int lane, AFrags<DP>& ah, AFrags<DP>& al, float (&best)[4], float (&second)[4],
+                                     int (&bi)[4]) {
+    constexpr int S = steps(DP);
+    const int t = lane % 4;
+    // Four n8 tiles (centres c0 + 8 ni + 2t, + 1 in lane t) for the warp's two m16 tiles, started at ||c||^2.
+    float acc[2][4][4];
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni) {
+        const float2 nv = *reinterpret_cast<const float2*>(cn + c0 + 8 * ni + 2 * t);
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi)
+            acc[mi][ni][0] = nv.x, acc[mi][ni][1] = nv.y, acc[mi][ni][2] = nv.x, acc[mi][ni][3] = nv.y;
+    }
+    const float4* bf = cs + (c0 / 8) * S * 32 + lane;
+    // The three products smallest first, product-outer in the source (ptxas interleaves ~4 accumulators' chains
+    // either way, register-bound: the SASS of both orders has the same 3,952 instructions).
+    auto step = [&](int s, const std::uint32_t (&h)[2][4], const std::uint32_t (&l)[2][4]) {
+        std::uint32_t bh[4][2], bl[4][2];
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni) {
+            const float4 b = bf[(ni * S + s) * 32];
+            bh[ni][0] = __float_as_uint(b.x), bh[ni][1] = __float_as_uint(b.y);
+            bl[ni][0] = __float_as_uint(b.z), bl[ni][1] = __float_as_uint(b.w);
+        }
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+            for (int mi = 0; mi < 2; ++mi) matmul::tf32::mma_m16n8k8(acc[mi][ni], l[mi], bh[ni]);
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+            for (int mi = 0; mi < 2; ++mi) matmul::tf32::mma_m16n8k8(acc[mi][ni], h[mi], bl[ni]);
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+            for (int mi = 0; mi < 2; ++mi) matmul::tf32::mma_m16n8k8(acc[mi][ni], h[mi], bh[ni]);
+    };
+    if constexpr (hoists(DP)) {
+#pragma unroll
+        for (int s = 0; s < S; ++s) step(s, ah[s], al[s]);
+    } else {
+#pragma unroll 1
+        for (int s = 0; s < S; ++s) {  // fully unrolled, every step's loads are hoisted and spill
+#pragma unroll
+            for (int mi = 0; mi < 2; ++mi)
+                load_a<DP>(xs, stride, threadIdx.x / 32 * 32 + 16 * mi, s, lane, ah[0][mi], al[0][mi]);
+            step(s, ah[0], al[0]);
+        }
+    }
+#pragma unroll
+    for (int a = 0; a < 4; ++a)
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const float g = acc[a / 2][ni][2 * (a % 2) + e];
+                const int c = cb0 + c0 + 8 * ni + 2 * t + e;
+                second[a] = fminf(second[a], fmaxf(best[a], g));
+                if (g < best[a]) bi[a] = c;
+                best[a] = fminf(best[a], g);
+            }
+}
+
 // The gap bound of the 3xTF32 screen, in units u = 2^-24, B = ||x|| + max ||c|| (notes/kmeans.md, round 6 (b)).
 // Per centre |g_tc - g| <= (D + 16 DP8 + 13) u B^2: ||c||^2's FMA chain gamma_D; the split (x_lo m_lo dropped,
 // the lo parts rounded to TF32) 3.01 * 2^-22 per |x_j m_j|; and, NOT assuming round-to-nearest in the tensor
