@@ -7,7 +7,9 @@
 //                 whose gap is within dot_bound is queued and gets Liao's distance to its candidates (nearest_dot's
 //                 rule) with a tile's worth of others, one a thread, so every membership is Liao's. Persistent
 //                 grid: the centres are staged once a block (k*D <= 4096), else streamed a block of them at a
-//                 time through each tile (Blocked).
+//                 time through each tile (Blocked). Products "tf32x3" (Tc): the same tile with the products on the
+//                 tensor cores in 3xTF32, a warp 32 points x 32 centres of mma.sync (kmeans_tiled_tc.cuh), its
+//                 own rounding bound tc_bound in place of dot_bound; "ffma" the register tile; "auto": resolve.
 //   sum_members   per chunk of 1024 objects a stable block radix sort of (cluster, index) gives each cluster its
 //                 members in object order; one thread per (cluster, 4 coordinates) adds them, closing a leaf sum into
 //                 the chunk sum at each leaf boundary: the leaf/chunk tree of assign_and_sum (empty leaves add
