@@ -22,7 +22,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../common/cuda_check.cuh"
@@ -37,11 +40,13 @@ namespace gpuopt::kmeans {
 
 namespace {
 
-// Hand-written grid barrier: one arrival counter (reset by the last arrival) and a generation word the others wait
-// on (ld.acquire.gpu spin with a short back-off). Zeroed once per run.
+// Hand-written grid barrier on one word, no reset and no read before arriving: block 0 adds 2^31 - (blocks - 1), every
+// other block 1, so the word's top bit flips exactly when the last block arrives; each block's thread 0 waits for its
+// own add's top bit to flip (ld.acquire.gpu spin). Round 1 (call 1) read a generation word first and reset a counter:
+// one more L2 round trip on the critical path, 1.5-1.9 us a barrier against cooperative_groups' 1.0-1.2.
 struct GridBarrier {
-    unsigned count;
-    unsigned generation;
+    unsigned word;
+    unsigned pad;
 };
 
 __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
@@ -49,12 +54,9 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
-__device__ __forceinline__ void st_release(unsigned* p, unsigned v) {
-    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ unsigned add_acq_rel(unsigned* p, unsigned v) {
+__device__ __forceinline__ unsigned add_release(unsigned* p, unsigned v) {
     unsigned old;
-    asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    asm volatile("atom.add.release.gpu.global.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
     return old;
 }
 
@@ -63,15 +65,11 @@ __device__ __forceinline__ void grid_sync(GridBarrier* bar) {
     if constexpr (Cg) {
         cooperative_groups::this_grid().sync();
     } else {
-        __syncthreads();  // the block's writes are ordered before thread 0's release (bar.sync, then acq_rel)
+        __syncthreads();  // the block's writes are ordered before thread 0's release (bar.sync, then the release add)
         if (threadIdx.x == 0) {
-            // Read before arriving: the generation cannot move until this block has arrived.
-            const unsigned gen = ld_acquire(&bar->generation);
-            if (add_acq_rel(&bar->count, 1u) == gridDim.x - 1) {
-                bar->count = 0;  // visible before the release below, so before anyone arrives again
-                st_release(&bar->generation, gen + 1);
-            } else {
-                while (ld_acquire(&bar->generation) == gen) __nanosleep(32);
+            const unsigned add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
+            const unsigned old = add_release(&bar->word, add);
+            while (((old ^ ld_acquire(&bar->word)) & 0x80000000u) == 0) {
             }
         }
         __syncthreads();
@@ -111,9 +109,12 @@ inline std::size_t persistent_shared_bytes(std::int64_t d, std::int64_t k, int c
     return bytes;
 }
 
-// At most 64 registers (4 blocks an SM), as assign_and_sum.
+// At most 64 registers (4 blocks an SM), as assign_and_sum, where 4 blocks an SM can fit; resident chunks of D >= 12
+// (>= 50 KB each) leave room for 3 at most (80 registers), of a generic D (> 24) for 2.
+template <int D, bool Resident>
+constexpr int kMinBlocks = !Resident ? 4 : (D == 0 ? 2 : (D >= 12 ? 3 : 4));
 template <int D, bool Resident, bool Cg>
-__global__ void __launch_bounds__(kThreads, 4) persistent_loop(PersistArgs a) {
+__global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_loop(PersistArgs a) {
     const int d = D > 0 ? D : a.d, k = a.k, kd = k * d, row = row_len(k, d);
     const std::int64_t n = a.n;
     const std::int64_t chunks = (n + kChunk - 1) / kChunk, groups = (chunks + kGroup - 1) / kGroup;
@@ -217,14 +218,16 @@ __global__ void __launch_bounds__(kThreads, 4) persistent_loop(PersistArgs a) {
 #pragma unroll
                             for (int c = 0; c < K; ++c) s[c] = 0.0;
                             const int in_leaf = len - first < kLeaf ? len - first : kLeaf;
+                            // 8 loads in flight; 4 from shared memory past D = 8 (64 registers: D = 12 spilled)
+                            constexpr int kFlight = Resident && D > 8 ? kLeaf / 8 : kLeaf / 4;
 #pragma unroll 1
-                            for (int h = 0; h < kLeaf; h += kLeaf / 4) {  // 8 loads in flight
-                                float v[kLeaf / 4];
+                            for (int h = 0; h < kLeaf; h += kFlight) {
+                                float v[kFlight];
 #pragma unroll
-                                for (int i = 0; i < kLeaf / 4; ++i)
+                                for (int i = 0; i < kFlight; ++i)
                                     v[i] = h + i < in_leaf ? col[static_cast<std::int64_t>(h + i) * d] : 0.f;
 #pragma unroll
-                                for (int i = 0; i < kLeaf / 4; ++i) {
+                                for (int i = 0; i < kFlight; ++i) {
                                     const int m = h + i < in_leaf ? mem[first + h + i] : -1;
                                     const double vd = static_cast<double>(v[i]);
 #pragma unroll
@@ -414,6 +417,21 @@ PersistPlan plan_persistent(std::int64_t n, std::int64_t d, std::int64_t k, int 
     return p;
 }
 
+// The plan of a shape, made once per device (its occupancy queries and shared-memory opt-in are host API calls: a few
+// µs of every call's fixed cost otherwise).
+PersistPlan cached_plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks_wanted, bool allow_resident,
+                        bool cg) {
+    static std::mutex mutex;
+    static std::map<std::tuple<int, std::int64_t, std::int64_t, std::int64_t, int, bool, bool>, PersistPlan> plans;
+    int device = 0;
+    GPUOPT_CUDA_CHECK(cudaGetDevice(&device));
+    const auto key = std::make_tuple(device, (n + kChunk - 1) / kChunk, d, k, blocks_wanted, allow_resident, cg);
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = plans.find(key);
+    if (it == plans.end()) it = plans.emplace(key, plan_persistent(n, d, k, blocks_wanted, allow_resident, cg)).first;
+    return it->second;
+}
+
 }  // namespace
 
 void kmeans_device_persistent_check(std::int64_t n, std::int64_t d, std::int64_t k) {
@@ -433,7 +451,7 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
     GPUOPT_REQUIRE(max_iter >= 1 && max_iter <= (1 << 30), "kmeans device_persistent: max_iter must be in 1..2^30");
     GPUOPT_REQUIRE(cfg.blocks >= 0, "kmeans device_persistent: blocks must be >= 0 (0: as many as are co-resident)");
     kmeans_device_persistent_check(n, d, k);
-    const PersistPlan plan = plan_persistent(n, d, k, cfg.blocks, !cfg.global_x, cfg.cg_barrier);
+    const PersistPlan plan = cached_plan(n, d, k, cfg.blocks, !cfg.global_x, cfg.cg_barrier);
     const std::int64_t chunks = (n + kChunk - 1) / kChunk, groups = (chunks + kGroup - 1) / kGroup;
     const int row = row_len(static_cast<int>(k), static_cast<int>(d));
     DeviceBuffer<double> rows(static_cast<std::size_t>((chunks + groups) * row));

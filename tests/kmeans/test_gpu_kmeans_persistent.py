@@ -59,9 +59,9 @@ def test_every_dimension(rng, d, x_memory):
 
 @pytest.mark.parametrize("x_memory", X_MEMORY)
 @pytest.mark.parametrize("n,d,k", [(1, 1, 1), (5, 3, 5), (100, 8, 3), (1023, 8, 1), (1024, 8, 4), (1025, 2, 9),
-                                   (3000, 4, 3000 // 4)], ids=str)
+                                   (3000, 4, 256), (300, 1, 300)], ids=str)
 def test_small_and_awkward(rng, n, d, k, x_memory):
-    # N below one chunk, exactly one, one past it; k = 1, k = N, k*D at the limit's side.
+    # N below one chunk, exactly one, one past it; k = 1, k = N, k*D = 1024.
     x = rng.uniform(-1, 1, (n, d)).astype(np.float32)
     assert_same_as_chunked_cpu(x, k, V, threshold=0.0, max_iter=20, x_memory=x_memory)
     grid = rng.integers(0, 3, (n, d)).astype(np.float32)  # exact ties, duplicates, empty clusters
@@ -86,8 +86,8 @@ def test_stops_on_the_device(rng, x_memory):
     for max_iter in (1, 2):
         res = assert_same_as_chunked_cpu(x, 2, V, threshold=0.0, max_iter=max_iter, x_memory=x_memory)
         assert res.iterations == max_iter and res.delta[0] == 1.0
-    long = rng.uniform(0, 1, (20_000, 3)).astype(np.float32)
-    res = assert_same_as_chunked_cpu(long, 16, V, threshold=0.0, max_iter=100, x_memory=x_memory)
+    long = rng.uniform(0, 1, (200_000, 2)).astype(np.float32)  # many clusters on noise: a slow fixed point
+    res = assert_same_as_chunked_cpu(long, 100, V, threshold=0.0, max_iter=80, x_memory=x_memory)
     assert res.iterations > 62  # a history longer than the first copy back
 
 
