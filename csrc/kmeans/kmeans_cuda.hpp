@@ -77,14 +77,14 @@ KMeansStats kmeans_device_fused(const float* x_dev, std::int64_t n, std::int64_t
 struct PersistentConfig {
     int blocks = 0;           // the grid at most (0: as many as are co-resident); clamped to the co-resident count
     bool global_x = false;    // read x from global memory every loop even where it would fit shared memory
-    bool cg_barrier = false;  // cooperative_groups' grid sync instead of the hand-written barrier
 };
 void kmeans_device_persistent_check(std::int64_t n, std::int64_t d, std::int64_t k);
 KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k,
                                      float threshold, std::int64_t max_iter, float* centroids_dev,
                                      std::int32_t* membership_dev, const PersistentConfig& cfg);
 // The cost of `barriers` grid barriers alone (a cooperative grid of blocks_per_sm x SMs blocks of 256 threads doing
-// nothing else), CUDA-event milliseconds of one launch after a warm-up one.
+// nothing else), CUDA-event milliseconds of one launch after a warm-up one: device_persistent's hand-written barrier,
+// or (cg) cooperative_groups' grid sync, which it was measured against.
 double kmeans_grid_barrier_ms(int blocks_per_sm, int barriers, bool cg);
 // "device_gemm": the same loop (two kernels a loop) for k*D <= 4096, the nearest centre by the dot form
 // ||c||^2 - 2 x.c (one fused multiply-add per centre coordinate), Liao's distances recomputed for an object

@@ -113,7 +113,7 @@ inline std::size_t persistent_shared_bytes(std::int64_t d, std::int64_t k, int c
 // (>= 50 KB each) leave room for 3 at most (80 registers), of a generic D (> 24) for 2.
 template <int D, bool Resident>
 constexpr int kMinBlocks = !Resident ? 4 : (D == 0 ? 2 : (D >= 12 ? 3 : 4));
-template <int D, bool Resident, bool Cg>
+template <int D, bool Resident>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_loop(PersistArgs a) {
     const int d = D > 0 ? D : a.d, k = a.k, kd = k * d, row = row_len(k, d);
     const std::int64_t n = a.n;
@@ -292,7 +292,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
             }
             __syncthreads();  // counts_s zeroed (and mem read) before the next chunk's atomics
         }
-        grid_sync<Cg>(a.barrier);
+        grid_sync<false>(a.barrier);
 
         // ---------------------------------------------------------------- B: group sums, chunk rows in order
         // A task: one group's chunk rows, a slice of `width` row entries, staged through the leaf slab by the whole
@@ -316,7 +316,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
             }
             __syncthreads();  // the slab is rewritten by the next task
         }
-        grid_sync<Cg>(a.barrier);
+        grid_sync<false>(a.barrier);
 
         // ---------------------------------------------------------------- C: every block closes the loop itself
         // The group sums staged through the slab, `per_round` groups a round (kmeans04: all 15 in one), added in group
@@ -374,17 +374,17 @@ struct PersistPlan {
 };
 
 template <class F>
-void with_kernel(std::int64_t d, bool resident, bool cg, F&& f) {
+void with_kernel(std::int64_t d, bool resident, F&& f) {
     with_dim(d, [&](auto dim) {
         constexpr int D = decltype(dim)::value;
-        if (resident) cg ? f(persistent_loop<D, true, true>) : f(persistent_loop<D, true, false>);
-        else cg ? f(persistent_loop<D, false, true>) : f(persistent_loop<D, false, false>);
+        if (resident) f(persistent_loop<D, true>);
+        else f(persistent_loop<D, false>);
     });
 }
 
-int resident_blocks_per_sm(std::int64_t d, bool resident, bool cg, std::size_t shared) {
+int resident_blocks_per_sm(std::int64_t d, bool resident, std::size_t shared) {
     int per_sm = 0;
-    with_kernel(d, resident, cg, [&](auto kernel) {
+    with_kernel(d, resident, [&](auto kernel) {
         cudaFuncAttributes attr{};
         GPUOPT_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
         if (shared + attr.sharedSizeBytes > static_cast<std::size_t>(max_shared_memory_per_block_optin())) return;
@@ -394,8 +394,7 @@ int resident_blocks_per_sm(std::int64_t d, bool resident, bool cg, std::size_t s
     return per_sm;
 }
 
-PersistPlan plan_persistent(std::int64_t n, std::int64_t d, std::int64_t k, int blocks_wanted, bool allow_resident,
-                            bool cg) {
+PersistPlan plan_persistent(std::int64_t n, std::int64_t d, std::int64_t k, int blocks_wanted, bool allow_resident) {
     const std::int64_t chunks = (n + kChunk - 1) / kChunk, sms = multiprocessor_count();
     auto capped = [&](std::int64_t g) { return std::min<std::int64_t>(blocks_wanted > 0 ? blocks_wanted : g, g); };
     PersistPlan p;
@@ -404,14 +403,14 @@ PersistPlan plan_persistent(std::int64_t n, std::int64_t d, std::int64_t k, int 
             const std::int64_t grid = capped(std::min(chunks, sms * per_sm));
             const int cpb = static_cast<int>((chunks + grid - 1) / grid);
             const std::size_t shared = persistent_shared_bytes(d, k, cpb, true);
-            if (static_cast<std::int64_t>(resident_blocks_per_sm(d, true, cg, shared)) * sms >= grid) {
+            if (static_cast<std::int64_t>(resident_blocks_per_sm(d, true, shared)) * sms >= grid) {
                 p.grid = static_cast<unsigned>(grid), p.chunks_per_block = cpb, p.resident = true, p.shared = shared;
                 return p;
             }
         }
     }
     p.shared = persistent_shared_bytes(d, k, 1, false);
-    const int per_sm = resident_blocks_per_sm(d, false, cg, p.shared);
+    const int per_sm = resident_blocks_per_sm(d, false, p.shared);
     GPUOPT_REQUIRE(per_sm >= 1, "kmeans device_persistent: the loop kernel does not fit one block an SM");
     p.grid = static_cast<unsigned>(capped(std::min(chunks, sms * per_sm)));
     return p;
@@ -419,16 +418,15 @@ PersistPlan plan_persistent(std::int64_t n, std::int64_t d, std::int64_t k, int 
 
 // The plan of a shape, made once per device (its occupancy queries and shared-memory opt-in are host API calls: a few
 // µs of every call's fixed cost otherwise).
-PersistPlan cached_plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks_wanted, bool allow_resident,
-                        bool cg) {
+PersistPlan cached_plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks_wanted, bool allow_resident) {
     static std::mutex mutex;
-    static std::map<std::tuple<int, std::int64_t, std::int64_t, std::int64_t, int, bool, bool>, PersistPlan> plans;
+    static std::map<std::tuple<int, std::int64_t, std::int64_t, std::int64_t, int, bool>, PersistPlan> plans;
     int device = 0;
     GPUOPT_CUDA_CHECK(cudaGetDevice(&device));
-    const auto key = std::make_tuple(device, (n + kChunk - 1) / kChunk, d, k, blocks_wanted, allow_resident, cg);
+    const auto key = std::make_tuple(device, (n + kChunk - 1) / kChunk, d, k, blocks_wanted, allow_resident);
     std::lock_guard<std::mutex> lock(mutex);
     auto it = plans.find(key);
-    if (it == plans.end()) it = plans.emplace(key, plan_persistent(n, d, k, blocks_wanted, allow_resident, cg)).first;
+    if (it == plans.end()) it = plans.emplace(key, plan_persistent(n, d, k, blocks_wanted, allow_resident)).first;
     return it->second;
 }
 
@@ -451,7 +449,7 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
     GPUOPT_REQUIRE(max_iter >= 1 && max_iter <= (1 << 30), "kmeans device_persistent: max_iter must be in 1..2^30");
     GPUOPT_REQUIRE(cfg.blocks >= 0, "kmeans device_persistent: blocks must be >= 0 (0: as many as are co-resident)");
     kmeans_device_persistent_check(n, d, k);
-    const PersistPlan plan = cached_plan(n, d, k, cfg.blocks, !cfg.global_x, cfg.cg_barrier);
+    const PersistPlan plan = cached_plan(n, d, k, cfg.blocks, !cfg.global_x);
     const std::int64_t chunks = (n + kChunk - 1) / kChunk, groups = (chunks + kGroup - 1) / kGroup;
     const int row = row_len(static_cast<int>(k), static_cast<int>(d));
     DeviceBuffer<double> rows(static_cast<std::size_t>((chunks + groups) * row));
@@ -463,7 +461,12 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
                      reinterpret_cast<GridBarrier*>(small.data()), reinterpret_cast<int*>(small.data() + 1),
                      reinterpret_cast<float*>(small.data() + 2), plan.chunks_per_block};
     void* params[] = {&args};
-    with_kernel(d, plan.resident, cfg.cg_barrier, [&](auto kernel) {
+    with_kernel(d, plan.resident, [&](auto kernel) {
+        // The kernel's shared-memory opt-in is per kernel, not per plan: another shape's plan may have set it lower
+        // since this one was made (H200 call 2: cudaErrorCooperativeLaunchTooLarge), so it is set again here.
+        if (plan.shared > 48 * 1024)
+            GPUOPT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   static_cast<int>(plan.shared)));
         // Fails (RuntimeError) rather than deadlock where the grid cannot be co-resident.
         GPUOPT_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(plan.grid),
                                                       dim3(kThreads), params, plan.shared, nullptr));

@@ -7,9 +7,9 @@ were read off the H200's kmeans_loop study (6f14c66, µs per loop):
 1. The chunk sums the loop's finish reads, k*D x ceil(N / 1024), at most 65,536 (kmeans04: 11,472) and
    k*D <= 1024: ``device_persistent``, the whole run in one cooperative launch (every block closes each loop
    itself, so its finish reads grow with the grid: only small finishes). Round 6 (H200, marginal µs a loop at
-   kmeans04): 14.4 (cooperative_groups' barrier) / 15.7 (the first hand-written one) against device_fused 17.4
-   and device 17.3; Liao's three sets, whole call: 0.48-0.61 ms against device_fused's 0.51-0.73. At 1M x 16,
-   k=64 (past the limit) it lost: 267 against device_tiled's 220. Before: ``device_fused`` (kmeans04 22.6 against
+   kmeans04, two runs): 14.4-15.7 against device_fused 17.1-17.4 and device 17.3-17.5 (10-loop call / 10: 18.7
+   against 20.3); Liao's three sets, whole call: 0.42-0.61 ms against device_fused's 0.50-0.73. At 1M x 16, k=64
+   (past the limit) it lost: 265 against device_tiled's 215. Before: ``device_fused`` (kmeans04 22.6 against
    device 25.8; round 5 fused 17.9 / 17.6 against device 18.6 / 17.0).
 2. k*D <= 1024: ``device`` (1M x 16, k=64: 235 against device_gemm 264 and device_fused 304).
 3. Otherwise ``device_tiled`` (any k*D, k <= 8192: past 4096 centre coordinates the centres are streamed through

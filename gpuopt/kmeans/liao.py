@@ -140,10 +140,7 @@ register("kmeans", "device_persistent", description="device's loop, the whole ru
                        "result does not depend on it"),
                  Param("x_memory", "auto", ("auto", "global"),
                        "'auto': a block's x staged in shared memory once where its chunks fit, else read every loop; "
-                       "'global': always read every loop"),
-                 Param("barrier", "hand", ("hand", "cg"),
-                       "grid barrier: 'hand' (one counter and a generation word, acquire/release) or 'cg' "
-                       "(cooperative_groups' grid sync)")),
+                       "'global': always read every loop")),
          **dict(_DEVICE, kernel="csrc/kmeans/kmeans_persistent.cu",
                 test="tests/kmeans/test_gpu_kmeans_persistent.py"))(_kmeans_device)
 register("kmeans", "device_gemm", description="device for k*D <= 4096: the nearest centre by the dot form "
