@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
     double* leaf_s = reinterpret_cast<double*>(smem_raw + head);  // [leaves][k*d]
     double* totals_s = leaf_s + leaves * kd;                      // [row]
     float* centres_s = reinterpret_cast<float*>(totals_s + row);  // [k][d]
-    int* counts_s = reinterpret_cast<int*>(centres_s + kd);       // [k]: members, [k]: changes (this chunk)
+    int* counts_s = reinterpret_cast<int*>(centres_s + kd);       // this chunk's: [k] member counts, [1] changes
 
     // Once: the centres, the zeroed counts, memberships -1 (every object counts as changed in the first loop, as the
     // reference) and, resident, the block's x (16-byte pieces where x and its rows allow, else 4 bytes).
@@ -150,7 +150,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
                     *reinterpret_cast<const float4*>(src + f);
             }
         } else {
-            for (std::int64_t f = threadIdx.x; f < floats; f += kThreads) xs[(f / leaf_floats) * stride + f % leaf_floats] = src[f];
+            for (std::int64_t f = threadIdx.x; f < floats; f += kThreads)
+                xs[(f / leaf_floats) * stride + f % leaf_floats] = src[f];
         }
     } else {
         for (std::int64_t i = c_begin * kChunk + threadIdx.x; i < std::min(n, c_end * kChunk); i += kThreads)
@@ -286,7 +287,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
                 const int e = threadIdx.x + q * kThreads;
                 if (e < kd) out[e] = chunk_sum[q];
             }
-            for (int c = threadIdx.x; c <= k; c += kThreads) {  // the reader zeroes: the next chunk adds after a barrier
+            // The reader zeroes the counts: the next chunk adds to them after the barrier below.
+            for (int c = threadIdx.x; c <= k; c += kThreads) {
                 out[kd + c] = static_cast<double>(counts_s[c]);
                 counts_s[c] = 0;
             }
@@ -322,12 +324,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
         // The group sums staged through the slab, `per_round` groups a round (kmeans04: all 15 in one), added in group
         // order by one thread an entry.
         const int per_round = slab / row;
-        // Each entry's total accumulates in totals_s[e], owned by one thread (no race; no registers held across rounds).
+        // An entry's total accumulates in totals_s[e], owned by one thread (no race, no registers held across rounds).
         for (int e = threadIdx.x; e < row; e += kThreads) totals_s[e] = 0.0;
         for (std::int64_t g0 = 0; g0 < groups; g0 += per_round) {
             const int in_round = static_cast<int>(groups - g0 < per_round ? groups - g0 : per_round);
 #pragma unroll 4
-            for (int t = threadIdx.x; t < in_round * row; t += kThreads) leaf_s[t] = __ldcg(a.group_sums + g0 * row + t);
+            for (int t = threadIdx.x; t < in_round * row; t += kThreads)
+                leaf_s[t] = __ldcg(a.group_sums + g0 * row + t);
             __syncthreads();
             for (int e = threadIdx.x; e < row; e += kThreads) {
                 double total = totals_s[e];
@@ -352,10 +355,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
             break;
         }
     }
-    if constexpr (Resident)
-        for (std::int64_t i = threadIdx.x; i < std::min<std::int64_t>(n - c_begin * kChunk, std::int64_t{mine} * kChunk);
-             i += kThreads)
+    if constexpr (Resident) {
+        const std::int64_t objects = std::min<std::int64_t>(n - c_begin * kChunk, std::int64_t{mine} * kChunk);
+        for (std::int64_t i = threadIdx.x; i < objects; i += kThreads)
             a.membership[c_begin * kChunk + i] = members_s[i];
+    }
 }
 
 // Only the barriers: their cost alone (kmeans_grid_barrier_ms).

@@ -1,7 +1,7 @@
 """``device_persistent``: the whole run in one cooperative launch. The same bits as ``cpu(summation="chunked")`` and as
 ``device`` / ``device_fused`` on every grid (1, 3, 64 blocks and the full co-resident grid), with x staged in shared
-memory or read from global memory every loop (``x_memory="global"`` reaches that path at small N), either grid
-the one-word grid barrier; awkward N, k = 1 and k = N, empty clusters, early stops, every unrolled D and a generic one, device arrays.
+memory or read from global memory every loop (``x_memory="global"`` reaches that path at small N); awkward N, k = 1
+and k = N, empty clusters, early stops, every unrolled D and a generic one, device arrays, alternating plans.
 (The variant also runs every test of test_gpu_kmeans.py / test_gpu_kmeans_fused.py that takes DEVICE_LOOPS.)"""
 
 import numpy as np
@@ -138,3 +138,13 @@ def test_grid_barrier_cost_is_measured(cg):  # the hand-written barrier, and coo
 
     ms = cuda_module().kmeans_grid_barrier_ms(4, 100, cg)
     assert 0 < ms < 100
+
+
+def test_plans_of_two_shapes_alternate(rng):
+    # The same kernel (D = 16, x staged) at two shared-memory sizes, each plan cached: the larger one launched again
+    # after the smaller one set the kernel's opt-in lower (H200 call 2: cudaErrorCooperativeLaunchTooLarge before the
+    # launcher set it at every launch).
+    big = rng.uniform(0, 1, (40_000, 16)).astype(np.float32)  # k*D = 1024: ~117 KB a block
+    small = rng.uniform(0, 1, (5_000, 16)).astype(np.float32)  # k = 3: ~83 KB
+    for x, k in ((big, 64), (small, 3), (big, 64), (small, 3)):
+        assert_same_as_chunked_cpu(x, k, V, threshold=0.0, max_iter=2)
