@@ -69,6 +69,16 @@ kmeans::StreamConfig stream_config(std::int64_t chunk_points, int buffers, const
     return cfg;
 }
 
+kmeans::PersistentConfig persistent_config(int blocks, const std::string& x_memory) {
+    GPUOPT_REQUIRE(blocks >= 0, "kmeans device_persistent: blocks must be >= 0 (0: as many as are co-resident)");
+    GPUOPT_REQUIRE(x_memory == "auto" || x_memory == "global",
+                   "kmeans device_persistent: x_memory must be 'auto' or 'global', got '" + x_memory + "'");
+    kmeans::PersistentConfig cfg;
+    cfg.blocks = blocks;
+    cfg.global_x = x_memory == "global";
+    return cfg;
+}
+
 }  // namespace
 
 void bind_kmeans(py::module_& m) {
@@ -145,6 +155,40 @@ void bind_kmeans(py::module_& m) {
     }
 #undef GPUOPT_NO_PRODUCTS
 #undef GPUOPT_NO_PRODUCTS_CHECK
+    // kmeans_device_persistent(x_dev, centroids_dev, membership_dev, n, d, k, threshold, max_iter, *, blocks, x_memory)
+    //   -> (iterations, delta); one cooperative launch for the whole run.
+    def_variant(m, "kmeans", "device_persistent",
+                [](std::uintptr_t x_dev, std::uintptr_t centroids_dev, std::uintptr_t membership_dev, std::int64_t n,
+                   std::int64_t d, std::int64_t k, float threshold, std::int64_t max_iter, int blocks,
+                   const std::string& x_memory) {
+                    const kmeans::PersistentConfig cfg = persistent_config(blocks, x_memory);
+                    kmeans::KMeansStats stats;
+                    {
+                        py::gil_scoped_release release;
+                        stats = kmeans::kmeans_device_persistent(dptr<const float>(x_dev), n, d, k, threshold, max_iter,
+                                                                 dptr<float>(centroids_dev),
+                                                                 dptr<std::int32_t>(membership_dev), cfg);
+                    }
+                    carray<float> delta(static_cast<py::ssize_t>(stats.delta.size()));
+                    std::copy(stats.delta.begin(), stats.delta.end(), delta.mutable_data());
+                    return py::make_tuple(stats.iterations, delta);
+                },
+                py::arg("x_dev_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
+                py::arg("d"), py::arg("k"), py::arg("threshold"), py::arg("max_iter"), py::kw_only(),
+                py::arg("blocks") = 0, py::arg("x_memory") = "auto",
+                "The whole k-means run in one cooperative launch (see csrc/kmeans/kmeans_cuda.hpp).");
+    def_check(m, "kmeans", "device_persistent",
+              [](std::int64_t n, std::int64_t d, std::int64_t k, int blocks, const std::string& x_memory) {
+                  persistent_config(blocks, x_memory);
+                  kmeans::kmeans_device_persistent_check(n, d, k);
+              },
+              py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(), py::arg("blocks") = 0,
+              py::arg("x_memory") = "auto",
+              "Raise ValueError if device_persistent cannot run this configuration (nothing runs; needs a device).");
+    m.def("kmeans_grid_barrier_ms", &kmeans::kmeans_grid_barrier_ms, py::arg("blocks_per_sm"), py::arg("barriers"),
+          py::arg("cg"), py::call_guard<py::gil_scoped_release>(),
+          "CUDA-event ms of `barriers` grid barriers alone (device_persistent's hand-written one, or cg: "
+          "cooperative_groups').");
     // kmeans_stream(x_ptr, centroids_dev, membership_dev, n, d, k, threshold, max_iter, *, chunk_points, buffers,
     //   host_memory, assign) -> (iterations, delta, host path); x_ptr: host (pinned or not) or device memory.
     def_variant(m, "kmeans", "stream",

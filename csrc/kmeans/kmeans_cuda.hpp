@@ -72,6 +72,21 @@ void kmeans_device_check(std::int64_t n, std::int64_t d, std::int64_t k);
 KMeansStats kmeans_device_fused(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
                                 std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev,
                                 int loops_per_sync, int blocks = 0);
+// "device_persistent": the whole run in ONE cooperative launch (kmeans_persistent.cu): grid barriers between a loop's
+// phases, every block closing each loop itself, x and memberships kept in shared memory where a block's chunks fit;
+// the host reads the loop count and the history once. k*D <= 1024; the same bits as "device" on any grid.
+struct PersistentConfig {
+    int blocks = 0;           // the grid at most (0: as many as are co-resident); clamped to the co-resident count
+    bool global_x = false;    // read x from global memory every loop even where it would fit shared memory
+};
+void kmeans_device_persistent_check(std::int64_t n, std::int64_t d, std::int64_t k);
+KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k,
+                                     float threshold, std::int64_t max_iter, float* centroids_dev,
+                                     std::int32_t* membership_dev, const PersistentConfig& cfg);
+// The cost of `barriers` grid barriers alone (a cooperative grid of blocks_per_sm x SMs blocks of 256 threads doing
+// nothing else), CUDA-event milliseconds of one launch after a warm-up one: device_persistent's hand-written barrier,
+// or (cg) cooperative_groups' grid sync, which it was measured against.
+double kmeans_grid_barrier_ms(int blocks_per_sm, int barriers, bool cg);
 // "device_gemm": the same loop (two kernels a loop) for k*D <= 4096, the nearest centre by the dot form
 // ||c||^2 - 2 x.c (one fused multiply-add per centre coordinate), Liao's distances recomputed for an object
 // whose two nearest the form's rounding bound cannot separate: Liao's memberships, the same bits as "device"

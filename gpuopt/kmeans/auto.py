@@ -5,9 +5,12 @@ in Liao's float32 object order: their centres differ from Liao's in rounding onl
 were read off the H200's kmeans_loop study (6f14c66, µs per loop):
 
 1. The chunk sums the loop's finish reads, k*D x ceil(N / 1024), at most 65,536 (kmeans04: 11,472) and
-   k*D <= 1024: ``device_fused``, one launch a loop (its finish runs in one block, so only small finishes);
-   kmeans04 22.6 against device 25.8 and device_gemm 36.5. Round 5 (x staged, dependent launches; marginal
-   µs a loop in two H200 runs): fused 17.9 / 17.6 against device 18.6 / 17.0, a tie within the noise: kept.
+   k*D <= 1024: ``device_persistent``, the whole run in one cooperative launch (every block closes each loop
+   itself, so its finish reads grow with the grid: only small finishes). Round 6 (H200, marginal µs a loop at
+   kmeans04, two runs): 14.4-15.7 against device_fused 17.1-17.4 and device 17.3-17.5 (10-loop call / 10: 18.7
+   against 20.3); Liao's three sets, whole call: 0.42-0.61 ms against device_fused's 0.50-0.73. At 1M x 16, k=64
+   (past the limit) it lost: 265 against device_tiled's 215. Before: ``device_fused`` (kmeans04 22.6 against
+   device 25.8; round 5 fused 17.9 / 17.6 against device 18.6 / 17.0).
 2. k*D <= 1024: ``device`` (1M x 16, k=64: 235 against device_gemm 264 and device_fused 304).
 3. Otherwise ``device_tiled`` (any k*D, k <= 8192: past 4096 centre coordinates the centres are streamed through
    shared memory in blocks, D > 128 takes Liao's distance a thread a point), the dot form register-tiled with sorted sums
@@ -29,8 +32,9 @@ from .._ext import host_check
 from ..registry import register, resolve
 from .api import KMeansProblem
 
-#: rule 1's limit on k*D x chunks (chunk sums read by the fused finish's one block)
-FUSED_MAX_SUMS = 65_536
+#: rule 1's limit on k*D x chunks (the chunk sums a loop's finish reads; device_persistent's blocks each read their
+#: group sums)
+SMALL_LOOP_SUMS = 65_536
 
 
 def _fits(name: str, n: int, d: int, k: int) -> bool:
@@ -44,8 +48,8 @@ def _fits(name: str, n: int, d: int, k: int) -> bool:
 
 def auto_choice(n: int, d: int, k: int) -> str:
     """The variant ``auto`` runs for N objects of D coordinates and k clusters (see the module docstring)."""
-    if k * d * -(-n // 1024) <= FUSED_MAX_SUMS and _fits("device_fused", n, d, k):
-        return "device_fused"
+    if k * d * -(-n // 1024) <= SMALL_LOOP_SUMS and _fits("device_persistent", n, d, k):
+        return "device_persistent"
     if 9 <= d <= 16 and k >= 64 and _fits("device_tiled", n, d, k):  # rule 3's tensor-core screen, before rule 2
         return "device_tiled"
     for name in ("device", "device_tiled", "liao_vec"):
@@ -60,7 +64,7 @@ def _run_auto(ctx: ExecContext, p: KMeansProblem) -> Any:
     return ctx.run(v, p, **resolved)
 
 
-register("kmeans", "auto", description="picks the variant predicted fastest for the shape: device_fused for small "
+register("kmeans", "auto", description="picks the variant predicted fastest for the shape: device_persistent for small "
          "loops (k*D x chunks <= 65,536), else device_tiled for 9 <= D <= 16 and k >= 64, else device (k*D <= 1024), "
          "else device_tiled (k <= 8192), else "
          "liao_vec, else cpu, as measured on the H200 (gpuopt/kmeans/auto.py)",

@@ -99,21 +99,19 @@ def _initial_centroids(ctx: ExecContext, p: KMeansProblem) -> DeviceArray:
         return to_device(p.init)
 
 
-def _kmeans_device(ctx: ExecContext, p: KMeansProblem, *, loops_per_sync: int, blocks: int,
-                   **extra: Any) -> tuple[Any, Any, int, np.ndarray]:
-    """The loop on the GPU (``device``, ``device_fused``, ``device_gemm``, ``device_tiled``): centres and memberships
-    stay on the device; the launcher reads the stop flag and the delta history once per batch of ``loops_per_sync``
-    loops. ``extra``: a variant's own parameters (device_tiled's ``products``), passed on as they are."""
+def _kmeans_device(ctx: ExecContext, p: KMeansProblem, **params: Any) -> tuple[Any, Any, int, np.ndarray]:
+    """The loop on the GPU (``device``, ``device_fused``, ``device_gemm``, ``device_tiled``, ``device_persistent``):
+    centres and memberships stay on the device; the launcher reads the stop flag and the delta history once per batch
+    of ``loops_per_sync`` loops (``device_persistent``: once, after its one launch)."""
     n, d = p.x.shape
     k = p.init.shape[0]
-    host_check(ctx.variant)(n, d, k, loops_per_sync=loops_per_sync, blocks=blocks, **extra)
+    host_check(ctx.variant)(n, d, k, **params)
     run = launcher(ctx.variant)
     x_dev = ctx.device(p.x)
     centroids = _initial_centroids(ctx, p)
     membership = ctx.empty((n,), np.int32)
     with ctx.kernel():
-        iterations, delta = run(x_dev.ptr, centroids.ptr, membership.ptr, n, d, k, p.threshold, p.max_iter,
-                                loops_per_sync=loops_per_sync, blocks=blocks, **extra)
+        iterations, delta = run(x_dev.ptr, centroids.ptr, membership.ptr, n, d, k, p.threshold, p.max_iter, **params)
     return ctx.finish(centroids), ctx.finish(membership), iterations, delta
 
 
@@ -131,6 +129,20 @@ register("kmeans", "device_fused", description="device with the finish fused: th
                        "loops queued before the host reads the stop flag and the delta history (later ones return "
                        "at once)"), _BLOCKS),
          **_DEVICE)(_kmeans_device)
+register("kmeans", "device_persistent", description="device's loop, the whole run in ONE cooperative launch "
+         "(grid = the co-resident blocks): per loop each block assigns and sums its own whole chunks, a grid barrier, "
+         "the group sums spread over the grid, a second barrier, then every block closes the loop itself (the same "
+         "bits everywhere) and goes on with its own centres; x and memberships stay in shared memory where a block's "
+         "chunks fit; the host reads the loop count and the history once. k*D <= 1024; the same bits as device and "
+         "cpu(summation='chunked')",
+         params=(Param("blocks", 0, (0, 1, 2, 3, 8, 64, 132, 264, 1024),
+                       "the grid at most (0: as many as are co-resident; larger values are clamped to that); the "
+                       "result does not depend on it"),
+                 Param("x_memory", "auto", ("auto", "global"),
+                       "'auto': a block's x staged in shared memory once where its chunks fit, else read every loop; "
+                       "'global': always read every loop")),
+         **dict(_DEVICE, kernel="csrc/kmeans/kmeans_persistent.cu",
+                test="tests/kmeans/test_gpu_kmeans_persistent.py"))(_kmeans_device)
 register("kmeans", "device_gemm", description="device for k*D <= 4096: the nearest centre by the dot form "
          "||c||^2 - 2 x.c (one FMA a centre coordinate), Liao's distances recomputed where the form's rounding bound "
          "cannot separate the two nearest: Liao's memberships; sums and finish as device; the same bits as device and "

@@ -250,10 +250,11 @@ def test_ladder_rejects_bad_thread_counts():
 
 
 # The loop-on-the-GPU variants (two kernels a loop, one with the finish fused, the dot form's assignment, the dot
-# form tiled with sorted sums): every test runs all four, each held to the same bits. LOOP_LIMIT: the most centre
-# coordinates k*D each holds (device_tiled: any k*D, at most kMaxClusters = 8192 clusters).
-DEVICE_LOOPS = ["device", "device_fused", "device_gemm", "device_tiled"]
-LOOP_LIMIT = {"device": 1024, "device_fused": 1024, "device_gemm": 4096, "device_tiled": None}
+# form tiled with sorted sums, the whole run in one launch): every test runs all five, each held to the same bits.
+# LOOP_LIMIT: the most centre coordinates k*D each holds (device_tiled: any k*D, at most kMaxClusters = 8192 clusters).
+DEVICE_LOOPS = ["device", "device_fused", "device_gemm", "device_tiled", "device_persistent"]
+LOOP_LIMIT = {"device": 1024, "device_fused": 1024, "device_gemm": 4096, "device_tiled": None,
+              "device_persistent": 1024}
 
 
 @pytest.fixture(params=DEVICE_LOOPS)
@@ -338,8 +339,9 @@ def test_device_repeated_runs_give_the_same_bits(rng, loop):
 @pytest.mark.parametrize("loops_per_sync", [1, 2, 8, 32])
 def test_device_batches_of_loops_stop_where_the_reference_stops(rng, loops_per_sync, loop):
     x, _ = datasets.make_kmeans_blobs(30000, 6, k=5, seed=int(rng.integers(1 << 30)))
+    batches = {} if loop == "device_persistent" else dict(loops_per_sync=loops_per_sync)  # one launch: no batches
     for max_iter in (1, 3, 500):
-        assert_same_as_chunked_cpu(x, 5, loop, max_iter=max_iter, loops_per_sync=loops_per_sync)
+        assert_same_as_chunked_cpu(x, 5, loop, max_iter=max_iter, **batches)
 
 
 def test_device_input_stays_on_the_device(rng, loop):

@@ -111,7 +111,8 @@ def test_gemm_memberships_are_liao_s(rng, dot):
 def test_auto_picks_by_shape():
     from gpuopt.kmeans.auto import auto_choice
     assert gpuopt.registry.default_variant("kmeans") == "auto"
-    assert auto_choice(488_565, 8, 3) == "device_fused"
+    assert auto_choice(488_565, 8, 3) == "device_persistent"
+    assert auto_choice(17_695, 9, 3) == "device_persistent"  # Liao's sets
     assert auto_choice(10_000_000, 16, 256) == "device_tiled"
     assert auto_choice(1_000_000, 16, 64) == "device_tiled"  # past the fused finish; the tensor-core screen
     assert auto_choice(1_000_000, 16, 32) == "device"

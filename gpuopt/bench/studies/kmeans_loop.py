@@ -7,7 +7,8 @@ one call (CUDA events around it after warm-up, median; points already on the dev
 loops it ran. The liao ladder keeps its loop on the host (its design); ``device`` keeps it on the GPU (two kernels
 a loop), ``device_fused`` in one kernel a loop, ``device_gemm`` with the dot-form assignment (k*D <= 4096),
 ``device_tiled`` the same form register-tiled with sorted sums (its screen's products on the tensor cores in
-3xTF32 where ``products="auto"`` picks them, 4 < D <= 16);
+3xTF32 where ``products="auto"`` picks them, 4 < D <= 16), ``device_persistent`` device's loop with the whole
+run in one cooperative launch (k*D <= 1024);
 ``auto`` is what ``variant=None`` picks for the shape; ``stream`` runs device's (or device_gemm's) loop on the
 points left in host memory (NumPy, page-locked in place for the call), streamed through device slabs every loop:
 its floor is the host link (``host_floor_us``: the points once at the pinned host-to-device bandwidth measured in
@@ -42,7 +43,7 @@ __all__ = ["STUDY"]
 LOOP_SHAPES = (("kmeans04", 488_565, 8, 3), ("1M x 16", 1_000_000, 16, 64), ("10M x 16", 10_000_000, 16, 256))
 LOOP_ITERS = 10
 LOOP_VARIANTS = ("liao", "liao_occupancy", "liao_aos", "liao_vec", "device", "device_fused", "device_gemm",
-                 "device_tiled", "stream", "auto")
+                 "device_tiled", "device_persistent", "stream", "auto")
 LOOP_SEED = 0
 # Most objects per set, and the timing repeats, per plan.
 LOOP_MAX_N: dict[Any, int | None] = {("gpu", "full"): None, ("gpu", "quick"): 1_000_000, ("cpu", "full"): 100_000,
@@ -106,9 +107,9 @@ def host_to_device_bandwidth() -> float | None:
 
 
 #: loop-on-the-GPU variants also timed at max_iter=1: their marginal loop, the call's fixed costs taken out
-MARGINAL_VARIANTS = ("device", "device_fused", "device_gemm", "device_tiled", "stream", "auto")
+MARGINAL_VARIANTS = ("device", "device_fused", "device_gemm", "device_tiled", "device_persistent", "stream", "auto")
 #: the in-memory loop variants stream's marginal loop is compared with
-IN_MEMORY_VARIANTS = ("device", "device_fused", "device_gemm", "device_tiled")
+IN_MEMORY_VARIANTS = ("device", "device_fused", "device_gemm", "device_tiled", "device_persistent")
 #: variants whose assignment is the dot form (their floor: the FMAs, not Liao's three instructions)
 DOT_VARIANTS = ("device_gemm", "device_tiled", "auto")
 

@@ -1,0 +1,520 @@
+// "device_persistent": the whole k-means run in ONE cooperative launch (issue 11 line (a)). The grid is at most the
+// co-resident block count (occupancy API; a cooperative launch that cannot be co-resident fails: RuntimeError), and
+// every loop of the call runs inside it until the device-side stop; the host reads the loop count and the delta
+// history once, at the end. Per loop, each block over its own contiguous whole chunks (kSumChunk objects):
+//   A  Liao's nearest centre (nearest<D>: float32, coordinates in order, unfused, ties to the lower index), the leaf
+//      -> chunk float64 sums of Summation::Chunked (assign_and_sum's tree) and, in the same row, the chunk's member
+//      counts and change count as doubles (integers below 2^53: exact in any order, no atomics, nothing to zero);
+//                                                                                           grid barrier 1
+//   B  the group sums (a group's <= 32 chunk rows added in chunk order), one thread a (group, row entry), spread over
+//      the grid;                                                                            grid barrier 2
+//   C  in EVERY block (redundant, the same bits everywhere): the group sums added in group order, the mean rounded
+//      once (float32(total / count); an empty cluster keeps its centre), delta = changed / n in float32, the stop
+//      test; block 0 records the history entry. The next loop uses the block's own centres in shared memory.
+// No third barrier: chunk rows are rewritten (A of loop t+1) only after every block passed barrier 2 of loop t, the
+// last point they are read (B); group sums are rewritten (B of loop t+1) only after barrier 1 of loop t+1, which every
+// block reaches after its C of loop t, the last point they are read.
+// Where a block's chunks fit shared memory (x_resident), its x and its memberships are staged there once, before the
+// first loop, and x is never read from global memory again; otherwise x is read every loop as assign_and_sum does.
+// The result equals cpu(summation="chunked"), device and device_fused bit for bit, on any grid.
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "../common/cuda_check.cuh"
+#include "../common/device.hpp"
+#include "../common/device_buffer.cuh"
+#include "../common/error.hpp"
+#include "../common/launch.cuh"
+#include "kmeans_cuda.hpp"
+#include "kmeans_device.cuh"
+
+namespace gpuopt::kmeans {
+
+namespace {
+
+// Hand-written grid barrier on one word, no reset and no read before arriving: block 0 adds 2^31 - (blocks - 1), every
+// other block 1, so the word's top bit flips exactly when the last block arrives; each block's thread 0 waits for its
+// own add's top bit to flip (ld.acquire.gpu spin). Round 1 (call 1) read a generation word first and reset a counter:
+// one more L2 round trip on the critical path, 1.5-1.9 us a barrier against cooperative_groups' 1.0-1.2.
+struct GridBarrier {
+    unsigned word;
+    unsigned pad;
+};
+
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ unsigned add_release(unsigned* p, unsigned v) {
+    unsigned old;
+    asm volatile("atom.add.release.gpu.global.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
+
+template <bool Cg>
+__device__ __forceinline__ void grid_sync(GridBarrier* bar) {
+    if constexpr (Cg) {
+        cooperative_groups::this_grid().sync();
+    } else {
+        __syncthreads();  // the block's writes are ordered before thread 0's release (bar.sync, then the release add)
+        if (threadIdx.x == 0) {
+            const unsigned add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
+            const unsigned old = add_release(&bar->word, add);
+            while (((old ^ ld_acquire(&bar->word)) & 0x80000000u) == 0) {
+            }
+        }
+        __syncthreads();
+    }
+}
+
+struct PersistArgs {
+    const float* x;
+    std::int64_t n;
+    int d, k;
+    float threshold;
+    int max_iter;
+    float* centres;                // [k][d]: in, the initial centres; out, the final ones (block 0)
+    std::int32_t* membership;      // [n] out
+    double* rows;                  // [chunks][row]: a chunk's k*d sums, k member counts, its change count
+    double* group_sums;            // [groups][row]
+    GridBarrier* barrier;
+    int* iterations;               // out: loops run
+    float* delta_history;          // [max_iter] out
+    int chunks_per_block;          // resident: the staged chunks a block holds at most
+};
+
+// A chunk row: k*d coordinate sums, k member counts, 1 change count.
+__host__ __device__ inline int row_len(int k, int d) { return k * d + k + 1; }
+
+// Shared memory: [x: chunks_per_block x kLeaves leaves of stage_stride(d)] (resident only) [members: chunks_per_block
+// x kChunk (resident) or kChunk] [leaf sums: leaves x k*d doubles] [totals: row doubles] [centres k*d] [counts k+1].
+inline std::size_t persistent_shared_bytes(std::int64_t d, std::int64_t k, int chunks_per_block, bool resident) {
+    const int kd = static_cast<int>(k * d), di = static_cast<int>(d);
+    const std::size_t staged = resident ? static_cast<std::size_t>(chunks_per_block) : 1;
+    std::size_t bytes = resident ? staged * kLeaves * stage_stride(di) * sizeof(float) : 0;
+    bytes += staged * kChunk * sizeof(std::int32_t);
+    bytes = (bytes + 15) / 16 * 16;
+    bytes += static_cast<std::size_t>(leaves_per_pass(kd, true)) * kd * sizeof(double);
+    bytes += static_cast<std::size_t>(row_len(static_cast<int>(k), di)) * sizeof(double);
+    bytes += static_cast<std::size_t>(kd) * sizeof(float) + static_cast<std::size_t>(k + 1) * sizeof(int);
+    return bytes;
+}
+
+// At most 64 registers (4 blocks an SM), as assign_and_sum, where 4 blocks an SM can fit; resident chunks of D >= 12
+// (>= 50 KB each) leave room for 3 at most (80 registers), of a generic D (> 24) for 2.
+template <int D, bool Resident>
+constexpr int kMinBlocks = !Resident ? 4 : (D == 0 ? 2 : (D >= 12 ? 3 : 4));
+template <int D, bool Resident>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_loop(PersistArgs a) {
+    const int d = D > 0 ? D : a.d, k = a.k, kd = k * d, row = row_len(k, d);
+    const std::int64_t n = a.n;
+    const std::int64_t chunks = (n + kChunk - 1) / kChunk, groups = (chunks + kGroup - 1) / kGroup;
+    // This block's chunks: a contiguous, balanced share.
+    const std::int64_t c_begin = blockIdx.x * chunks / gridDim.x, c_end = (blockIdx.x + 1) * chunks / gridDim.x;
+    const int mine = static_cast<int>(c_end - c_begin);
+    const int leaves = leaves_per_pass(kd, true);
+    const int stride = stage_stride(d);
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    float* xs = reinterpret_cast<float*>(smem_raw);  // Resident: [mine][kLeaves][stride]
+    std::int32_t* members_s =
+        reinterpret_cast<std::int32_t*>(xs + (Resident ? a.chunks_per_block * kLeaves * stride : 0));
+    const std::size_t head = ((Resident ? a.chunks_per_block * kLeaves * stride * sizeof(float) : 0) +
+                              (Resident ? a.chunks_per_block : 1) * kChunk * sizeof(std::int32_t) + 15) / 16 * 16;
+    double* leaf_s = reinterpret_cast<double*>(smem_raw + head);  // [leaves][k*d]
+    double* totals_s = leaf_s + leaves * kd;                      // [row]
+    float* centres_s = reinterpret_cast<float*>(totals_s + row);  // [k][d]
+    int* counts_s = reinterpret_cast<int*>(centres_s + kd);       // this chunk's: [k] member counts, [1] changes
+
+    // Once: the centres, the zeroed counts, memberships -1 (every object counts as changed in the first loop, as the
+    // reference) and, resident, the block's x (16-byte pieces where x and its rows allow, else 4 bytes).
+    for (int i = threadIdx.x; i < kd; i += kThreads) centres_s[i] = a.centres[i];
+    for (int c = threadIdx.x; c <= k; c += kThreads) counts_s[c] = 0;
+    if constexpr (Resident) {
+        for (int i = threadIdx.x; i < mine * kChunk; i += kThreads) members_s[i] = -1;
+        const float* src = a.x + c_begin * kChunk * d;
+        const std::int64_t floats = std::min<std::int64_t>(n - c_begin * kChunk, std::int64_t{mine} * kChunk) * d;
+        const int leaf_floats = kLeaf * d;
+        if ((reinterpret_cast<std::uintptr_t>(src) & 15) == 0 && d % 4 == 0) {
+            for (std::int64_t p = threadIdx.x; p < floats / 4; p += kThreads) {
+                const std::int64_t f = 4 * p, l = f / leaf_floats;
+                *reinterpret_cast<float4*>(xs + l * stride + f % leaf_floats) =
+                    *reinterpret_cast<const float4*>(src + f);
+            }
+        } else {
+            for (std::int64_t f = threadIdx.x; f < floats; f += kThreads)
+                xs[(f / leaf_floats) * stride + f % leaf_floats] = src[f];
+        }
+    } else {
+        for (std::int64_t i = c_begin * kChunk + threadIdx.x; i < std::min(n, c_end * kChunk); i += kThreads)
+            a.membership[i] = -1;
+    }
+    __syncthreads();
+
+    for (int iter = 0;; ++iter) {
+        // ---------------------------------------------------------------- A: assign, leaf and chunk sums, counts
+        for (int ci = 0; ci < mine; ++ci) {
+            const std::int64_t chunk = c_begin + ci, start = chunk * kChunk;
+            const int len = static_cast<int>(n - start < kChunk ? n - start : kChunk);
+            std::int32_t* mem = members_s + (Resident ? ci * kChunk : 0);
+            const float* xc = xs + (Resident ? ci * kLeaves * stride : 0);
+            auto object = [&](int i) -> const float* {
+                if constexpr (Resident) return xc + (i / kLeaf) * stride + (i % kLeaf) * d;
+                else return a.x + (start + i) * d;
+            };
+            auto leaf_column = [&](int first, int j) -> const float* {
+                if constexpr (Resident) return xc + (first / kLeaf) * stride + j;
+                else return a.x + (start + first) * d + j;
+            };
+            constexpr int kTogether = D > 0 && D <= 4 ? 4 : (D > 0 && D <= (Resident ? 8 : 12) ? 2 : 1);
+            for (int r0 = 0; r0 < kChunk / kThreads; r0 += kTogether)
+#pragma unroll
+            for (int r = r0; r < r0 + kTogether; ++r) {
+                const int i = r * kThreads + threadIdx.x;  // a warp, a leaf
+                std::int32_t best = -1;
+                bool change = false;
+                if (i < len) {
+                    const std::int32_t old = Resident ? mem[i] : a.membership[start + i];
+                    float best_dist = 0.f;
+                    best = nearest<D>(object(i), centres_s, 0, k, d, 0, best_dist);
+                    change = old != best;
+                    if constexpr (!Resident) a.membership[start + i] = best;
+                }
+                mem[i] = best;  // -1 past the end: a member of no cluster
+                const int changes = __popc(__ballot_sync(0xffffffffu, change));
+                if (changes && threadIdx.x % 32 == 0) atomicAdd(&counts_s[k], changes);
+                if (k <= kGatherMaxK) {  // member counts by a ballot per cluster, one shared atomic a warp
+#pragma unroll
+                    for (int c = 0; c < kGatherMaxK; ++c) {
+                        const int m = c < k ? __popc(__ballot_sync(0xffffffffu, best == c)) : 0;
+                        if (m && threadIdx.x % 32 == 0) atomicAdd(&counts_s[c], m);
+                    }
+                }
+            }
+            __syncthreads();  // mem complete
+            if (k > kGatherMaxK)
+                for (int i = threadIdx.x; i < len; i += kThreads) atomicAdd(&counts_s[mem[i]], 1);
+
+            double chunk_sum[kCoordsPerThread<false>];
+#pragma unroll
+            for (int q = 0; q < kCoordsPerThread<false>; ++q) chunk_sum[q] = 0.0;
+            for (int leaf0 = 0; leaf0 < kLeaves; leaf0 += leaves) {
+                if (k <= kGatherMaxK) {
+                    // One thread per (leaf, coordinate): each object read once, added to its cluster's register sum
+                    // in object order (assign_and_sum's k <= 4 path: the same adds).
+                    auto gather = [&](auto kk) {
+                        constexpr int K = decltype(kk)::value;
+                        for (int item = threadIdx.x; item < leaves * d; item += kThreads) {
+                            const int lp = item / d, j = item % d, first = (leaf0 + lp) * kLeaf;
+                            const float* col = leaf_column(first, j);
+                            double s[K];
+#pragma unroll
+                            for (int c = 0; c < K; ++c) s[c] = 0.0;
+                            const int in_leaf = len - first < kLeaf ? len - first : kLeaf;
+                            // 8 loads in flight; 4 from shared memory past D = 8 (64 registers: D = 12 spilled)
+                            constexpr int kFlight = Resident && D > 8 ? kLeaf / 8 : kLeaf / 4;
+#pragma unroll 1
+                            for (int h = 0; h < kLeaf; h += kFlight) {
+                                float v[kFlight];
+#pragma unroll
+                                for (int i = 0; i < kFlight; ++i)
+                                    v[i] = h + i < in_leaf ? col[static_cast<std::int64_t>(h + i) * d] : 0.f;
+#pragma unroll
+                                for (int i = 0; i < kFlight; ++i) {
+                                    const int m = h + i < in_leaf ? mem[first + h + i] : -1;
+                                    const double vd = static_cast<double>(v[i]);
+#pragma unroll
+                                    for (int c = 0; c < K; ++c)
+                                        if (m == c) s[c] += vd;
+                                }
+                            }
+#pragma unroll
+                            for (int c = 0; c < K; ++c) leaf_s[lp * kd + c * d + j] = s[c];
+                        }
+                    };
+                    static_assert(kGatherMaxK == 4, "one case a k");
+                    switch (k) {
+                        case 1: gather(std::integral_constant<int, 1>{}); break;
+                        case 2: gather(std::integral_constant<int, 2>{}); break;
+                        case 3: gather(std::integral_constant<int, 3>{}); break;
+                        default: gather(std::integral_constant<int, 4>{}); break;
+                    }
+                } else {
+                    // One thread per (leaf, coordinate): each object added into its cluster's sum in shared memory,
+                    // in object order (assign_and_sum's scatter; loads issued 16 at a time).
+                    for (int t = threadIdx.x; t < leaves * kd; t += kThreads) leaf_s[t] = 0.0;
+                    __syncthreads();
+                    constexpr int kBatch = kLeaf / 2;
+                    for (int item = threadIdx.x; item < leaves * d; item += kThreads) {
+                        const int lp = item / d, j = item % d, first = (leaf0 + lp) * kLeaf;
+                        const int in_leaf = len - first;
+                        double* acc = leaf_s + lp * kd + j;
+                        const float* col = leaf_column(first, j);
+#pragma unroll
+                        for (int h = 0; h < kLeaf; h += kBatch) {
+                            float v[kBatch];
+#pragma unroll
+                            for (int i = 0; i < kBatch; ++i)
+                                v[i] = h + i < in_leaf ? col[static_cast<std::int64_t>(h + i) * d] : 0.f;
+#pragma unroll
+                            for (int i = 0; i < kBatch; ++i) {
+                                const int m = h + i < in_leaf ? mem[first + h + i] : -1;
+                                if (m >= 0) acc[m * d] += static_cast<double>(v[i]);
+                            }
+                        }
+                    }
+                }
+                __syncthreads();
+#pragma unroll
+                for (int q = 0; q < kCoordsPerThread<false>; ++q) {
+                    const int e = threadIdx.x + q * kThreads;
+                    if (e < kd)
+                        for (int leaf = 0; leaf < leaves; ++leaf) chunk_sum[q] += leaf_s[leaf * kd + e];
+                }
+                __syncthreads();  // leaf_s is rewritten by the next pass
+            }
+            double* out = a.rows + chunk * row;
+#pragma unroll
+            for (int q = 0; q < kCoordsPerThread<false>; ++q) {
+                const int e = threadIdx.x + q * kThreads;
+                if (e < kd) out[e] = chunk_sum[q];
+            }
+            // The reader zeroes the counts: the next chunk adds to them after the barrier below.
+            for (int c = threadIdx.x; c <= k; c += kThreads) {
+                out[kd + c] = static_cast<double>(counts_s[c]);
+                counts_s[c] = 0;
+            }
+            __syncthreads();  // counts_s zeroed (and mem read) before the next chunk's atomics
+        }
+        grid_sync<false>(a.barrier);
+
+        // ---------------------------------------------------------------- B: group sums, chunk rows in order
+        // A task: one group's chunk rows, a slice of `width` row entries, staged through the leaf slab by the whole
+        // block (every load of the task in flight at once: one L2 round trip), then one thread an entry adds the
+        // group's chunks in order. The tasks spread over the grid.
+        const int slab = leaves * kd;  // >= 32 and >= row (leaves_per_pass), so width >= 1 and rounds >= 1 below
+        const int width = slab / kGroup < row ? slab / kGroup : row, slices = (row + width - 1) / width;
+        for (std::int64_t task = blockIdx.x; task < groups * slices; task += gridDim.x) {
+            const std::int64_t g = task / slices;
+            const int e0 = static_cast<int>(task % slices) * width, wide = row - e0 < width ? row - e0 : width;
+            const int in_group = static_cast<int>(chunks - g * kGroup < kGroup ? chunks - g * kGroup : kGroup);
+            const double* src = a.rows + g * kGroup * row + e0;
+#pragma unroll 4
+            for (int t = threadIdx.x; t < in_group * wide; t += kThreads)
+                leaf_s[t] = __ldcg(src + static_cast<std::int64_t>(t / wide) * row + t % wide);
+            __syncthreads();
+            for (int e = threadIdx.x; e < wide; e += kThreads) {
+                double s = 0.0;
+                for (int u = 0; u < in_group; ++u) s += leaf_s[u * wide + e];
+                a.group_sums[g * row + e0 + e] = s;
+            }
+            __syncthreads();  // the slab is rewritten by the next task
+        }
+        grid_sync<false>(a.barrier);
+
+        // ---------------------------------------------------------------- C: every block closes the loop itself
+        // The group sums staged through the slab, `per_round` groups a round (kmeans04: all 15 in one), added in group
+        // order by one thread an entry.
+        const int per_round = slab / row;
+        // An entry's total accumulates in totals_s[e], owned by one thread (no race, no registers held across rounds).
+        for (int e = threadIdx.x; e < row; e += kThreads) totals_s[e] = 0.0;
+        for (std::int64_t g0 = 0; g0 < groups; g0 += per_round) {
+            const int in_round = static_cast<int>(groups - g0 < per_round ? groups - g0 : per_round);
+#pragma unroll 4
+            for (int t = threadIdx.x; t < in_round * row; t += kThreads)
+                leaf_s[t] = __ldcg(a.group_sums + g0 * row + t);
+            __syncthreads();
+            for (int e = threadIdx.x; e < row; e += kThreads) {
+                double total = totals_s[e];
+                for (int r = 0; r < in_round; ++r) total += leaf_s[r * row + e];
+                totals_s[e] = total;
+            }
+            __syncthreads();  // the slab is rewritten by the next round; totals_s complete after the last
+        }
+        for (int e = threadIdx.x; e < kd; e += kThreads) {
+            const double count = totals_s[kd + e / d];
+            if (count > 0) centres_s[e] = static_cast<float>(totals_s[e] / count);
+        }
+        // Liao's measure: the change count as a float over numObjs as a float (the count is an exact integer).
+        const float delta = static_cast<float>(totals_s[kd + k]) / static_cast<float>(n);
+        if (blockIdx.x == 0 && threadIdx.x == 0) a.delta_history[iter] = delta;
+        __syncthreads();  // the new centres before the next loop's distances; totals_s read before it is rewritten
+        if (!(delta > a.threshold) || iter + 1 >= a.max_iter) {
+            if (blockIdx.x == 0) {
+                for (int i = threadIdx.x; i < kd; i += kThreads) a.centres[i] = centres_s[i];
+                if (threadIdx.x == 0) *a.iterations = iter + 1;
+            }
+            break;
+        }
+    }
+    if constexpr (Resident) {
+        const std::int64_t objects = std::min<std::int64_t>(n - c_begin * kChunk, std::int64_t{mine} * kChunk);
+        for (std::int64_t i = threadIdx.x; i < objects; i += kThreads)
+            a.membership[c_begin * kChunk + i] = members_s[i];
+    }
+}
+
+// Only the barriers: their cost alone (kmeans_grid_barrier_ms).
+template <bool Cg>
+__global__ void __launch_bounds__(kThreads) barrier_only(GridBarrier* bar, int count) {
+    for (int i = 0; i < count; ++i) grid_sync<Cg>(bar);
+}
+
+// The grid of one run: the co-resident blocks (occupancy API at this shared memory), at most one a chunk and at most
+// blocks_wanted; resident where the blocks' chunks fit (the most blocks an SM for which they do), else x from global.
+struct PersistPlan {
+    unsigned grid = 0;
+    int chunks_per_block = 1;
+    bool resident = false;
+    std::size_t shared = 0;
+};
+
+template <class F>
+void with_kernel(std::int64_t d, bool resident, F&& f) {
+    with_dim(d, [&](auto dim) {
+        constexpr int D = decltype(dim)::value;
+        if (resident) f(persistent_loop<D, true>);
+        else f(persistent_loop<D, false>);
+    });
+}
+
+int resident_blocks_per_sm(std::int64_t d, bool resident, std::size_t shared) {
+    int per_sm = 0;
+    with_kernel(d, resident, [&](auto kernel) {
+        cudaFuncAttributes attr{};
+        GPUOPT_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+        if (shared + attr.sharedSizeBytes > static_cast<std::size_t>(max_shared_memory_per_block_optin())) return;
+        require_shared_memory(kernel, shared, "kmeans device_persistent");
+        GPUOPT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, shared));
+    });
+    return per_sm;
+}
+
+PersistPlan plan_persistent(std::int64_t n, std::int64_t d, std::int64_t k, int blocks_wanted, bool allow_resident) {
+    const std::int64_t chunks = (n + kChunk - 1) / kChunk, sms = multiprocessor_count();
+    auto capped = [&](std::int64_t g) { return std::min<std::int64_t>(blocks_wanted > 0 ? blocks_wanted : g, g); };
+    PersistPlan p;
+    if (allow_resident) {
+        for (int per_sm = 4; per_sm >= 1; --per_sm) {
+            const std::int64_t grid = capped(std::min(chunks, sms * per_sm));
+            const int cpb = static_cast<int>((chunks + grid - 1) / grid);
+            const std::size_t shared = persistent_shared_bytes(d, k, cpb, true);
+            if (static_cast<std::int64_t>(resident_blocks_per_sm(d, true, shared)) * sms >= grid) {
+                p.grid = static_cast<unsigned>(grid), p.chunks_per_block = cpb, p.resident = true, p.shared = shared;
+                return p;
+            }
+        }
+    }
+    p.shared = persistent_shared_bytes(d, k, 1, false);
+    const int per_sm = resident_blocks_per_sm(d, false, p.shared);
+    GPUOPT_REQUIRE(per_sm >= 1, "kmeans device_persistent: the loop kernel does not fit one block an SM");
+    p.grid = static_cast<unsigned>(capped(std::min(chunks, sms * per_sm)));
+    return p;
+}
+
+// The plan of a shape, made once per device (its occupancy queries and shared-memory opt-in are host API calls: a few
+// µs of every call's fixed cost otherwise).
+PersistPlan cached_plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks_wanted, bool allow_resident) {
+    static std::mutex mutex;
+    static std::map<std::tuple<int, std::int64_t, std::int64_t, std::int64_t, int, bool>, PersistPlan> plans;
+    int device = 0;
+    GPUOPT_CUDA_CHECK(cudaGetDevice(&device));
+    const auto key = std::make_tuple(device, (n + kChunk - 1) / kChunk, d, k, blocks_wanted, allow_resident);
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = plans.find(key);
+    if (it == plans.end()) it = plans.emplace(key, plan_persistent(n, d, k, blocks_wanted, allow_resident)).first;
+    return it->second;
+}
+
+}  // namespace
+
+void kmeans_device_persistent_check(std::int64_t n, std::int64_t d, std::int64_t k) {
+    const std::string what = "kmeans device_persistent";
+    GPUOPT_REQUIRE(n > 0 && d > 0, what + ": x must have at least one object and one coordinate");
+    GPUOPT_REQUIRE(k >= 1 && k <= n, what + ": k must be in 1..n");
+    GPUOPT_REQUIRE(n <= (std::int64_t{1} << 40), what + ": at most 2^40 objects");
+    GPUOPT_REQUIRE(k * d <= kMaxCentreCoords<false>,
+                   what + ": k*D = " + std::to_string(k * d) + " centre coordinates; this variant holds at most " +
+                       std::to_string(kMaxCentreCoords<false>));
+}
+
+KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k,
+                                     float threshold, std::int64_t max_iter, float* centroids_dev,
+                                     std::int32_t* membership_dev, const PersistentConfig& cfg) {
+    GPUOPT_REQUIRE(x_dev && centroids_dev && membership_dev, "kmeans device_persistent: null pointer argument");
+    GPUOPT_REQUIRE(max_iter >= 1 && max_iter <= (1 << 30), "kmeans device_persistent: max_iter must be in 1..2^30");
+    GPUOPT_REQUIRE(cfg.blocks >= 0, "kmeans device_persistent: blocks must be >= 0 (0: as many as are co-resident)");
+    kmeans_device_persistent_check(n, d, k);
+    const PersistPlan plan = cached_plan(n, d, k, cfg.blocks, !cfg.global_x);
+    const std::int64_t chunks = (n + kChunk - 1) / kChunk, groups = (chunks + kGroup - 1) / kGroup;
+    const int row = row_len(static_cast<int>(k), static_cast<int>(d));
+    DeviceBuffer<double> rows(static_cast<std::size_t>((chunks + groups) * row));
+    // [barrier][iterations, pad][history: max_iter floats], the first two words zeroed: one memset, one copy back.
+    DeviceBuffer<unsigned long long> small(2 + static_cast<std::size_t>((max_iter + 1) / 2));
+    GPUOPT_CUDA_CHECK(cudaMemsetAsync(small.data(), 0, 2 * sizeof(unsigned long long)));
+    PersistArgs args{x_dev, n, static_cast<int>(d), static_cast<int>(k), threshold, static_cast<int>(max_iter),
+                     centroids_dev, membership_dev, rows.data(), rows.data() + chunks * row,
+                     reinterpret_cast<GridBarrier*>(small.data()), reinterpret_cast<int*>(small.data() + 1),
+                     reinterpret_cast<float*>(small.data() + 2), plan.chunks_per_block};
+    void* params[] = {&args};
+    with_kernel(d, plan.resident, [&](auto kernel) {
+        // The kernel's shared-memory opt-in is per kernel, not per plan: another shape's plan may have set it lower
+        // since this one was made (H200 call 2: cudaErrorCooperativeLaunchTooLarge), so it is set again here.
+        if (plan.shared > 48 * 1024)
+            GPUOPT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   static_cast<int>(plan.shared)));
+        // Fails (RuntimeError) rather than deadlock where the grid cannot be co-resident.
+        GPUOPT_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(plan.grid),
+                                                      dim3(kThreads), params, plan.shared, nullptr));
+    });
+    // One copy: the loop count and the first loops' history; a second only for a longer history.
+    constexpr std::int64_t kFirst = 62;
+    std::vector<unsigned long long> host(2 + kFirst / 2);
+    const std::int64_t first = std::min<std::int64_t>(max_iter, kFirst);
+    GPUOPT_CUDA_CHECK(cudaMemcpy(host.data(), small.data(), 2 * sizeof(unsigned long long) + first * sizeof(float),
+                                 cudaMemcpyDeviceToHost));
+    KMeansStats stats;
+    std::memcpy(&stats.iterations, host.data() + 1, sizeof(int));
+    stats.delta.resize(static_cast<std::size_t>(stats.iterations));
+    const auto* history = reinterpret_cast<const float*>(host.data() + 2);
+    std::copy(history, history + std::min<std::int64_t>(stats.iterations, first), stats.delta.begin());
+    if (stats.iterations > first)
+        GPUOPT_CUDA_CHECK(cudaMemcpy(stats.delta.data() + first, reinterpret_cast<float*>(small.data() + 2) + first,
+                                     (stats.iterations - first) * sizeof(float), cudaMemcpyDeviceToHost));
+    return stats;
+}
+
+double kmeans_grid_barrier_ms(int blocks_per_sm, int barriers, bool cg) {
+    GPUOPT_REQUIRE(blocks_per_sm >= 1 && blocks_per_sm <= 8 && barriers >= 1,
+                   "kmeans_grid_barrier_ms: blocks_per_sm in 1..8, barriers >= 1");
+    const unsigned grid = static_cast<unsigned>(multiprocessor_count() * blocks_per_sm);
+    DeviceBuffer<unsigned long long> bar(1);
+    GPUOPT_CUDA_CHECK(cudaMemsetAsync(bar.data(), 0, sizeof(unsigned long long)));
+    auto* b = reinterpret_cast<GridBarrier*>(bar.data());
+    void* params[] = {&b, &barriers};
+    const void* kernel = cg ? reinterpret_cast<const void*>(barrier_only<true>)
+                            : reinterpret_cast<const void*>(barrier_only<false>);
+    cudaEvent_t start, stop;
+    GPUOPT_CUDA_CHECK(cudaEventCreate(&start));
+    GPUOPT_CUDA_CHECK(cudaEventCreate(&stop));
+    GPUOPT_CUDA_CHECK(cudaLaunchCooperativeKernel(kernel, dim3(grid), dim3(kThreads), params, 0, nullptr));  // warm-up
+    GPUOPT_CUDA_CHECK(cudaEventRecord(start));
+    GPUOPT_CUDA_CHECK(cudaLaunchCooperativeKernel(kernel, dim3(grid), dim3(kThreads), params, 0, nullptr));
+    GPUOPT_CUDA_CHECK(cudaEventRecord(stop));
+    GPUOPT_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0.f;
+    GPUOPT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    return ms;
+}
+
+}  // namespace gpuopt::kmeans
