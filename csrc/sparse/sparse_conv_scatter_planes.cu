@@ -51,6 +51,7 @@ constexpr int kCompactThreads = 256;  // 8 rows per round (H200: 6.4 us on the l
 
 struct PGeometry : FusedShape {
     int R, S, tiles, split;
+    int zero_flag;  // 1: planes_kernel zeroes the overflow flag (sparse neurons in: no compaction launch)
     int rows;       // plane rows: kTR + 2 (R - 1)
     int map_words;  // S * rows * kRow + 1
 };
@@ -60,7 +61,8 @@ __global__ void __launch_bounds__(kCompactThreads)
     compact_rows_kernel(const std::int16_t* __restrict__ x, int* __restrict__ nz, int* __restrict__ rowptr,
                         int* __restrict__ absmax, int* __restrict__ overflow, int H, int W) {
     cluster::allow_dependents();  // planes_kernel's blocks may zero their planes and stage codes meanwhile
-    if (blockIdx.x == 0 && threadIdx.x == 0) *overflow = 0;  // (no memset launch; planes_kernel writes it after)
+    if (overflow != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *overflow = 0;  // (no memset launch; planes_kernel
+                                                                                    // writes it after)
     constexpr int kW = kCompactThreads / 32;
     __shared__ int warp_counts[kW];
     __shared__ int block_max;
@@ -112,8 +114,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Per warp: kBuf non-zeros, unpacked once when staged (32 a warp instruction) into byte offsets and values, so
     // the hot loop spends one IADD, one IMUL and the atomic per (non-zero, map), no unpacking.
     __shared__ int4 offs[kWarps][kBuf / 4], vals[kWarps][kBuf / 4];
+    __shared__ int2 span[kCodeRows];  // this phase's channels: [lo, hi) of their tile rows' non-zeros (round 6)
     __shared__ unsigned long long wsum[kLanes];
-    __shared__ int xmax, inexact;
+    __shared__ int xmax, inexact, next_channel;
+    // Sparse neurons in (round 6: no compaction launch before this one): zero the flag here. The launcher only asks
+    // for this when the host proved the int32 bound (no block can then raise the flag: no race with this store).
+    if (g.zero_flag && blockIdx.x == 0 && threadIdx.x == 0) *overflow = 0;
     const int rank = g.split > 1 ? static_cast<int>(cluster::rank()) : 0;
     const int groups = (g.M + kLanes - 1) / kLanes, owner = blockIdx.x / g.split;
     const int m0 = (owner % groups) * kLanes, y0 = (owner / groups) * kTR;
@@ -130,7 +136,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     const unsigned acc_addr = static_cast<unsigned>(__cvta_generic_to_shared(acc));
     const unsigned lane_base = acc_addr + 4u * static_cast<unsigned>(lane * g.map_words);
     const unsigned lane_base_y = lane_base - 4u * static_cast<unsigned>(y0 * kRow);  // (mod 2^32: + an entry's iy)
-    const int plane_words = g.rows * kRow;
     const long long HW = static_cast<long long>(g.H) * g.W;
     const int pad_entry = 4 * iy_lo * kRow;  // value 0 at a valid position: pads the staged tail
     int4* offs4 = offs[warp];
@@ -145,51 +150,64 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int phase = max(1, kCodeRows / g.width);  // channels whose codes fit ctab (the lab: all 256 at once)
     for (int p0 = c_begin; p0 < c_end; p0 += phase) {
         const int pn = min(phase, c_end - p0), rows = pn * g.width;
-        __syncthreads();  // the previous phase's codes are consumed (and the planes zeroed)
-        // Coalesced: a map's codes of these channels are contiguous; maps past M read as 0 (adds nothing). Loads
-        // kBatch at a time before their stores (the whole block waits here: 2 memory latencies, not 8).
-        constexpr int kBatch = 4;
+        __syncthreads();  // the previous phase's codes and spans are consumed (and the planes zeroed)
+        // A warp per map (round 6: no division per code), its codes of these channels contiguous: lane-strided,
+        // coalesced, kBatch loads in flight; maps past M read as 0 (add nothing). Conflict-free stores (33-word rows).
+        constexpr int kBatch = 8;
+        for (int m = warp; m < kLanes; m += kWarps) {
+            const std::int32_t* cm = codes + (static_cast<long long>(m0 + m) * g.C + p0) * g.width;
+            const bool live = m0 + m < g.M;
 #pragma unroll 1
-        for (int e0 = threadIdx.x; e0 < kLanes * rows; e0 += kBatch * kThreads) {
-            int v[kBatch];
+            for (int r0 = lane; r0 < rows; r0 += kBatch * 32) {
+                int v[kBatch];
 #pragma unroll
-            for (int k = 0; k < kBatch; ++k) {
-                const int e = e0 + k * kThreads, m = e / rows, row = e - m * rows;
-                v[k] = e < kLanes * rows && m0 + m < g.M
-                           ? codes[(static_cast<long long>(m0 + m) * g.C + p0) * g.width + row] : 0;
-            }
+                for (int k = 0; k < kBatch; ++k) v[k] = live && r0 + 32 * k < rows ? cm[r0 + 32 * k] : 0;
 #pragma unroll
-            for (int k = 0; k < kBatch; ++k) {
-                const int e = e0 + k * kThreads, m = e / rows, row = e - m * rows;
-                if (e < kLanes * rows) ctab[row * (kLanes + 1) + m] = tap_entry(v[k], g);
+                for (int k = 0; k < kBatch; ++k)
+                    if (r0 + 32 * k < rows) ctab[(r0 + 32 * k) * (kLanes + 1) + m] = tap_entry(v[k], g);
             }
         }
-        __syncthreads();
         cluster::wait_for_previous();  // compact_rows_kernel's lists (the planes zeroed and codes staged before)
-        // The next channel's row range is loaded one channel ahead (the list loads depend on it).
-        int c = p0 + warp, lo_next = 0, hi_next = 0;
-        if (c < p0 + pn) {
-            const int* rp = rowptr + static_cast<long long>(c) * (g.H + 1);
-            lo_next = rp[iy_lo], hi_next = rp[iy_hi];
+        // Each channel's [lo, hi) for this tile and its max|x|, all loads in flight at once (round 6: was one
+        // dependent load pair per (warp, channel)).
+        for (int i = threadIdx.x; i < pn; i += kThreads) {
+            const int* rp = rowptr + static_cast<long long>(p0 + i) * (g.H + 1);
+            span[i] = make_int2(rp[iy_lo], rp[iy_hi]);
+            my_xmax = max(my_xmax, absmax[p0 + i]);
         }
-        for (; c < p0 + pn; c += kWarps) {
-            const int lo = lo_next, hi = hi_next;
-            if (c + kWarps < p0 + pn) {
-                const int* rp = rowptr + static_cast<long long>(c + kWarps) * (g.H + 1);
-                lo_next = rp[iy_lo], hi_next = rp[iy_hi];
-            }
-            my_xmax = max(my_xmax, absmax[c]);
-            const int* list = nz + c * HW;
-            const int* cm = ctab + (c - p0) * g.width * (kLanes + 1) + lane;
+        if (threadIdx.x == 0) next_channel = kWarps;
+        __syncthreads();
+        // Channels dealt dynamically (a shared counter: uneven channels balance over the warps; the integer sums
+        // do not depend on the order). A channel's first kBuf entries are loaded one channel ahead, in registers.
+        int ci = warp;
+        int pre[kBuf / 32];
+        const auto load_first = [&](int c, int* e) {
+            const int2 sp = c < pn ? span[c] : make_int2(0, 0);
+            const int* list = nz + (p0 + c) * HW + sp.x;
+            const int cnt = min(kBuf, sp.y - sp.x);
+#pragma unroll
+            for (int k = 0; k < kBuf / 32; ++k) e[k] = lane + 32 * k < cnt ? list[lane + 32 * k] : pad_entry;
+        };
+        load_first(ci, pre);
+        while (ci < pn) {
+            int cn = 0;
+            if (lane == 0) cn = atomicAdd(&next_channel, 1);
+            cn = __shfl_sync(0xffffffffu, cn, 0);
+            const int2 sp = span[ci];
+            const int lo = sp.x, hi = sp.y;
+            const int* list = nz + (p0 + ci) * HW;
+            const int* cm = ctab + ci * g.width * (kLanes + 1) + lane;
             for (int k0 = lo; k0 < hi; k0 += kBuf) {
                 const int cnt = min(kBuf, hi - k0);
+                int e[kBuf / 32];
+#pragma unroll
+                for (int k = 0; k < kBuf / 32; ++k)
+                    e[k] = k0 == lo ? pre[k] : lane + 32 * k < cnt ? list[k0 + lane + 32 * k] : pad_entry;
                 __syncwarp();  // the previous chunk's reads are done
 #pragma unroll
-                for (int t = lane; t < kBuf; t += 32) {
-                    const int e = t < cnt ? list[k0 + t] : pad_entry;
-                    offs1[t] = e & 0xffff, vals1[t] = e >> 16;
-                }
+                for (int k = 0; k < kBuf / 32; ++k) offs1[lane + 32 * k] = e[k] & 0xffff, vals1[lane + 32 * k] = e[k] >> 16;
                 __syncwarp();
+                if (k0 == lo) load_first(cn, pre);  // in flight during this channel's scatter
                 const int quads = (cnt + 3) / 4;  // the staged tail is padded with value 0
                 for (int j = 0; j < g.width; ++j) {
                     // This lane's tap of channel c: (address base, value); codes outside the filter add nothing.
@@ -207,6 +225,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                     }
                 }
             }
+            if (lo == hi) load_first(cn, pre);
+            ci = cn;
         }
     }
     cluster::wait_for_previous();  // (a block without channels): the overflow flag is zeroed before any write
@@ -215,7 +235,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();  // this block's planes complete
     // 3. Pre-sum the S column planes into plane 0, row by row of the outputs: out(ty, ox) = sum_s plane_s(ty + R - 1,
     // ox + s - pad_w). All reads before any write (registers, then a barrier); plane 0 is then what the ranks add.
-    const int PW = g.W / 2, wrows = kTR / 2;
+    const int PW = g.W / 2, wrows = kTR / 2, plane_words = g.rows * kRow;
     if (g.S > 1) {
         constexpr int kPer = kLanes * kTR * kRow / kThreads;  // 8 outputs per thread
         int sums[kPer];
@@ -278,10 +298,28 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 }  // namespace
 
+void sparse_neurons_compact(const std::int16_t* x, int* nz, int* rowptr, int* absmax, std::int64_t C, std::int64_t H,
+                           std::int64_t W) {
+    sparse_neurons_check(C, H, W);
+    GPUOPT_REQUIRE(x != nullptr && nz != nullptr && rowptr != nullptr && absmax != nullptr,
+                   "sparse_neurons_compact: null x, nz, rowptr or absmax");
+    compact_rows_kernel<<<static_cast<unsigned>(C), kCompactThreads>>>(x, nz, rowptr, absmax, nullptr,
+                                                                        static_cast<int>(H), static_cast<int>(W));
+    GPUOPT_CHECK_LAUNCH("sparse compact_rows_kernel");
+}
+
 bool sparse_conv_fast_sparse_input_planes(const std::int16_t* x, const std::int32_t* codes, std::int64_t width,
-                                          std::int32_t* y, int* overflow, const SparseConvShape& s) {
+                                          std::int32_t* y, int* overflow, const SparseConvShape& s,
+                                          const SparseNeuronLists* lists) {
     // The caller (sparse_conv_fast_sparse_input) has checked the shape, width and pointers.
-    if (!sparse_input_planes_apply(s)) return false;
+    if (!sparse_input_planes_apply(s)) {
+        GPUOPT_REQUIRE(lists == nullptr, "sparse_conv_fast_sparse_input: sparse neurons need maps up to " +
+                                             std::to_string(kSparsePlanesMaxW) + " wide and " +
+                                             std::to_string(kSparsePlanesMaxH) + " high and filters up to " +
+                                             std::to_string(kSparsePlanesMaxTaps) + "x" +
+                                             std::to_string(kSparsePlanesMaxTaps) + " (the planes kernel)");
+        return false;
+    }
     PGeometry g{};
     g.C = static_cast<int>(s.C), g.H = static_cast<int>(s.H), g.W = static_cast<int>(s.W), g.M = static_cast<int>(s.M);
     g.width = static_cast<int>(width), g.pad_h = static_cast<int>(s.R / 2), g.pad_w = static_cast<int>(s.S / 2);
@@ -300,6 +338,16 @@ bool sparse_conv_fast_sparse_input_planes(const std::int16_t* x, const std::int3
     GPUOPT_REQUIRE(blocks <= INT_MAX, "sparse_conv_fast_sparse_input: too many blocks");
     const std::size_t smem = sizeof(int) * (kLanes * g.map_words + kCodeRows * (kLanes + 1));
     require_shared_memory(planes_kernel, smem, "sparse_conv_fast_sparse_input");
+    if (lists != nullptr) {  // sparse neurons in: the lists built once (SparseNeurons), this kernel alone
+        GPUOPT_REQUIRE(lists->nz != nullptr && lists->rowptr != nullptr && lists->absmax != nullptr,
+                       "sparse_conv_fast_sparse_input: null neuron lists");
+        g.zero_flag = lists->bound_proven ? 1 : 0;  // else the flag is zeroed first (a memset: some block may set it)
+        if (!lists->bound_proven) GPUOPT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), nullptr));
+        cluster::launch_ex(planes_kernel, static_cast<unsigned>(blocks), kThreads, smem, g.split, false, x, codes,
+                           lists->nz, lists->rowptr, lists->absmax, y, overflow, g);
+        GPUOPT_CHECK_LAUNCH("sparse planes_kernel");
+        return true;
+    }
     // Scratch from the caching pool (returned while the kernels are queued: every pool user queues on stream 0).
     DeviceBuffer<int> nz(static_cast<std::size_t>(g.C) * g.H * g.W);
     DeviceBuffer<int> rowptr(static_cast<std::size_t>(g.C) * (g.H + 1)), absmax(g.C);
