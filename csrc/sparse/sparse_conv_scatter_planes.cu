@@ -13,6 +13,9 @@
 //    plane per s (indexed by the input column). With a plane row of 32 words, planes of a multiple of 32 words and
 //    maps 32*k + 1 words apart, lane m hits bank (m + ix) mod 32 whatever the taps: 1 wavefront per warp
 //    instruction (one plane per map, with its 9 offsets, averages 2.7).
+// Round 6: sparse neurons in (gpuopt.sparse.SparseNeurons: these lists built once) queue planes_kernel alone; the
+// compaction is a warp per channel; planes_kernel stages its spans and codes without divisions and walks its channels
+// with the next one's span and first entries in registers.
 // Epilogue: each block first sums its S planes with their shifts into plane 0 (local), then the cluster's ranks add
 // their plane 0 through distributed shared memory (split reads per output), ReLU, 2x2 max.
 // (Round 4 also tried the compaction inside planes_kernel, each warp ballotting its tile's rows: one launch, but 16
@@ -46,46 +49,54 @@ constexpr int kBuf = 128;         // non-zeros staged per warp at a time (the la
 constexpr int kCodeRows = 256;    // (channel, entry) rows of codes staged per phase (33 KB)
 constexpr int kMaxH = static_cast<int>(kSparsePlanesMaxH);  // a non-zero packs value << 16 | 4 * (iy * 32 + ix)
 static_assert(4 * (kMaxH * kRow + kRow - 1) < 65536 && kSparsePlanesMaxTaps == 3, "16-bit byte offsets; 3x3");
-constexpr int kCompactThreads = 256;  // 8 rows per round (H200: 6.4 us on the lab's layer; 1024 threads in one round
-                                      // measured 9.8 us: the 32-warp prefix loop costs more than the rounds)
+constexpr int kCompactThreads = 128;  // 4 channels (warps) a block: the lab's 512 channels on 128 SMs (round 6; round 4's
+                                      // block per channel, 8 rows a round and two barriers: 5-6.4 us on the H200)
+
+constexpr int kCompactWarps = kCompactThreads / 32;
 
 struct PGeometry : FusedShape {
     int R, S, tiles, split;
-    int zero_flag;  // 1: planes_kernel zeroes the overflow flag (sparse neurons in: no compaction launch)
+    int lists;      // 1: sparse neurons in (the lists built before: no compaction launch to wait for)
+    int zero_flag;  // 1: planes_kernel zeroes the overflow flag (lists and the bound proven by the caller)
     int rows;       // plane rows: kTR + 2 (R - 1)
     int map_words;  // S * rows * kRow + 1
 };
 
-// One warp per row (lane = column), 8 rows per round; the ballot scan keeps raster order (deterministic).
+// One warp per channel (lane = column; round 6, was a block per channel with two barriers per 8 rows): kRowBatch rows
+// loads in flight at once, then per row a ballot, its prefix count and a running total (raster order: deterministic);
+// no shared memory, no barrier.
 __global__ void __launch_bounds__(kCompactThreads)
     compact_rows_kernel(const std::int16_t* __restrict__ x, int* __restrict__ nz, int* __restrict__ rowptr,
-                        int* __restrict__ absmax, int* __restrict__ overflow, int H, int W) {
+                        int* __restrict__ absmax, int* __restrict__ overflow, int C, int H, int W) {
     cluster::allow_dependents();  // planes_kernel's blocks may zero their planes and stage codes meanwhile
     if (overflow != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *overflow = 0;  // (no memset launch; planes_kernel
                                                                                     // writes it after)
-    constexpr int kW = kCompactThreads / 32;
-    __shared__ int warp_counts[kW];
-    __shared__ int block_max;
-    const int c = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    constexpr int kRowBatch = 16;
+    const int lane = threadIdx.x % 32, c = blockIdx.x * (kCompactThreads / 32) + threadIdx.x / 32;
+    if (c >= C) return;  // (whole warps)
     const std::int16_t* xc = x + static_cast<long long>(c) * H * W;
     int* out = nz + static_cast<long long>(c) * H * W;
     int* rp = rowptr + static_cast<long long>(c) * (H + 1);
-    if (threadIdx.x == 0) block_max = 0;
+    const unsigned below = (1u << lane) - 1u;
     int base = 0, my_max = 0;
-    for (int r0 = 0; r0 < H; r0 += kW) {
-        const int r = r0 + warp;
-        const int v = (r < H && lane < W) ? static_cast<int>(xc[r * W + lane]) : 0;
-        my_max = max(my_max, abs(v));
-        const CompactRound round = compact_round<kW>(v != 0, warp_counts);
-        if (v != 0)
-            out[base + round.slot] =
-                static_cast<int>((static_cast<unsigned>(v) << 16) | static_cast<unsigned>(4 * (r * kRow + lane)));
-        if (lane == 0 && r < H) rp[r] = base + round.warp_before;
-        base += round.total;
+    for (int r0 = 0; r0 < H; r0 += kRowBatch) {
+        int v[kRowBatch];
+#pragma unroll
+        for (int k = 0; k < kRowBatch; ++k) v[k] = r0 + k < H && lane < W ? static_cast<int>(xc[(r0 + k) * W + lane]) : 0;
+#pragma unroll
+        for (int k = 0; k < kRowBatch; ++k) {
+            const int r = r0 + k;
+            const unsigned ballot = __ballot_sync(0xffffffffu, v[k] != 0);
+            my_max = max(my_max, abs(v[k]));
+            if (lane == 0 && r < H) rp[r] = base;
+            if (v[k] != 0)
+                out[base + __popc(ballot & below)] =
+                    static_cast<int>((static_cast<unsigned>(v[k]) << 16) | static_cast<unsigned>(4 * (r * kRow + lane)));
+            base += __popc(ballot);
+        }
     }
-    atomicMax(&block_max, my_max);
-    __syncthreads();
-    if (threadIdx.x == 0) rp[H] = base, absmax[c] = block_max;
+    my_max = static_cast<int>(__reduce_max_sync(0xffffffffu, static_cast<unsigned>(my_max)));
+    if (lane == 0) rp[H] = base, absmax[c] = my_max;
 }
 
 // A FAST code decoded for the hot loop, once when staged (in planes_kernel's prologue, which overlaps the
@@ -116,7 +127,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     __shared__ int4 offs[kWarps][kBuf / 4], vals[kWarps][kBuf / 4];
     __shared__ int2 span[kCodeRows];  // this phase's channels: [lo, hi) of their tile rows' non-zeros (round 6)
     __shared__ unsigned long long wsum[kLanes];
-    __shared__ int xmax, inexact, next_channel;
+    __shared__ int xmax, inexact;
     // Sparse neurons in (round 6: no compaction launch before this one): zero the flag here. The launcher only asks
     // for this when the host proved the int32 bound (no block can then raise the flag: no race with this store).
     if (g.zero_flag && blockIdx.x == 0 && threadIdx.x == 0) *overflow = 0;
@@ -142,7 +153,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     int4* vals4 = vals[warp];
     int* offs1 = reinterpret_cast<int*>(offs4);
     int* vals1 = reinterpret_cast<int*>(vals4);
-    unsigned long long my_wsum = 0;
     int my_xmax = 0;
 
     const int per = channels_per_split(g.C, g.split, 1);
@@ -151,12 +161,28 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int p0 = c_begin; p0 < c_end; p0 += phase) {
         const int pn = min(phase, c_end - p0), rows = pn * g.width;
         __syncthreads();  // the previous phase's codes and spans are consumed (and the planes zeroed)
+        // Each channel's [lo, hi) for this tile and its max|x| (round 6: one load each, all in flight, instead of
+        // a dependent pair per (warp, channel)). Sparse neurons in: issued before the codes' loads (no previous
+        // kernel to wait for), so the two DRAM latencies overlap.
+        int2 my_span = make_int2(0, 0);
+        int my_max = 0;
+        const auto load_span = [&] {
+            if (static_cast<int>(threadIdx.x) < pn) {
+                const int* rp = rowptr + static_cast<long long>(p0 + threadIdx.x) * (g.H + 1);
+                my_span = make_int2(rp[iy_lo], rp[iy_hi]);
+                my_max = absmax[p0 + threadIdx.x];
+            }
+        };
+        if (g.lists) load_span();
         // A warp per map (round 6: no division per code), its codes of these channels contiguous: lane-strided,
         // coalesced, kBatch loads in flight; maps past M read as 0 (add nothing). Conflict-free stores (33-word rows).
+        // The map's sum |w| over these channels is summed here (the bound's filter side; round 4 summed it per
+        // (warp, channel) in the walk).
         constexpr int kBatch = 8;
         for (int m = warp; m < kLanes; m += kWarps) {
             const std::int32_t* cm = codes + (static_cast<long long>(m0 + m) * g.C + p0) * g.width;
             const bool live = m0 + m < g.M;
+            unsigned long long msum = 0;
 #pragma unroll 1
             for (int r0 = lane; r0 < rows; r0 += kBatch * 32) {
                 int v[kBatch];
@@ -164,56 +190,61 @@ __global__ void __launch_bounds__(kThreads, 1)
                 for (int k = 0; k < kBatch; ++k) v[k] = live && r0 + 32 * k < rows ? cm[r0 + 32 * k] : 0;
 #pragma unroll
                 for (int k = 0; k < kBatch; ++k)
-                    if (r0 + 32 * k < rows) ctab[(r0 + 32 * k) * (kLanes + 1) + m] = tap_entry(v[k], g);
+                    if (r0 + 32 * k < rows) {
+                        const int te = tap_entry(v[k], g);
+                        ctab[(r0 + 32 * k) * (kLanes + 1) + m] = te;
+                        msum += static_cast<unsigned long long>(abs(te >> 16));
+                    }
             }
+#pragma unroll
+            for (int d = 16; d > 0; d /= 2) msum += __shfl_xor_sync(0xffffffffu, msum, d);
+            if (lane == 0) wsum[m] += msum;  // (this warp's map only: no atomics)
         }
         cluster::wait_for_previous();  // compact_rows_kernel's lists (the planes zeroed and codes staged before)
-        // Each channel's [lo, hi) for this tile and its max|x|, all loads in flight at once (round 6: was one
-        // dependent load pair per (warp, channel)).
-        for (int i = threadIdx.x; i < pn; i += kThreads) {
-            const int* rp = rowptr + static_cast<long long>(p0 + i) * (g.H + 1);
-            span[i] = make_int2(rp[iy_lo], rp[iy_hi]);
-            my_xmax = max(my_xmax, absmax[p0 + i]);
-        }
-        if (threadIdx.x == 0) next_channel = kWarps;
+        if (!g.lists) load_span();
+        if (static_cast<int>(threadIdx.x) < pn) span[threadIdx.x] = my_span;
+        my_xmax = max(my_xmax, my_max);
         __syncthreads();
-        // Channels dealt dynamically (a shared counter: uneven channels balance over the warps; the integer sums
-        // do not depend on the order). A channel's first kBuf entries are loaded one channel ahead, in registers.
-        int ci = warp;
+        // The walk: warp w takes channels w, w + 32, ... A channel's row span and first kBuf entries are loaded one
+        // channel ahead (registers), so the list latency hides behind the current channel's scatter; per (warp,
+        // channel) only the staging (unpack: 32 entries an instruction), the lane's tap and the loop remain.
+        int c = warp;
+        int2 sp = c < pn ? span[c] : make_int2(0, 0);
         int pre[kBuf / 32];
-        const auto load_first = [&](int c, int* e) {
-            const int2 sp = c < pn ? span[c] : make_int2(0, 0);
-            const int* list = nz + (p0 + c) * HW + sp.x;
-            const int cnt = min(kBuf, sp.y - sp.x);
+        const auto load_first = [&](int ch, int2 s2, int* e) {
+            const int* list = nz + (p0 + ch) * HW + s2.x;
+            const int cnt = min(kBuf, s2.y - s2.x);
 #pragma unroll
             for (int k = 0; k < kBuf / 32; ++k) e[k] = lane + 32 * k < cnt ? list[lane + 32 * k] : pad_entry;
         };
-        load_first(ci, pre);
-        while (ci < pn) {
-            int cn = 0;
-            if (lane == 0) cn = atomicAdd(&next_channel, 1);
-            cn = __shfl_sync(0xffffffffu, cn, 0);
-            const int2 sp = span[ci];
+        const auto stage = [&](const int* e) {
+            __syncwarp();  // the previous chunk's reads are done
+#pragma unroll
+            for (int k = 0; k < kBuf / 32; ++k) offs1[lane + 32 * k] = e[k] & 0xffff, vals1[lane + 32 * k] = e[k] >> 16;
+            __syncwarp();
+        };
+        load_first(c, sp, pre);
+        for (; c < pn; c += kWarps) {
             const int lo = sp.x, hi = sp.y;
-            const int* list = nz + (p0 + ci) * HW;
-            const int* cm = ctab + ci * g.width * (kLanes + 1) + lane;
+            const int cn = c + kWarps;
+            const int2 spn = cn < pn ? span[cn] : make_int2(0, 0);
+            const int* cm = ctab + c * g.width * (kLanes + 1) + lane;
+            if (hi > lo) stage(pre);
+            load_first(cn, spn, pre);  // in flight during this channel's scatter
             for (int k0 = lo; k0 < hi; k0 += kBuf) {
                 const int cnt = min(kBuf, hi - k0);
-                int e[kBuf / 32];
+                if (k0 != lo) {  // (rare: more than kBuf entries in the tile's rows)
+                    int e[kBuf / 32];
 #pragma unroll
-                for (int k = 0; k < kBuf / 32; ++k)
-                    e[k] = k0 == lo ? pre[k] : lane + 32 * k < cnt ? list[k0 + lane + 32 * k] : pad_entry;
-                __syncwarp();  // the previous chunk's reads are done
-#pragma unroll
-                for (int k = 0; k < kBuf / 32; ++k) offs1[lane + 32 * k] = e[k] & 0xffff, vals1[lane + 32 * k] = e[k] >> 16;
-                __syncwarp();
-                if (k0 == lo) load_first(cn, pre);  // in flight during this channel's scatter
+                    for (int k = 0; k < kBuf / 32; ++k)
+                        e[k] = lane + 32 * k < cnt ? nz[(p0 + c) * HW + k0 + lane + 32 * k] : pad_entry;
+                    stage(e);
+                }
                 const int quads = (cnt + 3) / 4;  // the staged tail is padded with value 0
                 for (int j = 0; j < g.width; ++j) {
                     // This lane's tap of channel c: (address base, value); codes outside the filter add nothing.
                     const int te = cm[j * (kLanes + 1)];  // decoded when staged
                     const int w = te >> 16;
-                    if (k0 == lo) my_wsum += static_cast<unsigned long long>(abs(w));
                     const unsigned base = lane_base_y + static_cast<unsigned>(te & 0xffff);
 #pragma unroll 2
                     for (int q = 0; q < quads; ++q) {
@@ -225,12 +256,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                     }
                 }
             }
-            if (lo == hi) load_first(cn, pre);
-            ci = cn;
+            sp = spn;
         }
     }
     cluster::wait_for_previous();  // (a block without channels): the overflow flag is zeroed before any write
-    atomicAdd(&wsum[lane], my_wsum);
     atomicMax(&xmax, my_xmax);
     __syncthreads();  // this block's planes complete
     // 3. Pre-sum the S column planes into plane 0, row by row of the outputs: out(ty, ox) = sum_s plane_s(ty + R - 1,
@@ -303,8 +332,8 @@ void sparse_neurons_compact(const std::int16_t* x, int* nz, int* rowptr, int* ab
     sparse_neurons_check(C, H, W);
     GPUOPT_REQUIRE(x != nullptr && nz != nullptr && rowptr != nullptr && absmax != nullptr,
                    "sparse_neurons_compact: null x, nz, rowptr or absmax");
-    compact_rows_kernel<<<static_cast<unsigned>(C), kCompactThreads>>>(x, nz, rowptr, absmax, nullptr,
-                                                                        static_cast<int>(H), static_cast<int>(W));
+    compact_rows_kernel<<<static_cast<unsigned>((C + kCompactWarps - 1) / kCompactWarps), kCompactThreads>>>(
+        x, nz, rowptr, absmax, nullptr, static_cast<int>(C), static_cast<int>(H), static_cast<int>(W));
     GPUOPT_CHECK_LAUNCH("sparse compact_rows_kernel");
 }
 
@@ -341,7 +370,7 @@ bool sparse_conv_fast_sparse_input_planes(const std::int16_t* x, const std::int3
     if (lists != nullptr) {  // sparse neurons in: the lists built once (SparseNeurons), this kernel alone
         GPUOPT_REQUIRE(lists->nz != nullptr && lists->rowptr != nullptr && lists->absmax != nullptr,
                        "sparse_conv_fast_sparse_input: null neuron lists");
-        g.zero_flag = lists->bound_proven ? 1 : 0;  // else the flag is zeroed first (a memset: some block may set it)
+        g.lists = 1, g.zero_flag = lists->bound_proven ? 1 : 0;  // else the flag is zeroed first (a memset: some block may set it)
         if (!lists->bound_proven) GPUOPT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), nullptr));
         cluster::launch_ex(planes_kernel, static_cast<unsigned>(blocks), kThreads, smem, g.split, false, x, codes,
                            lists->nz, lists->rowptr, lists->absmax, y, overflow, g);
@@ -351,7 +380,8 @@ bool sparse_conv_fast_sparse_input_planes(const std::int16_t* x, const std::int3
     // Scratch from the caching pool (returned while the kernels are queued: every pool user queues on stream 0).
     DeviceBuffer<int> nz(static_cast<std::size_t>(g.C) * g.H * g.W);
     DeviceBuffer<int> rowptr(static_cast<std::size_t>(g.C) * (g.H + 1)), absmax(g.C);
-    compact_rows_kernel<<<g.C, kCompactThreads>>>(x, nz.data(), rowptr.data(), absmax.data(), overflow, g.H, g.W);
+    compact_rows_kernel<<<(g.C + kCompactWarps - 1) / kCompactWarps, kCompactThreads>>>(
+        x, nz.data(), rowptr.data(), absmax.data(), overflow, g.C, g.H, g.W);
     GPUOPT_CHECK_LAUNCH("sparse compact_rows_kernel");
     // Dependent launch: its prologue (planes zeroed, the first codes staged) overlaps the compaction's tail.
     cluster::launch_ex(planes_kernel, static_cast<unsigned>(blocks), kThreads, smem, g.split, true, x, codes,
