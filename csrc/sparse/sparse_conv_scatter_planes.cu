@@ -124,10 +124,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     int* acc = reinterpret_cast<int*>(smem_raw);  // [kLanes][map_words]
     // Per warp: kBuf non-zeros, unpacked once when staged (32 a warp instruction) into byte offsets and values, so
     // the hot loop spends one IADD, one IMUL and the atomic per (non-zero, map), no unpacking.
-    __shared__ int4 offs[kWarps][kBuf / 4], vals[kWarps][kBuf / 4];
+    // (one array: a quad's values sit at a fixed distance from its offsets, so the loop steps one address)
+    __shared__ int4 staged[kWarps][2 * kBuf / 4];
     __shared__ int2 span[kCodeRows];  // this phase's channels: [lo, hi) of their tile rows' non-zeros (round 6)
     __shared__ unsigned long long wsum[kLanes];
-    __shared__ int xmax, inexact;
+    __shared__ int xmax, inexact, next_channel;
     // Sparse neurons in (round 6: no compaction launch before this one): zero the flag here. The launcher only asks
     // for this when the host proved the int32 bound (no block can then raise the flag: no race with this store).
     if (g.zero_flag && blockIdx.x == 0 && threadIdx.x == 0) *overflow = 0;
@@ -149,10 +150,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     const unsigned lane_base_y = lane_base - 4u * static_cast<unsigned>(y0 * kRow);  // (mod 2^32: + an entry's iy)
     const long long HW = static_cast<long long>(g.H) * g.W;
     const int pad_entry = 4 * iy_lo * kRow;  // value 0 at a valid position: pads the staged tail
-    int4* offs4 = offs[warp];
-    int4* vals4 = vals[warp];
-    int* offs1 = reinterpret_cast<int*>(offs4);
-    int* vals1 = reinterpret_cast<int*>(vals4);
+    const int4* offs4 = staged[warp];
+    int* offs1 = reinterpret_cast<int*>(staged[warp]);
+    int* vals1 = offs1 + kBuf;
     int my_xmax = 0;
 
     const int per = channels_per_split(g.C, g.split, 1);
@@ -203,12 +203,22 @@ __global__ void __launch_bounds__(kThreads, 1)
         cluster::wait_for_previous();  // compact_rows_kernel's lists (the planes zeroed and codes staged before)
         if (!g.lists) load_span();
         if (static_cast<int>(threadIdx.x) < pn) span[threadIdx.x] = my_span;
+        if (threadIdx.x == 0) next_channel = kWarps;
         my_xmax = max(my_xmax, my_max);
         __syncthreads();
-        // The walk: warp w takes channels w, w + 32, ... A channel's row span and first kBuf entries are loaded one
-        // channel ahead (registers), so the list latency hides behind the current channel's scatter; per (warp,
-        // channel) only the staging (unpack: 32 entries an instruction), the lane's tap and the loop remain.
+        // The walk: warp w starts with channel w, then takes the next one from a shared counter (channels of uneven
+        // density balance over the warps; the integer sums do not depend on the order), asked two channels ahead so
+        // the atomic's latency hides. A channel's row span and first kBuf entries are loaded one channel ahead
+        // (registers): the list latency hides behind the current scatter; per (warp, channel) only the staging
+        // (unpack: 32 entries an instruction), the lane's tap and the loop remain.
+        const auto grab = [&] {
+            int t = 0;
+            if (lane == 0) t = atomicAdd(&next_channel, 1);
+            return t;  // lane 0's; broadcast when needed
+        };
         int c = warp;
+        int cn = __shfl_sync(0xffffffffu, grab(), 0);
+        int cnn_lane0 = grab();
         int2 sp = c < pn ? span[c] : make_int2(0, 0);
         int pre[kBuf / 32];
         const auto load_first = [&](int ch, int2 s2, int* e) {
@@ -224,9 +234,10 @@ __global__ void __launch_bounds__(kThreads, 1)
             __syncwarp();
         };
         load_first(c, sp, pre);
-        for (; c < pn; c += kWarps) {
+        while (c < pn) {
             const int lo = sp.x, hi = sp.y;
-            const int cn = c + kWarps;
+            const int cnn = __shfl_sync(0xffffffffu, cnn_lane0, 0);
+            cnn_lane0 = cn < pn ? grab() : pn;  // (no more grabs once the channels are dealt)
             const int2 spn = cn < pn ? span[cn] : make_int2(0, 0);
             const int* cm = ctab + c * g.width * (kLanes + 1) + lane;
             if (hi > lo) stage(pre);
@@ -246,9 +257,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                     const int te = cm[j * (kLanes + 1)];  // decoded when staged
                     const int w = te >> 16;
                     const unsigned base = lane_base_y + static_cast<unsigned>(te & 0xffff);
+                    const int4* const end = offs4 + quads;
 #pragma unroll 2
-                    for (int q = 0; q < quads; ++q) {
-                        const int4 o = offs4[q], v = vals4[q];  // broadcasts: four non-zeros
+                    for (const int4* q = offs4; q < end; ++q) {
+                        const int4 o = q[0], v = q[kBuf / 4];  // broadcasts: four non-zeros
                         red_add(base + o.x, w * v.x);  // (wraps, unused, when the bound fails)
                         red_add(base + o.y, w * v.y);
                         red_add(base + o.z, w * v.z);
@@ -256,7 +268,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                     }
                 }
             }
-            sp = spn;
+            sp = spn, c = cn, cn = cnn;
         }
     }
     cluster::wait_for_previous();  // (a block without channels): the overflow flag is zeroed before any write
