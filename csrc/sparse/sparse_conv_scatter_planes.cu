@@ -285,9 +285,10 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int e = threadIdx.x + k * kThreads, ox = e % kRow, t = e / kRow;  // t = map * kTR + ty
             const int* at = acc + (t / kTR) * g.map_words + (t % kTR + g.R - 1) * kRow;
             int s0 = 0;
-            for (int s = 0; s < g.S; ++s) {
+#pragma unroll
+            for (int s = 0; s < static_cast<int>(kSparsePlanesMaxTaps); ++s) {  // (S <= 3: unrolled, predicated)
                 const int ix = ox + s - g.pad_w;
-                if (ix >= 0 && ix < g.W) s0 += at[s * plane_words + ix];
+                if (s < g.S && ix >= 0 && ix < g.W) s0 += at[s * plane_words + ix];
             }
             sums[k] = s0;
         }

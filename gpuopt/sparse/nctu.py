@@ -130,7 +130,8 @@ register("sparse_conv2d", "fast_sparse_input", description="FAST filters x non-z
          "compacted on the device, each times each tap added into shared-memory int32 accumulators (integer "
          "atomics: exact, deterministic), then ReLU + 2x2 max pool; the pre-pool maps never written. W <= 32, H <= "
          "511 and up to 3x3: row-CSR compaction, then the planes kernel (a dependent launch) with a lane per map and "
-         "one accumulator plane per tap column (bank-conflict-free); other shapes: the atomic kernel of "
+         "one accumulator plane per tap column (bank-conflict-free); x given as SparseNeurons on the device: their "
+         "lists built once, the planes kernel alone per call; other shapes: the atomic kernel of "
          "sparse_conv_scatter.cu (slower than fast_fused: auto takes fast_fused there)",
          **dict(_ONE_PASS, kernel="csrc/sparse/sparse_conv_scatter_planes.cu"))(_run_gpu)
 register("sparse_conv2d", "fast_imma", description="FAST filters on the int8 tensor cores: the codes expanded to dense "
