@@ -13,8 +13,8 @@
 //    plane per s (indexed by the input column). With a plane row of 32 words, planes of a multiple of 32 words and
 //    maps 32*k + 1 words apart, lane m hits bank (m + ix) mod 32 whatever the taps: 1 wavefront per warp
 //    instruction (one plane per map, with its 9 offsets, averages 2.7).
-// Round 6: sparse neurons in (gpuopt.sparse.SparseNeurons: these lists built once) queue planes_kernel alone; the
-// compaction is a warp per channel; planes_kernel stages its spans and codes without divisions and walks its channels
+// Round 6: sparse neurons in (gpuopt.sparse.SparseNeurons: these lists built once) queue planes_kernel alone;
+// planes_kernel stages its spans and codes without divisions and walks its channels
 // with the next one's span and first entries in registers.
 // Epilogue: each block first sums its S planes with their shifts into plane 0 (local), then the cluster's ranks add
 // their plane 0 through distributed shared memory (split reads per output), ReLU, 2x2 max.
@@ -49,10 +49,8 @@ constexpr int kBuf = 128;         // non-zeros staged per warp at a time (the la
 constexpr int kCodeRows = 256;    // (channel, entry) rows of codes staged per phase (33 KB)
 constexpr int kMaxH = static_cast<int>(kSparsePlanesMaxH);  // a non-zero packs value << 16 | 4 * (iy * 32 + ix)
 static_assert(4 * (kMaxH * kRow + kRow - 1) < 65536 && kSparsePlanesMaxTaps == 3, "16-bit byte offsets; 3x3");
-constexpr int kCompactThreads = 128;  // 4 channels (warps) a block: the lab's 512 channels on 128 SMs (round 6; round 4's
-                                      // block per channel, 8 rows a round and two barriers: 5-6.4 us on the H200)
-
-constexpr int kCompactWarps = kCompactThreads / 32;
+constexpr int kCompactThreads = 256;  // 8 rows per round (H200: 6.4 us on the lab's layer; 1024 threads in one round
+                                      // measured 9.8 us: the 32-warp prefix loop costs more than the rounds)
 
 struct PGeometry : FusedShape {
     int R, S, tiles, split;
@@ -62,41 +60,38 @@ struct PGeometry : FusedShape {
     int map_words;  // S * rows * kRow + 1
 };
 
-// One warp per channel (lane = column; round 6, was a block per channel with two barriers per 8 rows): kRowBatch rows
-// loads in flight at once, then per row a ballot, its prefix count and a running total (raster order: deterministic);
-// no shared memory, no barrier.
+// One warp per row (lane = column), 8 rows per round; the ballot scan keeps raster order (deterministic). (Round 6
+// tried a warp per channel, 16 rows' loads in flight and no barrier: 8.6 us alone on the lab's layer against this
+// kernel's 6.9, 0.6 IPC: one warp walks its 32 rows' ballots in series. Kept this one.)
 __global__ void __launch_bounds__(kCompactThreads)
     compact_rows_kernel(const std::int16_t* __restrict__ x, int* __restrict__ nz, int* __restrict__ rowptr,
-                        int* __restrict__ absmax, int* __restrict__ overflow, int C, int H, int W) {
+                        int* __restrict__ absmax, int* __restrict__ overflow, int H, int W) {
     cluster::allow_dependents();  // planes_kernel's blocks may zero their planes and stage codes meanwhile
     if (overflow != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *overflow = 0;  // (no memset launch; planes_kernel
                                                                                     // writes it after)
-    constexpr int kRowBatch = 16;
-    const int lane = threadIdx.x % 32, c = blockIdx.x * (kCompactThreads / 32) + threadIdx.x / 32;
-    if (c >= C) return;  // (whole warps)
+    constexpr int kW = kCompactThreads / 32;
+    __shared__ int warp_counts[kW];
+    __shared__ int block_max;
+    const int c = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const std::int16_t* xc = x + static_cast<long long>(c) * H * W;
     int* out = nz + static_cast<long long>(c) * H * W;
     int* rp = rowptr + static_cast<long long>(c) * (H + 1);
-    const unsigned below = (1u << lane) - 1u;
+    if (threadIdx.x == 0) block_max = 0;
     int base = 0, my_max = 0;
-    for (int r0 = 0; r0 < H; r0 += kRowBatch) {
-        int v[kRowBatch];
-#pragma unroll
-        for (int k = 0; k < kRowBatch; ++k) v[k] = r0 + k < H && lane < W ? static_cast<int>(xc[(r0 + k) * W + lane]) : 0;
-#pragma unroll
-        for (int k = 0; k < kRowBatch; ++k) {
-            const int r = r0 + k;
-            const unsigned ballot = __ballot_sync(0xffffffffu, v[k] != 0);
-            my_max = max(my_max, abs(v[k]));
-            if (lane == 0 && r < H) rp[r] = base;
-            if (v[k] != 0)
-                out[base + __popc(ballot & below)] =
-                    static_cast<int>((static_cast<unsigned>(v[k]) << 16) | static_cast<unsigned>(4 * (r * kRow + lane)));
-            base += __popc(ballot);
-        }
+    for (int r0 = 0; r0 < H; r0 += kW) {
+        const int r = r0 + warp;
+        const int v = (r < H && lane < W) ? static_cast<int>(xc[r * W + lane]) : 0;
+        my_max = max(my_max, abs(v));
+        const CompactRound round = compact_round<kW>(v != 0, warp_counts);
+        if (v != 0)
+            out[base + round.slot] =
+                static_cast<int>((static_cast<unsigned>(v) << 16) | static_cast<unsigned>(4 * (r * kRow + lane)));
+        if (lane == 0 && r < H) rp[r] = base + round.warp_before;
+        base += round.total;
     }
-    my_max = static_cast<int>(__reduce_max_sync(0xffffffffu, static_cast<unsigned>(my_max)));
-    if (lane == 0) rp[H] = base, absmax[c] = my_max;
+    atomicMax(&block_max, my_max);
+    __syncthreads();
+    if (threadIdx.x == 0) rp[H] = base, absmax[c] = block_max;
 }
 
 // A FAST code decoded for the hot loop, once when staged (in planes_kernel's prologue, which overlaps the
@@ -345,8 +340,8 @@ void sparse_neurons_compact(const std::int16_t* x, int* nz, int* rowptr, int* ab
     sparse_neurons_check(C, H, W);
     GPUOPT_REQUIRE(x != nullptr && nz != nullptr && rowptr != nullptr && absmax != nullptr,
                    "sparse_neurons_compact: null x, nz, rowptr or absmax");
-    compact_rows_kernel<<<static_cast<unsigned>((C + kCompactWarps - 1) / kCompactWarps), kCompactThreads>>>(
-        x, nz, rowptr, absmax, nullptr, static_cast<int>(C), static_cast<int>(H), static_cast<int>(W));
+    compact_rows_kernel<<<static_cast<unsigned>(C), kCompactThreads>>>(x, nz, rowptr, absmax, nullptr,
+                                                                        static_cast<int>(H), static_cast<int>(W));
     GPUOPT_CHECK_LAUNCH("sparse compact_rows_kernel");
 }
 
@@ -393,8 +388,7 @@ bool sparse_conv_fast_sparse_input_planes(const std::int16_t* x, const std::int3
     // Scratch from the caching pool (returned while the kernels are queued: every pool user queues on stream 0).
     DeviceBuffer<int> nz(static_cast<std::size_t>(g.C) * g.H * g.W);
     DeviceBuffer<int> rowptr(static_cast<std::size_t>(g.C) * (g.H + 1)), absmax(g.C);
-    compact_rows_kernel<<<(g.C + kCompactWarps - 1) / kCompactWarps, kCompactThreads>>>(
-        x, nz.data(), rowptr.data(), absmax.data(), overflow, g.C, g.H, g.W);
+    compact_rows_kernel<<<g.C, kCompactThreads>>>(x, nz.data(), rowptr.data(), absmax.data(), overflow, g.H, g.W);
     GPUOPT_CHECK_LAUNCH("sparse compact_rows_kernel");
     // Dependent launch: its prologue (planes zeroed, the first codes staged) overlaps the compaction's tail.
     cluster::launch_ex(planes_kernel, static_cast<unsigned>(blocks), kThreads, smem, g.split, true, x, codes,
