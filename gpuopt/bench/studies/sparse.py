@@ -1,7 +1,9 @@
 """sparse: the NCTU lab's sparse convolution layer, ``dense`` vs ``coo`` vs ``fast`` vs the one-pass
 ``fast_fused`` / ``fast_sparse_input`` / ``fast_imma`` vs ``cpu`` on the lab's inNeu.txt (generated filters): kernel +
 transfer time, exactness, and the kernel time on device-resident operands beside cuDNN's dense FP32 layer
-(conv + ReLU + 2x2 max pool, the baseline to beat) -> sparse.csv/.json/.png, sparse_report.md.
+(conv + ReLU + 2x2 max pool, the baseline to beat) -> sparse.csv/.json/.png, sparse_report.md. The zero-skipping
+``fast_sparse_input`` is timed resident twice: dense neurons in (its compaction counted) and sparse neurons in
+(``fast_sparse_input[sparse neurons]``: SparseNeurons' lists built once, the planes kernel alone).
 """
 
 from __future__ import annotations
