@@ -89,16 +89,34 @@ void bind_sparse(py::module_& m) {
                 "Queues the work; sets the int32 device flag overflow (zeroed first) to 1 when a sum does not fit int32.");
     def_variant(m, "sparse_conv2d", "fast_sparse_input",
                 [](std::uintptr_t x, std::uintptr_t codes, std::int64_t width, std::uintptr_t y, std::uintptr_t overflow,
-                   std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R, std::int64_t S) {
+                   std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R, std::int64_t S,
+                   std::uintptr_t nz, std::uintptr_t rowptr, std::uintptr_t absmax, bool bound_proven) {
+                    sparse::SparseNeuronLists lists;
+                    lists.nz = dptr<const int>(nz), lists.rowptr = dptr<const int>(rowptr);
+                    lists.absmax = dptr<const int>(absmax), lists.bound_proven = bound_proven;
+                    const bool given = nz != 0 || rowptr != 0 || absmax != 0;
                     py::gil_scoped_release release;
                     sparse::sparse_conv_fast_sparse_input(dptr<const std::int16_t>(x), dptr<const std::int32_t>(codes),
                                                           width, dptr<std::int32_t>(y), dptr<int>(overflow),
-                                                          shape_of(C, H, W, M, R, S));
+                                                          shape_of(C, H, W, M, R, S), given ? &lists : nullptr);
                 },
                 py::arg("x"), py::arg("codes"), py::arg("width"), py::arg("y"), py::arg("overflow"), py::arg("C"),
-                py::arg("H"), py::arg("W"), py::arg("M"), py::arg("R"), py::arg("S"),
-                "As fast, zero inputs compacted on the device and skipped. Queues the work; sets the int32 device "
-                "flag overflow (zeroed first) to 1 when a sum does not fit int32.");
+                py::arg("H"), py::arg("W"), py::arg("M"), py::arg("R"), py::arg("S"), py::kw_only(), py::arg("nz") = 0,
+                py::arg("rowptr") = 0, py::arg("absmax") = 0, py::arg("bound_proven") = false,
+                "As fast, zero inputs compacted on the device and skipped; nz/rowptr/absmax: x's lists already built "
+                "(sparse_neurons_compact; only the planes kernel queued), bound_proven: max|x| * max sum|w_m| <= "
+                "INT32_MAX shown by the caller. Queues the work; sets the int32 device flag overflow (zeroed first) "
+                "to 1 when a sum does not fit int32.");
+    m.def("sparse_neurons_compact",
+          [](std::uintptr_t x, std::uintptr_t nz, std::uintptr_t rowptr, std::uintptr_t absmax, std::int64_t C,
+             std::int64_t H, std::int64_t W) {
+              py::gil_scoped_release release;
+              sparse::sparse_neurons_compact(dptr<const std::int16_t>(x), dptr<int>(nz), dptr<int>(rowptr),
+                                             dptr<int>(absmax), C, H, W);
+          },
+          py::arg("x"), py::arg("nz"), py::arg("rowptr"), py::arg("absmax"), py::arg("C"), py::arg("H"), py::arg("W"),
+          "gpuopt.sparse.SparseNeurons' lists of int16 x (C, H, W) on the device: nz int32 (C, H*W), rowptr int32 "
+          "(C, H+1), absmax int32 (C,) (csrc/sparse/sparse_conv_cuda.hpp). Queued on stream 0.");
     def_variant(m, "sparse_conv2d", "fast_imma",
                 [](std::uintptr_t x, std::uintptr_t codes, std::int64_t width, std::uintptr_t y, std::uintptr_t overflow,
                    std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R, std::int64_t S) {

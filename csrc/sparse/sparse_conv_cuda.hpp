@@ -60,12 +60,32 @@ void sparse_conv_fast_fused_blocked(const std::int16_t* x, const std::int32_t* c
 // scattered into shared-memory int32 accumulators (integer atomics: exact, order-independent), then ReLU + pool.
 // Its shape check adds H, W <= 32767 and H*W <= 2^27.
 void sparse_conv_sparse_input_check(const SparseConvShape& s);
+// Sparse neurons (round 6, gpuopt.sparse.SparseNeurons): the planes kernel's per-channel lists, built once on the
+// device by sparse_neurons_compact from int16 x (C, H, W) (H <= kSparsePlanesMaxH, W <= kSparsePlanesMaxW):
+// nz int32 [C][H*W] (a channel's non-zeros in raster order, value << 16 | 4 * (iy * 32 + ix); capacity H*W),
+// rowptr int32 [C][H + 1] (row iy's entries are nz[c][rowptr[c][iy] .. rowptr[c][iy + 1])), absmax int32 [C]
+// (max |x| of the channel). Queued on stream 0, no synchronisation.
+void sparse_neurons_check(std::int64_t C, std::int64_t H, std::int64_t W);
+void sparse_neurons_compact(const std::int16_t* x, int* nz, int* rowptr, int* absmax, std::int64_t C, std::int64_t H,
+                            std::int64_t W);
+struct SparseNeuronLists {
+    const int* nz = nullptr;
+    const int* rowptr = nullptr;
+    const int* absmax = nullptr;
+    // The caller proved max|x| * max_m sum|w_m| <= INT32_MAX (no sum can overflow): the kernel zeroes the overflow
+    // flag itself (no memset launch).
+    bool bound_proven = false;
+};
+// lists: x's lists already built (the planes kernel alone is queued; x is still read by the exact int64 path);
+// nullptr: x compacted here first. Lists need sparse_input_planes_apply (InvalidArgument otherwise).
 void sparse_conv_fast_sparse_input(const std::int16_t* x, const std::int32_t* codes, std::int64_t width,
-                                   std::int32_t* y, int* overflow, const SparseConvShape& s);
+                                   std::int32_t* y, int* overflow, const SparseConvShape& s,
+                                   const SparseNeuronLists* lists = nullptr);
 // Its kernel where sparse_input_planes_apply (sparse_conv.hpp; sparse_conv_scatter_planes.cu, one launch); false
 // (nothing queued) for other shapes, which take the atomic kernel of sparse_conv_scatter.cu.
 bool sparse_conv_fast_sparse_input_planes(const std::int16_t* x, const std::int32_t* codes, std::int64_t width,
-                                          std::int32_t* y, int* overflow, const SparseConvShape& s);
+                                          std::int32_t* y, int* overflow, const SparseConvShape& s,
+                                          const SparseNeuronLists* lists = nullptr);
 
 // Int8 tensor cores (sparse_conv_imma.cu; round 5): the FAST codes expanded to dense int8 taps and the input split into
 // its low (unsigned) and high (signed) bytes, each product summed exactly in s32 by mma.sync and combined in int64;

@@ -203,14 +203,23 @@ void sparse_conv_sparse_input_check(const SparseConvShape& s) {
                    "sparse_conv (fast_sparse_input): H and W must be <= 32767 and H*W <= 2^27; use variant='fast_fused'");
 }
 
+void sparse_neurons_check(std::int64_t C, std::int64_t H, std::int64_t W) {
+    GPUOPT_REQUIRE(C >= 1 && H >= 1 && W >= 1 && C <= INT_MAX, "sparse neurons: C, H and W must be >= 1 (C < 2^31)");
+    GPUOPT_REQUIRE(H <= kSparsePlanesMaxH && W <= kSparsePlanesMaxW,
+                   "sparse neurons: maps must be at most " + std::to_string(kSparsePlanesMaxH) + " high and " +
+                       std::to_string(kSparsePlanesMaxW) + " wide (the planes kernel's lists), got " +
+                       std::to_string(H) + "x" + std::to_string(W));
+}
+
 void sparse_conv_fast_sparse_input(const std::int16_t* x, const std::int32_t* codes, std::int64_t width,
-                                   std::int32_t* y, int* overflow, const SparseConvShape& s) {
+                                   std::int32_t* y, int* overflow, const SparseConvShape& s,
+                                   const SparseNeuronLists* lists) {
     sparse_conv_sparse_input_check(s);
     GPUOPT_REQUIRE(width >= 1 && width <= s.R * s.S, "sparse_conv: width (entries per padded slice) must be in 1..R*S = " +
                                                          std::to_string(s.R * s.S) + ", got " + std::to_string(width));
     GPUOPT_REQUIRE(x != nullptr && y != nullptr && codes != nullptr && overflow != nullptr,
                    "sparse_conv_fast_sparse_input: null x, codes, y or overflow");
-    if (sparse_conv_fast_sparse_input_planes(x, codes, width, y, overflow, s)) return;  // W <= 32, R, S <= 3
+    if (sparse_conv_fast_sparse_input_planes(x, codes, width, y, overflow, s, lists)) return;  // W <= 32, R, S <= 3
     Geometry g{};
     g.C = static_cast<int>(s.C), g.H = static_cast<int>(s.H), g.W = static_cast<int>(s.W), g.M = static_cast<int>(s.M);
     g.width = static_cast<int>(width), g.pad_h = static_cast<int>(s.R / 2), g.pad_w = static_cast<int>(s.S / 2);

@@ -13,6 +13,9 @@
 //    plane per s (indexed by the input column). With a plane row of 32 words, planes of a multiple of 32 words and
 //    maps 32*k + 1 words apart, lane m hits bank (m + ix) mod 32 whatever the taps: 1 wavefront per warp
 //    instruction (one plane per map, with its 9 offsets, averages 2.7).
+// Round 6: sparse neurons in (gpuopt.sparse.SparseNeurons: these lists built once) queue planes_kernel alone;
+// planes_kernel stages its spans and codes without divisions and walks its channels
+// with the next one's span and first entries in registers.
 // Epilogue: each block first sums its S planes with their shifts into plane 0 (local), then the cluster's ranks add
 // their plane 0 through distributed shared memory (split reads per output), ReLU, 2x2 max.
 // (Round 4 also tried the compaction inside planes_kernel, each warp ballotting its tile's rows: one launch, but 16
@@ -51,16 +54,21 @@ constexpr int kCompactThreads = 256;  // 8 rows per round (H200: 6.4 us on the l
 
 struct PGeometry : FusedShape {
     int R, S, tiles, split;
+    int lists;      // 1: sparse neurons in (the lists built before: no compaction launch to wait for)
+    int zero_flag;  // 1: planes_kernel zeroes the overflow flag (lists and the bound proven by the caller)
     int rows;       // plane rows: kTR + 2 (R - 1)
     int map_words;  // S * rows * kRow + 1
 };
 
-// One warp per row (lane = column), 8 rows per round; the ballot scan keeps raster order (deterministic).
+// One warp per row (lane = column), 8 rows per round; the ballot scan keeps raster order (deterministic). (Round 6
+// tried a warp per channel, 16 rows' loads in flight and no barrier: 8.6 us alone on the lab's layer against this
+// kernel's 6.9, 0.6 IPC: one warp walks its 32 rows' ballots in series. Kept this one.)
 __global__ void __launch_bounds__(kCompactThreads)
     compact_rows_kernel(const std::int16_t* __restrict__ x, int* __restrict__ nz, int* __restrict__ rowptr,
                         int* __restrict__ absmax, int* __restrict__ overflow, int H, int W) {
     cluster::allow_dependents();  // planes_kernel's blocks may zero their planes and stage codes meanwhile
-    if (blockIdx.x == 0 && threadIdx.x == 0) *overflow = 0;  // (no memset launch; planes_kernel writes it after)
+    if (overflow != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *overflow = 0;  // (no memset launch; planes_kernel
+                                                                                    // writes it after)
     constexpr int kW = kCompactThreads / 32;
     __shared__ int warp_counts[kW];
     __shared__ int block_max;
@@ -111,9 +119,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     int* acc = reinterpret_cast<int*>(smem_raw);  // [kLanes][map_words]
     // Per warp: kBuf non-zeros, unpacked once when staged (32 a warp instruction) into byte offsets and values, so
     // the hot loop spends one IADD, one IMUL and the atomic per (non-zero, map), no unpacking.
-    __shared__ int4 offs[kWarps][kBuf / 4], vals[kWarps][kBuf / 4];
+    // (one array: a quad's values sit at a fixed distance from its offsets, so the loop steps one address)
+    __shared__ int4 staged[kWarps][2 * kBuf / 4];
+    __shared__ int2 span[kCodeRows];  // this phase's channels: [lo, hi) of their tile rows' non-zeros (round 6)
     __shared__ unsigned long long wsum[kLanes];
-    __shared__ int xmax, inexact;
+    __shared__ int xmax, inexact, next_channel;
+    // Sparse neurons in (round 6: no compaction launch before this one): zero the flag here. The launcher only asks
+    // for this when the host proved the int32 bound (no block can then raise the flag: no race with this store).
+    if (g.zero_flag && blockIdx.x == 0 && threadIdx.x == 0) *overflow = 0;
     const int rank = g.split > 1 ? static_cast<int>(cluster::rank()) : 0;
     const int groups = (g.M + kLanes - 1) / kLanes, owner = blockIdx.x / g.split;
     const int m0 = (owner % groups) * kLanes, y0 = (owner / groups) * kTR;
@@ -130,14 +143,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     const unsigned acc_addr = static_cast<unsigned>(__cvta_generic_to_shared(acc));
     const unsigned lane_base = acc_addr + 4u * static_cast<unsigned>(lane * g.map_words);
     const unsigned lane_base_y = lane_base - 4u * static_cast<unsigned>(y0 * kRow);  // (mod 2^32: + an entry's iy)
-    const int plane_words = g.rows * kRow;
     const long long HW = static_cast<long long>(g.H) * g.W;
     const int pad_entry = 4 * iy_lo * kRow;  // value 0 at a valid position: pads the staged tail
-    int4* offs4 = offs[warp];
-    int4* vals4 = vals[warp];
-    int* offs1 = reinterpret_cast<int*>(offs4);
-    int* vals1 = reinterpret_cast<int*>(vals4);
-    unsigned long long my_wsum = 0;
+    const int4* offs4 = staged[warp];
+    int* offs1 = reinterpret_cast<int*>(staged[warp]);
+    int* vals1 = offs1 + kBuf;
     int my_xmax = 0;
 
     const int per = channels_per_split(g.C, g.split, 1);
@@ -145,61 +155,107 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int phase = max(1, kCodeRows / g.width);  // channels whose codes fit ctab (the lab: all 256 at once)
     for (int p0 = c_begin; p0 < c_end; p0 += phase) {
         const int pn = min(phase, c_end - p0), rows = pn * g.width;
-        __syncthreads();  // the previous phase's codes are consumed (and the planes zeroed)
-        // Coalesced: a map's codes of these channels are contiguous; maps past M read as 0 (adds nothing). Loads
-        // kBatch at a time before their stores (the whole block waits here: 2 memory latencies, not 8).
-        constexpr int kBatch = 4;
+        __syncthreads();  // the previous phase's codes and spans are consumed (and the planes zeroed)
+        // Each channel's [lo, hi) for this tile and its max|x| (round 6: one load each, all in flight, instead of
+        // a dependent pair per (warp, channel)). Sparse neurons in: issued before the codes' loads (no previous
+        // kernel to wait for), so the two DRAM latencies overlap.
+        int2 my_span = make_int2(0, 0);
+        int my_max = 0;
+        const auto load_span = [&] {
+            if (static_cast<int>(threadIdx.x) < pn) {
+                const int* rp = rowptr + static_cast<long long>(p0 + threadIdx.x) * (g.H + 1);
+                my_span = make_int2(rp[iy_lo], rp[iy_hi]);
+                my_max = absmax[p0 + threadIdx.x];
+            }
+        };
+        if (g.lists) load_span();
+        // A warp per map (round 6: no division per code), its codes of these channels contiguous: lane-strided,
+        // coalesced, kBatch loads in flight; maps past M read as 0 (add nothing). Conflict-free stores (33-word rows).
+        // The map's sum |w| over these channels is summed here (the bound's filter side; round 4 summed it per
+        // (warp, channel) in the walk).
+        constexpr int kBatch = 8;
+        for (int m = warp; m < kLanes; m += kWarps) {
+            const std::int32_t* cm = codes + (static_cast<long long>(m0 + m) * g.C + p0) * g.width;
+            const bool live = m0 + m < g.M;
+            unsigned long long msum = 0;
 #pragma unroll 1
-        for (int e0 = threadIdx.x; e0 < kLanes * rows; e0 += kBatch * kThreads) {
-            int v[kBatch];
+            for (int r0 = lane; r0 < rows; r0 += kBatch * 32) {
+                int v[kBatch];
 #pragma unroll
-            for (int k = 0; k < kBatch; ++k) {
-                const int e = e0 + k * kThreads, m = e / rows, row = e - m * rows;
-                v[k] = e < kLanes * rows && m0 + m < g.M
-                           ? codes[(static_cast<long long>(m0 + m) * g.C + p0) * g.width + row] : 0;
+                for (int k = 0; k < kBatch; ++k) v[k] = live && r0 + 32 * k < rows ? cm[r0 + 32 * k] : 0;
+#pragma unroll
+                for (int k = 0; k < kBatch; ++k)
+                    if (r0 + 32 * k < rows) {
+                        const int te = tap_entry(v[k], g);
+                        ctab[(r0 + 32 * k) * (kLanes + 1) + m] = te;
+                        msum += static_cast<unsigned long long>(abs(te >> 16));
+                    }
             }
 #pragma unroll
-            for (int k = 0; k < kBatch; ++k) {
-                const int e = e0 + k * kThreads, m = e / rows, row = e - m * rows;
-                if (e < kLanes * rows) ctab[row * (kLanes + 1) + m] = tap_entry(v[k], g);
-            }
+            for (int d = 16; d > 0; d /= 2) msum += __shfl_xor_sync(0xffffffffu, msum, d);
+            if (lane == 0) wsum[m] += msum;  // (this warp's map only: no atomics)
         }
-        __syncthreads();
         cluster::wait_for_previous();  // compact_rows_kernel's lists (the planes zeroed and codes staged before)
-        // The next channel's row range is loaded one channel ahead (the list loads depend on it).
-        int c = p0 + warp, lo_next = 0, hi_next = 0;
-        if (c < p0 + pn) {
-            const int* rp = rowptr + static_cast<long long>(c) * (g.H + 1);
-            lo_next = rp[iy_lo], hi_next = rp[iy_hi];
-        }
-        for (; c < p0 + pn; c += kWarps) {
-            const int lo = lo_next, hi = hi_next;
-            if (c + kWarps < p0 + pn) {
-                const int* rp = rowptr + static_cast<long long>(c + kWarps) * (g.H + 1);
-                lo_next = rp[iy_lo], hi_next = rp[iy_hi];
-            }
-            my_xmax = max(my_xmax, absmax[c]);
-            const int* list = nz + c * HW;
-            const int* cm = ctab + (c - p0) * g.width * (kLanes + 1) + lane;
+        if (!g.lists) load_span();
+        if (static_cast<int>(threadIdx.x) < pn) span[threadIdx.x] = my_span;
+        if (threadIdx.x == 0) next_channel = kWarps;
+        my_xmax = max(my_xmax, my_max);
+        __syncthreads();
+        // The walk: warp w starts with channel w, then takes the next one from a shared counter (channels of uneven
+        // density balance over the warps; the integer sums do not depend on the order), asked two channels ahead so
+        // the atomic's latency hides. A channel's row span and first kBuf entries are loaded one channel ahead
+        // (registers): the list latency hides behind the current scatter; per (warp, channel) only the staging
+        // (unpack: 32 entries an instruction), the lane's tap and the loop remain.
+        const auto grab = [&] {
+            int t = 0;
+            if (lane == 0) t = atomicAdd(&next_channel, 1);
+            return t;  // lane 0's; broadcast when needed
+        };
+        int c = warp;
+        int cn = __shfl_sync(0xffffffffu, grab(), 0);
+        int cnn_lane0 = grab();
+        int2 sp = c < pn ? span[c] : make_int2(0, 0);
+        int pre[kBuf / 32];
+        const auto load_first = [&](int ch, int2 s2, int* e) {
+            const int* list = nz + (p0 + ch) * HW + s2.x;
+            const int cnt = min(kBuf, s2.y - s2.x);
+#pragma unroll
+            for (int k = 0; k < kBuf / 32; ++k) e[k] = lane + 32 * k < cnt ? list[lane + 32 * k] : pad_entry;
+        };
+        const auto stage = [&](const int* e) {
+            __syncwarp();  // the previous chunk's reads are done
+#pragma unroll
+            for (int k = 0; k < kBuf / 32; ++k) offs1[lane + 32 * k] = e[k] & 0xffff, vals1[lane + 32 * k] = e[k] >> 16;
+            __syncwarp();
+        };
+        load_first(c, sp, pre);
+        while (c < pn) {
+            const int lo = sp.x, hi = sp.y;
+            const int cnn = __shfl_sync(0xffffffffu, cnn_lane0, 0);
+            cnn_lane0 = cn < pn ? grab() : pn;  // (no more grabs once the channels are dealt)
+            const int2 spn = cn < pn ? span[cn] : make_int2(0, 0);
+            const int* cm = ctab + c * g.width * (kLanes + 1) + lane;
+            if (hi > lo) stage(pre);
+            load_first(cn, spn, pre);  // in flight during this channel's scatter
             for (int k0 = lo; k0 < hi; k0 += kBuf) {
                 const int cnt = min(kBuf, hi - k0);
-                __syncwarp();  // the previous chunk's reads are done
+                if (k0 != lo) {  // (rare: more than kBuf entries in the tile's rows)
+                    int e[kBuf / 32];
 #pragma unroll
-                for (int t = lane; t < kBuf; t += 32) {
-                    const int e = t < cnt ? list[k0 + t] : pad_entry;
-                    offs1[t] = e & 0xffff, vals1[t] = e >> 16;
+                    for (int k = 0; k < kBuf / 32; ++k)
+                        e[k] = lane + 32 * k < cnt ? nz[(p0 + c) * HW + k0 + lane + 32 * k] : pad_entry;
+                    stage(e);
                 }
-                __syncwarp();
                 const int quads = (cnt + 3) / 4;  // the staged tail is padded with value 0
                 for (int j = 0; j < g.width; ++j) {
                     // This lane's tap of channel c: (address base, value); codes outside the filter add nothing.
                     const int te = cm[j * (kLanes + 1)];  // decoded when staged
                     const int w = te >> 16;
-                    if (k0 == lo) my_wsum += static_cast<unsigned long long>(abs(w));
                     const unsigned base = lane_base_y + static_cast<unsigned>(te & 0xffff);
+                    const int4* const end = offs4 + quads;
 #pragma unroll 2
-                    for (int q = 0; q < quads; ++q) {
-                        const int4 o = offs4[q], v = vals4[q];  // broadcasts: four non-zeros
+                    for (const int4* q = offs4; q < end; ++q) {
+                        const int4 o = q[0], v = q[kBuf / 4];  // broadcasts: four non-zeros
                         red_add(base + o.x, w * v.x);  // (wraps, unused, when the bound fails)
                         red_add(base + o.y, w * v.y);
                         red_add(base + o.z, w * v.z);
@@ -207,15 +263,15 @@ __global__ void __launch_bounds__(kThreads, 1)
                     }
                 }
             }
+            sp = spn, c = cn, cn = cnn;
         }
     }
     cluster::wait_for_previous();  // (a block without channels): the overflow flag is zeroed before any write
-    atomicAdd(&wsum[lane], my_wsum);
     atomicMax(&xmax, my_xmax);
     __syncthreads();  // this block's planes complete
     // 3. Pre-sum the S column planes into plane 0, row by row of the outputs: out(ty, ox) = sum_s plane_s(ty + R - 1,
     // ox + s - pad_w). All reads before any write (registers, then a barrier); plane 0 is then what the ranks add.
-    const int PW = g.W / 2, wrows = kTR / 2;
+    const int PW = g.W / 2, wrows = kTR / 2, plane_words = g.rows * kRow;
     if (g.S > 1) {
         constexpr int kPer = kLanes * kTR * kRow / kThreads;  // 8 outputs per thread
         int sums[kPer];
@@ -224,9 +280,10 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int e = threadIdx.x + k * kThreads, ox = e % kRow, t = e / kRow;  // t = map * kTR + ty
             const int* at = acc + (t / kTR) * g.map_words + (t % kTR + g.R - 1) * kRow;
             int s0 = 0;
-            for (int s = 0; s < g.S; ++s) {
+#pragma unroll
+            for (int s = 0; s < static_cast<int>(kSparsePlanesMaxTaps); ++s) {  // (S <= 3: unrolled, predicated)
                 const int ix = ox + s - g.pad_w;
-                if (ix >= 0 && ix < g.W) s0 += at[s * plane_words + ix];
+                if (s < g.S && ix >= 0 && ix < g.W) s0 += at[s * plane_words + ix];
             }
             sums[k] = s0;
         }
@@ -278,10 +335,28 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 }  // namespace
 
+void sparse_neurons_compact(const std::int16_t* x, int* nz, int* rowptr, int* absmax, std::int64_t C, std::int64_t H,
+                           std::int64_t W) {
+    sparse_neurons_check(C, H, W);
+    GPUOPT_REQUIRE(x != nullptr && nz != nullptr && rowptr != nullptr && absmax != nullptr,
+                   "sparse_neurons_compact: null x, nz, rowptr or absmax");
+    compact_rows_kernel<<<static_cast<unsigned>(C), kCompactThreads>>>(x, nz, rowptr, absmax, nullptr,
+                                                                        static_cast<int>(H), static_cast<int>(W));
+    GPUOPT_CHECK_LAUNCH("sparse compact_rows_kernel");
+}
+
 bool sparse_conv_fast_sparse_input_planes(const std::int16_t* x, const std::int32_t* codes, std::int64_t width,
-                                          std::int32_t* y, int* overflow, const SparseConvShape& s) {
+                                          std::int32_t* y, int* overflow, const SparseConvShape& s,
+                                          const SparseNeuronLists* lists) {
     // The caller (sparse_conv_fast_sparse_input) has checked the shape, width and pointers.
-    if (!sparse_input_planes_apply(s)) return false;
+    if (!sparse_input_planes_apply(s)) {
+        GPUOPT_REQUIRE(lists == nullptr, "sparse_conv_fast_sparse_input: sparse neurons need maps up to " +
+                                             std::to_string(kSparsePlanesMaxW) + " wide and " +
+                                             std::to_string(kSparsePlanesMaxH) + " high and filters up to " +
+                                             std::to_string(kSparsePlanesMaxTaps) + "x" +
+                                             std::to_string(kSparsePlanesMaxTaps) + " (the planes kernel)");
+        return false;
+    }
     PGeometry g{};
     g.C = static_cast<int>(s.C), g.H = static_cast<int>(s.H), g.W = static_cast<int>(s.W), g.M = static_cast<int>(s.M);
     g.width = static_cast<int>(width), g.pad_h = static_cast<int>(s.R / 2), g.pad_w = static_cast<int>(s.S / 2);
@@ -300,6 +375,16 @@ bool sparse_conv_fast_sparse_input_planes(const std::int16_t* x, const std::int3
     GPUOPT_REQUIRE(blocks <= INT_MAX, "sparse_conv_fast_sparse_input: too many blocks");
     const std::size_t smem = sizeof(int) * (kLanes * g.map_words + kCodeRows * (kLanes + 1));
     require_shared_memory(planes_kernel, smem, "sparse_conv_fast_sparse_input");
+    if (lists != nullptr) {  // sparse neurons in: the lists built once (SparseNeurons), this kernel alone
+        GPUOPT_REQUIRE(lists->nz != nullptr && lists->rowptr != nullptr && lists->absmax != nullptr,
+                       "sparse_conv_fast_sparse_input: null neuron lists");
+        g.lists = 1, g.zero_flag = lists->bound_proven ? 1 : 0;  // else the flag is zeroed first (a memset: some block may set it)
+        if (!lists->bound_proven) GPUOPT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), nullptr));
+        cluster::launch_ex(planes_kernel, static_cast<unsigned>(blocks), kThreads, smem, g.split, false, x, codes,
+                           lists->nz, lists->rowptr, lists->absmax, y, overflow, g);
+        GPUOPT_CHECK_LAUNCH("sparse planes_kernel");
+        return true;
+    }
     // Scratch from the caching pool (returned while the kernels are queued: every pool user queues on stream 0).
     DeviceBuffer<int> nz(static_cast<std::size_t>(g.C) * g.H * g.W);
     DeviceBuffer<int> rowptr(static_cast<std::size_t>(g.C) * (g.H + 1)), absmax(g.C);

@@ -10,6 +10,7 @@ import numpy as np
 from .._exec import dispatch
 from .._validate import int_array
 from .formats import COOFilters, FASTFilters, to_coo, to_dense, to_fast
+from .neurons import SparseNeurons
 
 __all__ = ["sparse_conv2d", "SparseConvProblem"]
 
@@ -21,6 +22,7 @@ class SparseConvProblem:
     x: Any  # numpy.ndarray or DeviceArray (int16)
     filters: Any  # dense numpy / DeviceArray, COOFilters or FASTFilters
     shape: tuple[int, int, int, int]  # (M, C, R, S)
+    neurons: SparseNeurons | None = None  # x given as SparseNeurons (x is then its dense maps)
 
     def dense(self) -> np.ndarray:
         return to_dense(self.filters)
@@ -42,8 +44,9 @@ def sparse_conv2d(x, w, *, variant: str | None = None, timing: bool = False, **p
 
     Parameters
     ----------
-    x : array_like, integer, shape (C, H, W)
-        Input maps; values must fit int16 (the lab's ``short``). H, W >= 2.
+    x : array_like, integer, shape (C, H, W), or SparseNeurons
+        Input maps; values must fit int16 (the lab's ``short``). H, W >= 2. :class:`SparseNeurons` on the device
+        give ``fast_sparse_input`` their lists (no compaction per call); other variants read their dense maps.
     w : array_like integer (M, C, R, S), COOFilters or FASTFilters
         Filters with odd R and S (3x3 in the lab); values must fit int16.
     variant : str, optional
@@ -58,7 +61,8 @@ def sparse_conv2d(x, w, *, variant: str | None = None, timing: bool = False, **p
         A trailing odd row/column is dropped by the pooling. A DeviceArray when x is a
         device array (int16, C-contiguous). With ``timing=True``: ``(y, Timing)``.
     """
-    x = int_array(x, "x", 3, "(C, H, W)")
+    neurons = x if isinstance(x, SparseNeurons) else None
+    x = neurons.dense if neurons is not None else int_array(x, "x", 3, "(C, H, W)")
     if isinstance(w, (COOFilters, FASTFilters)):
         shape = w.shape
         filters: Any = w
@@ -72,4 +76,5 @@ def sparse_conv2d(x, w, *, variant: str | None = None, timing: bool = False, **p
         raise ValueError(f"filters must have odd sides for 'same' padding, got {r}x{s}")
     if x.shape[1] < 2 or x.shape[2] < 2:
         raise ValueError(f"x maps must be at least 2x2 for the 2x2 max pool, got {x.shape[1]}x{x.shape[2]}")
-    return dispatch("sparse_conv2d", variant, params, timing, (x, filters), SparseConvProblem(x, filters, shape))
+    return dispatch("sparse_conv2d", variant, params, timing, (x, filters),
+                    SparseConvProblem(x, filters, shape, neurons))

@@ -194,6 +194,16 @@ class COOFilters:
         return bool(self.data.size == 0 or (self.data.min() >= -128 and self.data.max() <= 127))
 
     @property
+    def max_map_abs_sum(self) -> int:
+        """max over maps m of sum |w[m]| (the int32 bound's filter side; cached)."""
+        if "_max_map_abs_sum" not in self.__dict__:
+            m, c, _, _ = self.shape
+            maps = np.repeat(np.arange(m * c, dtype=np.int64), self.nnz.ravel()) // c
+            sums = np.bincount(maps, weights=np.abs(self.data.astype(np.int64)), minlength=m)
+            self.__dict__["_max_map_abs_sum"] = int(sums.max()) if sums.size else 0
+        return self.__dict__["_max_map_abs_sum"]
+
+    @property
     def density(self) -> float:
         """Fraction of filter taps that are stored."""
         return float(self.data.size) / float(np.prod(self.shape))
@@ -288,6 +298,10 @@ class FASTFilters:
     @property
     def taps_fit_int8(self) -> bool:
         return self._coo.taps_fit_int8
+
+    @property
+    def max_map_abs_sum(self) -> int:
+        return self._coo.max_map_abs_sum
 
     def __repr__(self) -> str:
         return f"FASTFilters(shape={self.shape}, nnz={self.codes.size})"

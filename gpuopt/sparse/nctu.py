@@ -42,6 +42,26 @@ def _gpu_filters(fmt: str, p: SparseConvProblem) -> tuple[list[Any], int]:
     return p.coo().kernel_arrays(fmt)
 
 
+def _neuron_lists(ctx: ExecContext, p: SparseConvProblem) -> dict[str, Any]:
+    """fast_sparse_input's keywords for sparse neurons already on the device (their lists: the planes kernel alone
+    is queued), with whether the host proved the int32 bound max|x| * max_m sum|w_m| (then the kernel zeroes the
+    flag itself); {} otherwise (x compacted in the call)."""
+    n = p.neurons
+    m, c, r, s = p.shape
+    if ctx.variant.name != "fast_sparse_input" or n is None or not n.on_device or \
+            not _core.sparse_input_planes_apply(c, n.shape[1], n.shape[2], m, r, s):
+        return {}
+    ctx.details["neuron_lists"] = 1.0
+    return neuron_lists(n, p.coo())
+
+
+def neuron_lists(n: Any, coo: Any) -> dict[str, Any]:
+    """The launcher keywords of SparseNeurons ``n`` on the device with filters ``coo``: their lists' addresses and
+    whether max|x| * max_m sum|w_m| <= INT32_MAX (no sum can overflow)."""
+    lists = {k: a.ptr for k, a in n.device_lists().items()}
+    return dict(lists, bound_proven=n.absmax * coo.max_map_abs_sum <= np.iinfo(np.int32).max)
+
+
 def _run_gpu(ctx: ExecContext, p: SparseConvProblem, **params: Any):
     """Every GPU variant: its launcher ``sparse_conv2d_<format>`` (the binding rule) after its shape checks."""
     fmt = _FORMAT[ctx.variant.name]
@@ -64,8 +84,9 @@ def _run_gpu(ctx: ExecContext, p: SparseConvProblem, **params: Any):
     ptrs = [f.ptr for f in dfilters]
     if fmt != ctx.variant.name:  # the one-pass variants: queued, the overflow flag read with the result
         flag = ctx.empty((1,), np.int32)
+        lists = _neuron_lists(ctx, p)
         with ctx.kernel():
-            run(dx.ptr, ptrs[0], width, dy.ptr, flag.ptr, c, h, w, m, r, s, *params.values())
+            run(dx.ptr, ptrs[0], width, dy.ptr, flag.ptr, c, h, w, m, r, s, *params.values(), **lists)
         out = ctx.finish(dy)
         if int(ctx.host(flag)[0]) != 0:
             raise ValueError(_OVERFLOW_MESSAGE)
@@ -109,7 +130,8 @@ register("sparse_conv2d", "fast_sparse_input", description="FAST filters x non-z
          "compacted on the device, each times each tap added into shared-memory int32 accumulators (integer "
          "atomics: exact, deterministic), then ReLU + 2x2 max pool; the pre-pool maps never written. W <= 32, H <= "
          "511 and up to 3x3: row-CSR compaction, then the planes kernel (a dependent launch) with a lane per map and "
-         "one accumulator plane per tap column (bank-conflict-free); other shapes: the atomic kernel of "
+         "one accumulator plane per tap column (bank-conflict-free); x given as SparseNeurons on the device: their "
+         "lists built once, the planes kernel alone per call; other shapes: the atomic kernel of "
          "sparse_conv_scatter.cu (slower than fast_fused: auto takes fast_fused there)",
          **dict(_ONE_PASS, kernel="csrc/sparse/sparse_conv_scatter_planes.cu"))(_run_gpu)
 register("sparse_conv2d", "fast_imma", description="FAST filters on the int8 tensor cores: the codes expanded to dense "

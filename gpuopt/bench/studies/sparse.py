@@ -1,7 +1,9 @@
 """sparse: the NCTU lab's sparse convolution layer, ``dense`` vs ``coo`` vs ``fast`` vs the one-pass
 ``fast_fused`` / ``fast_sparse_input`` / ``fast_imma`` vs ``cpu`` on the lab's inNeu.txt (generated filters): kernel +
 transfer time, exactness, and the kernel time on device-resident operands beside cuDNN's dense FP32 layer
-(conv + ReLU + 2x2 max pool, the baseline to beat) -> sparse.csv/.json/.png, sparse_report.md.
+(conv + ReLU + 2x2 max pool, the baseline to beat) -> sparse.csv/.json/.png, sparse_report.md. The zero-skipping
+``fast_sparse_input`` is timed resident twice: dense neurons in (its compaction counted) and sparse neurons in
+(``fast_sparse_input[sparse neurons]``: SparseNeurons' lists built once, the planes kernel alone).
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ ONE_PASS = ("fast_fused", "fast_sparse_input", "fast_imma")
 #: fast_fused's other kernels (its default, kernel="auto", is the window kernel), timed on device-resident
 #: operands only: the same one-pass variant, so rows of their own.
 FUSED_KERNEL_ROWS = {"fast_fused[int32]": "int32", "fast_fused[fp32]": "fp32"}
+#: fast_sparse_input on sparse neurons (gpuopt.sparse.SparseNeurons, lists built on the device once: the compaction
+#: is the encoding step, not counted): the planes kernel alone, timed on device-resident operands only (round 6).
+SPARSE_NEURONS_ROW = "fast_sparse_input[sparse neurons]"
 #: cuDNN's dense FP32 layer (conv + ReLU, then gpuopt's 2x2 max pool) on float32 copies: the baseline to beat.
 CUDNN_ROWS = {"cudnn_fp32_precise": "precise", "cudnn_fp32_any": "any"}
 #: measure() keywords of the device-resident kernel times (L2 flushed before every run, as the conv studies).
@@ -74,14 +79,22 @@ def resident_layer(name: str, x, w) -> tuple[Callable[[], Any], Callable[[], np.
             out[0] = gpuopt.nn.max_pool2d(y, 2)
             return out[0]
         return dense, lambda: out[0].numpy()[0]
-    (codes,), width = FASTFilters.from_dense(w).to_device(("fast",)).kernel_arrays("fast")
+    fast = FASTFilters.from_dense(w).to_device(("fast",))
+    (codes,), width = fast.kernel_arrays("fast")
     dy = gpuopt.DeviceArray.empty((m, x.shape[1] // 2, x.shape[2] // 2), np.int32)
     flag = gpuopt.DeviceArray.empty((1,), np.int32)
     kernel = FUSED_KERNEL_ROWS.get(name)
+    lists: dict[str, Any] = {}
+    if name == SPARSE_NEURONS_ROW:  # the lists built once, here (untimed): the call queues the planes kernel alone
+        from gpuopt.sparse import SparseNeurons
+        from gpuopt.sparse.nctu import neuron_lists
+
+        neurons = SparseNeurons.from_dense(x).to_device()
+        dx, lists, name = neurons.dense, neuron_lists(neurons, fast.to_coo()), "fast_sparse_input"
     launch = launcher(gpuopt.variants("sparse_conv2d")["fast_fused" if kernel else name])
     extra = (0, kernel) if kernel else ()  # split 0 (auto), the kernel
-    return (lambda: launch(dx.ptr, codes.ptr, width, dy.ptr, flag.ptr, c, x.shape[1], x.shape[2], m, r, s, *extra),
-            lambda: dy.numpy())
+    return (lambda: launch(dx.ptr, codes.ptr, width, dy.ptr, flag.ptr, c, x.shape[1], x.shape[2], m, r, s, *extra,
+                           **lists), lambda: dy.numpy())
 
 
 def time_resident(name: str, x, w, reps: Mapping[str, Any]) -> tuple[float, np.ndarray]:
@@ -159,9 +172,10 @@ def _resident_rows(res: StudyResult, x, w, ref, one_pass: list[str], reps: Mappi
     rows of its own; speedup_vs_cudnn = the best cuDNN time over the variant's."""
     by = {r["variant"]: r for r in res.rows}
     kernels = list(FUSED_KERNEL_ROWS) if "fast_fused" in one_pass else []
+    kernels += [SPARSE_NEURONS_ROW] if "fast_sparse_input" in one_pass else []
     for name in [*one_pass, *kernels, *CUDNN_ROWS]:
-        row = by.get(name) or dict(variant=name, filter_format="FASTFilters" if name in FUSED_KERNEL_ROWS
-                                   else "dense float32", C=x.shape[0], H=x.shape[1], W=x.shape[2], M=w.shape[0],
+        row = by.get(name) or dict(variant=name, filter_format="FASTFilters" if name in
+                                   (*FUSED_KERNEL_ROWS, SPARSE_NEURONS_ROW) else "dense float32", C=x.shape[0], H=x.shape[1], W=x.shape[2], M=w.shape[0],
                                    nnz=int(np.count_nonzero(w)))
         try:
             row["resident_kernel_ms"], out = time_resident(name, x, w, reps)

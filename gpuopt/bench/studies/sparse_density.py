@@ -1,7 +1,8 @@
 """sparse_density (opt-in, GPU only): where sparse stops paying. The NCTU layer's shape (512 maps 32x32, 512
 3x3 filters) with 1..9 filter non-zeros per slice x input density (5%, the real inNeu's ~20%, 50%, 100%):
 kernel time of the best one-pass sparse variant on device-resident operands over cuDNN's dense FP32 layer
-(conv + ReLU + 2x2 max pool) measured in the same run -> sparse_density.csv/.json/.png (a heat map).
+(conv + ReLU + 2x2 max pool) measured in the same run, and the zero-skipping fast_sparse_input's time with dense
+and with sparse neurons in (round 6) -> sparse_density.csv/.json/.png (a heat map).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ..figures import _empty, _finish, _pyplot
 from ..harness import Progress
 from ..study import Output, Plan, Study, StudyResult, _error
 from ..tables import _errors, _fmt, format_table
-from .sparse import CUDNN_ROWS, ONE_PASS, RESIDENT_REPEATS, SPARSE_MAPS, time_resident
+from .sparse import CUDNN_ROWS, ONE_PASS, RESIDENT_REPEATS, SPARSE_MAPS, SPARSE_NEURONS_ROW, time_resident
 
 __all__ = ["STUDY"]
 
@@ -26,7 +27,10 @@ NNZ_PER_SLICE = tuple(range(1, 10))
 #: Input densities (fraction of non-zero neurons); None = the real inNeu.txt as it is (~20%).
 INPUT_DENSITIES: tuple[float | None, ...] = (0.05, None, 0.5, 1.0)
 DENSITY_COLUMNS = ("nnz_per_slice", "input_density", "C", "H", "W", "M", "best_variant", "sparse_ms", "cudnn_ms",
-                   "ratio", "exact_vs_cpu", "details", "error")
+                   "ratio", "zero_skip_ms", "zero_skip_lists_ms", "exact_vs_cpu", "details", "error")
+#: The zero-skipping variant (work follows the non-zeros of both operands) with dense neurons in (its compaction
+#: counted) and with sparse neurons in (their lists built once: the planes kernel alone), beside the best.
+ZERO_SKIP = {"zero_skip_ms": "fast_sparse_input", "zero_skip_lists_ms": SPARSE_NEURONS_ROW}
 
 
 def _filters(rng, m: int, c: int, k: int) -> np.ndarray:
@@ -72,15 +76,16 @@ def run_density(plan: Plan) -> StudyResult:
             try:
                 ref = gpuopt.sparse_conv2d(x, w, variant="cpu")
                 exact = True
-                for name in (*ONE_PASS, *CUDNN_ROWS):
+                for name in (*ONE_PASS, SPARSE_NEURONS_ROW, *CUDNN_ROWS):
                     ms, out = time_resident(name, x, w, reps)
                     row["details"][name] = ms
-                    if name in ONE_PASS:
+                    if name not in CUDNN_ROWS:
                         exact = exact and bool(np.array_equal(out, ref))
                 best = min(ONE_PASS, key=lambda n: row["details"][n])
                 row.update(best_variant=best, sparse_ms=row["details"][best], exact_vs_cpu=exact,
                            cudnn_ms=min(row["details"][n] for n in CUDNN_ROWS))
                 row["ratio"] = row["sparse_ms"] / row["cudnn_ms"]
+                row.update({col: row["details"][name] for col, name in ZERO_SKIP.items()})
             except Exception as exc:  # noqa: BLE001
                 row["error"] = _error(exc)
                 res.notes.append(f"sparse_density k={k} density={density}: {row['error']}")
@@ -92,9 +97,10 @@ def run_density(plan: Plan) -> StudyResult:
 def table_density(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
     body = [[r["nnz_per_slice"], _fmt(r.get("input_density"), ".3f"), r.get("best_variant", "-"),
              _fmt(r.get("sparse_ms"), ".4g"), _fmt(r.get("cudnn_ms"), ".4g"), _fmt(r.get("ratio"), ".3g"),
+             _fmt(r.get("zero_skip_ms"), ".4g"), _fmt(r.get("zero_skip_lists_ms"), ".4g"),
              _fmt(r.get("exact_vs_cpu"))] for r in rows]
     return format_table(["nnz/slice", "input density", "best sparse", "sparse ms", "cuDNN ms", "sparse/cuDNN",
-                         "exact"], body) + _errors(rows)
+                         "zero-skip ms (dense in)", "zero-skip ms (sparse in)", "exact"], body) + _errors(rows)
 
 
 def _row_of(density: float) -> int:
