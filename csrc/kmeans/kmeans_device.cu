@@ -248,85 +248,8 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
 #pragma unroll
         for (int q = 0; q < kPerThread; ++q) chunk_sum[q] = 0.0;
         for (int leaf0 = 0; leaf0 < kLeaves; leaf0 += leaves) {
-            if (k <= kGatherMaxK) {
-                // One thread per (leaf, coordinate): the leaf's objects read once (loads issued first) and each
-                // added to its cluster's sum in registers, in object order (the same adds as a thread per (leaf,
-                // cluster, coordinate) adding +0.0 for non-members, which changes no bit; a third of the
-                // instructions at k = 3: one load and one conversion per object, not k). K = k, a constant: no
-                // compare and add for clusters past k.
-                auto gather = [&](auto kk) {
-                constexpr int K = decltype(kk)::value;
-                for (int item = threadIdx.x; item < leaves * d; item += kThreads) {
-                    const int lp = item / d, j = item % d;
-                    const int first = (leaf0 + lp) * kLeaf;
-                    const float* col = leaf_column(first, j);
-                    double s[K];
-#pragma unroll
-                    for (int c = 0; c < K; ++c) s[c] = 0.0;
-                    if (first + kLeaf <= len) {  // a whole leaf
-#pragma unroll 1
-                        for (int h = 0; h < kLeaf; h += kLeaf / 4) {  // in quarters: 8 loads in flight (64 registers)
-                            float v[kLeaf / 4];
-#pragma unroll
-                            for (int i = 0; i < kLeaf / 4; ++i) v[i] = col[static_cast<std::int64_t>(h + i) * d];
-#pragma unroll
-                            for (int i = 0; i < kLeaf / 4; ++i) {
-                                const int m = members_s[first + h + i];
-                                const double vd = static_cast<double>(v[i]);
-#pragma unroll
-                                for (int c = 0; c < K; ++c)
-                                    if (m == c) s[c] += vd;
-                            }
-                        }
-                    } else {
-                        for (int i = 0; i < kLeaf && first + i < len; ++i) {
-                            const int m = members_s[first + i];
-                            const double vd = static_cast<double>(col[static_cast<std::int64_t>(i) * d]);
-#pragma unroll
-                            for (int c = 0; c < K; ++c)
-                                if (m == c) s[c] += vd;
-                        }
-                    }
-#pragma unroll
-                    for (int c = 0; c < K; ++c) leaf_s[lp * kd + c * d + j] = s[c];
-                }
-                };
-                static_assert(kGatherMaxK == 4, "one case a k");
-                switch (k) {
-                    case 1: gather(std::integral_constant<int, 1>{}); break;
-                    case 2: gather(std::integral_constant<int, 2>{}); break;
-                    case 3: gather(std::integral_constant<int, 3>{}); break;
-                    default: gather(std::integral_constant<int, 4>{}); break;
-                }
-            } else {
-                // One thread per (leaf, coordinate): the leaf's objects in order, each added to its cluster's sum
-                // (each x read once; the same sequence of adds per (leaf, cluster, coordinate) as above).
-                for (int t = threadIdx.x; t < leaves * kd; t += kThreads) leaf_s[t] = 0.0;
-                __syncthreads();
-                // The loads are issued first, 16 at a time (the dot form's 128 registers: all 32): a load inside
-                // the member test waits a full L2 round trip per object (x does not stay in L1 next to the shared
-                // memory), 32 in a row per pass.
-                constexpr int kBatch = Dot ? kLeaf : kLeaf / 2;
-                for (int item = threadIdx.x; item < leaves * d; item += kThreads) {
-                    const int lp = item / d, j = item % d;
-                    const int first = (leaf0 + lp) * kLeaf;
-                    const int in_leaf = len - first;  // objects of this leaf in the chunk (<= 0: none)
-                    double* acc = leaf_s + lp * kd + j;
-                    const float* col = leaf_column(first, j);
-#pragma unroll
-                    for (int h = 0; h < kLeaf; h += kBatch) {
-                        float v[kBatch];
-#pragma unroll
-                        for (int i = 0; i < kBatch; ++i)
-                            v[i] = h + i < in_leaf ? col[static_cast<std::int64_t>(h + i) * d] : 0.f;
-#pragma unroll
-                        for (int i = 0; i < kBatch; ++i) {
-                            const int m = members_s[first + h + i];  // -1 past the end
-                            if (m >= 0) acc[m * d] += static_cast<double>(v[i]);
-                        }
-                    }
-                }
-            }
+            // 8 loads in flight in registers (64 registers); the scatter's 16 (the dot form's 128 registers: all 32).
+            leaf_sums_pass<kLeaf / 4, Dot ? kLeaf : kLeaf / 2>(k, d, len, leaf0, leaves, members_s, leaf_column, leaf_s);
             __syncthreads();
 #pragma unroll
             for (int q = 0; q < kPerThread; ++q) {

@@ -242,6 +242,75 @@ __device__ inline std::int32_t nearest_dot(const float* __restrict__ o, const fl
     return bi;
 }
 
+// The leaf sums of one pass (`leaves` leaves from leaf0 of a chunk of `len` objects) into leaf_s[leaf][cluster][coord]:
+// one thread per (leaf, coordinate), the leaf's objects in object order, each read once and added in float64 to its
+// cluster's sum. members[i]: object i's cluster, -1 past the end. column(first, j): coordinate j of object `first`
+// (the next object d floats on). k <= kGatherMaxK: the sums in registers (K = k, a constant: no compare and add for
+// clusters past k; the same adds as a thread per (leaf, cluster, coordinate) adding +0.0 for non-members), kFlight
+// loads in flight; otherwise added into leaf_s in shared memory (zeroed here), kBatch loads issued first (a load
+// inside the member test would wait a full round trip per object). assign_and_sum's and persistent_loop's pass.
+template <int kFlight, int kBatch, class Column>
+__device__ inline void leaf_sums_pass(int k, int d, int len, int leaf0, int leaves, const std::int32_t* members,
+                                      Column column, double* leaf_s) {
+    const int kd = k * d;
+    if (k <= kGatherMaxK) {
+        auto gather = [&](auto kk) {
+            constexpr int K = decltype(kk)::value;
+            for (int item = threadIdx.x; item < leaves * d; item += kThreads) {
+                const int lp = item / d, j = item % d, first = (leaf0 + lp) * kLeaf;
+                const float* col = column(first, j);
+                double s[K];
+#pragma unroll
+                for (int c = 0; c < K; ++c) s[c] = 0.0;
+                const int in_leaf = len - first < kLeaf ? len - first : kLeaf;  // a ragged last leaf: predicated
+#pragma unroll 1
+                for (int h = 0; h < kLeaf; h += kFlight) {
+                    float v[kFlight];
+#pragma unroll
+                    for (int i = 0; i < kFlight; ++i) v[i] = h + i < in_leaf ? col[static_cast<std::int64_t>(h + i) * d] : 0.f;
+#pragma unroll
+                    for (int i = 0; i < kFlight; ++i) {
+                        const int m = h + i < in_leaf ? members[first + h + i] : -1;
+                        const double vd = static_cast<double>(v[i]);
+#pragma unroll
+                        for (int c = 0; c < K; ++c)
+                            if (m == c) s[c] += vd;
+                    }
+                }
+#pragma unroll
+                for (int c = 0; c < K; ++c) leaf_s[lp * kd + c * d + j] = s[c];
+            }
+        };
+        static_assert(kGatherMaxK == 4, "one case a k");
+        switch (k) {
+            case 1: gather(std::integral_constant<int, 1>{}); break;
+            case 2: gather(std::integral_constant<int, 2>{}); break;
+            case 3: gather(std::integral_constant<int, 3>{}); break;
+            default: gather(std::integral_constant<int, 4>{}); break;
+        }
+    } else {
+        for (int t = threadIdx.x; t < leaves * kd; t += kThreads) leaf_s[t] = 0.0;
+        __syncthreads();
+        for (int item = threadIdx.x; item < leaves * d; item += kThreads) {
+            const int lp = item / d, j = item % d, first = (leaf0 + lp) * kLeaf;
+            const int in_leaf = len - first;  // objects of this leaf in the chunk (<= 0: none)
+            double* acc = leaf_s + lp * kd + j;
+            const float* col = column(first, j);
+#pragma unroll
+            for (int h = 0; h < kLeaf; h += kBatch) {
+                float v[kBatch];
+#pragma unroll
+                for (int i = 0; i < kBatch; ++i) v[i] = h + i < in_leaf ? col[static_cast<std::int64_t>(h + i) * d] : 0.f;
+#pragma unroll
+                for (int i = 0; i < kBatch; ++i) {
+                    const int m = members[first + h + i];  // -1 past the end
+                    if (m >= 0) acc[m * d] += static_cast<double>(v[i]);
+                }
+            }
+        }
+    }
+}
+
 // Calls f(std::integral_constant<int, D>{}) with D = d for d in 1..kMaxUnrolledDim, else D = 0 (any d).
 constexpr int kMaxUnrolledDim = 24;  // beyond, x[D] in registers next to the rest passes 64 registers
 template <class F, int... Ds>

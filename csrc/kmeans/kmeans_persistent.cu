@@ -207,71 +207,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
 #pragma unroll
             for (int q = 0; q < kCoordsPerThread<false>; ++q) chunk_sum[q] = 0.0;
             for (int leaf0 = 0; leaf0 < kLeaves; leaf0 += leaves) {
-                if (k <= kGatherMaxK) {
-                    // One thread per (leaf, coordinate): each object read once, added to its cluster's register sum
-                    // in object order (assign_and_sum's k <= 4 path: the same adds).
-                    auto gather = [&](auto kk) {
-                        constexpr int K = decltype(kk)::value;
-                        for (int item = threadIdx.x; item < leaves * d; item += kThreads) {
-                            const int lp = item / d, j = item % d, first = (leaf0 + lp) * kLeaf;
-                            const float* col = leaf_column(first, j);
-                            double s[K];
-#pragma unroll
-                            for (int c = 0; c < K; ++c) s[c] = 0.0;
-                            const int in_leaf = len - first < kLeaf ? len - first : kLeaf;
-                            // 8 loads in flight; 4 from shared memory past D = 8 (64 registers: D = 12 spilled)
-                            constexpr int kFlight = Resident && D > 8 ? kLeaf / 8 : kLeaf / 4;
-#pragma unroll 1
-                            for (int h = 0; h < kLeaf; h += kFlight) {
-                                float v[kFlight];
-#pragma unroll
-                                for (int i = 0; i < kFlight; ++i)
-                                    v[i] = h + i < in_leaf ? col[static_cast<std::int64_t>(h + i) * d] : 0.f;
-#pragma unroll
-                                for (int i = 0; i < kFlight; ++i) {
-                                    const int m = h + i < in_leaf ? mem[first + h + i] : -1;
-                                    const double vd = static_cast<double>(v[i]);
-#pragma unroll
-                                    for (int c = 0; c < K; ++c)
-                                        if (m == c) s[c] += vd;
-                                }
-                            }
-#pragma unroll
-                            for (int c = 0; c < K; ++c) leaf_s[lp * kd + c * d + j] = s[c];
-                        }
-                    };
-                    static_assert(kGatherMaxK == 4, "one case a k");
-                    switch (k) {
-                        case 1: gather(std::integral_constant<int, 1>{}); break;
-                        case 2: gather(std::integral_constant<int, 2>{}); break;
-                        case 3: gather(std::integral_constant<int, 3>{}); break;
-                        default: gather(std::integral_constant<int, 4>{}); break;
-                    }
-                } else {
-                    // One thread per (leaf, coordinate): each object added into its cluster's sum in shared memory,
-                    // in object order (assign_and_sum's scatter; loads issued 16 at a time).
-                    for (int t = threadIdx.x; t < leaves * kd; t += kThreads) leaf_s[t] = 0.0;
-                    __syncthreads();
-                    constexpr int kBatch = kLeaf / 2;
-                    for (int item = threadIdx.x; item < leaves * d; item += kThreads) {
-                        const int lp = item / d, j = item % d, first = (leaf0 + lp) * kLeaf;
-                        const int in_leaf = len - first;
-                        double* acc = leaf_s + lp * kd + j;
-                        const float* col = leaf_column(first, j);
-#pragma unroll
-                        for (int h = 0; h < kLeaf; h += kBatch) {
-                            float v[kBatch];
-#pragma unroll
-                            for (int i = 0; i < kBatch; ++i)
-                                v[i] = h + i < in_leaf ? col[static_cast<std::int64_t>(h + i) * d] : 0.f;
-#pragma unroll
-                            for (int i = 0; i < kBatch; ++i) {
-                                const int m = h + i < in_leaf ? mem[first + h + i] : -1;
-                                if (m >= 0) acc[m * d] += static_cast<double>(v[i]);
-                            }
-                        }
-                    }
-                }
+                // assign_and_sum's pass; 4 loads in flight from shared memory past D = 8 (64 registers: D = 12
+                // spilled with 8).
+                constexpr int kFlight = Resident && D > 8 ? kLeaf / 8 : kLeaf / 4;
+                leaf_sums_pass<kFlight, kLeaf / 2>(k, d, len, leaf0, leaves, mem, leaf_column, leaf_s);
                 __syncthreads();
 #pragma unroll
                 for (int q = 0; q < kCoordsPerThread<false>; ++q) {
