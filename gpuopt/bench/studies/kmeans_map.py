@@ -1,7 +1,7 @@
 """kmeans_map (opt-in, GPU only): the k x D map of issue 11. At N = 1,000,000 points (uniform in (0, 1], seeded,
 never zero), k in 3..1024 and D in 2..128: the time per loop iteration of the fastest loop-on-the-GPU variant
-for the shape (``auto``'s pick and every other of ``device``, ``device_fused``, ``device_gemm``, ``device_tiled``
-that takes it, device-resident, threshold 0, a fixed number of loops), over its floor, max(one pass's bytes / the
+for the shape (``auto``'s pick and every other of ``device``, ``device_fused``, ``device_gemm``, ``device_tiled``,
+``device_persistent`` that takes it, device-resident, threshold 0, a fixed number of loops), over its floor, max(one pass's bytes / the
 HBM bandwidth measured in the same run, 2 N k D FLOP / the FP32 peak) -> kmeans_map.csv/.json/.png (a heat map of
 time/floor).
 
@@ -32,7 +32,7 @@ __all__ = ["STUDY"]
 MAP_K = (3, 8, 16, 32, 64, 128, 256, 512, 1024)
 MAP_D = (2, 4, 8, 16, 32, 64, 128)
 #: the loop-on-the-GPU variants the map compares (auto picks among them by shape)
-MAP_VARIANTS = ("device", "device_fused", "device_gemm", "device_tiled")
+MAP_VARIANTS = ("device", "device_fused", "device_gemm", "device_tiled", "device_persistent")
 MAP_ITERS = 6
 MAP_SEED = 0
 MAP_N: dict[Any, int] = {("gpu", "full"): 1_000_000, ("gpu", "quick"): 200_000, ("cpu", "full"): 20_000,
@@ -137,7 +137,8 @@ def table_kmeans_map(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None 
                                 "not run"], body) + _errors(rows)
 
 
-_SHORT = {"device": "dev", "device_fused": "fused", "device_gemm": "gemm", "device_tiled": "tiled"}
+_SHORT = {"device": "dev", "device_fused": "fused", "device_gemm": "gemm", "device_tiled": "tiled",
+          "device_persistent": "persist"}
 
 
 def plot_kmeans_map(meta, rows, path: Path) -> Path:
