@@ -15,7 +15,7 @@ import numpy as np
 import gpuopt
 from gpuopt import datasets
 
-from ..figures import _empty, _finish, _pyplot
+from ..figures import _empty, _finish_fig, _pyplot
 from ..harness import Progress
 from ..study import Output, Plan, Study, StudyResult, _error
 from ..tables import _errors, _fmt, format_table
@@ -114,26 +114,20 @@ _NOMINAL = (0.05, 0.2, 0.5, 1.0)
 _NOMINAL_LABELS = ("5%", "real (~20%)", "50%", "100%")
 
 
-def plot_density(meta, rows, path: Path) -> Path:
-    """Heat map: filter non-zeros per slice (x) x input density (y), colour = sparse / cuDNN time on a log scale
-    centred on 1 (blue: sparse faster), the ratio printed in each cell."""
-    plt = _pyplot()
-    from matplotlib.colors import LogNorm
-
-    fig, ax = plt.subplots(figsize=(9, 4.8))
-    title = "NCTU layer: best sparse variant's time over cuDNN's dense FP32 layer (< 1: sparse wins)"
-    good = [r for r in rows if r.get("ratio")]
-    if not good:
-        _empty(ax, "no successful measurements")
-        return _finish(fig, ax, meta, title, path)
+def _density_grid(rows: list[dict[str, Any]], key: str) -> tuple[list[int], list[int], np.ndarray]:
+    """(filter non-zeros per slice, grid rows, time over cuDNN's) of the rows where ``key`` was measured."""
+    good = [r for r in rows if r.get(key) and r.get("cudnn_ms")]
     ks = sorted({r["nnz_per_slice"] for r in good})
     ds = sorted({_row_of(r["input_density"]) for r in good})
     grid = np.full((len(ds), len(ks)), np.nan)
     for r in good:
-        grid[ds.index(_row_of(r["input_density"])), ks.index(r["nnz_per_slice"])] = r["ratio"]
-    span = max(float(np.nanmax(np.abs(np.log10(grid)))), 0.1)
-    im = ax.imshow(grid, cmap="RdBu_r", norm=LogNorm(vmin=10 ** -span, vmax=10 ** span), origin="lower",
-                   aspect="auto")
+        grid[ds.index(_row_of(r["input_density"])), ks.index(r["nnz_per_slice"])] = r[key] / r["cudnn_ms"]
+    return ks, ds, grid
+
+
+def _density_panel(ax, ks: list[int], ds: list[int], grid: np.ndarray, norm, span: float, title: str):
+    """One heat map of the figure: the ratio printed in each cell, the lab's own layer boxed."""
+    im = ax.imshow(grid, cmap="RdBu_r", norm=norm, origin="lower", aspect="auto")
     for i in range(len(ds)):
         for j in range(len(ks)):
             if np.isfinite(grid[i, j]):
@@ -145,19 +139,48 @@ def plot_density(meta, rows, path: Path) -> Path:
 
         ax.add_patch(Rectangle((ks.index(1) - 0.5, ds.index(_NOMINAL.index(0.2)) - 0.5), 1, 1, fill=False,
                                edgecolor="black", lw=2.2))
-        title += "\nboxed: the lab's own layer (its real inNeu.txt, one non-zero per 3x3 filter slice)"
     ax.set_xticks(range(len(ks)), [str(k) for k in ks])
     ax.set_yticks(range(len(ds)), [_NOMINAL_LABELS[d] for d in ds])
     ax.set_xlabel("filter non-zeros per 3x3 slice")
     ax.set_ylabel("input density (non-zero neurons)")
-    bar = fig.colorbar(im, ax=ax, label="sparse time / cuDNN dense FP32 time (log)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(False)
+    return im
+
+
+def plot_density(meta, rows, path: Path) -> Path:
+    """Two heat maps, filter non-zeros per slice (x) x input density (y), colour = time over cuDNN's dense FP32
+    layer on a log scale centred on 1 (blue: faster than dense), the ratio printed in each cell: the best sparse
+    variant (the int8 tensor cores where they apply: every tap of the 3x3 frame multiplied, zeros included) and
+    the zero-skipping path (``fast_sparse_input``, dense neurons in: work follows the non-zeros of both operands)."""
+    plt = _pyplot()
+    from matplotlib.colors import LogNorm
+
+    title = ("NCTU layer: time over cuDNN's dense FP32 layer (< 1: faster than dense); "
+             "boxed: the lab's own layer (real inNeu.txt, one non-zero per 3x3 slice)")
+    panels = [("ratio", "best sparse variant (fast_imma where it applies: dense int8, zeros not skipped)"),
+              ("zero_skip_ms", "zero-skipping path (fast_sparse_input, dense neurons in)")]
+    grids = [(_density_grid(rows, "sparse_ms" if key == "ratio" else key), label) for key, label in panels]
+    grids = [(g, label) for g, label in grids if np.isfinite(g[2]).any()]
+    if not grids:
+        fig, ax = plt.subplots(figsize=(9, 4.8))
+        _empty(ax, "no successful measurements")
+        return _finish_fig(fig, meta, title, path)
+    # the colour bar in an axes of its own, so that tight_layout keeps it clear of the panels
+    fig, axes = plt.subplots(1, len(grids) + 1, figsize=(8 * len(grids) + 1, 4.8),
+                             gridspec_kw={"width_ratios": [1] * len(grids) + [0.035]})
+    span = max(max(float(np.nanmax(np.abs(np.log10(g[2])))) for g, _ in grids), 0.1)
+    norm = LogNorm(vmin=10 ** -span, vmax=10 ** span)
+    for ax, ((ks, ds, grid), label) in zip(axes, grids):
+        im = _density_panel(ax, ks, ds, grid, norm, span, label)
+    bar = fig.colorbar(im, cax=axes[-1], label="time / cuDNN dense FP32 time (log)")
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-    ticks = [t for t in (0.25, 0.33, 0.5, 0.7, 1, 1.5, 2, 3, 4) if 10 ** -span <= t <= 10 ** span]
+    ticks = [t for t in (0.1, 0.15, 0.25, 0.33, 0.5, 0.7, 1, 1.5, 2, 3, 4, 7, 10) if 10 ** -span <= t <= 10 ** span]
     bar.ax.yaxis.set_major_locator(FixedLocator(ticks))
     bar.ax.yaxis.set_minor_locator(NullLocator())
     bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
-    return _finish(fig, ax, meta, title, path, grid=False)  # no grid lines across the cells
+    return _finish_fig(fig, meta, title, path)
 
 
 STUDY = Study("sparse_density", "sparse_conv2d", "NCTU sparse layer: where sparse stops paying",
