@@ -491,15 +491,13 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
     with_kernel(d, plan.resident, [&](auto kernel) {
         // The kernel's shared-memory opt-in is per kernel, not per plan: another shape's plan may have set it lower
         // (H200 call 2: cudaErrorCooperativeLaunchTooLarge), so it is raised where this launch needs more than the
-        // kernel was last set to (forgotten whenever a plan is made).
+        // kernel was last set to here (forgotten whenever a plan is made: planning sets it too).
         const void* fn = reinterpret_cast<const void*>(kernel);
-        if (plan.shared > 48 * 1024) {
-            std::size_t& allowed = st.opt_in[fn];
-            if (allowed < plan.shared) {
-                GPUOPT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       static_cast<int>(plan.shared)));
-                allowed = plan.shared;
-            }
+        std::size_t& allowed = st.opt_in[fn];
+        if (allowed < plan.shared) {
+            GPUOPT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   static_cast<int>(plan.shared)));
+            allowed = plan.shared;
         }
         // Fails (RuntimeError) rather than deadlock where the grid cannot be co-resident.
         GPUOPT_CUDA_CHECK(cudaLaunchCooperativeKernel(fn, dim3(plan.grid), dim3(kThreads), params, plan.shared, nullptr));
