@@ -155,19 +155,21 @@ void bind_kmeans(py::module_& m) {
     }
 #undef GPUOPT_NO_PRODUCTS
 #undef GPUOPT_NO_PRODUCTS_CHECK
-    // kmeans_device_persistent(x_dev, centroids_dev, membership_dev, n, d, k, threshold, max_iter, *, blocks, x_memory)
-    //   -> (iterations, delta); one cooperative launch for the whole run.
+    // kmeans_device_persistent(x_dev, centroids_dev, membership_dev, n, d, k, threshold, max_iter, *, blocks, x_memory,
+    //   init_dev_ptr=0) -> (iterations, delta); one cooperative launch for the whole run. init_dev_ptr: the initial
+    //   centres on the device (0: centroids_dev holds them), read by the kernel, so no copy is queued.
     def_variant(m, "kmeans", "device_persistent",
                 [](std::uintptr_t x_dev, std::uintptr_t centroids_dev, std::uintptr_t membership_dev, std::int64_t n,
                    std::int64_t d, std::int64_t k, float threshold, std::int64_t max_iter, int blocks,
-                   const std::string& x_memory) {
+                   const std::string& x_memory, std::uintptr_t init_dev) {
                     const kmeans::PersistentConfig cfg = persistent_config(blocks, x_memory);
                     kmeans::KMeansStats stats;
                     {
                         py::gil_scoped_release release;
                         stats = kmeans::kmeans_device_persistent(dptr<const float>(x_dev), n, d, k, threshold, max_iter,
                                                                  dptr<float>(centroids_dev),
-                                                                 dptr<std::int32_t>(membership_dev), cfg);
+                                                                 dptr<std::int32_t>(membership_dev), cfg,
+                                                                 dptr<const float>(init_dev));
                     }
                     carray<float> delta(static_cast<py::ssize_t>(stats.delta.size()));
                     std::copy(stats.delta.begin(), stats.delta.end(), delta.mutable_data());
@@ -175,8 +177,11 @@ void bind_kmeans(py::module_& m) {
                 },
                 py::arg("x_dev_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
                 py::arg("d"), py::arg("k"), py::arg("threshold"), py::arg("max_iter"), py::kw_only(),
-                py::arg("blocks") = 0, py::arg("x_memory") = "auto",
+                py::arg("blocks") = 0, py::arg("x_memory") = "auto", py::arg("init_dev_ptr") = 0,
                 "The whole k-means run in one cooperative launch (see csrc/kmeans/kmeans_cuda.hpp).");
+    m.def("kmeans_persistent_mapped", &kmeans::kmeans_device_persistent_mapped, py::arg("on"),
+          "Testing aid: device_persistent's result through mapped host memory (True, the default) or copied back; "
+          "returns the previous setting.");
     def_check(m, "kmeans", "device_persistent",
               [](std::int64_t n, std::int64_t d, std::int64_t k, int blocks, const std::string& x_memory) {
                   persistent_config(blocks, x_memory);

@@ -75,6 +75,10 @@ KMeansStats kmeans_device_fused(const float* x_dev, std::int64_t n, std::int64_t
 // "device_persistent": the whole run in ONE cooperative launch (kmeans_persistent.cu): grid barriers between a loop's
 // phases, every block closing each loop itself, x and memberships kept in shared memory where a block's chunks fit;
 // the host reads the loop count and the history once. k*D <= 1024; the same bits as "device" on any grid.
+// init_dev: the initial centres [k][d], read on the device by every block (may be x's first rows, or alias
+// centroids_dev); nullptr: centroids_dev holds them. No memset, no copy: the grid barrier's word is cached per device
+// and never reset, the loop count and history are written into pinned host memory mapped into the device, which
+// the host reads after one event wait (kmeans_persistent.cu; a copy back where mapped memory cannot be had).
 struct PersistentConfig {
     int blocks = 0;           // the grid at most (0: as many as are co-resident); clamped to the co-resident count
     bool global_x = false;    // read x from global memory every loop even where it would fit shared memory
@@ -82,7 +86,11 @@ struct PersistentConfig {
 void kmeans_device_persistent_check(std::int64_t n, std::int64_t d, std::int64_t k);
 KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k,
                                      float threshold, std::int64_t max_iter, float* centroids_dev,
-                                     std::int32_t* membership_dev, const PersistentConfig& cfg);
+                                     std::int32_t* membership_dev, const PersistentConfig& cfg,
+                                     const float* init_dev = nullptr);
+// Testing aid: whether device_persistent's result goes through mapped host memory (true, the default) or the
+// fallback's copy back; returns the previous setting.
+bool kmeans_device_persistent_mapped(bool on);
 // The cost of `barriers` grid barriers alone (a cooperative grid of blocks_per_sm x SMs blocks of 256 threads doing
 // nothing else), CUDA-event milliseconds of one launch after a warm-up one: device_persistent's hand-written barrier,
 // or (cg) cooperative_groups' grid sync, which it was measured against.

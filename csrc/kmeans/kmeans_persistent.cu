@@ -20,6 +20,7 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -82,13 +83,14 @@ struct PersistArgs {
     int d, k;
     float threshold;
     int max_iter;
-    float* centres;                // [k][d]: in, the initial centres; out, the final ones (block 0)
+    const float* init;             // [k][d] the initial centres, read by every block before its first barrier
+    float* centres;                // [k][d] out, the final ones (block 0 at the end; may alias init: see there)
     std::int32_t* membership;      // [n] out
     double* rows;                  // [chunks][row]: a chunk's k*d sums, k member counts, its change count
     double* group_sums;            // [groups][row]
-    GridBarrier* barrier;
-    int* iterations;               // out: loops run
-    float* delta_history;          // [max_iter] out
+    GridBarrier* barrier;          // the device's cached word, never reset (grid_sync)
+    float* delta_history;          // [max_iter] device scratch, one entry a loop (block 0)
+    int* result;                   // out, host-visible: [0] the loops run, then [1..] their history as floats
     int chunks_per_block;          // resident: the staged chunks a block holds at most
 };
 
@@ -136,7 +138,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
 
     // Once: the centres, the zeroed counts, memberships -1 (every object counts as changed in the first loop, as the
     // reference) and, resident, the block's x (16-byte pieces where x and its rows allow, else 4 bytes).
-    for (int i = threadIdx.x; i < kd; i += kThreads) centres_s[i] = a.centres[i];
+    for (int i = threadIdx.x; i < kd; i += kThreads) centres_s[i] = a.init[i];
     for (int c = threadIdx.x; c <= k; c += kThreads) counts_s[c] = 0;
     if constexpr (Resident) {
         for (int i = threadIdx.x; i < mine * kChunk; i += kThreads) members_s[i] = -1;
@@ -287,9 +289,17 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
         if (blockIdx.x == 0 && threadIdx.x == 0) a.delta_history[iter] = delta;
         __syncthreads();  // the new centres before the next loop's distances; totals_s read before it is rewritten
         if (!(delta > a.threshold) || iter + 1 >= a.max_iter) {
+            // centres may alias init: every block read init before its first barrier, which block 0 has passed.
+            // The history and the loop count go to the result (mapped pinned host memory: no copy back), the
+            // count last, each thread's writes made visible to the host before it (the host reads them after
+            // the launch's event anyway).
             if (blockIdx.x == 0) {
                 for (int i = threadIdx.x; i < kd; i += kThreads) a.centres[i] = centres_s[i];
-                if (threadIdx.x == 0) *a.iterations = iter + 1;
+                float* history = reinterpret_cast<float*>(a.result + 1);
+                for (int i = threadIdx.x; i <= iter; i += kThreads) history[i] = a.delta_history[i];
+                __threadfence_system();
+                __syncthreads();
+                if (threadIdx.x == 0) a.result[0] = iter + 1;
             }
             break;
         }
@@ -359,17 +369,83 @@ PersistPlan plan_persistent(std::int64_t n, std::int64_t d, std::int64_t k, int 
     return p;
 }
 
+// What every call of a device reuses, made once (a few host API calls each, otherwise part of every call's fixed
+// cost): the grid barrier's word, the host-visible result, the event the host waits on, the kernels' opt-ins.
+// Calls are serialised by `mutex` from the plan to the host's read of the result, so no two runs share them.
+//  * The barrier word is zeroed once, here, and never again: a complete grid_sync adds 2^31 - (G - 1) + (G - 1) = 2^31
+//    (mod 2^32) for ANY grid G, so after a finished run its low 31 bits are 0 again and only the top bit differs,
+//    which grid_sync never assumes (a block waits for the top bit to differ from its own add's). Every block of a
+//    run passes the same barriers (they leave the loop at the same iteration), and a run starts only after the one
+//    before it finished (stream 0; the call waits for its run before it returns): back-to-back calls of any grids
+//    find a valid word. A launch that fails to start leaves it as it was.
+//  * The result, [loops][history], is pinned host memory mapped into the device (cudaHostAllocMapped), written by
+//    block 0 at the end: the host waits on one event and reads it, no copy back. Grown (never shrunk) when max_iter
+//    needs more; where mapped memory is unavailable (or switched off for a test) a pool buffer is copied back.
+constexpr std::int64_t kHistoryFirst = 64;  // history entries of the first result buffer
+
+struct DeviceState {
+    GridBarrier* barrier = nullptr;
+    int* host_result = nullptr;  // pinned, mapped: [0] loops, [1..capacity] history
+    int* mapped_result = nullptr;  // its device address
+    std::int64_t capacity = 0;
+    cudaEvent_t done = nullptr;
+    std::map<const void*, std::size_t> opt_in;  // the dynamic shared memory each loop kernel is set to allow
+};
+
+std::mutex mutex;  // every call, plan to result
+std::atomic<bool> use_mapped{true};
+
+DeviceState& device_state(int device) {
+    static std::map<int, DeviceState> states;
+    DeviceState& st = states[device];
+    if (!st.barrier) {
+        GPUOPT_CUDA_CHECK(cudaMalloc(&st.barrier, sizeof(GridBarrier)));
+        GPUOPT_CUDA_CHECK(cudaMemset(st.barrier, 0, sizeof(GridBarrier)));
+        GPUOPT_CUDA_CHECK(cudaEventCreateWithFlags(&st.done, cudaEventDisableTiming));
+    }
+    return st;
+}
+
+// The mapped result for max_iter loops, or nullptr where mapped pinned memory cannot be had.
+int* mapped_result(DeviceState& st, int device, std::int64_t max_iter) {
+    if (!use_mapped.load()) return nullptr;
+    if (st.capacity >= max_iter) return st.mapped_result;
+    int can_map = 0;
+    if (cudaDeviceGetAttribute(&can_map, cudaDevAttrCanMapHostMemory, device) != cudaSuccess || !can_map) {
+        cudaGetLastError();
+        return nullptr;
+    }
+    std::int64_t capacity = std::max(kHistoryFirst, 2 * st.capacity);
+    while (capacity < max_iter) capacity *= 2;
+    if (st.host_result) GPUOPT_CUDA_CHECK(cudaFreeHost(st.host_result));  // no run uses it: the calls are serialised
+    st.host_result = st.mapped_result = nullptr, st.capacity = 0;
+    void* host = nullptr;
+    void* dev = nullptr;
+    if (cudaHostAlloc(&host, static_cast<std::size_t>(1 + capacity) * sizeof(int),
+                      cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
+        cudaGetLastError();
+        return nullptr;
+    }
+    if (cudaHostGetDevicePointer(&dev, host, 0) != cudaSuccess) {
+        cudaGetLastError();
+        cudaFreeHost(host);
+        return nullptr;
+    }
+    st.host_result = static_cast<int*>(host), st.mapped_result = static_cast<int*>(dev), st.capacity = capacity;
+    return st.mapped_result;
+}
+
 // The plan of a shape, made once per device (its occupancy queries and shared-memory opt-in are host API calls: a few
-// µs of every call's fixed cost otherwise).
-PersistPlan cached_plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks_wanted, bool allow_resident) {
-    static std::mutex mutex;
+// µs of every call's fixed cost otherwise). Making one sets kernels' opt-ins (require_shared_memory): forgotten.
+PersistPlan cached_plan(DeviceState& st, int device, std::int64_t n, std::int64_t d, std::int64_t k,
+                        int blocks_wanted, bool allow_resident) {
     static std::map<std::tuple<int, std::int64_t, std::int64_t, std::int64_t, int, bool>, PersistPlan> plans;
-    int device = 0;
-    GPUOPT_CUDA_CHECK(cudaGetDevice(&device));
     const auto key = std::make_tuple(device, (n + kChunk - 1) / kChunk, d, k, blocks_wanted, allow_resident);
-    std::lock_guard<std::mutex> lock(mutex);
     auto it = plans.find(key);
-    if (it == plans.end()) it = plans.emplace(key, plan_persistent(n, d, k, blocks_wanted, allow_resident)).first;
+    if (it == plans.end()) {
+        st.opt_in.clear();
+        it = plans.emplace(key, plan_persistent(n, d, k, blocks_wanted, allow_resident)).first;
+    }
     return it->second;
 }
 
@@ -385,48 +461,69 @@ void kmeans_device_persistent_check(std::int64_t n, std::int64_t d, std::int64_t
                        std::to_string(kMaxCentreCoords<false>));
 }
 
+bool kmeans_device_persistent_mapped(bool on) { return use_mapped.exchange(on); }
+
 KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k,
                                      float threshold, std::int64_t max_iter, float* centroids_dev,
-                                     std::int32_t* membership_dev, const PersistentConfig& cfg) {
+                                     std::int32_t* membership_dev, const PersistentConfig& cfg, const float* init_dev) {
     GPUOPT_REQUIRE(x_dev && centroids_dev && membership_dev, "kmeans device_persistent: null pointer argument");
     GPUOPT_REQUIRE(max_iter >= 1 && max_iter <= (1 << 30), "kmeans device_persistent: max_iter must be in 1..2^30");
     GPUOPT_REQUIRE(cfg.blocks >= 0, "kmeans device_persistent: blocks must be >= 0 (0: as many as are co-resident)");
     kmeans_device_persistent_check(n, d, k);
-    const PersistPlan plan = cached_plan(n, d, k, cfg.blocks, !cfg.global_x);
+    int device = 0;
+    GPUOPT_CUDA_CHECK(cudaGetDevice(&device));
+    std::lock_guard<std::mutex> lock(mutex);
+    DeviceState& st = device_state(device);
+    const PersistPlan plan = cached_plan(st, device, n, d, k, cfg.blocks, !cfg.global_x);
     const std::int64_t chunks = (n + kChunk - 1) / kChunk, groups = (chunks + kGroup - 1) / kGroup;
     const int row = row_len(static_cast<int>(k), static_cast<int>(d));
-    DeviceBuffer<double> rows(static_cast<std::size_t>((chunks + groups) * row));
-    // [barrier][iterations, pad][history: max_iter floats], the first two words zeroed: one memset, one copy back.
-    DeviceBuffer<unsigned long long> small(2 + static_cast<std::size_t>((max_iter + 1) / 2));
-    GPUOPT_CUDA_CHECK(cudaMemsetAsync(small.data(), 0, 2 * sizeof(unsigned long long)));
+    // [chunk rows][group sums][history scratch: max_iter floats]
+    DeviceBuffer<double> rows(static_cast<std::size_t>((chunks + groups) * row + (max_iter + 1) / 2));
+    int* result = mapped_result(st, device, max_iter);
+    DeviceBuffer<int> copied(result ? 0 : static_cast<std::size_t>(1 + max_iter));  // the fallback's result
+    if (result) st.host_result[0] = -1;  // no run is using it (serialised); a run that ends writes its loop count
+    else result = copied.data();
     PersistArgs args{x_dev, n, static_cast<int>(d), static_cast<int>(k), threshold, static_cast<int>(max_iter),
-                     centroids_dev, membership_dev, rows.data(), rows.data() + chunks * row,
-                     reinterpret_cast<GridBarrier*>(small.data()), reinterpret_cast<int*>(small.data() + 1),
-                     reinterpret_cast<float*>(small.data() + 2), plan.chunks_per_block};
+                     init_dev ? init_dev : centroids_dev, centroids_dev, membership_dev, rows.data(),
+                     rows.data() + chunks * row, st.barrier, reinterpret_cast<float*>(rows.data() + (chunks + groups) * row),
+                     result, plan.chunks_per_block};
     void* params[] = {&args};
     with_kernel(d, plan.resident, [&](auto kernel) {
         // The kernel's shared-memory opt-in is per kernel, not per plan: another shape's plan may have set it lower
-        // since this one was made (H200 call 2: cudaErrorCooperativeLaunchTooLarge), so it is set again here.
-        if (plan.shared > 48 * 1024)
+        // (H200 call 2: cudaErrorCooperativeLaunchTooLarge), so it is raised where this launch needs more than the
+        // kernel was last set to here (forgotten whenever a plan is made: planning sets it too).
+        const void* fn = reinterpret_cast<const void*>(kernel);
+        std::size_t& allowed = st.opt_in[fn];
+        if (allowed < plan.shared) {
             GPUOPT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    static_cast<int>(plan.shared)));
+            allowed = plan.shared;
+        }
         // Fails (RuntimeError) rather than deadlock where the grid cannot be co-resident.
-        GPUOPT_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), dim3(plan.grid),
-                                                      dim3(kThreads), params, plan.shared, nullptr));
+        GPUOPT_CUDA_CHECK(cudaLaunchCooperativeKernel(fn, dim3(plan.grid), dim3(kThreads), params, plan.shared, nullptr));
     });
-    // One copy: the loop count and the first loops' history; a second only for a longer history.
-    constexpr std::int64_t kFirst = 62;
-    std::vector<unsigned long long> host(2 + kFirst / 2);
-    const std::int64_t first = std::min<std::int64_t>(max_iter, kFirst);
-    GPUOPT_CUDA_CHECK(cudaMemcpy(host.data(), small.data(), 2 * sizeof(unsigned long long) + first * sizeof(float),
-                                 cudaMemcpyDeviceToHost));
     KMeansStats stats;
-    std::memcpy(&stats.iterations, host.data() + 1, sizeof(int));
+    if (copied.size() == 0) {  // mapped: one wait, then the host reads what block 0 wrote
+        GPUOPT_CUDA_CHECK(cudaEventRecord(st.done, nullptr));
+        GPUOPT_CUDA_CHECK(cudaEventSynchronize(st.done));
+        const int* host = st.host_result;
+        GPUOPT_REQUIRE(host[0] >= 1 && host[0] <= max_iter, "kmeans device_persistent: the run wrote no loop count");
+        const auto* history = reinterpret_cast<const float*>(host + 1);
+        stats.iterations = host[0];
+        stats.delta.assign(history, history + host[0]);
+        return stats;
+    }
+    // Fallback: one copy of the loop count and the first loops' history; a second only for a longer history.
+    constexpr std::int64_t kFirst = 63;
+    int host[1 + kFirst];
+    const std::int64_t first = std::min<std::int64_t>(max_iter, kFirst);
+    GPUOPT_CUDA_CHECK(cudaMemcpy(host, result, (1 + first) * sizeof(int), cudaMemcpyDeviceToHost));
+    GPUOPT_REQUIRE(host[0] >= 1 && host[0] <= max_iter, "kmeans device_persistent: the run wrote no loop count");
+    stats.iterations = host[0];
     stats.delta.resize(static_cast<std::size_t>(stats.iterations));
-    const auto* history = reinterpret_cast<const float*>(host.data() + 2);
-    std::copy(history, history + std::min<std::int64_t>(stats.iterations, first), stats.delta.begin());
+    std::memcpy(stats.delta.data(), host + 1, std::min<std::int64_t>(stats.iterations, first) * sizeof(float));
     if (stats.iterations > first)
-        GPUOPT_CUDA_CHECK(cudaMemcpy(stats.delta.data() + first, reinterpret_cast<float*>(small.data() + 2) + first,
+        GPUOPT_CUDA_CHECK(cudaMemcpy(stats.delta.data() + first, result + 1 + first,
                                      (stats.iterations - first) * sizeof(float), cudaMemcpyDeviceToHost));
     return stats;
 }

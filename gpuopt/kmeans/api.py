@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from .._exec import dispatch
+from .. import _plan
+from .._exec import dispatch, dispatch_planned
 from .._validate import choice, float_array, integer, real
 from ..cuda import DeviceArray
 from .init import INIT_METHODS, initial_centres
@@ -101,6 +102,24 @@ def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, seed: int = 0, var
         Wrong shapes, empty x, non-finite x/init/threshold, k out of range,
         unknown variant or parameter.
     """
+    key = None
+    if timing is False and (init is None or (type(init) is str and init == "first")):
+        # The plan cache (gpuopt._plan) for device x (a NumPy x's finiteness is checked on every call): a problem
+        # seen before skips the checks and the resolve, and replays the launch.
+        try:
+            kx, hx = _plan.arg_key(x)
+            if type(hx) is not DeviceArray or type(threshold) not in (int, float) or not (
+                    variant is None or type(variant) is str):
+                raise _plan.Uncacheable
+            key = ("kmeans", kx, _plan.scalar_key(k), type(threshold), threshold, _plan.scalar_key(max_iter), init,
+                   _plan.scalar_key(seed), variant, _plan.params_key(params), _plan.device_key())
+            plan = _plan.lookup(key)
+        except (_plan.Uncacheable, TypeError):  # TypeError: an unhashable value, rejected the long way
+            key = plan = None
+        if plan is not None:
+            centroids, membership, iterations, delta = plan.run(hx)
+            return KMeansResult(centroids, membership, int(iterations), delta,
+                                bool(delta[-1] <= np.float32(threshold)))
     x = float_array(x, "x", 2, "(N, D)")
     n, d = x.shape
     k = integer(k, "k", 1)
@@ -125,7 +144,13 @@ def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, seed: int = 0, var
             raise ValueError(f"init must have shape (k, D) = ({k}, {d}), got {init.shape}")
         if not np.isfinite(init).all():
             raise ValueError("init must contain only finite values")
-    out = dispatch("kmeans", variant, params, timing, (x,), KMeansProblem(x, init, threshold, max_iter))
+    problem = KMeansProblem(x, init, threshold, max_iter)
+    if key is None:
+        out = dispatch("kmeans", variant, params, timing, (x,), problem)
+    else:
+        out = dispatch_planned(key, "kmeans", variant, params, (x,), (problem,),
+                               lambda xh: (KMeansProblem(xh, DeviceArray((k, d), np.float32, xh.ptr, xh), threshold,
+                                                         max_iter),))
     centroids, membership, iterations, delta = out[0] if timing else out
     result = KMeansResult(centroids, membership, int(iterations), delta, bool(delta[-1] <= np.float32(threshold)))
     return (result, out[1]) if timing else result

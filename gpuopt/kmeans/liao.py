@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from .. import _core
-from .._exec import ExecContext
-from .._ext import host_check, launcher
+from .._exec import ExecContext, check_before_copy
+from .._ext import cuda_module, host_check, launcher
 from ..cuda import DeviceArray, to_device
 from ..registry import Param, register
 from .api import KMeansProblem
@@ -100,9 +100,9 @@ def _initial_centroids(ctx: ExecContext, p: KMeansProblem) -> DeviceArray:
 
 
 def _kmeans_device(ctx: ExecContext, p: KMeansProblem, **params: Any) -> tuple[Any, Any, int, np.ndarray]:
-    """The loop on the GPU (``device``, ``device_fused``, ``device_gemm``, ``device_tiled``, ``device_persistent``):
-    centres and memberships stay on the device; the launcher reads the stop flag and the delta history once per batch
-    of ``loops_per_sync`` loops (``device_persistent``: once, after its one launch)."""
+    """The loop on the GPU (``device``, ``device_fused``, ``device_gemm``, ``device_tiled``): centres and memberships
+    stay on the device; the launcher reads the stop flag and the delta history once per batch of ``loops_per_sync``
+    loops."""
     n, d = p.x.shape
     k = p.init.shape[0]
     host_check(ctx.variant)(n, d, k, **params)
@@ -112,6 +112,37 @@ def _kmeans_device(ctx: ExecContext, p: KMeansProblem, **params: Any) -> tuple[A
     membership = ctx.empty((n,), np.int32)
     with ctx.kernel():
         iterations, delta = run(x_dev.ptr, centroids.ptr, membership.ptr, n, d, k, p.threshold, p.max_iter, **params)
+    return ctx.finish(centroids), ctx.finish(membership), iterations, delta
+
+
+def _kmeans_persistent(ctx: ExecContext, p: KMeansProblem, **params: Any) -> tuple[Any, Any, int, np.ndarray]:
+    """``device_persistent``: ``_kmeans_device`` without the initial centres' copy. A device init (x's first k rows)
+    is read by the kernel itself (``init_dev_ptr``), a host one is uploaded into the output centres (timed as a copy
+    in); the launcher queues no memset or copy and reads its result from mapped host memory (kmeans_persistent.cu).
+    A call that will be planned (gpuopt._plan, device x, init x's first rows) offers a replay: allocate, launch."""
+    n, d = p.x.shape
+    k = p.init.shape[0]
+    check_before_copy(ctx.variant, (p.x, p.init), n, d, k, **params)
+    run = launcher(ctx.variant)
+    x_dev = ctx.device(p.x)
+    if isinstance(p.init, DeviceArray):
+        centroids, init_ptr = ctx.empty((k, d)), p.init.ptr
+    else:
+        with ctx.h2d():
+            centroids, init_ptr = to_device(p.init), 0
+    membership = ctx.empty((n,), np.int32)
+    with ctx.kernel():
+        iterations, delta = run(x_dev.ptr, centroids.ptr, membership.ptr, n, d, k, p.threshold, p.max_iter,
+                                init_dev_ptr=init_ptr, **params)
+    if ctx.planning and ctx.device_result and init_ptr == x_dev.ptr:
+        threshold, max_iter, alloc, cuda = p.threshold, p.max_iter, DeviceArray._alloc, cuda_module()
+        f32, i32 = np.dtype(np.float32), np.dtype(np.int32)
+
+        def replay(x: DeviceArray) -> tuple[Any, Any, int, np.ndarray]:
+            c, m = alloc(cuda, (k, d), f32, 4 * k * d), alloc(cuda, (n,), i32, 4 * n)
+            it, dl = run(x._ptr, c._ptr, m._ptr, n, d, k, threshold, max_iter, init_dev_ptr=x._ptr, **params)
+            return c, m, it, dl
+        ctx.offer_replay(replay)
     return ctx.finish(centroids), ctx.finish(membership), iterations, delta
 
 
@@ -142,7 +173,7 @@ register("kmeans", "device_persistent", description="device's loop, the whole ru
                        "'auto': a block's x staged in shared memory once where its chunks fit, else read every loop; "
                        "'global': always read every loop")),
          **dict(_DEVICE, kernel="csrc/kmeans/kmeans_persistent.cu",
-                test="tests/kmeans/test_gpu_kmeans_persistent.py"))(_kmeans_device)
+                test="tests/kmeans/test_gpu_kmeans_persistent.py"))(_kmeans_persistent)
 register("kmeans", "device_gemm", description="device for k*D <= 4096: the nearest centre by the dot form "
          "||c||^2 - 2 x.c (one FMA a centre coordinate), Liao's distances recomputed where the form's rounding bound "
          "cannot separate the two nearest: Liao's memberships; sums and finish as device; the same bits as device and "

@@ -140,3 +140,17 @@ def test_chunked_empty_cluster_keeps_its_centre():
     assert res.centroids[1, 0] == 100.0 and (res.membership == 0).all()
     with pytest.raises(ValueError, match="summation='pairwise' is not allowed"):
         gpuopt.kmeans(x, 2, variant="cpu", summation="pairwise")
+
+
+def test_numpy_x_is_never_planned(rng):
+    # gpuopt._plan keeps kmeans plans for device x only: a NumPy x's finiteness is checked on every call.
+    from gpuopt import _plan
+
+    _plan.clear()
+    x = rng.uniform(0, 1, (500, 3)).astype(np.float32)
+    for _ in range(2):
+        gpuopt.kmeans(x, 3, threshold=0.0, max_iter=2, variant="cpu")
+    assert _plan.size() == 0
+    x[4, 2] = np.nan
+    with pytest.raises(ValueError, match="finite"):
+        gpuopt.kmeans(x, 3, threshold=0.0, max_iter=2, variant="cpu")
