@@ -96,11 +96,12 @@ def test_uint8_input_equals_float_input_divided(rng):
     assert_close(out8, ref, x8.astype(np.float32) / np.float32(255), w)
 
 
-@pytest.mark.parametrize("pool", ["max", "avg"])
-def test_nan_reaches_exactly_the_windows_it_touches(rng, pool):
-    x, w, b = _case(rng, (2, 3, 14, 14, 8, 3))
-    x[1, 2, 6, 7] = np.nan
-    out = nn.conv2d_pool(x, w, b, activation="relu", pool=pool, variant="fused")
+def check_nan_windows(rng, variant, shape, at, pool):
+    """A NaN at x[at] (an input of image 1) reaches exactly the pooled windows it reaches in the CPU reference, image 0
+    stays finite, and every other output is close to the reference's."""
+    x, w, b = _case(rng, shape)
+    x[at] = np.nan
+    out = nn.conv2d_pool(x, w, b, activation="relu", pool=pool, variant=variant)
     ref = nn.conv2d_pool(x, w, b, activation="relu", pool=pool, variant="cpu")
     np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
     assert np.isnan(out).any() and not np.isnan(out[0]).any()
@@ -108,13 +109,27 @@ def test_nan_reaches_exactly_the_windows_it_touches(rng, pool):
     np.testing.assert_allclose(out[ok], ref[ok], rtol=1e-4, atol=1e-5)
 
 
-def test_device_arrays_in_device_array_out(rng):
-    x, w, b = _case(rng, (4, 32, 12, 12, 64, 5))
+def check_device_arrays(rng, variant, shape, pooled, repeats=0):
+    """Device arrays in, a DeviceArray of shape ``pooled`` out, equal to the NumPy call's result, and the same bits
+    over ``repeats`` more NumPy calls (relu + 2x2 average pool). Returns the device weights for further checks."""
+    x, w, b = _case(rng, shape)
     dx, dw, db = gpuopt.to_device(x), gpuopt.to_device(w), gpuopt.to_device(b)
-    out = nn.conv2d_pool(dx, dw, db, activation="relu", pool="avg", variant="fused")
-    assert isinstance(out, gpuopt.DeviceArray) and out.shape == (4, 64, 4, 4)
-    host = nn.conv2d_pool(x, w, b, activation="relu", pool="avg", variant="fused")
+    out = nn.conv2d_pool(dx, dw, db, activation="relu", pool="avg", variant=variant)
+    assert isinstance(out, gpuopt.DeviceArray) and out.shape == pooled
+    host = nn.conv2d_pool(x, w, b, activation="relu", pool="avg", variant=variant)
     np.testing.assert_array_equal(out.numpy(), host)
+    for _ in range(repeats):
+        np.testing.assert_array_equal(nn.conv2d_pool(x, w, b, activation="relu", pool="avg", variant=variant), host)
+    return dw
+
+
+@pytest.mark.parametrize("pool", ["max", "avg"])
+def test_nan_reaches_exactly_the_windows_it_touches(rng, pool):
+    check_nan_windows(rng, "fused", (2, 3, 14, 14, 8, 3), (1, 2, 6, 7), pool)
+
+
+def test_device_arrays_in_device_array_out(rng):
+    dw = check_device_arrays(rng, "fused", (4, 32, 12, 12, 64, 5), (4, 64, 4, 4))
     d8 = gpuopt.to_device(np.zeros((1, 32, 12, 12), np.uint8))
     zero = nn.conv2d_pool(d8, dw, None, activation="none", pool="max", input_divisor=255.0, variant="fused")
     np.testing.assert_array_equal(zero.numpy(), 0)

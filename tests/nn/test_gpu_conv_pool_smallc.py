@@ -12,7 +12,7 @@ import gpuopt
 from gpuopt import nn
 from conftest import relative_error
 import oracles
-from .test_gpu_conv_pool import _case, assert_close
+from .test_gpu_conv_pool import _case, assert_close, check_device_arrays, check_nan_windows
 
 pytestmark = pytest.mark.gpu
 
@@ -79,25 +79,11 @@ def test_large_batch_mnist_conv1(rng):
 
 @pytest.mark.parametrize("pool", ["max", "avg"])
 def test_nan_reaches_exactly_the_windows_it_touches(rng, pool):
-    x, w, b = _case(rng, (2, 1, 14, 14, 8, 3))
-    x[1, 0, 6, 7] = np.nan
-    out = nn.conv2d_pool(x, w, b, activation="relu", pool=pool, variant=VARIANT)
-    ref = nn.conv2d_pool(x, w, b, activation="relu", pool=pool, variant="cpu")
-    np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
-    assert np.isnan(out).any() and not np.isnan(out[0]).any()
-    ok = ~np.isnan(ref)
-    np.testing.assert_allclose(out[ok], ref[ok], rtol=1e-4, atol=1e-5)
+    check_nan_windows(rng, VARIANT, (2, 1, 14, 14, 8, 3), (1, 0, 6, 7), pool)
 
 
 def test_device_arrays_and_deterministic(rng):
-    x, w, b = _case(rng, (9, 1, 28, 28, 32, 5))
-    dx, dw, db = gpuopt.to_device(x), gpuopt.to_device(w), gpuopt.to_device(b)
-    out = nn.conv2d_pool(dx, dw, db, activation="relu", pool="avg", variant=VARIANT)
-    assert isinstance(out, gpuopt.DeviceArray) and out.shape == (9, 32, 12, 12)
-    host = nn.conv2d_pool(x, w, b, activation="relu", pool="avg", variant=VARIANT)
-    np.testing.assert_array_equal(out.numpy(), host)
-    for _ in range(3):
-        np.testing.assert_array_equal(nn.conv2d_pool(x, w, b, activation="relu", pool="avg", variant=VARIANT), host)
+    dw = check_device_arrays(rng, VARIANT, (9, 1, 28, 28, 32, 5), (9, 32, 12, 12), repeats=3)
     d8 = gpuopt.to_device(np.zeros((2, 1, 28, 28), np.uint8))
     zero = nn.conv2d_pool(d8, dw, None, activation="none", pool="max", input_divisor=255.0, variant=VARIANT)
     np.testing.assert_array_equal(zero.numpy(), 0)

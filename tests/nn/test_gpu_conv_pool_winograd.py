@@ -11,7 +11,7 @@ import pytest
 import gpuopt
 from gpuopt import nn
 import oracles
-from .test_gpu_conv_pool import SHAPES, _case, assert_close
+from .test_gpu_conv_pool import SHAPES, _case, assert_close, check_device_arrays
 
 pytestmark = pytest.mark.gpu
 
@@ -46,14 +46,7 @@ def test_large_batch_mnist_conv2_close_to_fused(rng):
 
 
 def test_device_arrays_and_deterministic(rng):
-    x, w, b = _case(rng, (4, 32, 12, 12, 64, 5))
-    dx, dw, db = gpuopt.to_device(x), gpuopt.to_device(w), gpuopt.to_device(b)
-    out = nn.conv2d_pool(dx, dw, db, activation="relu", pool="avg", variant=VARIANT)
-    assert isinstance(out, gpuopt.DeviceArray) and out.shape == (4, 64, 4, 4)
-    host = nn.conv2d_pool(x, w, b, activation="relu", pool="avg", variant=VARIANT)
-    np.testing.assert_array_equal(out.numpy(), host)
-    for _ in range(2):
-        np.testing.assert_array_equal(nn.conv2d_pool(x, w, b, activation="relu", pool="avg", variant=VARIANT), host)
+    check_device_arrays(rng, VARIANT, (4, 32, 12, 12, 64, 5), (4, 64, 4, 4), repeats=2)
 
 
 @pytest.mark.parametrize("w_shape,pool_size,match", [((4, 1, 7, 7), 2, "3x3 or 5x5"), ((4, 1, 3, 5), 2, "3x3 or 5x5"),
