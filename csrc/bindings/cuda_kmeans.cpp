@@ -9,6 +9,13 @@ namespace gpuopt::bind {
 
 namespace {
 
+// A run's delta history as a NumPy float32 array (the loop launchers' second result).
+carray<float> delta_array(const kmeans::KMeansStats& stats) {
+    carray<float> delta(static_cast<py::ssize_t>(stats.delta.size()));
+    std::copy(stats.delta.begin(), stats.delta.end(), delta.mutable_data());
+    return delta;
+}
+
 // kmeans_liao(x_dev_ptr, x_host, init, threshold, max_iter, threads, timing=True)
 //   -> (centroids (k, D) float32, membership (N,) int32, iterations, delta (iterations,)
 //       float32, timing dict)
@@ -33,8 +40,7 @@ py::tuple kmeans_liao_py(std::uintptr_t x_dev, const carray<float>& x_host, cons
                                     centroids.mutable_data(), membership.mutable_data(), cfg,
                                     timing ? &phases : nullptr);
     }
-    carray<float> delta(static_cast<py::ssize_t>(stats.delta.size()));
-    std::copy(stats.delta.begin(), stats.delta.end(), delta.mutable_data());
+    const carray<float> delta = delta_array(stats);
     py::dict times;
     if (timing) {
         times["loop_h2d_ms"] = phases.upload_ms;
@@ -69,6 +75,12 @@ kmeans::StreamConfig stream_config(std::int64_t chunk_points, int buffers, const
     return cfg;
 }
 
+// The loop launchers' own parameters (device, device_fused, device_gemm, device_tiled).
+void check_loop_args(int loops_per_sync, int blocks) {
+    GPUOPT_REQUIRE(loops_per_sync >= 1, "kmeans device: loops_per_sync must be >= 1");
+    GPUOPT_REQUIRE(blocks >= 0, "kmeans device: blocks must be >= 0 (0: as many as are resident)");
+}
+
 kmeans::PersistentConfig persistent_config(int blocks, const std::string& x_memory) {
     GPUOPT_REQUIRE(blocks >= 0, "kmeans device_persistent: blocks must be >= 0 (0: as many as are co-resident)");
     GPUOPT_REQUIRE(x_memory == "auto" || x_memory == "global",
@@ -82,79 +94,73 @@ kmeans::PersistentConfig persistent_config(int blocks, const std::string& x_memo
 }  // namespace
 
 void bind_kmeans(py::module_& m) {
-    // kmeans_device / _fused / _gemm / _tiled(x_dev, centroids_dev, membership_dev, n, d, k, threshold, max_iter, *,
-    //   loops_per_sync, blocks, products) -> (iterations, delta (iterations,) float32); centres and memberships in
-    //   place. products: device_tiled's only ("auto", "tf32x3", "ffma"); the others take none.
+    // kmeans_device / _fused / _gemm(x_dev, centroids_dev, membership_dev, n, d, k, threshold, max_iter, *,
+    //   loops_per_sync, blocks) -> (iterations, delta (iterations,) float32); centres and memberships in place.
+    //   kmeans_device_tiled takes products too ("auto", "tf32x3", "ffma": its screen's dot products).
     using DeviceLoop = kmeans::KMeansStats (*)(const float*, std::int64_t, std::int64_t, std::int64_t, float,
-                                               std::int64_t, float*, std::int32_t*, int, int, const std::string&);
-    using DeviceCheck = void (*)(std::int64_t, std::int64_t, std::int64_t, const std::string&);
-    // The loops without products, adapted to the one signature (their products argument is always "auto").
-#define GPUOPT_NO_PRODUCTS(fn)                                                                                        \
-    [](const float* x, std::int64_t n, std::int64_t d, std::int64_t k, float t, std::int64_t it, float* c,             \
-       std::int32_t* m, int lps, int b, const std::string&) { return fn(x, n, d, k, t, it, c, m, lps, b); }
-#define GPUOPT_NO_PRODUCTS_CHECK(fn) [](std::int64_t n, std::int64_t d, std::int64_t k, const std::string&) { fn(n, d, k); }
+                                               std::int64_t, float*, std::int32_t*, int, int);
+    using DeviceCheck = void (*)(std::int64_t, std::int64_t, std::int64_t);
     struct Loop {
         const char* name;
         DeviceLoop run;
         DeviceCheck check;
-        bool products;
     };
-    for (const Loop& entry :
-         {Loop{"device", GPUOPT_NO_PRODUCTS(kmeans::kmeans_device), GPUOPT_NO_PRODUCTS_CHECK(kmeans::kmeans_device_check), false},
-          Loop{"device_fused", GPUOPT_NO_PRODUCTS(kmeans::kmeans_device_fused),
-               GPUOPT_NO_PRODUCTS_CHECK(kmeans::kmeans_device_check), false},
-          Loop{"device_gemm", GPUOPT_NO_PRODUCTS(kmeans::kmeans_device_gemm),
-               GPUOPT_NO_PRODUCTS_CHECK(kmeans::kmeans_device_gemm_check), false},
-          Loop{"device_tiled", &kmeans::kmeans_device_tiled, &kmeans::kmeans_device_tiled_check, true}}) {
+    const char* loop_doc = "The whole k-means loop on the GPU (see csrc/kmeans/kmeans_cuda.hpp).";
+    const char* check_doc = "Raise ValueError if this variant cannot run this configuration (nothing runs; needs a device).";
+    for (const Loop& entry : {Loop{"device", &kmeans::kmeans_device, &kmeans::kmeans_device_check},
+                              Loop{"device_fused", &kmeans::kmeans_device_fused, &kmeans::kmeans_device_check},
+                              Loop{"device_gemm", &kmeans::kmeans_device_gemm, &kmeans::kmeans_device_gemm_check}}) {
         const DeviceLoop loop = entry.run;
         const DeviceCheck check = entry.check;
-        auto run = [loop](std::uintptr_t x_dev, std::uintptr_t centroids_dev, std::uintptr_t membership_dev,
-                          std::int64_t n, std::int64_t d, std::int64_t k, float threshold, std::int64_t max_iter,
-                          int loops_per_sync, int blocks, const std::string& products) {
-            kmeans::KMeansStats stats;
-            {
-                py::gil_scoped_release release;
-                stats = loop(dptr<const float>(x_dev), n, d, k, threshold, max_iter, dptr<float>(centroids_dev),
-                             dptr<std::int32_t>(membership_dev), loops_per_sync, blocks, products);
-            }
-            carray<float> delta(static_cast<py::ssize_t>(stats.delta.size()));
-            std::copy(stats.delta.begin(), stats.delta.end(), delta.mutable_data());
-            return py::make_tuple(stats.iterations, delta);
-        };
-        auto checked = [check](std::int64_t n, std::int64_t d, std::int64_t k, int loops_per_sync, int blocks,
-                               const std::string& products) {
-            GPUOPT_REQUIRE(loops_per_sync >= 1, "kmeans device: loops_per_sync must be >= 1");
-            GPUOPT_REQUIRE(blocks >= 0, "kmeans device: blocks must be >= 0 (0: as many as are resident)");
-            check(n, d, k, products);
-        };
-        const char* doc = "The whole k-means loop on the GPU (see csrc/kmeans/kmeans_cuda.hpp).";
-        const char* check_doc = "Raise ValueError if this variant cannot run this configuration (nothing runs; needs a device).";
-        if (entry.products) {
-            def_variant(m, "kmeans", entry.name, run, py::arg("x_dev_ptr"), py::arg("centroids_dev_ptr"),
-                        py::arg("membership_dev_ptr"), py::arg("n"), py::arg("d"), py::arg("k"), py::arg("threshold"),
-                        py::arg("max_iter"), py::kw_only(), py::arg("loops_per_sync"), py::arg("blocks") = 0,
-                        py::arg("products") = "auto", doc);
-            def_check(m, "kmeans", entry.name, checked, py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(),
-                      py::arg("loops_per_sync") = 1, py::arg("blocks") = 0, py::arg("products") = "auto", check_doc);
-        } else {
-            def_variant(m, "kmeans", entry.name,
-                        [run](std::uintptr_t x, std::uintptr_t c, std::uintptr_t mb, std::int64_t n, std::int64_t d,
-                              std::int64_t k, float t, std::int64_t it, int lps, int b) {
-                            return run(x, c, mb, n, d, k, t, it, lps, b, "auto");
-                        },
-                        py::arg("x_dev_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
-                        py::arg("d"), py::arg("k"), py::arg("threshold"), py::arg("max_iter"), py::kw_only(),
-                        py::arg("loops_per_sync"), py::arg("blocks") = 0, doc);
-            def_check(m, "kmeans", entry.name,
-                      [checked](std::int64_t n, std::int64_t d, std::int64_t k, int lps, int b) {
-                          checked(n, d, k, lps, b, "auto");
-                      },
-                      py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(), py::arg("loops_per_sync") = 1,
-                      py::arg("blocks") = 0, check_doc);
-        }
+        def_variant(m, "kmeans", entry.name,
+                    [loop](std::uintptr_t x_dev, std::uintptr_t centroids_dev, std::uintptr_t membership_dev,
+                           std::int64_t n, std::int64_t d, std::int64_t k, float threshold, std::int64_t max_iter,
+                           int loops_per_sync, int blocks) {
+                        kmeans::KMeansStats stats;
+                        {
+                            py::gil_scoped_release release;
+                            stats = loop(dptr<const float>(x_dev), n, d, k, threshold, max_iter,
+                                         dptr<float>(centroids_dev), dptr<std::int32_t>(membership_dev),
+                                         loops_per_sync, blocks);
+                        }
+                        return py::make_tuple(stats.iterations, delta_array(stats));
+                    },
+                    py::arg("x_dev_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
+                    py::arg("d"), py::arg("k"), py::arg("threshold"), py::arg("max_iter"), py::kw_only(),
+                    py::arg("loops_per_sync"), py::arg("blocks") = 0, loop_doc);
+        def_check(m, "kmeans", entry.name,
+                  [check](std::int64_t n, std::int64_t d, std::int64_t k, int loops_per_sync, int blocks) {
+                      check_loop_args(loops_per_sync, blocks);
+                      check(n, d, k);
+                  },
+                  py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(), py::arg("loops_per_sync") = 1,
+                  py::arg("blocks") = 0, check_doc);
     }
-#undef GPUOPT_NO_PRODUCTS
-#undef GPUOPT_NO_PRODUCTS_CHECK
+    def_variant(m, "kmeans", "device_tiled",
+                [](std::uintptr_t x_dev, std::uintptr_t centroids_dev, std::uintptr_t membership_dev, std::int64_t n,
+                   std::int64_t d, std::int64_t k, float threshold, std::int64_t max_iter, int loops_per_sync,
+                   int blocks, const std::string& products) {
+                    kmeans::KMeansStats stats;
+                    {
+                        py::gil_scoped_release release;
+                        stats = kmeans::kmeans_device_tiled(dptr<const float>(x_dev), n, d, k, threshold, max_iter,
+                                                            dptr<float>(centroids_dev),
+                                                            dptr<std::int32_t>(membership_dev), loops_per_sync, blocks,
+                                                            products);
+                    }
+                    return py::make_tuple(stats.iterations, delta_array(stats));
+                },
+                py::arg("x_dev_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
+                py::arg("d"), py::arg("k"), py::arg("threshold"), py::arg("max_iter"), py::kw_only(),
+                py::arg("loops_per_sync"), py::arg("blocks") = 0, py::arg("products") = "auto", loop_doc);
+    def_check(m, "kmeans", "device_tiled",
+              [](std::int64_t n, std::int64_t d, std::int64_t k, int loops_per_sync, int blocks,
+                 const std::string& products) {
+                  check_loop_args(loops_per_sync, blocks);
+                  kmeans::kmeans_device_tiled_check(n, d, k, products);
+              },
+              py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(), py::arg("loops_per_sync") = 1,
+              py::arg("blocks") = 0, py::arg("products") = "auto", check_doc);
     // kmeans_device_persistent(x_dev, centroids_dev, membership_dev, n, d, k, threshold, max_iter, *, blocks, x_memory,
     //   init_dev_ptr=0) -> (iterations, delta); one cooperative launch for the whole run. init_dev_ptr: the initial
     //   centres on the device (0: centroids_dev holds them), read by the kernel, so no copy is queued.
@@ -171,9 +177,7 @@ void bind_kmeans(py::module_& m) {
                                                                  dptr<std::int32_t>(membership_dev), cfg,
                                                                  dptr<const float>(init_dev));
                     }
-                    carray<float> delta(static_cast<py::ssize_t>(stats.delta.size()));
-                    std::copy(stats.delta.begin(), stats.delta.end(), delta.mutable_data());
-                    return py::make_tuple(stats.iterations, delta);
+                    return py::make_tuple(stats.iterations, delta_array(stats));
                 },
                 py::arg("x_dev_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
                 py::arg("d"), py::arg("k"), py::arg("threshold"), py::arg("max_iter"), py::kw_only(),
@@ -209,8 +213,7 @@ void bind_kmeans(py::module_& m) {
                                                       dptr<float>(centroids_dev), dptr<std::int32_t>(membership_dev),
                                                       cfg, &path);
                     }
-                    carray<float> delta(static_cast<py::ssize_t>(stats.delta.size()));
-                    std::copy(stats.delta.begin(), stats.delta.end(), delta.mutable_data());
+                    const carray<float> delta = delta_array(stats);
                     static const char* const paths[] = {"device", "pinned", "registered", "staged"};
                     return py::make_tuple(stats.iterations, delta, paths[path]);
                 },
