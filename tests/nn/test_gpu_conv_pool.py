@@ -54,11 +54,7 @@ def _case(rng, shape, with_bias=True):
 @pytest.mark.parametrize("activation,pool", [("relu", "avg"), ("tanh", "max"), ("none", "max"), ("relu", "max"),
                                              ("none", "avg")])
 def test_fused_matches_cpu(rng, shape, activation, pool):
-    x, w, b = _case(rng, shape, with_bias=activation != "none")
-    out = nn.conv2d_pool(x, w, b, activation=activation, pool=pool, variant="fused")
-    ref = nn.conv2d_pool(x, w, b, activation=activation, pool=pool, variant="cpu")
-    assert np.isfinite(out).all()
-    assert_close(out, ref, x, w, b)
+    check_matches_cpu(rng, "fused", shape, activation, pool)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
@@ -94,6 +90,16 @@ def test_uint8_input_equals_float_input_divided(rng):
     np.testing.assert_array_equal(out8, outf)  # the same float32 inputs, bit for bit
     ref = nn.conv2d_pool(x8, w, activation="relu", pool="avg", input_divisor=255.0, variant="cpu")
     assert_close(out8, ref, x8.astype(np.float32) / np.float32(255), w)
+
+
+def check_matches_cpu(rng, variant, shape, activation, pool, **params):
+    """``variant`` (with ``params``) against the CPU reference on a fresh case of ``shape``: every output finite, and
+    within :func:`assert_close`'s bound (a bias only where there is an activation)."""
+    x, w, b = _case(rng, shape, with_bias=activation != "none")
+    out = nn.conv2d_pool(x, w, b, activation=activation, pool=pool, variant=variant, **params)
+    ref = nn.conv2d_pool(x, w, b, activation=activation, pool=pool, variant="cpu")
+    assert np.isfinite(out).all()
+    assert_close(out, ref, x, w, b)
 
 
 def check_nan_windows(rng, variant, shape, at, pool):

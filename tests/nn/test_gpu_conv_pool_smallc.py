@@ -12,7 +12,7 @@ import gpuopt
 from gpuopt import nn
 from conftest import relative_error
 import oracles
-from .test_gpu_conv_pool import _case, assert_close, check_device_arrays, check_nan_windows
+from .test_gpu_conv_pool import _case, assert_close, check_device_arrays, check_matches_cpu, check_nan_windows
 
 pytestmark = pytest.mark.gpu
 
@@ -34,11 +34,7 @@ SHAPES = [
 @pytest.mark.parametrize("activation,pool", [("relu", "avg"), ("tanh", "max"), ("none", "max"), ("relu", "max"),
                                              ("none", "avg"), ("tanh", "avg")])
 def test_matches_cpu(rng, shape, activation, pool):
-    x, w, b = _case(rng, shape, with_bias=activation != "none")
-    out = nn.conv2d_pool(x, w, b, activation=activation, pool=pool, variant=VARIANT)
-    ref = nn.conv2d_pool(x, w, b, activation=activation, pool=pool, variant="cpu")
-    assert np.isfinite(out).all()
-    assert_close(out, ref, x, w, b)
+    check_matches_cpu(rng, VARIANT, shape, activation, pool)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)

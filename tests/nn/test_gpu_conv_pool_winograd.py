@@ -11,7 +11,7 @@ import pytest
 import gpuopt
 from gpuopt import nn
 import oracles
-from .test_gpu_conv_pool import SHAPES, _case, assert_close, check_device_arrays
+from .test_gpu_conv_pool import SHAPES, _case, assert_close, check_device_arrays, check_matches_cpu
 
 pytestmark = pytest.mark.gpu
 
@@ -27,11 +27,7 @@ MORE_SHAPES = [
 @pytest.mark.parametrize("shape", SHAPES + MORE_SHAPES, ids=str)
 @pytest.mark.parametrize("activation,pool", [("relu", "avg"), ("tanh", "max"), ("none", "max"), ("none", "avg")])
 def test_matches_cpu(rng, m, shape, activation, pool):
-    x, w, b = _case(rng, shape, with_bias=activation != "none")
-    out = nn.conv2d_pool(x, w, b, activation=activation, pool=pool, variant=VARIANT, m=m)
-    ref = nn.conv2d_pool(x, w, b, activation=activation, pool=pool, variant="cpu")
-    assert np.isfinite(out).all()
-    assert_close(out, ref, x, w, b)
+    check_matches_cpu(rng, VARIANT, shape, activation, pool, m=m)
 
 
 def test_large_batch_mnist_conv2_close_to_fused(rng):
