@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "../common/cuda_check.cuh"
@@ -47,7 +48,8 @@ static_assert(kCentresT % 4 == 0 && kTilePoints <= kTileThreads, "float4 centre 
 constexpr int kXStride = kTilePoints + 4; // x^T rows padded: the transposing stores spread over the banks
 constexpr int kSortItems = kChunk / kTileThreads;  // 4 keys a thread in sum_members
 constexpr int kIndexBits = 10;                      // a chunk's object index in the sort key
-constexpr int kSumCols = 16;                        // coordinates of the chunk staged at once (64 KB)
+// Coordinates of the chunk staged at once by sum_members: 8 (32 KB; 4 blocks an SM) or 16 (64 KB; 2).
+constexpr int kSumCols = 8;
 static_assert(kChunk == 1 << kIndexBits && kTileThreads * kSortItems == kChunk, "sort keys hold a chunk index");
 
 __host__ __device__ inline int padded_k(int k) { return (k + kTileCentres - 1) / kTileCentres * kTileCentres; }
@@ -67,15 +69,22 @@ __host__ __device__ inline int staged_centres(int dp, int k, bool blocked_centre
     return blocked_centres ? block_centres(dp) : padded_k(k);
 }
 
-// Tc: -2c as hi/lo B fragments (tc::centre_floats a centre) instead of one float a coordinate.
-std::size_t tile_shared_bytes(int dp, int k, bool blocked_centres, bool tc) {
-    const int kc = padded_k(k), kb = staged_centres(dp, k, blocked_centres);
-    const int cs = (tc ? tc::centre_floats(dp) : dp) * kb;
-    return static_cast<std::size_t>(cs + kc + dp * kXStride + 3 * kTilePoints) * sizeof(float);
+// The norms also as mma C-operand quads: the packed tensor-core screen with its A fragments in registers and all
+// centres staged (2 kc floats more).
+__host__ __device__ constexpr bool quads(int dp, bool blocked_centres, bool tc, bool packed) {
+    return tc && packed && tc::hoists(dp) && !blocked_centres;
 }
 
-std::size_t sum_shared_bytes(int k) {
-    return static_cast<std::size_t>(kChunk * kSumCols + kChunk + 3 * (k + 1)) * sizeof(std::int32_t);
+// Tc: -2c as hi/lo B fragments (tc::centre_floats a centre) instead of one float a coordinate.
+std::size_t tile_shared_bytes(int dp, int k, bool blocked_centres, bool tc, bool packed = true) {
+    const int kc = padded_k(k), kb = staged_centres(dp, k, blocked_centres);
+    const int cs = (tc ? tc::centre_floats(dp) : dp) * kb;
+    const int cq = quads(dp, blocked_centres, tc, packed) ? 2 * kc : 0;
+    return static_cast<std::size_t>(cs + kc + cq + dp * kXStride + 3 * kTilePoints) * sizeof(float);
+}
+
+std::size_t sum_shared_bytes(int k, int cols = kSumCols) {
+    return static_cast<std::size_t>(kChunk * cols + kChunk + 3 * (k + 1)) * sizeof(std::int32_t);
 }
 
 // (best, index, second) of two disjoint centre sets: ties to the lower index, an equal best makes second = best
@@ -163,7 +172,7 @@ __device__ inline int flush_queue(const float* __restrict__ x, int d, int k, int
 // and the same order of centres, so the same memberships. Tc: the products on the tensor cores in 3xTF32
 // (kmeans_tiled_tc.cuh: a warp 32 points x a pass of 32 centres), other g values with their own bound (tc_bound),
 // and the same Liao-exact memberships.
-template <int DP, bool Blocked, bool Tc>
+template <int DP, bool Blocked, bool Tc, bool Packed = Tc>
 __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const float* __restrict__ x, std::int64_t n, int d,
                                                                 int k, const float* __restrict__ centres,
                                                                 std::int32_t* __restrict__ membership,
@@ -175,7 +184,10 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
     float* cs = tsm;                        // [DP][kb]: -2c of the staged centres, transposed (exact: a power of two)
                                             // (Tc: [kb / 8][steps][32 lanes] float4 B fragments, hi and lo)
     float* cn = cs + (Tc ? tc::centre_floats(DP) : DP) * kb;  // [kc]: ||c||^2 (fmaf chain in coordinate order), pad centres +inf
-    float* xs = cn + kc;                    // [DP][kXStride]: the tile's points, transposed
+    // kQuads: the norms again as (n(2p), n(2p + 1), n(2p), n(2p + 1)) quads, the mma's C operand (tc::pass)
+    constexpr bool kQuads = quads(DP, Blocked, Tc, Packed);
+    const float4* cnq = reinterpret_cast<const float4*>(cn + kc);  // [kc / 2] (kQuads)
+    float* xs = cn + kc + (kQuads ? 2 * kc : 0);  // [DP][kXStride]: the tile's points, transposed
     float* res_b = xs + DP * kXStride;      // [kTilePoints] merged best g
     float* res_s = res_b + kTilePoints;     // second g
     int* res_i = reinterpret_cast<int*>(res_s + kTilePoints);
@@ -194,6 +206,13 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
     };
     if (!Blocked) stage_centres(0);
     centre_norms(centres, k, d, kc, cn, &cmax_s);  // (its barrier also publishes cs and queue_n)
+    if constexpr (Packed)  // finite pad norms (tc::pass); published by the first tile's barrier
+        for (int c = k + threadIdx.x; c < kc; c += kTileThreads) cn[c] = tc::kPadNorm;
+    if constexpr (kQuads)  // cn[c < k] is published by centre_norms' barrier
+        for (int p = threadIdx.x; p < kc / 2; p += kTileThreads) {
+            const float n0 = 2 * p < k ? cn[2 * p] : tc::kPadNorm, n1 = 2 * p + 1 < k ? cn[2 * p + 1] : tc::kPadNorm;
+            cn[kc + 4 * p] = n0, cn[kc + 4 * p + 1] = n1, cn[kc + 4 * p + 2] = n0, cn[kc + 4 * p + 3] = n1;
+        }
     const int lane = threadIdx.x % 32;
     // Centre column tx: centres g*4*kCols + tx*4 .. +3 of a pass (float4 group g: a warp's loads of a group are
     // consecutive 16-byte words, no bank conflict); point row ty: points ty*4..ty*4+3.
@@ -242,7 +261,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
           const int cend = kc - cb0 < kb ? kc - cb0 : kb;  // both multiples of a register pass
           for (int c0 = 0; c0 < cend; c0 += kTileCentres) {
            if constexpr (Tc) {
-            tc::pass<DP>(reinterpret_cast<const float4*>(cs), cn + cb0, cb0, c0, xs, kXStride, lane, ah, al, best,
+            tc::pass<DP, Packed, kQuads>(reinterpret_cast<const float4*>(cs), cn + cb0, cnq, cb0, c0, xs, kXStride, lane, ah, al, best,
                          second, bi);
            } else {
             float acc[4][kCentresT];
@@ -287,6 +306,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
         }
 #pragma unroll
         for (int a = 0; a < 4; ++a) {
+            if constexpr (Packed) bi[a] = tc::unpack_index(bi[a], best[a], lane);
 #pragma unroll
             for (int off = 1; off < kCols; off *= 2)
                 merge_best(best[a], bi[a], second[a], __shfl_xor_sync(0xffffffffu, best[a], off),
@@ -344,7 +364,8 @@ using ChunkSort = cub::BlockRadixSort<unsigned, kTileThreads, kSortItems>;
 // Chunk sums from the memberships: a stable sort of (cluster, index) by cluster, then a thread per (cluster, 4
 // coordinates; 1 where the staged columns are not a multiple of 4) walks its members in object order (leaf sums
 // closed at each leaf boundary). Member counts: integers.
-__global__ void __launch_bounds__(kTileThreads, 2) sum_members(const float* __restrict__ x, std::int64_t n, int d,
+template <int Cols>
+__global__ void __launch_bounds__(kTileThreads, Cols <= 8 ? 4 : 2) sum_members(const float* __restrict__ x, std::int64_t n, int d,
                                                                int k, const std::int32_t* __restrict__ membership,
                                                                double* __restrict__ chunk_sums,
                                                                unsigned long long* __restrict__ counts,
@@ -352,8 +373,8 @@ __global__ void __launch_bounds__(kTileThreads, 2) sum_members(const float* __re
     if (state->done) return;
     __shared__ typename ChunkSort::TempStorage sort_s;
     extern __shared__ __align__(16) float ssm[];
-    float* x_s = ssm;                                                     // [kChunk][<= kSumCols]
-    unsigned* sorted_s = reinterpret_cast<unsigned*>(x_s + kChunk * kSumCols);  // [kChunk] (cluster << 10 | index)
+    float* x_s = ssm;                                                     // [kChunk][<= Cols]
+    unsigned* sorted_s = reinterpret_cast<unsigned*>(x_s + kChunk * Cols);  // [kChunk] (cluster << 10 | index)
     int* start_s = reinterpret_cast<int*>(sorted_s + kChunk);             // [k + 1] (k: past the end)
     int* end_s = start_s + k + 1;
     int* count_s = end_s + k + 1;                                         // [k] this block's members
@@ -386,13 +407,15 @@ __global__ void __launch_bounds__(kTileThreads, 2) sum_members(const float* __re
         }
         __syncthreads();
         for (int c = threadIdx.x; c < k; c += kTileThreads) count_s[c] += end_s[c] - start_s[c];
-        for (int j0 = 0; j0 < d; j0 += kSumCols) {
-            const int w = d - j0 < kSumCols ? d - j0 : kSumCols;
+        for (int j0 = 0; j0 < d; j0 += Cols) {
+            const int w = d - j0 < Cols ? d - j0 : Cols;
             if (j0 > 0) __syncthreads();  // the last columns are read
             const float* xc = x + start * d + j0;
-            if (w == d && d % 4 == 0 && (reinterpret_cast<std::uintptr_t>(x) & 15) == 0) {
-                for (int t = threadIdx.x; t < len * d / 4; t += kTileThreads)
-                    reinterpret_cast<float4*>(x_s)[t] = reinterpret_cast<const float4*>(xc)[t];
+            if (w % 4 == 0 && d % 4 == 0 && (reinterpret_cast<std::uintptr_t>(x) & 15) == 0) {  // 16-byte pieces
+                const int w4 = w / 4;
+                for (int t = threadIdx.x; t < len * w4; t += kTileThreads)
+                    reinterpret_cast<float4*>(x_s)[t] =
+                        *reinterpret_cast<const float4*>(xc + static_cast<std::int64_t>(t / w4) * d + t % w4 * 4);
             } else {
                 for (int t = threadIdx.x; t < len * w; t += kTileThreads)
                     x_s[t] = xc[static_cast<std::int64_t>(t / w) * d + t % w];
@@ -460,6 +483,7 @@ void with_assign_tiled(std::int64_t d, std::int64_t k, Products p, F&& f) {
         const std::size_t shared = tile_shared_bytes(dp.value, static_cast<int>(k), b, tc);
         if (tc) {
             if (b) f(assign_tiled<dp.value, true, true>, shared);
+            else if (dp.value == 16 && std::getenv("GPUOPT_KTILE_UNPACKED")) f(assign_tiled<dp.value, false, true, false>, tile_shared_bytes(dp.value, static_cast<int>(k), b, tc, false));  // TEMP A/B
             else f(assign_tiled<dp.value, false, true>, shared);
         } else {
             if (b) f(assign_tiled<dp.value, true, false>, shared);
@@ -505,7 +529,8 @@ void check(std::int64_t n, std::int64_t d, std::int64_t k, Products p) {
         with_assign_tiled(d, k, resolve(p, d, k), [&](auto kernel, std::size_t shared) {
             require_shared_memory(kernel, shared, (what + ": assign_tiled").c_str());
         });
-    require_shared_memory(sum_members, sum_shared_bytes(static_cast<int>(k)), (what + ": sum_members").c_str());
+    require_shared_memory(sum_members<kSumCols>, sum_shared_bytes(static_cast<int>(k)), (what + ": sum_members").c_str());
+    require_shared_memory(sum_members<16>, sum_shared_bytes(static_cast<int>(k), 16), (what + ": sum_members").c_str());  // TEMP A/B
 }
 
 Launch plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks, Products p) {
@@ -520,7 +545,10 @@ Launch plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks, Products
         l.assign_blocks = static_cast<unsigned>(std::min<std::int64_t>(
             (n + kTileThreads - 1) / kTileThreads, resident_blocks(assign_any, 0, blocks)));
     l.sum_blocks = static_cast<unsigned>(std::min<std::int64_t>(chunks, resident_blocks(
-        sum_members, sum_shared_bytes(static_cast<int>(k)), blocks)));
+        sum_members<kSumCols>, sum_shared_bytes(static_cast<int>(k)), blocks)));
+    if (std::getenv("GPUOPT_KTILE_SUM16"))  // TEMP A/B
+        l.sum_blocks = static_cast<unsigned>(std::min<std::int64_t>(chunks, resident_blocks(
+            sum_members<16>, sum_shared_bytes(static_cast<int>(k), 16), blocks)));
     return l;
 }
 
@@ -535,8 +563,12 @@ void launch(const Launch& l, const float* x, std::int64_t n, std::int64_t d, std
     else
         assign_any<<<l.assign_blocks, kTileThreads>>>(x, n, di, ki, centres, membership, state);
     GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign");
-    sum_members<<<l.sum_blocks, kTileThreads, sum_shared_bytes(ki)>>>(x, n, di, ki, membership, chunk_sums, counts,
-                                                                     state);
+    if (std::getenv("GPUOPT_KTILE_SUM16"))  // TEMP A/B
+        sum_members<16><<<l.sum_blocks, kTileThreads, sum_shared_bytes(ki, 16)>>>(x, n, di, ki, membership, chunk_sums,
+                                                                               counts, state);
+    else
+        sum_members<kSumCols><<<l.sum_blocks, kTileThreads, sum_shared_bytes(ki)>>>(x, n, di, ki, membership, chunk_sums,
+                                                                                 counts, state);
     GPUOPT_CHECK_LAUNCH("kmeans device_tiled sum_members");
 }
 
