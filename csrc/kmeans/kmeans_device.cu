@@ -346,13 +346,35 @@ __global__ void __launch_bounds__(kFinishWarps * 32) finish_loop(std::int64_t n,
         for (std::int64_t g0 = 0; g0 < groups; g0 += kSlots) {
             double group_sum = 0.0;
             const std::int64_t g = g0 + slot;
-            if (g < groups) {  // all 32 loads issued before the in-order adds (+0.0 past the last chunk: no change)
-                double part[kGroup];
+            if constexpr (Coords == 1) {
+                if (g < groups) {  // the 32 loads before the in-order adds (+0.0 past the last chunk: no change)
+                    double part[kGroup];
 #pragma unroll
-                for (int u = 0; u < kGroup; ++u)
-                    part[u] = g * kGroup + u < chunks ? chunk_sums[(g * kGroup + u) * kd + e] : 0.0;
+                    for (int u = 0; u < kGroup; ++u)
+                        part[u] = g * kGroup + u < chunks ? chunk_sums[(g * kGroup + u) * kd + e] : 0.0;
 #pragma unroll
-                for (int u = 0; u < kGroup; ++u) group_sum += part[u];
+                    for (int u = 0; u < kGroup; ++u) group_sum += part[u];
+                }
+            } else if (g < groups) {
+                // The group's chunk sums through shared memory by cp.async, 16 in flight a lane (as registers, ptxas
+                // issues each load one add before its use: a round trip an add). Past the last chunk: zero-filled.
+                __shared__ __align__(16) double part_s[kFinishWarps][kGroup / 2][32];
+                double* mine = &part_s[threadIdx.x / 32][0][lane];
+#pragma unroll
+                for (int h = 0; h < kGroup; h += kGroup / 2) {
+#pragma unroll
+                    for (int u = 0; u < kGroup / 2; ++u) {
+                        const std::int64_t q = g * kGroup + h + u;
+                        const double* src = chunk_sums + (q < chunks ? q : chunks - 1) * kd + e;
+                        const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(mine + u * 32));
+                        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src),
+                                     "r"(q < chunks ? 8 : 0) : "memory");
+                    }
+                    matmul::dev::cp_async_commit();
+                    matmul::dev::cp_async_wait<0>();  // this lane's own copies: no other lane reads them
+#pragma unroll
+                    for (int u = 0; u < kGroup / 2; ++u) group_sum += mine[u * 32];
+                }
             }
             const int in_round = groups - g0 < kSlots ? static_cast<int>(groups - g0) : kSlots;
             for (int r = 0; r < in_round; ++r) total += __shfl_sync(0xffffffffu, group_sum, r * Coords + sub);

@@ -30,6 +30,7 @@
 #include "kmeans_device.cuh"
 #include "kmeans_tiled.hpp"
 #include "kmeans_tiled_tc.cuh"
+#include "../matmul/matmul_kernels.cuh"
 
 namespace gpuopt::kmeans::tiled {
 namespace {
@@ -75,16 +76,20 @@ __host__ __device__ constexpr bool quads(int dp, bool blocked_centres, bool tc, 
     return tc && packed && tc::hoists(dp) && !blocked_centres;
 }
 
+// Two x^T buffers (the next tile prefetched) where they are small: D <= 16.
+__host__ __device__ constexpr bool prefetches(int dp, bool prefetch) { return prefetch && dp <= 16; }
+
 // Tc: -2c as hi/lo B fragments (tc::centre_floats a centre) instead of one float a coordinate.
-std::size_t tile_shared_bytes(int dp, int k, bool blocked_centres, bool tc, bool packed = true) {
+std::size_t tile_shared_bytes(int dp, int k, bool blocked_centres, bool tc, bool packed = true, bool prefetch = true) {
     const int kc = padded_k(k), kb = staged_centres(dp, k, blocked_centres);
     const int cs = (tc ? tc::centre_floats(dp) : dp) * kb;
     const int cq = quads(dp, blocked_centres, tc, packed) ? 2 * kc : 0;
-    return static_cast<std::size_t>(cs + kc + cq + dp * kXStride + 3 * kTilePoints) * sizeof(float);
+    const int xt = prefetches(dp, prefetch) ? 2 * dp * kXStride + 2 * kTilePoints : dp * kXStride;
+    return static_cast<std::size_t>(cs + kc + cq + xt + 3 * kTilePoints) * sizeof(float);
 }
 
-std::size_t sum_shared_bytes(int k, int cols = kSumCols) {
-    return static_cast<std::size_t>(kChunk * cols + kChunk + 3 * (k + 1)) * sizeof(std::int32_t);
+std::size_t sum_shared_bytes(int k, int cols = kSumCols) {  // two buffers of staged columns
+    return static_cast<std::size_t>(2 * kChunk * cols + kChunk + 3 * (k + 1)) * sizeof(std::int32_t);
 }
 
 // (best, index, second) of two disjoint centre sets: ties to the lower index, an equal best makes second = best
@@ -172,7 +177,7 @@ __device__ inline int flush_queue(const float* __restrict__ x, int d, int k, int
 // and the same order of centres, so the same memberships. Tc: the products on the tensor cores in 3xTF32
 // (kmeans_tiled_tc.cuh: a warp 32 points x a pass of 32 centres), other g values with their own bound (tc_bound),
 // and the same Liao-exact memberships.
-template <int DP, bool Blocked, bool Tc, bool Packed = Tc>
+template <int DP, bool Blocked, bool Tc, bool Packed = Tc, bool Prefetch = true>
 __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const float* __restrict__ x, std::int64_t n, int d,
                                                                 int k, const float* __restrict__ centres,
                                                                 std::int32_t* __restrict__ membership,
@@ -187,10 +192,14 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
     // kQuads: the norms again as (n(2p), n(2p + 1), n(2p), n(2p + 1)) quads, the mma's C operand (tc::pass)
     constexpr bool kQuads = quads(DP, Blocked, Tc, Packed);
     const float4* cnq = reinterpret_cast<const float4*>(cn + kc);  // [kc / 2] (kQuads)
-    float* xs = cn + kc + (kQuads ? 2 * kc : 0);  // [DP][kXStride]: the tile's points, transposed
-    float* res_b = xs + DP * kXStride;      // [kTilePoints] merged best g
+    // kPrefetch: two x^T buffers, the next tile's points and memberships copied by cp.async during this tile's passes
+    constexpr bool kPrefetch = prefetches(DP, Prefetch);
+    float* const xs0 = cn + kc + (kQuads ? 2 * kc : 0);  // [1 or 2][DP][kXStride]: the tile's points, transposed
+    float* res_b = xs0 + (kPrefetch ? 2 : 1) * DP * kXStride;  // [kTilePoints] merged best g
     float* res_s = res_b + kTilePoints;     // second g
     int* res_i = reinterpret_cast<int*>(res_s + kTilePoints);
+    int* old_s = res_i + kTilePoints;       // [2][kTilePoints] (kPrefetch): the tile's memberships before this loop
+    float* xs = xs0;
     __shared__ float cmax_s;
     if (threadIdx.x == 0) queue_n = 0;  // seen by all after the barrier below
     // Centres cb0 .. cb0 + kb - 1 into cs (pad centres and coordinates 0; their norms are +inf).
@@ -221,12 +230,44 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
     const bool vec = d % 4 == 0 && (reinterpret_cast<std::uintptr_t>(x) & 15) == 0;
     int changed = 0;
     const std::int64_t tiles = (n + kTilePoints - 1) / kTilePoints;
-    for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    // kPrefetch: tile tl's points into x^T buffer b (4-byte cp.async, transposed; zeros past the end) and its
+    // memberships into old_s; one commit group a thread. The pad rows d..DP of both buffers are zeroed once.
+    auto stage_async = [&](std::int64_t tl, int b) {
+        if (tl < tiles) {
+            const std::int64_t q0 = tl * kTilePoints;
+            const int ln = static_cast<int>(n - q0 < kTilePoints ? n - q0 : kTilePoints);
+            float* dst = xs0 + b * DP * kXStride;
+            const float* src = x + q0 * d;
+            auto copy = [&](auto dd) {  // dd: DP where d == DP, so the index splits into shifts
+                for (int t = threadIdx.x; t < kTilePoints * dd; t += kTileThreads) {
+                    const int p = t / dd, j = t % dd;
+                    matmul::dev::cp_async_4(dst + j * kXStride + p, p < ln ? src + t : x, p < ln ? 4 : 0);
+                }
+            };
+            if (d == DP) copy(std::integral_constant<int, DP>{});
+            else copy(d);
+            if (threadIdx.x < ln)
+                matmul::dev::cp_async_4(reinterpret_cast<float*>(old_s + b * kTilePoints + threadIdx.x),
+                                        reinterpret_cast<const float*>(membership + q0 + threadIdx.x), 4);
+        }
+        matmul::dev::cp_async_commit();
+    };
+    if constexpr (kPrefetch) {
+        for (int t = threadIdx.x; t < 2 * (DP - d) * kXStride; t += kTileThreads)
+            xs0[(t / kXStride / (DP - d)) * DP * kXStride + (d + t / kXStride % (DP - d)) * kXStride + t % kXStride] = 0.f;
+        stage_async(blockIdx.x, 0);
+    }
+    int buf = 0;
+    for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, buf ^= 1) {
         const std::int64_t p0 = tile * kTilePoints;
         const int len = static_cast<int>(n - p0 < kTilePoints ? n - p0 : kTilePoints);
-        __syncthreads();  // the last tile's xs and res_* are read
+        __syncthreads();  // the last tile's xs and res_* are read (kPrefetch: the other buffer is free)
         const float* xt = x + p0 * d;
-        if (vec) {  // 16-byte loads, consecutive threads on consecutive addresses
+        if constexpr (kPrefetch) {
+            xs = xs0 + buf * DP * kXStride;
+            stage_async(tile + gridDim.x, buf ^ 1);
+            matmul::dev::cp_async_wait<1>();  // this tile's copies (the next tile's stay in flight)
+        } else if (vec) {  // 16-byte loads, consecutive threads on consecutive addresses
             for (int t = threadIdx.x; t < kTilePoints * d / 4; t += kTileThreads) {
                 const int p = t * 4 / d, j = t * 4 % d;
                 const float4 v = p < len ? *reinterpret_cast<const float4*>(xt + t * 4) : make_float4(0.f, 0.f, 0.f, 0.f);
@@ -239,7 +280,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
                 xs[j * kXStride + p] = p < len ? xt[t] : 0.f;
             }
         }
-        if (DP > d)
+        if (!kPrefetch && DP > d)
             for (int t = threadIdx.x; t < (DP - d) * kTilePoints; t += kTileThreads)
                 xs[(d + t / kTilePoints) * kXStride + t % kTilePoints] = 0.f;
         __syncthreads();
@@ -325,7 +366,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
             const float bound = point_bound(xs + p, d, cmax_s, Tc ? 8 * kSteps : 0);
             const float b = res_b[p];
             if (__fsub_rn(res_s[p], b) > bound) {
-                changed += membership[p0 + p] != res_i[p];
+                changed += (kPrefetch ? old_s[buf * kTilePoints + p] : membership[p0 + p]) != res_i[p];
                 membership[p0 + p] = res_i[p];
             } else {
                 const int q = atomicAdd(&queue_n, 1);  // < kQueue: flushed below once it holds a tile's worth
@@ -336,6 +377,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
         if (queue_n >= kTilePoints)
             changed += flush_queue<Blocked || Tc>(x, d, k, kc, centres, cs, cn, xs, cmax_s, Tc ? 8 * kSteps : 0, membership);
     }
+    if constexpr (kPrefetch) matmul::dev::cp_async_wait<0>();  // (nothing is left: past the last tile no copies)
     if (queue_n > 0)
         changed += flush_queue<Blocked || Tc>(x, d, k, kc, centres, cs, cn, xs, cmax_s, Tc ? 8 * kSteps : 0, membership);
     add_changed<kTileThreads>(changed, state);
@@ -363,9 +405,130 @@ using ChunkSort = cub::BlockRadixSort<unsigned, kTileThreads, kSortItems>;
 
 // Chunk sums from the memberships: a stable sort of (cluster, index) by cluster, then a thread per (cluster, 4
 // coordinates; 1 where the staged columns are not a multiple of 4) walks its members in object order (leaf sums
-// closed at each leaf boundary). Member counts: integers.
+// closed at each leaf boundary). Member counts: integers. The chunk's x passes through shared memory Cols
+// coordinates at a time (a unit), two buffers: the next unit (the next columns, or the block's next chunk) is copied
+// by cp.async while this one's members are walked and, across chunks, while the next chunk is sorted.
 template <int Cols>
-__global__ void __launch_bounds__(kTileThreads, Cols <= 8 ? 4 : 2) sum_members(const float* __restrict__ x, std::int64_t n, int d,
+__global__ void __launch_bounds__(kTileThreads, 2) sum_members(const float* __restrict__ x, std::int64_t n, int d,
+                                                               int k, const std::int32_t* __restrict__ membership,
+                                                               double* __restrict__ chunk_sums,
+                                                               unsigned long long* __restrict__ counts,
+                                                               LoopState* __restrict__ state) {
+    if (state->done) return;
+    __shared__ typename ChunkSort::TempStorage sort_s;
+    extern __shared__ __align__(16) float ssm[];
+    float* x_s = ssm;                                                     // [2][kChunk][<= Cols]
+    unsigned* sorted_s = reinterpret_cast<unsigned*>(x_s + 2 * kChunk * Cols);  // [kChunk] (cluster << 10 | index)
+    int* start_s = reinterpret_cast<int*>(sorted_s + kChunk);             // [k + 1] (k: past the end)
+    int* end_s = start_s + k + 1;
+    int* count_s = end_s + k + 1;                                         // [k] this block's members
+    for (int c = threadIdx.x; c <= k; c += kTileThreads) count_s[c] = 0;
+    const int kd = k * d;
+    const int key_bits = kIndexBits + 32 - __clz(k);  // clusters 0..k (k: past the end)
+    const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+    const bool vec = d % 4 == 0 && Cols % 4 == 0 && (reinterpret_cast<std::uintptr_t>(x) & 15) == 0;
+    // Columns j0 .. j0 + w - 1 of chunk `chunk` into buffer b as [len][w], one commit group a thread.
+    auto stage = [&](std::int64_t chunk, int j0, int b) {
+        if (chunk < chunks) {
+            const std::int64_t start = chunk * kChunk;
+            const int len = static_cast<int>(n - start < kChunk ? n - start : kChunk);
+            const int w = d - j0 < Cols ? d - j0 : Cols;
+            const float* xc = x + start * d + j0;
+            float* dst = x_s + b * kChunk * Cols;
+            if (vec) {  // 16-byte pieces
+                const int w4 = w / 4;
+                for (int t = threadIdx.x; t < len * w4; t += kTileThreads)
+                    matmul::dev::cp_async_16(dst + t * 4, xc + static_cast<std::int64_t>(t / w4) * d + t % w4 * 4, 16);
+            } else {
+                for (int t = threadIdx.x; t < len * w; t += kTileThreads)
+                    matmul::dev::cp_async_4(dst + t, xc + static_cast<std::int64_t>(t / w) * d + t % w, 4);
+            }
+        }
+        matmul::dev::cp_async_commit();
+    };
+    int buf = 0;
+    stage(blockIdx.x, 0, 0);
+    for (std::int64_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
+        const std::int64_t start = chunk * kChunk;
+        const int len = static_cast<int>(n - start < kChunk ? n - start : kChunk);
+        unsigned keys[kSortItems];  // blocked: thread t holds objects 4t..4t+3, so the stable sort keeps object order
+#pragma unroll
+        for (int r = 0; r < kSortItems; ++r) {
+            const int i = threadIdx.x * kSortItems + r;
+            const unsigned c = i < len ? static_cast<unsigned>(membership[start + i]) : static_cast<unsigned>(k);
+            keys[r] = c << kIndexBits | static_cast<unsigned>(i);
+        }
+        __syncthreads();  // the last chunk's sorted_s, start_s, end_s are read
+        for (int c = threadIdx.x; c <= k; c += kTileThreads) start_s[c] = end_s[c] = 0;
+        ChunkSort(sort_s).Sort(keys, kIndexBits, key_bits);
+#pragma unroll
+        for (int r = 0; r < kSortItems; ++r) sorted_s[threadIdx.x * kSortItems + r] = keys[r];
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < kSortItems; ++r) {  // each cluster's run in the sorted keys
+            const int q = threadIdx.x * kSortItems + r;
+            const unsigned c = keys[r] >> kIndexBits;
+            if (q == 0 || sorted_s[q - 1] >> kIndexBits != c) start_s[c] = q;
+            if (q == kChunk - 1 || sorted_s[q + 1] >> kIndexBits != c) end_s[c] = q + 1;
+        }
+        __syncthreads();
+        for (int c = threadIdx.x; c < k; c += kTileThreads) count_s[c] += end_s[c] - start_s[c];
+        for (int j0 = 0; j0 < d; j0 += Cols) {
+            const int w = d - j0 < Cols ? d - j0 : Cols;
+            if (j0 > 0) __syncthreads();  // the other buffer's walk is done (at j0 = 0: the sort's barriers)
+            if (j0 + Cols < d) stage(chunk, j0 + Cols, buf ^ 1);
+            else stage(chunk + gridDim.x, 0, buf ^ 1);
+            matmul::dev::cp_async_wait<1>();  // this unit's copies (all but the one just issued)
+            __syncthreads();
+            const float* xb = x_s + buf * kChunk * Cols;
+            buf ^= 1;
+            if (w % 4 == 0) {
+                // A thread per (cluster, 4 coordinates): one walk of the member list feeds 4 independent float64
+                // chains from one LDS.128 a member (a thread per coordinate walked it 4 times, one dependent
+                // LDS, LDS, DADD chain each). Per coordinate the same adds in the same order: the same bits.
+                const int w4 = w / 4;
+                for (int item = threadIdx.x; item < k * w4; item += kTileThreads) {
+                    const int c = item / w4, jj = item % w4 * 4;
+                    double chunk_sum[4] = {0.0, 0.0, 0.0, 0.0}, leaf_sum[4] = {0.0, 0.0, 0.0, 0.0};
+                    int leaf = 0;
+                    for (int q = start_s[c], qe = end_s[c]; q < qe; ++q) {
+                        const int i = static_cast<int>(sorted_s[q] & (kChunk - 1));
+                        if (i / kLeaf != leaf) {
+#pragma unroll
+                            for (int r = 0; r < 4; ++r) chunk_sum[r] += leaf_sum[r], leaf_sum[r] = 0.0;
+                            leaf = i / kLeaf;
+                        }
+                        const float4 v = *reinterpret_cast<const float4*>(xb + i * w + jj);
+                        leaf_sum[0] += static_cast<double>(v.x), leaf_sum[1] += static_cast<double>(v.y);
+                        leaf_sum[2] += static_cast<double>(v.z), leaf_sum[3] += static_cast<double>(v.w);
+                    }
+#pragma unroll
+                    for (int r = 0; r < 4; ++r) chunk_sums[chunk * kd + c * d + j0 + jj + r] = chunk_sum[r] + leaf_sum[r];
+                }
+            } else {
+                for (int item = threadIdx.x; item < k * w; item += kTileThreads) {
+                    const int c = item / w, jj = item % w;
+                    double chunk_sum = 0.0, leaf_sum = 0.0;
+                    int leaf = 0;
+                    for (int q = start_s[c], qe = end_s[c]; q < qe; ++q) {
+                        const int i = static_cast<int>(sorted_s[q] & (kChunk - 1));
+                        if (i / kLeaf != leaf) chunk_sum += leaf_sum, leaf_sum = 0.0, leaf = i / kLeaf;
+                        leaf_sum += static_cast<double>(xb[i * w + jj]);
+                    }
+                    chunk_sums[chunk * kd + c * d + j0 + jj] = chunk_sum + leaf_sum;
+                }
+            }
+        }
+    }
+    matmul::dev::cp_async_wait<0>();  // nothing in flight into shared memory when the block ends
+    __syncthreads();
+    for (int c = threadIdx.x; c < k; c += kTileThreads)
+        if (count_s[c]) atomicAdd(&counts[c], static_cast<unsigned long long>(count_s[c]));
+}
+
+// TEMP A/B: the single-buffered sum_members of main (Cols 16).
+template <int Cols>
+__global__ void __launch_bounds__(kTileThreads, Cols <= 8 ? 4 : 2) sum_members_single(const float* __restrict__ x, std::int64_t n, int d,
                                                                int k, const std::int32_t* __restrict__ membership,
                                                                double* __restrict__ chunk_sums,
                                                                unsigned long long* __restrict__ counts,
@@ -483,8 +646,14 @@ void with_assign_tiled(std::int64_t d, std::int64_t k, Products p, F&& f) {
         const std::size_t shared = tile_shared_bytes(dp.value, static_cast<int>(k), b, tc);
         if (tc) {
             if (b) f(assign_tiled<dp.value, true, true>, shared);
-            else if (dp.value == 16 && std::getenv("GPUOPT_KTILE_UNPACKED")) f(assign_tiled<dp.value, false, true, false>, tile_shared_bytes(dp.value, static_cast<int>(k), b, tc, false));  // TEMP A/B
-            else f(assign_tiled<dp.value, false, true>, shared);
+            else if constexpr (dp.value == 16) {  // TEMP A/B
+                const bool pk = !std::getenv("GPUOPT_KTILE_UNPACKED"), pf = !std::getenv("GPUOPT_KTILE_NOPREFETCH");
+                const std::size_t sh = tile_shared_bytes(16, static_cast<int>(k), false, true, pk, pf);
+                if (pk && pf) f(assign_tiled<16, false, true, true, true>, sh);
+                else if (pk) f(assign_tiled<16, false, true, true, false>, sh);
+                else if (pf) f(assign_tiled<16, false, true, false, true>, sh);
+                else f(assign_tiled<16, false, true, false, false>, sh);
+            } else f(assign_tiled<dp.value, false, true>, shared);
         } else {
             if (b) f(assign_tiled<dp.value, true, false>, shared);
             else f(assign_tiled<dp.value, false, false>, shared);
@@ -530,7 +699,7 @@ void check(std::int64_t n, std::int64_t d, std::int64_t k, Products p) {
             require_shared_memory(kernel, shared, (what + ": assign_tiled").c_str());
         });
     require_shared_memory(sum_members<kSumCols>, sum_shared_bytes(static_cast<int>(k)), (what + ": sum_members").c_str());
-    require_shared_memory(sum_members<16>, sum_shared_bytes(static_cast<int>(k), 16), (what + ": sum_members").c_str());  // TEMP A/B
+    require_shared_memory(sum_members_single<16>, sum_shared_bytes(static_cast<int>(k), 8), (what + ": sum_members").c_str());  // TEMP A/B
 }
 
 Launch plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks, Products p) {
@@ -548,7 +717,7 @@ Launch plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks, Products
         sum_members<kSumCols>, sum_shared_bytes(static_cast<int>(k)), blocks)));
     if (std::getenv("GPUOPT_KTILE_SUM16"))  // TEMP A/B
         l.sum_blocks = static_cast<unsigned>(std::min<std::int64_t>(chunks, resident_blocks(
-            sum_members<16>, sum_shared_bytes(static_cast<int>(k), 16), blocks)));
+            sum_members_single<16>, sum_shared_bytes(static_cast<int>(k), 8), blocks)));
     return l;
 }
 
@@ -564,7 +733,7 @@ void launch(const Launch& l, const float* x, std::int64_t n, std::int64_t d, std
         assign_any<<<l.assign_blocks, kTileThreads>>>(x, n, di, ki, centres, membership, state);
     GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign");
     if (std::getenv("GPUOPT_KTILE_SUM16"))  // TEMP A/B
-        sum_members<16><<<l.sum_blocks, kTileThreads, sum_shared_bytes(ki, 16)>>>(x, n, di, ki, membership, chunk_sums,
+        sum_members_single<16><<<l.sum_blocks, kTileThreads, sum_shared_bytes(ki, 8)>>>(x, n, di, ki, membership, chunk_sums,
                                                                                counts, state);
     else
         sum_members<kSumCols><<<l.sum_blocks, kTileThreads, sum_shared_bytes(ki)>>>(x, n, di, ki, membership, chunk_sums,
