@@ -25,7 +25,6 @@
 // (kmeans_device.cuh) for k*D up to 4096, then finish_loop.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -518,7 +517,7 @@ KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::
     LoopState host_state{};
     // finish_loop with 4 entries a warp where that still leaves >= 1024 warps (8 MB of chunk rows in flight) and
     // the groups take more than one round; one entry a warp otherwise.
-    const int coords = kd % 4 == 0 && kd >= 4096 && chunks > 32 * kGroup && !std::getenv("GPUOPT_KTILE_FIN1") ? 4 : 1;  // TEMP A/B env
+    const int coords = kd % 4 == 0 && kd >= 4096 && chunks > 32 * kGroup ? 4 : 1;
     const auto finish = coords == 4 ? finish_loop<false, 4> : finish_loop<false, 1>;
     const unsigned finish_blocks = static_cast<unsigned>((kd / coords + kFinishWarps - 1) / kFinishWarps);
     // Batches of queued loops until the stop flag is read set; launch_loop(dependent) queues one loop's kernels.

@@ -7,9 +7,11 @@
 //                 whose gap is within dot_bound is queued and gets Liao's distance to its candidates (nearest_dot's
 //                 rule) with a tile's worth of others, one a thread, so every membership is Liao's. Persistent
 //                 grid: the centres are staged once a block (k*D <= 4096), else streamed a block of them at a
-//                 time through each tile (Blocked). Products "tf32x3" (Tc): the same tile with the products on the
+//                 time through each tile (Blocked). D <= 16: the next tile's points and memberships are copied by
+//                 cp.async into a second x^T buffer while this tile runs (prefetches). Products "tf32x3" (Tc): the same tile with the products on the
 //                 tensor cores in 3xTF32, a warp 32 points x 32 centres of mma.sync (kmeans_tiled_tc.cuh), its
-//                 own rounding bound tc_bound in place of dot_bound; "ffma" the register tile; "auto": resolve.
+//                 own rounding bound tc_bound in place of dot_bound, the centre's index packed into g's low bits
+//                 (tc::pack); "ffma" the register tile; "auto": resolve.
 //   sum_members   per chunk of 1024 objects a stable block radix sort of (cluster, index) gives each cluster its
 //                 members in object order; one thread per (cluster, 4 coordinates) adds them, closing a leaf sum into
 //                 the chunk sum at each leaf boundary: the leaf/chunk tree of assign_and_sum (empty leaves add
@@ -20,7 +22,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "../common/cuda_check.cuh"
@@ -49,8 +50,7 @@ static_assert(kCentresT % 4 == 0 && kTilePoints <= kTileThreads, "float4 centre 
 constexpr int kXStride = kTilePoints + 4; // x^T rows padded: the transposing stores spread over the banks
 constexpr int kSortItems = kChunk / kTileThreads;  // 4 keys a thread in sum_members
 constexpr int kIndexBits = 10;                      // a chunk's object index in the sort key
-// Coordinates of the chunk staged at once by sum_members: 8 (32 KB; 4 blocks an SM) or 16 (64 KB; 2).
-constexpr int kSumCols = 8;
+constexpr int kSumCols = 16;                        // coordinates of the chunk staged at once (64 KB)
 static_assert(kChunk == 1 << kIndexBits && kTileThreads * kSortItems == kChunk, "sort keys hold a chunk index");
 
 __host__ __device__ inline int padded_k(int k) { return (k + kTileCentres - 1) / kTileCentres * kTileCentres; }
@@ -70,26 +70,27 @@ __host__ __device__ inline int staged_centres(int dp, int k, bool blocked_centre
     return blocked_centres ? block_centres(dp) : padded_k(k);
 }
 
-// The norms also as mma C-operand quads: the packed tensor-core screen with its A fragments in registers and all
-// centres staged (2 kc floats more).
-__host__ __device__ constexpr bool quads(int dp, bool blocked_centres, bool tc, bool packed) {
-    return tc && packed && tc::hoists(dp) && !blocked_centres;
+// The norms also as mma C-operand quads: the tensor-core screen with its A fragments in registers and all centres
+// staged (2 kc floats more).
+__host__ __device__ constexpr bool quads(int dp, bool blocked_centres, bool tc) {
+    return tc && tc::hoists(dp) && !blocked_centres;
 }
 
-// Two x^T buffers (the next tile prefetched) where they are small: D <= 16.
-__host__ __device__ constexpr bool prefetches(int dp, bool prefetch) { return prefetch && dp <= 16; }
+// Two x^T buffers (the next tile and its memberships prefetched by cp.async) where they are small: D <= 16. Measured
+// on the H200 (10M x 16, k=256, marginal loop): 2,927 µs without, 2,759 / 2,718 with (ktile call 2).
+__host__ __device__ constexpr bool prefetches(int dp) { return dp <= 16; }
 
 // Tc: -2c as hi/lo B fragments (tc::centre_floats a centre) instead of one float a coordinate.
-std::size_t tile_shared_bytes(int dp, int k, bool blocked_centres, bool tc, bool packed = true, bool prefetch = true) {
+std::size_t tile_shared_bytes(int dp, int k, bool blocked_centres, bool tc) {
     const int kc = padded_k(k), kb = staged_centres(dp, k, blocked_centres);
     const int cs = (tc ? tc::centre_floats(dp) : dp) * kb;
-    const int cq = quads(dp, blocked_centres, tc, packed) ? 2 * kc : 0;
-    const int xt = prefetches(dp, prefetch) ? 2 * dp * kXStride + 2 * kTilePoints : dp * kXStride;
+    const int cq = quads(dp, blocked_centres, tc) ? 2 * kc : 0;
+    const int xt = prefetches(dp) ? 2 * dp * kXStride + 2 * kTilePoints : dp * kXStride;
     return static_cast<std::size_t>(cs + kc + cq + xt + 3 * kTilePoints) * sizeof(float);
 }
 
-std::size_t sum_shared_bytes(int k, int cols = kSumCols) {  // two buffers of staged columns
-    return static_cast<std::size_t>(2 * kChunk * cols + kChunk + 3 * (k + 1)) * sizeof(std::int32_t);
+std::size_t sum_shared_bytes(int k) {
+    return static_cast<std::size_t>(kChunk * kSumCols + kChunk + 3 * (k + 1)) * sizeof(std::int32_t);
 }
 
 // (best, index, second) of two disjoint centre sets: ties to the lower index, an equal best makes second = best
@@ -177,7 +178,7 @@ __device__ inline int flush_queue(const float* __restrict__ x, int d, int k, int
 // and the same order of centres, so the same memberships. Tc: the products on the tensor cores in 3xTF32
 // (kmeans_tiled_tc.cuh: a warp 32 points x a pass of 32 centres), other g values with their own bound (tc_bound),
 // and the same Liao-exact memberships.
-template <int DP, bool Blocked, bool Tc, bool Packed = Tc, bool Prefetch = true>
+template <int DP, bool Blocked, bool Tc>
 __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const float* __restrict__ x, std::int64_t n, int d,
                                                                 int k, const float* __restrict__ centres,
                                                                 std::int32_t* __restrict__ membership,
@@ -190,10 +191,10 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
                                             // (Tc: [kb / 8][steps][32 lanes] float4 B fragments, hi and lo)
     float* cn = cs + (Tc ? tc::centre_floats(DP) : DP) * kb;  // [kc]: ||c||^2 (fmaf chain in coordinate order), pad centres +inf
     // kQuads: the norms again as (n(2p), n(2p + 1), n(2p), n(2p + 1)) quads, the mma's C operand (tc::pass)
-    constexpr bool kQuads = quads(DP, Blocked, Tc, Packed);
+    constexpr bool kQuads = quads(DP, Blocked, Tc);
     const float4* cnq = reinterpret_cast<const float4*>(cn + kc);  // [kc / 2] (kQuads)
     // kPrefetch: two x^T buffers, the next tile's points and memberships copied by cp.async during this tile's passes
-    constexpr bool kPrefetch = prefetches(DP, Prefetch);
+    constexpr bool kPrefetch = prefetches(DP);
     float* const xs0 = cn + kc + (kQuads ? 2 * kc : 0);  // [1 or 2][DP][kXStride]: the tile's points, transposed
     float* res_b = xs0 + (kPrefetch ? 2 : 1) * DP * kXStride;  // [kTilePoints] merged best g
     float* res_s = res_b + kTilePoints;     // second g
@@ -215,7 +216,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
     };
     if (!Blocked) stage_centres(0);
     centre_norms(centres, k, d, kc, cn, &cmax_s);  // (its barrier also publishes cs and queue_n)
-    if constexpr (Packed)  // finite pad norms (tc::pass); published by the first tile's barrier
+    if constexpr (Tc)  // finite pad norms (tc::pass packs g); published by the first tile's barrier
         for (int c = k + threadIdx.x; c < kc; c += kTileThreads) cn[c] = tc::kPadNorm;
     if constexpr (kQuads)  // cn[c < k] is published by centre_norms' barrier
         for (int p = threadIdx.x; p < kc / 2; p += kTileThreads) {
@@ -302,7 +303,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
           const int cend = kc - cb0 < kb ? kc - cb0 : kb;  // both multiples of a register pass
           for (int c0 = 0; c0 < cend; c0 += kTileCentres) {
            if constexpr (Tc) {
-            tc::pass<DP, Packed, kQuads>(reinterpret_cast<const float4*>(cs), cn + cb0, cnq, cb0, c0, xs, kXStride, lane, ah, al, best,
+            tc::pass<DP, kQuads>(reinterpret_cast<const float4*>(cs), cn + cb0, cnq, cb0, c0, xs, kXStride, lane, ah, al, best,
                          second, bi);
            } else {
             float acc[4][kCentresT];
@@ -347,7 +348,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
         }
 #pragma unroll
         for (int a = 0; a < 4; ++a) {
-            if constexpr (Packed) bi[a] = tc::unpack_index(bi[a], best[a], lane);
+            if constexpr (Tc) bi[a] = tc::unpack_index(bi[a], best[a], lane);
 #pragma unroll
             for (int off = 1; off < kCols; off *= 2)
                 merge_best(best[a], bi[a], second[a], __shfl_xor_sync(0xffffffffu, best[a], off),
@@ -405,10 +406,7 @@ using ChunkSort = cub::BlockRadixSort<unsigned, kTileThreads, kSortItems>;
 
 // Chunk sums from the memberships: a stable sort of (cluster, index) by cluster, then a thread per (cluster, 4
 // coordinates; 1 where the staged columns are not a multiple of 4) walks its members in object order (leaf sums
-// closed at each leaf boundary). Member counts: integers. The chunk's x passes through shared memory Cols
-// coordinates at a time (a unit), two buffers: the next unit (the next columns, or the block's next chunk) is copied
-// by cp.async while this one's members are walked and, across chunks, while the next chunk is sorted.
-template <int Cols>
+// closed at each leaf boundary). Member counts: integers.
 __global__ void __launch_bounds__(kTileThreads, 2) sum_members(const float* __restrict__ x, std::int64_t n, int d,
                                                                int k, const std::int32_t* __restrict__ membership,
                                                                double* __restrict__ chunk_sums,
@@ -417,127 +415,8 @@ __global__ void __launch_bounds__(kTileThreads, 2) sum_members(const float* __re
     if (state->done) return;
     __shared__ typename ChunkSort::TempStorage sort_s;
     extern __shared__ __align__(16) float ssm[];
-    float* x_s = ssm;                                                     // [2][kChunk][<= Cols]
-    unsigned* sorted_s = reinterpret_cast<unsigned*>(x_s + 2 * kChunk * Cols);  // [kChunk] (cluster << 10 | index)
-    int* start_s = reinterpret_cast<int*>(sorted_s + kChunk);             // [k + 1] (k: past the end)
-    int* end_s = start_s + k + 1;
-    int* count_s = end_s + k + 1;                                         // [k] this block's members
-    for (int c = threadIdx.x; c <= k; c += kTileThreads) count_s[c] = 0;
-    const int kd = k * d;
-    const int key_bits = kIndexBits + 32 - __clz(k);  // clusters 0..k (k: past the end)
-    const std::int64_t chunks = (n + kChunk - 1) / kChunk;
-    const bool vec = d % 4 == 0 && Cols % 4 == 0 && (reinterpret_cast<std::uintptr_t>(x) & 15) == 0;
-    // Columns j0 .. j0 + w - 1 of chunk `chunk` into buffer b as [len][w], one commit group a thread.
-    auto stage = [&](std::int64_t chunk, int j0, int b) {
-        if (chunk < chunks) {
-            const std::int64_t start = chunk * kChunk;
-            const int len = static_cast<int>(n - start < kChunk ? n - start : kChunk);
-            const int w = d - j0 < Cols ? d - j0 : Cols;
-            const float* xc = x + start * d + j0;
-            float* dst = x_s + b * kChunk * Cols;
-            if (vec) {  // 16-byte pieces
-                const int w4 = w / 4;
-                for (int t = threadIdx.x; t < len * w4; t += kTileThreads)
-                    matmul::dev::cp_async_16(dst + t * 4, xc + static_cast<std::int64_t>(t / w4) * d + t % w4 * 4, 16);
-            } else {
-                for (int t = threadIdx.x; t < len * w; t += kTileThreads)
-                    matmul::dev::cp_async_4(dst + t, xc + static_cast<std::int64_t>(t / w) * d + t % w, 4);
-            }
-        }
-        matmul::dev::cp_async_commit();
-    };
-    int buf = 0;
-    stage(blockIdx.x, 0, 0);
-    for (std::int64_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
-        const std::int64_t start = chunk * kChunk;
-        const int len = static_cast<int>(n - start < kChunk ? n - start : kChunk);
-        unsigned keys[kSortItems];  // blocked: thread t holds objects 4t..4t+3, so the stable sort keeps object order
-#pragma unroll
-        for (int r = 0; r < kSortItems; ++r) {
-            const int i = threadIdx.x * kSortItems + r;
-            const unsigned c = i < len ? static_cast<unsigned>(membership[start + i]) : static_cast<unsigned>(k);
-            keys[r] = c << kIndexBits | static_cast<unsigned>(i);
-        }
-        __syncthreads();  // the last chunk's sorted_s, start_s, end_s are read
-        for (int c = threadIdx.x; c <= k; c += kTileThreads) start_s[c] = end_s[c] = 0;
-        ChunkSort(sort_s).Sort(keys, kIndexBits, key_bits);
-#pragma unroll
-        for (int r = 0; r < kSortItems; ++r) sorted_s[threadIdx.x * kSortItems + r] = keys[r];
-        __syncthreads();
-#pragma unroll
-        for (int r = 0; r < kSortItems; ++r) {  // each cluster's run in the sorted keys
-            const int q = threadIdx.x * kSortItems + r;
-            const unsigned c = keys[r] >> kIndexBits;
-            if (q == 0 || sorted_s[q - 1] >> kIndexBits != c) start_s[c] = q;
-            if (q == kChunk - 1 || sorted_s[q + 1] >> kIndexBits != c) end_s[c] = q + 1;
-        }
-        __syncthreads();
-        for (int c = threadIdx.x; c < k; c += kTileThreads) count_s[c] += end_s[c] - start_s[c];
-        for (int j0 = 0; j0 < d; j0 += Cols) {
-            const int w = d - j0 < Cols ? d - j0 : Cols;
-            if (j0 > 0) __syncthreads();  // the other buffer's walk is done (at j0 = 0: the sort's barriers)
-            if (j0 + Cols < d) stage(chunk, j0 + Cols, buf ^ 1);
-            else stage(chunk + gridDim.x, 0, buf ^ 1);
-            matmul::dev::cp_async_wait<1>();  // this unit's copies (all but the one just issued)
-            __syncthreads();
-            const float* xb = x_s + buf * kChunk * Cols;
-            buf ^= 1;
-            if (w % 4 == 0) {
-                // A thread per (cluster, 4 coordinates): one walk of the member list feeds 4 independent float64
-                // chains from one LDS.128 a member (a thread per coordinate walked it 4 times, one dependent
-                // LDS, LDS, DADD chain each). Per coordinate the same adds in the same order: the same bits.
-                const int w4 = w / 4;
-                for (int item = threadIdx.x; item < k * w4; item += kTileThreads) {
-                    const int c = item / w4, jj = item % w4 * 4;
-                    double chunk_sum[4] = {0.0, 0.0, 0.0, 0.0}, leaf_sum[4] = {0.0, 0.0, 0.0, 0.0};
-                    int leaf = 0;
-                    for (int q = start_s[c], qe = end_s[c]; q < qe; ++q) {
-                        const int i = static_cast<int>(sorted_s[q] & (kChunk - 1));
-                        if (i / kLeaf != leaf) {
-#pragma unroll
-                            for (int r = 0; r < 4; ++r) chunk_sum[r] += leaf_sum[r], leaf_sum[r] = 0.0;
-                            leaf = i / kLeaf;
-                        }
-                        const float4 v = *reinterpret_cast<const float4*>(xb + i * w + jj);
-                        leaf_sum[0] += static_cast<double>(v.x), leaf_sum[1] += static_cast<double>(v.y);
-                        leaf_sum[2] += static_cast<double>(v.z), leaf_sum[3] += static_cast<double>(v.w);
-                    }
-#pragma unroll
-                    for (int r = 0; r < 4; ++r) chunk_sums[chunk * kd + c * d + j0 + jj + r] = chunk_sum[r] + leaf_sum[r];
-                }
-            } else {
-                for (int item = threadIdx.x; item < k * w; item += kTileThreads) {
-                    const int c = item / w, jj = item % w;
-                    double chunk_sum = 0.0, leaf_sum = 0.0;
-                    int leaf = 0;
-                    for (int q = start_s[c], qe = end_s[c]; q < qe; ++q) {
-                        const int i = static_cast<int>(sorted_s[q] & (kChunk - 1));
-                        if (i / kLeaf != leaf) chunk_sum += leaf_sum, leaf_sum = 0.0, leaf = i / kLeaf;
-                        leaf_sum += static_cast<double>(xb[i * w + jj]);
-                    }
-                    chunk_sums[chunk * kd + c * d + j0 + jj] = chunk_sum + leaf_sum;
-                }
-            }
-        }
-    }
-    matmul::dev::cp_async_wait<0>();  // nothing in flight into shared memory when the block ends
-    __syncthreads();
-    for (int c = threadIdx.x; c < k; c += kTileThreads)
-        if (count_s[c]) atomicAdd(&counts[c], static_cast<unsigned long long>(count_s[c]));
-}
-
-// TEMP A/B: the single-buffered sum_members of main (Cols 16).
-template <int Cols>
-__global__ void __launch_bounds__(kTileThreads, Cols <= 8 ? 4 : 2) sum_members_single(const float* __restrict__ x, std::int64_t n, int d,
-                                                               int k, const std::int32_t* __restrict__ membership,
-                                                               double* __restrict__ chunk_sums,
-                                                               unsigned long long* __restrict__ counts,
-                                                               LoopState* __restrict__ state) {
-    if (state->done) return;
-    __shared__ typename ChunkSort::TempStorage sort_s;
-    extern __shared__ __align__(16) float ssm[];
-    float* x_s = ssm;                                                     // [kChunk][<= Cols]
-    unsigned* sorted_s = reinterpret_cast<unsigned*>(x_s + kChunk * Cols);  // [kChunk] (cluster << 10 | index)
+    float* x_s = ssm;                                                     // [kChunk][<= kSumCols]
+    unsigned* sorted_s = reinterpret_cast<unsigned*>(x_s + kChunk * kSumCols);  // [kChunk] (cluster << 10 | index)
     int* start_s = reinterpret_cast<int*>(sorted_s + kChunk);             // [k + 1] (k: past the end)
     int* end_s = start_s + k + 1;
     int* count_s = end_s + k + 1;                                         // [k] this block's members
@@ -570,15 +449,13 @@ __global__ void __launch_bounds__(kTileThreads, Cols <= 8 ? 4 : 2) sum_members_s
         }
         __syncthreads();
         for (int c = threadIdx.x; c < k; c += kTileThreads) count_s[c] += end_s[c] - start_s[c];
-        for (int j0 = 0; j0 < d; j0 += Cols) {
-            const int w = d - j0 < Cols ? d - j0 : Cols;
+        for (int j0 = 0; j0 < d; j0 += kSumCols) {
+            const int w = d - j0 < kSumCols ? d - j0 : kSumCols;
             if (j0 > 0) __syncthreads();  // the last columns are read
             const float* xc = x + start * d + j0;
-            if (w % 4 == 0 && d % 4 == 0 && (reinterpret_cast<std::uintptr_t>(x) & 15) == 0) {  // 16-byte pieces
-                const int w4 = w / 4;
-                for (int t = threadIdx.x; t < len * w4; t += kTileThreads)
-                    reinterpret_cast<float4*>(x_s)[t] =
-                        *reinterpret_cast<const float4*>(xc + static_cast<std::int64_t>(t / w4) * d + t % w4 * 4);
+            if (w == d && d % 4 == 0 && (reinterpret_cast<std::uintptr_t>(x) & 15) == 0) {
+                for (int t = threadIdx.x; t < len * d / 4; t += kTileThreads)
+                    reinterpret_cast<float4*>(x_s)[t] = reinterpret_cast<const float4*>(xc)[t];
             } else {
                 for (int t = threadIdx.x; t < len * w; t += kTileThreads)
                     x_s[t] = xc[static_cast<std::int64_t>(t / w) * d + t % w];
@@ -646,14 +523,7 @@ void with_assign_tiled(std::int64_t d, std::int64_t k, Products p, F&& f) {
         const std::size_t shared = tile_shared_bytes(dp.value, static_cast<int>(k), b, tc);
         if (tc) {
             if (b) f(assign_tiled<dp.value, true, true>, shared);
-            else if constexpr (dp.value == 16) {  // TEMP A/B
-                const bool pk = !std::getenv("GPUOPT_KTILE_UNPACKED"), pf = !std::getenv("GPUOPT_KTILE_NOPREFETCH");
-                const std::size_t sh = tile_shared_bytes(16, static_cast<int>(k), false, true, pk, pf);
-                if (pk && pf) f(assign_tiled<16, false, true, true, true>, sh);
-                else if (pk) f(assign_tiled<16, false, true, true, false>, sh);
-                else if (pf) f(assign_tiled<16, false, true, false, true>, sh);
-                else f(assign_tiled<16, false, true, false, false>, sh);
-            } else f(assign_tiled<dp.value, false, true>, shared);
+            else f(assign_tiled<dp.value, false, true>, shared);
         } else {
             if (b) f(assign_tiled<dp.value, true, false>, shared);
             else f(assign_tiled<dp.value, false, false>, shared);
@@ -698,8 +568,7 @@ void check(std::int64_t n, std::int64_t d, std::int64_t k, Products p) {
         with_assign_tiled(d, k, resolve(p, d, k), [&](auto kernel, std::size_t shared) {
             require_shared_memory(kernel, shared, (what + ": assign_tiled").c_str());
         });
-    require_shared_memory(sum_members<kSumCols>, sum_shared_bytes(static_cast<int>(k)), (what + ": sum_members").c_str());
-    require_shared_memory(sum_members_single<16>, sum_shared_bytes(static_cast<int>(k), 8), (what + ": sum_members").c_str());  // TEMP A/B
+    require_shared_memory(sum_members, sum_shared_bytes(static_cast<int>(k)), (what + ": sum_members").c_str());
 }
 
 Launch plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks, Products p) {
@@ -714,10 +583,7 @@ Launch plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks, Products
         l.assign_blocks = static_cast<unsigned>(std::min<std::int64_t>(
             (n + kTileThreads - 1) / kTileThreads, resident_blocks(assign_any, 0, blocks)));
     l.sum_blocks = static_cast<unsigned>(std::min<std::int64_t>(chunks, resident_blocks(
-        sum_members<kSumCols>, sum_shared_bytes(static_cast<int>(k)), blocks)));
-    if (std::getenv("GPUOPT_KTILE_SUM16"))  // TEMP A/B
-        l.sum_blocks = static_cast<unsigned>(std::min<std::int64_t>(chunks, resident_blocks(
-            sum_members_single<16>, sum_shared_bytes(static_cast<int>(k), 8), blocks)));
+        sum_members, sum_shared_bytes(static_cast<int>(k)), blocks)));
     return l;
 }
 
@@ -732,12 +598,8 @@ void launch(const Launch& l, const float* x, std::int64_t n, std::int64_t d, std
     else
         assign_any<<<l.assign_blocks, kTileThreads>>>(x, n, di, ki, centres, membership, state);
     GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign");
-    if (std::getenv("GPUOPT_KTILE_SUM16"))  // TEMP A/B
-        sum_members_single<16><<<l.sum_blocks, kTileThreads, sum_shared_bytes(ki, 8)>>>(x, n, di, ki, membership, chunk_sums,
-                                                                               counts, state);
-    else
-        sum_members<kSumCols><<<l.sum_blocks, kTileThreads, sum_shared_bytes(ki)>>>(x, n, di, ki, membership, chunk_sums,
-                                                                                 counts, state);
+    sum_members<<<l.sum_blocks, kTileThreads, sum_shared_bytes(ki)>>>(x, n, di, ki, membership, chunk_sums, counts,
+                                                                     state);
     GPUOPT_CHECK_LAUNCH("kmeans device_tiled sum_members");
 }
 
