@@ -346,7 +346,8 @@ __global__ void __launch_bounds__(kFinishWarps * 32) finish_loop(std::int64_t n,
             double group_sum = 0.0;
             const std::int64_t g = g0 + slot;
             if constexpr (Coords == 1) {
-                if (g < groups) {  // the 32 loads before the in-order adds (+0.0 past the last chunk: no change)
+                if (g < groups) {  // 32 loads, then the in-order adds (+0.0 past the last chunk: no change); ptxas
+                                   // issues each load about one add ahead: many warps hide it
                     double part[kGroup];
 #pragma unroll
                     for (int u = 0; u < kGroup; ++u)
