@@ -315,7 +315,10 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
 // Streamed (the stream variant, kmeans_stream.cu): the chunks are one slab's of the points, whole groups of the
 // tree; the total starts from running[e] (the groups of the slabs before, in order) and, unless `close`, is
 // stored back there instead of closing the loop: the same adds in the same order as one pass over all groups.
-template <bool Streamed>
+// Coords (1 or 4; 4 needs k*d % 4 == 0): (cluster, coordinate) entries a warp, 32 / Coords groups a round. With 4, a
+// load instruction reads whole 32-byte sectors (4 entries of 8 groups' chunk rows) instead of one double from each
+// of 32 sectors a megabyte apart: worth it where the groups take more than one round (device_tiled at 10M points).
+template <bool Streamed, int Coords = 1>
 __global__ void __launch_bounds__(kFinishWarps * 32) finish_loop(std::int64_t n, int d, int k, std::int64_t chunks,
                                                                  const double* __restrict__ chunk_sums,
                                                                  unsigned long long* __restrict__ counts,
@@ -327,35 +330,61 @@ __global__ void __launch_bounds__(kFinishWarps * 32) finish_loop(std::int64_t n,
     cluster::wait_for_previous();  // launched dependent: the loop's chunk sums and counts
     if (state->done) return;  // read by every block before the last one can change it
     if constexpr (!Streamed) close = true;
+    static_assert(Coords == 1 || Coords == 4, "a warp's lanes split evenly over its entries");
+    constexpr int kSlots = 32 / Coords;  // groups a round
     const int kd = k * d;
-    const int lane = threadIdx.x % 32;
-    const int e = blockIdx.x * kFinishWarps + threadIdx.x / 32;
-    if (e < kd) {
-        // Groups of 32 chunks, one a lane; the group sums (chunks in order) then added in group order by the
-        // whole warp, lane by lane (every lane forms the same total).
+    const int lane = threadIdx.x % 32, sub = lane % Coords, slot = lane / Coords;
+    const int e0 = (blockIdx.x * kFinishWarps + threadIdx.x / 32) * Coords;  // warp-uniform (k*d % Coords == 0)
+    const int e = e0 + sub;
+    if (e0 < kd) {
+        // Groups of 32 chunks, one a lane of the entry; the group sums (chunks in order) then added in group order
+        // by the entry's lanes (every lane forms the same total).
         double total = 0.0;
         if constexpr (Streamed) total = running[e];  // +0.0 before a loop's first slab: 0.0 + x == x
         const std::int64_t groups = (chunks + kGroup - 1) / kGroup;
-        for (std::int64_t g0 = 0; g0 < groups; g0 += 32) {
+        for (std::int64_t g0 = 0; g0 < groups; g0 += kSlots) {
             double group_sum = 0.0;
-            const std::int64_t g = g0 + lane;
-            if (g < groups) {  // all 32 loads issued before the in-order adds (+0.0 past the last chunk: no change)
-                double part[kGroup];
+            const std::int64_t g = g0 + slot;
+            if constexpr (Coords == 1) {
+                if (g < groups) {  // 32 loads, then the in-order adds (+0.0 past the last chunk: no change); ptxas
+                                   // issues each load about one add ahead: many warps hide it
+                    double part[kGroup];
 #pragma unroll
-                for (int u = 0; u < kGroup; ++u)
-                    part[u] = g * kGroup + u < chunks ? chunk_sums[(g * kGroup + u) * kd + e] : 0.0;
+                    for (int u = 0; u < kGroup; ++u)
+                        part[u] = g * kGroup + u < chunks ? chunk_sums[(g * kGroup + u) * kd + e] : 0.0;
 #pragma unroll
-                for (int u = 0; u < kGroup; ++u) group_sum += part[u];
+                    for (int u = 0; u < kGroup; ++u) group_sum += part[u];
+                }
+            } else if (g < groups) {
+                // The group's chunk sums through shared memory by cp.async, 16 in flight a lane (as registers, ptxas
+                // issues each load one add before its use: a round trip an add). Past the last chunk: zero-filled.
+                __shared__ __align__(16) double part_s[kFinishWarps][kGroup / 2][32];
+                double* mine = &part_s[threadIdx.x / 32][0][lane];
+#pragma unroll
+                for (int h = 0; h < kGroup; h += kGroup / 2) {
+#pragma unroll
+                    for (int u = 0; u < kGroup / 2; ++u) {
+                        const std::int64_t q = g * kGroup + h + u;
+                        const double* src = chunk_sums + (q < chunks ? q : chunks - 1) * kd + e;
+                        const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(mine + u * 32));
+                        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src),
+                                     "r"(q < chunks ? 8 : 0) : "memory");
+                    }
+                    matmul::dev::cp_async_commit();
+                    matmul::dev::cp_async_wait<0>();  // this lane's own copies: no other lane reads them
+#pragma unroll
+                    for (int u = 0; u < kGroup / 2; ++u) group_sum += mine[u * 32];
+                }
             }
-            const int in_round = groups - g0 < 32 ? static_cast<int>(groups - g0) : 32;
-            for (int r = 0; r < in_round; ++r) total += __shfl_sync(0xffffffffu, group_sum, r);
+            const int in_round = groups - g0 < kSlots ? static_cast<int>(groups - g0) : kSlots;
+            for (int r = 0; r < in_round; ++r) total += __shfl_sync(0xffffffffu, group_sum, r * Coords + sub);
         }
         if constexpr (Streamed)
-            if (lane == 0) running[e] = close ? 0.0 : total;  // every lane read it before the shuffles above
+            if (slot == 0) running[e] = close ? 0.0 : total;  // every lane read it before the shuffles above
         if (close) {
             const int c = e / d;
             const unsigned long long count = counts[c];
-            if (lane == 0 && count > 0) centres[e] = static_cast<float>(total / static_cast<double>(count));
+            if (slot == 0 && count > 0) centres[e] = static_cast<float>(total / static_cast<double>(count));
         }
     }
     // The last block to get here closes the loop.
@@ -487,7 +516,11 @@ KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::
     // The host's copy of [LoopState][history], read once per batch.
     std::vector<unsigned char> host(sizeof(LoopState) + static_cast<std::size_t>(max_iter) * sizeof(float));
     LoopState host_state{};
-    const unsigned finish_blocks = static_cast<unsigned>((kd + kFinishWarps - 1) / kFinishWarps);
+    // finish_loop with 4 entries a warp where that still leaves >= 1024 warps (8 MB of chunk rows in flight) and
+    // the groups take more than one round; one entry a warp otherwise.
+    const int coords = kd % 4 == 0 && kd >= 4096 && chunks > 32 * kGroup ? 4 : 1;
+    const auto finish = coords == 4 ? finish_loop<false, 4> : finish_loop<false, 1>;
+    const unsigned finish_blocks = static_cast<unsigned>((kd / coords + kFinishWarps - 1) / kFinishWarps);
     // Batches of queued loops until the stop flag is read set; launch_loop(dependent) queues one loop's kernels.
     // Every launch but the run's first is a programmatic dependent launch (cluster::launch_ex): its blocks may
     // start while the kernel before it runs, and wait for it (wait_for_previous) before reading what it writes.
@@ -500,7 +533,7 @@ KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::
                 launch_loop(!first);
                 first = false;
                 if constexpr (!Fused) {
-                    cluster::launch_ex(finish_loop<false>, finish_blocks, kFinishWarps * 32, 0, 1, true, n,
+                    cluster::launch_ex(finish, finish_blocks, kFinishWarps * 32, 0, 1, true, n,
                                        static_cast<int>(d), static_cast<int>(k), chunks,
                                        static_cast<const double*>(chunk_sums.data()), counts, centroids_dev,
                                        threshold, static_cast<int>(max_iter), fin.delta_history, state,

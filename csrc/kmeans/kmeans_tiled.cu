@@ -7,9 +7,11 @@
 //                 whose gap is within dot_bound is queued and gets Liao's distance to its candidates (nearest_dot's
 //                 rule) with a tile's worth of others, one a thread, so every membership is Liao's. Persistent
 //                 grid: the centres are staged once a block (k*D <= 4096), else streamed a block of them at a
-//                 time through each tile (Blocked). Products "tf32x3" (Tc): the same tile with the products on the
+//                 time through each tile (Blocked). D <= 16: the next tile's points and memberships are copied by
+//                 cp.async into a second x^T buffer while this tile runs (prefetches). Products "tf32x3" (Tc): the same tile with the products on the
 //                 tensor cores in 3xTF32, a warp 32 points x 32 centres of mma.sync (kmeans_tiled_tc.cuh), its
-//                 own rounding bound tc_bound in place of dot_bound; "ffma" the register tile; "auto": resolve.
+//                 own rounding bound tc_bound in place of dot_bound, the centre's index packed into g's low bits
+//                 (tc::pack); "ffma" the register tile; "auto": resolve.
 //   sum_members   per chunk of 1024 objects a stable block radix sort of (cluster, index) gives each cluster its
 //                 members in object order; one thread per (cluster, 4 coordinates) adds them, closing a leaf sum into
 //                 the chunk sum at each leaf boundary: the leaf/chunk tree of assign_and_sum (empty leaves add
@@ -29,6 +31,7 @@
 #include "kmeans_device.cuh"
 #include "kmeans_tiled.hpp"
 #include "kmeans_tiled_tc.cuh"
+#include "../matmul/matmul_kernels.cuh"
 
 namespace gpuopt::kmeans::tiled {
 namespace {
@@ -67,11 +70,23 @@ __host__ __device__ inline int staged_centres(int dp, int k, bool blocked_centre
     return blocked_centres ? block_centres(dp) : padded_k(k);
 }
 
+// The norms also as mma C-operand quads: the tensor-core screen with its A fragments in registers and all centres
+// staged (2 kc floats more).
+__host__ __device__ constexpr bool quads(int dp, bool blocked_centres, bool tc) {
+    return tc && tc::hoists(dp) && !blocked_centres;
+}
+
+// Two x^T buffers (the next tile and its memberships prefetched by cp.async) where they are small: D <= 16. Measured
+// on the H200 (10M x 16, k=256, marginal loop): 2,927 µs without, 2,759 / 2,718 with (ktile call 2).
+__host__ __device__ constexpr bool prefetches(int dp) { return dp <= 16; }
+
 // Tc: -2c as hi/lo B fragments (tc::centre_floats a centre) instead of one float a coordinate.
 std::size_t tile_shared_bytes(int dp, int k, bool blocked_centres, bool tc) {
     const int kc = padded_k(k), kb = staged_centres(dp, k, blocked_centres);
     const int cs = (tc ? tc::centre_floats(dp) : dp) * kb;
-    return static_cast<std::size_t>(cs + kc + dp * kXStride + 3 * kTilePoints) * sizeof(float);
+    const int cq = quads(dp, blocked_centres, tc) ? 2 * kc : 0;
+    const int xt = prefetches(dp) ? 2 * dp * kXStride + 2 * kTilePoints : dp * kXStride;
+    return static_cast<std::size_t>(cs + kc + cq + xt + 3 * kTilePoints) * sizeof(float);
 }
 
 std::size_t sum_shared_bytes(int k) {
@@ -175,10 +190,17 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
     float* cs = tsm;                        // [DP][kb]: -2c of the staged centres, transposed (exact: a power of two)
                                             // (Tc: [kb / 8][steps][32 lanes] float4 B fragments, hi and lo)
     float* cn = cs + (Tc ? tc::centre_floats(DP) : DP) * kb;  // [kc]: ||c||^2 (fmaf chain in coordinate order), pad centres +inf
-    float* xs = cn + kc;                    // [DP][kXStride]: the tile's points, transposed
-    float* res_b = xs + DP * kXStride;      // [kTilePoints] merged best g
+    // kQuads: the norms again as (n(2p), n(2p + 1), n(2p), n(2p + 1)) quads, the mma's C operand (tc::pass)
+    constexpr bool kQuads = quads(DP, Blocked, Tc);
+    const float4* cnq = reinterpret_cast<const float4*>(cn + kc);  // [kc / 2] (kQuads)
+    // kPrefetch: two x^T buffers, the next tile's points and memberships copied by cp.async during this tile's passes
+    constexpr bool kPrefetch = prefetches(DP);
+    float* const xs0 = cn + kc + (kQuads ? 2 * kc : 0);  // [1 or 2][DP][kXStride]: the tile's points, transposed
+    float* res_b = xs0 + (kPrefetch ? 2 : 1) * DP * kXStride;  // [kTilePoints] merged best g
     float* res_s = res_b + kTilePoints;     // second g
     int* res_i = reinterpret_cast<int*>(res_s + kTilePoints);
+    int* old_s = res_i + kTilePoints;       // [2][kTilePoints] (kPrefetch): the tile's memberships before this loop
+    float* xs = xs0;
     __shared__ float cmax_s;
     if (threadIdx.x == 0) queue_n = 0;  // seen by all after the barrier below
     // Centres cb0 .. cb0 + kb - 1 into cs (pad centres and coordinates 0; their norms are +inf).
@@ -194,6 +216,13 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
     };
     if (!Blocked) stage_centres(0);
     centre_norms(centres, k, d, kc, cn, &cmax_s);  // (its barrier also publishes cs and queue_n)
+    if constexpr (Tc)  // finite pad norms (tc::pass packs g); published by the first tile's barrier
+        for (int c = k + threadIdx.x; c < kc; c += kTileThreads) cn[c] = tc::kPadNorm;
+    if constexpr (kQuads)  // cn[c < k] is published by centre_norms' barrier
+        for (int p = threadIdx.x; p < kc / 2; p += kTileThreads) {
+            const float n0 = 2 * p < k ? cn[2 * p] : tc::kPadNorm, n1 = 2 * p + 1 < k ? cn[2 * p + 1] : tc::kPadNorm;
+            cn[kc + 4 * p] = n0, cn[kc + 4 * p + 1] = n1, cn[kc + 4 * p + 2] = n0, cn[kc + 4 * p + 3] = n1;
+        }
     const int lane = threadIdx.x % 32;
     // Centre column tx: centres g*4*kCols + tx*4 .. +3 of a pass (float4 group g: a warp's loads of a group are
     // consecutive 16-byte words, no bank conflict); point row ty: points ty*4..ty*4+3.
@@ -202,12 +231,44 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
     const bool vec = d % 4 == 0 && (reinterpret_cast<std::uintptr_t>(x) & 15) == 0;
     int changed = 0;
     const std::int64_t tiles = (n + kTilePoints - 1) / kTilePoints;
-    for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    // kPrefetch: tile tl's points into x^T buffer b (4-byte cp.async, transposed; zeros past the end) and its
+    // memberships into old_s; one commit group a thread. The pad rows d..DP of both buffers are zeroed once.
+    auto stage_async = [&](std::int64_t tl, int b) {
+        if (tl < tiles) {
+            const std::int64_t q0 = tl * kTilePoints;
+            const int ln = static_cast<int>(n - q0 < kTilePoints ? n - q0 : kTilePoints);
+            float* dst = xs0 + b * DP * kXStride;
+            const float* src = x + q0 * d;
+            auto copy = [&](auto dd) {  // dd: DP where d == DP, so the index splits into shifts
+                for (int t = threadIdx.x; t < kTilePoints * dd; t += kTileThreads) {
+                    const int p = t / dd, j = t % dd;
+                    matmul::dev::cp_async_4(dst + j * kXStride + p, p < ln ? src + t : x, p < ln ? 4 : 0);
+                }
+            };
+            if (d == DP) copy(std::integral_constant<int, DP>{});
+            else copy(d);
+            if (threadIdx.x < ln)
+                matmul::dev::cp_async_4(reinterpret_cast<float*>(old_s + b * kTilePoints + threadIdx.x),
+                                        reinterpret_cast<const float*>(membership + q0 + threadIdx.x), 4);
+        }
+        matmul::dev::cp_async_commit();
+    };
+    if constexpr (kPrefetch) {
+        for (int t = threadIdx.x; t < 2 * (DP - d) * kXStride; t += kTileThreads)
+            xs0[(t / kXStride / (DP - d)) * DP * kXStride + (d + t / kXStride % (DP - d)) * kXStride + t % kXStride] = 0.f;
+        stage_async(blockIdx.x, 0);
+    }
+    int buf = 0;
+    for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, buf ^= 1) {
         const std::int64_t p0 = tile * kTilePoints;
         const int len = static_cast<int>(n - p0 < kTilePoints ? n - p0 : kTilePoints);
-        __syncthreads();  // the last tile's xs and res_* are read
+        __syncthreads();  // the last tile's xs and res_* are read (kPrefetch: the other buffer is free)
         const float* xt = x + p0 * d;
-        if (vec) {  // 16-byte loads, consecutive threads on consecutive addresses
+        if constexpr (kPrefetch) {
+            xs = xs0 + buf * DP * kXStride;
+            stage_async(tile + gridDim.x, buf ^ 1);
+            matmul::dev::cp_async_wait<1>();  // this tile's copies (the next tile's stay in flight)
+        } else if (vec) {  // 16-byte loads, consecutive threads on consecutive addresses
             for (int t = threadIdx.x; t < kTilePoints * d / 4; t += kTileThreads) {
                 const int p = t * 4 / d, j = t * 4 % d;
                 const float4 v = p < len ? *reinterpret_cast<const float4*>(xt + t * 4) : make_float4(0.f, 0.f, 0.f, 0.f);
@@ -220,7 +281,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
                 xs[j * kXStride + p] = p < len ? xt[t] : 0.f;
             }
         }
-        if (DP > d)
+        if (!kPrefetch && DP > d)
             for (int t = threadIdx.x; t < (DP - d) * kTilePoints; t += kTileThreads)
                 xs[(d + t / kTilePoints) * kXStride + t % kTilePoints] = 0.f;
         __syncthreads();
@@ -242,7 +303,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
           const int cend = kc - cb0 < kb ? kc - cb0 : kb;  // both multiples of a register pass
           for (int c0 = 0; c0 < cend; c0 += kTileCentres) {
            if constexpr (Tc) {
-            tc::pass<DP>(reinterpret_cast<const float4*>(cs), cn + cb0, cb0, c0, xs, kXStride, lane, ah, al, best,
+            tc::pass<DP, kQuads>(reinterpret_cast<const float4*>(cs), cn + cb0, cnq, cb0, c0, xs, kXStride, lane, ah, al, best,
                          second, bi);
            } else {
             float acc[4][kCentresT];
@@ -287,6 +348,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
         }
 #pragma unroll
         for (int a = 0; a < 4; ++a) {
+            if constexpr (Tc) bi[a] = tc::unpack_index(bi[a], best[a], lane);
 #pragma unroll
             for (int off = 1; off < kCols; off *= 2)
                 merge_best(best[a], bi[a], second[a], __shfl_xor_sync(0xffffffffu, best[a], off),
@@ -305,7 +367,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
             const float bound = point_bound(xs + p, d, cmax_s, Tc ? 8 * kSteps : 0);
             const float b = res_b[p];
             if (__fsub_rn(res_s[p], b) > bound) {
-                changed += membership[p0 + p] != res_i[p];
+                changed += (kPrefetch ? old_s[buf * kTilePoints + p] : membership[p0 + p]) != res_i[p];
                 membership[p0 + p] = res_i[p];
             } else {
                 const int q = atomicAdd(&queue_n, 1);  // < kQueue: flushed below once it holds a tile's worth
@@ -316,6 +378,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
         if (queue_n >= kTilePoints)
             changed += flush_queue<Blocked || Tc>(x, d, k, kc, centres, cs, cn, xs, cmax_s, Tc ? 8 * kSteps : 0, membership);
     }
+    if constexpr (kPrefetch) matmul::dev::cp_async_wait<0>();  // (nothing is left: past the last tile no copies)
     if (queue_n > 0)
         changed += flush_queue<Blocked || Tc>(x, d, k, kc, centres, cs, cn, xs, cmax_s, Tc ? 8 * kSteps : 0, membership);
     add_changed<kTileThreads>(changed, state);

@@ -70,24 +70,63 @@ __device__ __forceinline__ void load_tile_a(const float* xs, int stride, int lan
             load_a<DP>(xs, stride, threadIdx.x / 32 * 32 + 16 * mi, s, lane, ah[s][mi], al[s][mi]);
 }
 
-// One pass: centres c0 .. c0 + 31 of the staged block (cs: its B fragments; cn: its norms; cb0: its first centre)
-// against the warp's 32 points, then the running (best, second, index) of the lane's four rows (a = 2 mi + h: point
-// 16 mi + 8 h + g of the warp), its values in centre order within the lane: strict < keeps the lower index, second =
-// min(second, max(best, g)) the second smallest (equal to best on a tie).
-template <int DP>
-__device__ __forceinline__ void pass(const float4* cs, const float* cn, int cb0, int c0, const float* xs, int stride,
+// d = a b + c: an accumulator's first mma, started at the norms of its two centres (c = a quad).
+__device__ __forceinline__ void mma_c(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2], float4 c) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%11,%12,%13};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c.x), "f"(c.y), "f"(c.z), "f"(c.w));
+}
+
+// One pass: centres c0 .. c0 + 31 of the staged block (cs: its B fragments; cn: its norms; cnq: them as quads; cb0:
+// its first centre) against the warp's 32 points, then the running (best, second, index) of the lane's four rows
+// (a = 2 mi + h: point 16 mi + 8 h + g of the warp).
+// The epilogue a pair is LOP3 + 3 FMNMX (it was FMNMX x 3, FSETP, SEL and the index's IADD: 251 -> 209 instructions a
+// pass with the quads): g's three low mantissa bits are replaced by the centre's slot in the lane's pass (n8 tile ni,
+// column e: 2 ni + e), best = min and second = min(second, max(best, g)) kept on these packed values alone, and once a
+// pass a point's best records the pass's first centre where it improved; the slot in best's low bits completes the
+// index (unpack_index). |pack(g) - g| <= 7 ulp(g) <= 14 u |g|, which tc_bound covers (notes/kmeans.md, round 8 (b)):
+// a point that clears the bound has Liao's nearest centre at the packed minimum; ties or packed values within a few
+// ulps (of two lanes, say) leave a gap under the bound: Liao's path. The pad centres' norms are kPadNorm (finite:
+// +inf would pack to a NaN, which fminf would skip in best but not in second's max(best, g)).
+constexpr float kPadNorm = 3.4028222e38f;  // 0x7f7ffff8: FLT_MAX with the slot bits clear
+// One LOP3 (g & mask) | slot: mask (~7) comes in a register (opaque_mask), the slot as the immediate; with both as
+// constants ptxas spends two LOP3s.
+__device__ __forceinline__ float pack(float g, int mask, int slot) {
+    std::uint32_t r;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(__float_as_uint(g)), "r"(mask), "r"(slot));
+    return __uint_as_float(r);
+}
+// ~7, not provably constant to the compiler (c0 < 2^30 always), formed in the pass: nothing more live across tiles.
+__device__ __forceinline__ int opaque_mask(int c0) { return ~7 | (c0 >> 30); }
+__device__ __forceinline__ int unpack_index(int pass_first, float best, int lane) {
+    const int slot = __float_as_int(best) & 7;
+    return pass_first + 2 * (lane % 4) + (slot & 6) * 4 + (slot & 1);
+}
+
+template <int DP, bool Quads>
+__device__ __forceinline__ void pass(const float4* cs, const float* cn, const float4* cnq, int cb0, int c0, const float* xs, int stride,
                                      int lane, AFrags<DP>& ah, AFrags<DP>& al, float (&best)[4], float (&second)[4],
                                      int (&bi)[4]) {
     constexpr int S = steps(DP);
     const int t = lane % 4;
     // Four n8 tiles (centres c0 + 8 ni + 2t, + 1 in lane t) for the warp's two m16 tiles, started at ||c||^2.
+    // Quads (cnq: the norms of centres 2p, 2p + 1 as (n0, n1, n0, n1), one LDS.128 a C operand): the norms enter as
+    // the first mma's C operand (d = a b + c, d apart from c) instead of 32 register moves into the accumulators;
+    // the same sums.
     float acc[2][4][4];
+    float4 nq[4];
 #pragma unroll
     for (int ni = 0; ni < 4; ++ni) {
-        const float2 nv = *reinterpret_cast<const float2*>(cn + c0 + 8 * ni + 2 * t);
+        if constexpr (Quads) {
+            nq[ni] = cnq[(c0 + 8 * ni) / 2 + t];
+        } else {
+            const float2 nv = *reinterpret_cast<const float2*>(cn + c0 + 8 * ni + 2 * t);
 #pragma unroll
-        for (int mi = 0; mi < 2; ++mi)
-            acc[mi][ni][0] = nv.x, acc[mi][ni][1] = nv.y, acc[mi][ni][2] = nv.x, acc[mi][ni][3] = nv.y;
+            for (int mi = 0; mi < 2; ++mi)
+                acc[mi][ni][0] = nv.x, acc[mi][ni][1] = nv.y, acc[mi][ni][2] = nv.x, acc[mi][ni][3] = nv.y;
+        }
     }
     const float4* bf = cs + (c0 / 8) * S * 32 + lane;
     // The three products smallest first, product-outer in the source (ptxas interleaves ~4 accumulators' chains
@@ -103,7 +142,10 @@ __device__ __forceinline__ void pass(const float4* cs, const float* cn, int cb0,
 #pragma unroll
         for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
-            for (int mi = 0; mi < 2; ++mi) matmul::tf32::mma_m16n8k8(acc[mi][ni], l[mi], bh[ni]);
+            for (int mi = 0; mi < 2; ++mi) {
+                if (Quads && s == 0) mma_c(acc[mi][ni], l[mi], bh[ni], nq[ni]);
+                else matmul::tf32::mma_m16n8k8(acc[mi][ni], l[mi], bh[ni]);
+            }
 #pragma unroll
         for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
@@ -125,30 +167,35 @@ __device__ __forceinline__ void pass(const float4* cs, const float* cn, int cb0,
             step(s, ah[0], al[0]);
         }
     }
+    const int mask = opaque_mask(c0);
+    float before[4];
+#pragma unroll
+    for (int a = 0; a < 4; ++a) before[a] = best[a];
 #pragma unroll
     for (int a = 0; a < 4; ++a)
 #pragma unroll
         for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-                const float g = acc[a / 2][ni][2 * (a % 2) + e];
-                const int c = cb0 + c0 + 8 * ni + 2 * t + e;
+                const float g = pack(acc[a / 2][ni][2 * (a % 2) + e], mask, 2 * ni + e);
                 second[a] = fminf(second[a], fmaxf(best[a], g));
-                if (g < best[a]) bi[a] = c;
                 best[a] = fminf(best[a], g);
             }
+#pragma unroll
+    for (int a = 0; a < 4; ++a)
+        if (best[a] < before[a]) bi[a] = cb0 + c0;  // the pass's first centre: unpack_index adds the slot
 }
 
-// The gap bound of the 3xTF32 screen, in units u = 2^-24, B = ||x|| + max ||c|| (notes/kmeans.md, round 6 (b)).
-// Per centre |g_tc - g| <= (D + 16 DP8 + 13) u B^2: ||c||^2's FMA chain gamma_D; the split (x_lo m_lo dropped,
+// The gap bound of the 3xTF32 screen, in units u = 2^-24, B = ||x|| + max ||c|| (notes/kmeans.md, rounds 6 (b) and
+// 8 (b)). Per centre |g_tc - g| <= (D + 16 DP8 + 13) u B^2: ||c||^2's FMA chain gamma_D; the split (x_lo m_lo dropped,
 // the lo parts rounded to TF32) 3.01 * 2^-22 per |x_j m_j|; and, NOT assuming round-to-nearest in the tensor
 // core, each mma (c + 8 exact products) off by at most 10 * 2^-22 of its magnitude sum (<= (1 + 2^-9) B^2), for
-// 3 DP8 / 8 mma steps. With Liao's gamma_{D+2} B^2 a pair needs (4D + 32 DP8 + 30) u B^2; (4D + 32 DP8 + 64) u B^2
-// covers the rounding of the gap, of B and of this product. Underflow (subnormal lo parts or products flushed):
+// 3 DP8 / 8 mma steps; the packed slot (pass) 14.01 u B^2 more. With Liao's gamma_{D+2} B^2 a pair needs
+// (4D + 32 DP8 + 59) u B^2; (4D + 32 DP8 + 96) u B^2 covers the rounding of the gap, of B and of this product. Underflow (subnormal lo parts or products flushed):
 // 2^-122 DP8 (B + 1). 4B^2 overflows (bound +inf: Liao's path) before any product or g can.
 __device__ inline float tc_bound(int d, int dp8, float b) {
     const float b4 = (2.f * b) * (2.f * b);
-    return static_cast<float>(d + 8 * dp8 + 16) * (5.9604645e-08f * b4) + 1.9e-37f * static_cast<float>(dp8) * (b + 1.f);
+    return static_cast<float>(d + 8 * dp8 + 24) * (5.9604645e-08f * b4) + 1.9e-37f * static_cast<float>(dp8) * (b + 1.f);
 }
 
 }  // namespace

@@ -84,3 +84,16 @@ def test_products_is_checked():
     x = np.zeros((100, 4), np.float32)
     with pytest.raises(ValueError, match="products"):
         gpuopt.kmeans(x, 4, variant="device_tiled", products="tf32")
+
+
+@pytest.mark.parametrize("k", [1, 2, 7, 9, 33, 63, 255])
+@pytest.mark.parametrize("offset", [0.0, 10.0])
+def test_every_slot_of_the_packed_index(rng, k, offset):
+    # The screen's index rides in g's three low bits (the n8 tile and column of a lane's pass) plus the pass's first
+    # centre: points on and near every centre make each (pass, lane, slot) the best somewhere, pad centres past k
+    # (finite pad norms) never; offset 10 makes every g positive, 0 leaves most negative.
+    d = 16
+    centres = (offset + rng.uniform(0, 1, (k, d))).astype(np.float32)
+    near = np.repeat(centres, 20, axis=0) + rng.normal(0, 1e-3, (20 * k, d)).astype(np.float32)
+    x = np.concatenate([centres, near, near_ties(rng, centres, 2_000)]).astype(np.float32)
+    assert_tc_exact(x, k, init=centres)
