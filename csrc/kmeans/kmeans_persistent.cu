@@ -5,6 +5,7 @@
 //   A  Liao's nearest centre (nearest<D>: float32, coordinates in order, unfused, ties to the lower index), the leaf
 //      -> chunk float64 sums of Summation::Chunked (assign_and_sum's tree) and, in the same row, the chunk's member
 //      counts and change count as doubles (integers below 2^53: exact in any order, no atomics, nothing to zero);
+//      for resident x, D <= 16 and k <= 4 by chunk_pass (round 8: the same arithmetic in ~half the instructions);
 //   B  a group's sum (its <= 32 chunk rows added in chunk order) by the group's LAST block to write its rows: each
 //      block adds its chunks of the group to the group's arrival counter (acq_rel); the one that completes it sums the
 //      group, resets the counter and adds 1 to the loop's done counter (release). A block that owns a whole group
@@ -17,8 +18,9 @@
 // after their last read; group sums are double-buffered by loop parity, since a group's last block of loop t+1 may
 // write while a slow block still reads loop t's in C (loop t+2's writer needs every block's A of t+1, after its C of
 // t); an arrival counter is reset by the group's last block before its done signal, which every next arrival follows.
-// Where a block's chunks fit shared memory (x_resident), its x and its memberships are staged there once, before the
-// first loop, and x is never read from global memory again; otherwise x is read every loop as assign_and_sum does.
+// Where a block's chunks fit shared memory (x_resident), its x and its memberships are staged there once (before the
+// first loop; with chunk_pass by cp.async during it) and x is never read from global memory again; otherwise x is read
+// every loop as assign_and_sum does.
 // The result equals cpu(summation="chunked"), device and device_fused bit for bit, on any grid.
 #include <cooperative_groups.h>
 
@@ -37,6 +39,7 @@
 #include "../common/device_buffer.cuh"
 #include "../common/error.hpp"
 #include "../common/launch.cuh"
+#include "../matmul/matmul_kernels.cuh"
 #include "kmeans_cuda.hpp"
 #include "kmeans_device.cuh"
 
@@ -64,6 +67,11 @@ __device__ __forceinline__ unsigned add_release(unsigned* p, unsigned v) {
     return old;
 }
 
+__device__ __forceinline__ unsigned ld_relaxed(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
 __device__ __forceinline__ unsigned add_acq_rel(unsigned* p, unsigned v) {
     unsigned old;
     asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
@@ -119,7 +127,9 @@ __host__ __device__ inline int slab_len(int kd, int row) {
 }
 
 // Shared memory: [x: chunks_per_block x kLeaves leaves of stage_stride(d)] (resident only) [members: chunks_per_block
-// x kChunk (resident) or kChunk] [slab] [totals: row doubles] [centres k*d] [counts k+1, the last-block flag].
+// x kChunk (resident) or kChunk] [masks: kLeaves x kMaskWords] [centres k*d, padded to 16 bytes] [slab] [totals: row
+// doubles] [counts k+1, the last-block flag].
+constexpr int kMaskWords = kGatherMaxK + 1;  // a leaf's member masks (k <= 4) and its change mask
 inline std::size_t persistent_shared_bytes(std::int64_t d, std::int64_t k, int chunks_per_block, bool resident) {
     const int kd = static_cast<int>(k * d), di = static_cast<int>(d);
     const std::size_t staged = resident ? static_cast<std::size_t>(chunks_per_block) : 1;
@@ -127,8 +137,9 @@ inline std::size_t persistent_shared_bytes(std::int64_t d, std::int64_t k, int c
     bytes += staged * kChunk * sizeof(std::int32_t);
     bytes = (bytes + 15) / 16 * 16;
     const int row = row_len(static_cast<int>(k), di);
+    bytes += kLeaves * kMaskWords * sizeof(unsigned) + static_cast<std::size_t>((kd + 3) / 4 * 4) * sizeof(float);
     bytes += static_cast<std::size_t>(slab_len(kd, row) + row) * sizeof(double);
-    bytes += static_cast<std::size_t>(kd) * sizeof(float) + static_cast<std::size_t>(k + 2) * sizeof(int);
+    bytes += static_cast<std::size_t>(k + 2) * sizeof(int);
     return bytes;
 }
 
@@ -154,6 +165,160 @@ __device__ inline void group_sum(const double* rows, int in_group, int row, int 
     if (threadIdx.x == 0) red_release(done, 1);
 }
 
+// chunk_pass's D: unrolled ones up to 16, not D = 2: those kernels spilled 4-8 bytes with it (D = 2, 17, 21; their
+// general path does not).
+template <int D>
+constexpr bool kChunkPassDim = D > 0 && D != 2 && D <= 16;
+template <int D>
+__device__ __forceinline__ bool uses_chunk_pass(int k) { return kChunkPassDim<D> && k <= kGatherMaxK; }
+
+// The block's x into shared memory by cp.async, for chunk_pass (leaf l of the block at xs + l * stride; `objects` of
+// them from src): five commit groups a thread, the first four the first chunk's leaves by rounds (warp w copies leaf
+// r * 8 + w in group r: the leaf its round r assigns), the fifth the block's other chunks. 16-byte pieces where x and
+// D allow, else 4 bytes; nothing past the block's objects is read.
+template <int D>
+__device__ inline void stage_async(float* xs, int stride, const float* src, std::int64_t objects, bool aligned) {
+    constexpr int kWarps = kThreads / 32, kLeafFloats = kLeaf * D;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const bool vec = D % 4 == 0 && aligned;
+    for (int r = 0; r < kLeaves / kWarps; ++r) {
+        const int leaf = r * kWarps + warp;
+        const std::int64_t in_leaf = std::min<std::int64_t>(objects - std::int64_t{leaf} * kLeaf, kLeaf);
+        const int floats = in_leaf > 0 ? static_cast<int>(in_leaf) * D : 0;
+        const float* from = src + static_cast<std::int64_t>(leaf) * kLeafFloats;
+        float* to = xs + leaf * stride;
+        if (vec) {
+#pragma unroll 1
+            for (int q = 4 * lane; q < floats; q += 4 * 32) matmul::dev::cp_async_16(to + q, from + q, 16);
+        } else {
+#pragma unroll 1
+            for (int q = lane; q < floats; q += 32) matmul::dev::cp_async_4(to + q, from + q, 4);
+        }
+        matmul::dev::cp_async_commit();
+    }
+    const std::int64_t first = std::int64_t{kChunk} * D, floats = objects * D;  // the other chunks: one group
+    if (vec) {
+#pragma unroll 1
+        for (std::int64_t f = first + 4 * threadIdx.x; f < floats; f += 4 * kThreads)
+            matmul::dev::cp_async_16(xs + (f / kLeafFloats) * stride + f % kLeafFloats, src + f, 16);
+    } else {
+#pragma unroll 1
+        for (std::int64_t f = first + threadIdx.x; f < floats; f += kThreads)
+            matmul::dev::cp_async_4(xs + (f / kLeafFloats) * stride + f % kLeafFloats, src + f, 4);
+    }
+    matmul::dev::cp_async_commit();
+}
+
+// Round r of the first chunk's first loop: this thread's copies of group r done (at most 4 - r newer ones pending),
+// then the warp's (the leaf's lanes' copies, visible to every lane after __syncwarp).
+__device__ __forceinline__ void staged_wait(int r) {
+    switch (r) {
+        case 0: matmul::dev::cp_async_wait<4>(); break;
+        case 1: matmul::dev::cp_async_wait<3>(); break;
+        case 2: matmul::dev::cp_async_wait<2>(); break;
+        default: matmul::dev::cp_async_wait<1>(); break;
+    }
+    __syncwarp();
+}
+
+// A chunk's assignment, leaf sums and counts where x is resident, D unrolled and k = K <= 4 (kmeans04; round 8: the
+// general path spent ~240 instructions an object-warp on the assignment and ~170 a leaf on its leaf sums, ncu's
+// per-instruction counts). The same arithmetic: nearest<D>'s distances and ties, the leaf sums of leaf_sums_pass's
+// gather (a leaf's members of a cluster added in object order from 0.0 in float64).
+//  * Assignment: warp w takes leaves w, w + 8, ... (a lane an object); the centres read as float4 rows; the leaf's
+//    member mask of each cluster and its change mask by ballot, stored by lanes 0..K (no shared atomics).
+//  * Leaf sums: a thread a (leaf, coordinate), the masks' bits deciding each add (a ragged last leaf has no bits past
+//    its end: nothing there is read into a sum); counts: warp 0, a lane a leaf, popc then one warp reduction.
+//  * first: the block's first chunk in the first loop, whose x stage_async is still copying (a round waits for its
+//    own leaf's group, so x's load overlaps the first loop instead of preceding it: ~4 us of a call).
+// Leaves counts_s[0..K] set, leaf_s [kLeaves][K*D] written, mem updated; the caller synchronises.
+template <int D, int K>
+__device__ __forceinline__ void chunk_pass(const float* xc, int stride, int len, std::int32_t* mem,
+                                           const float* centres, unsigned* masks, int* counts, double* leaf_s,
+                                           bool first) {
+    constexpr int kWarps = kThreads / 32, kd = K * D;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    auto round = [&](int r, auto wait) {  // a leaf a warp
+        const int leaf = r * kWarps + warp, i = leaf * kLeaf + lane;
+        const float* o = xc + leaf * stride + lane * D;
+        float xr[D];
+        if constexpr (decltype(wait)::value) staged_wait(r);  // the first loop: this round's leaf is in
+        if constexpr (D % 4 == 0) {  // rows of 16 bytes (stage_stride keeps every leaf 16-byte aligned)
+#pragma unroll
+            for (int j = 0; j < D; j += 4) {
+                const float4 v = *reinterpret_cast<const float4*>(o + j);
+                xr[j] = v.x, xr[j + 1] = v.y, xr[j + 2] = v.z, xr[j + 3] = v.w;
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < D; ++j) xr[j] = o[j];
+        }
+        std::int32_t best = 0;
+        float best_dist = 0.f;
+#pragma unroll
+        for (int c = 0; c < K; ++c) {
+            float cr[D];
+            if constexpr (D % 4 == 0) {
+#pragma unroll
+                for (int j = 0; j < D; j += 4) {
+                    const float4 v = *reinterpret_cast<const float4*>(centres + c * D + j);
+                    cr[j] = v.x, cr[j + 1] = v.y, cr[j + 2] = v.z, cr[j + 3] = v.w;
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < D; ++j) cr[j] = centres[c * D + j];
+            }
+            const float dist = liao_distance<D>(xr, nullptr, cr, D);
+            if (c == 0 || dist < best_dist) best_dist = dist, best = c;  // as nearest<D>
+        }
+        if (i >= len) best = -1;  // past the end: a member of no cluster (its x is not staged)
+        const std::int32_t old = mem[i];
+        mem[i] = best;
+        unsigned word = __ballot_sync(0xffffffffu, old != best);  // past the end: -1 both, no change
+#pragma unroll
+        for (int c = 0; c < K; ++c) {
+            const unsigned m = __ballot_sync(0xffffffffu, best == c);
+            if (lane == c) word = m;
+        }
+        if (lane <= K) masks[leaf * kMaskWords + lane] = word;  // [0..K-1] members, [K] changes
+    };
+    if (first) {  // the first loop of the first chunk: a round waits for its leaf's copy
+#pragma unroll 1
+        for (int r = 0; r < kLeaves / kWarps; ++r) round(r, std::true_type{});
+    } else {
+#pragma unroll 2
+        for (int r = 0; r < kLeaves / kWarps; ++r) round(r, std::false_type{});
+    }
+    __syncthreads();
+    for (int item = threadIdx.x; item < kLeaves * D; item += kThreads) {
+        const int lp = item / D, j = item % D;
+        const float* col = xc + lp * stride + j;
+        unsigned m[K];
+        double s[K];
+#pragma unroll
+        for (int c = 0; c < K; ++c) m[c] = masks[lp * kMaskWords + c], s[c] = 0.0;
+#pragma unroll 1
+        for (int h = 0; h < kLeaf; h += kLeaf / 4) {  // quarters: 8 loads in flight a thread
+#pragma unroll
+            for (int i = 0; i < kLeaf / 4; ++i) {
+                const double v = static_cast<double>(col[(h + i) * D]);
+#pragma unroll
+                for (int c = 0; c < K; ++c)
+                    if ((m[c] >> h) & (1u << i)) s[c] += v;
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < K; ++c) leaf_s[lp * kd + c * D + j] = s[c];
+    }
+    if (warp == 0) {
+#pragma unroll
+        for (int c = 0; c <= K; ++c) {
+            const unsigned total = __reduce_add_sync(0xffffffffu, __popc(masks[lane * kMaskWords + c]));
+            if (lane == 0) counts[c] = static_cast<int>(total);
+        }
+    }
+}
+
 // At most 64 registers (4 blocks an SM), as assign_and_sum, where 4 blocks an SM can fit; resident chunks of D >= 12
 // (>= 50 KB each) leave room for 3 at most (80 registers), of a generic D (> 24) for 2.
 template <int D, bool Resident>
@@ -175,11 +340,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
     const std::size_t head = ((Resident ? a.chunks_per_block * kLeaves * stride * sizeof(float) : 0) +
                               (Resident ? a.chunks_per_block : 1) * kChunk * sizeof(std::int32_t) + 15) / 16 * 16;
     const int slab = slab_len(kd, row);
-    double* leaf_s = reinterpret_cast<double*>(smem_raw + head);  // the slab: [leaves][k*d], or staged rows
-    double* totals_s = leaf_s + slab;                             // [row]
-    float* centres_s = reinterpret_cast<float*>(totals_s + row);  // [k][d]
-    int* counts_s = reinterpret_cast<int*>(centres_s + kd);       // this chunk's: [k] member counts, [1] changes
-    int* last_s = counts_s + k + 1;                               // this block completed the group (thread 0's)
+    unsigned* masks_s = reinterpret_cast<unsigned*>(smem_raw + head);      // chunk_pass: [kLeaves][kMaskWords]
+    float* centres_s = reinterpret_cast<float*>(masks_s + kLeaves * kMaskWords);  // [k][d], 16-byte aligned
+    double* leaf_s = reinterpret_cast<double*>(centres_s + (kd + 3) / 4 * 4);  // the slab: [leaves][k*d], or rows
+    double* totals_s = leaf_s + slab;                                      // [row]
+    int* counts_s = reinterpret_cast<int*>(totals_s + row);  // this chunk's: [k] member counts, [1] changes
+    int* last_s = counts_s + k + 1;                          // this block completed the group (thread 0's)
 
     // Once: the centres, the zeroed counts, memberships -1 (every object counts as changed in the first loop, as the
     // reference) and, resident, the block's x (16-byte pieces where x and its rows allow, else 4 bytes).
@@ -187,6 +353,17 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
     for (int c = threadIdx.x; c <= k; c += kThreads) counts_s[c] = 0;
     if constexpr (Resident) {
         for (int i = threadIdx.x; i < mine * kChunk; i += kThreads) members_s[i] = -1;
+    }
+    bool staging = false;  // x still being copied by stage_async (chunk_pass waits in the first loop)
+    if constexpr (Resident && kChunkPassDim<D>) {
+        if (uses_chunk_pass<D>(k)) {
+            staging = true;
+            stage_async<D>(xs, stride, a.x + c_begin * kChunk * d,
+                           std::min<std::int64_t>(n - c_begin * kChunk, std::int64_t{mine} * kChunk),
+                           (reinterpret_cast<std::uintptr_t>(a.x) & 15) == 0);
+        }
+    }
+    if (Resident && !staging) {
         const float* src = a.x + c_begin * kChunk * d;
         const std::int64_t floats = std::min<std::int64_t>(n - c_begin * kChunk, std::int64_t{mine} * kChunk) * d;
         const int leaf_floats = kLeaf * d;
@@ -200,7 +377,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
             for (std::int64_t f = threadIdx.x; f < floats; f += kThreads)
                 xs[(f / leaf_floats) * stride + f % leaf_floats] = src[f];
         }
-    } else {
+    } else if (!Resident) {
         for (std::int64_t i = c_begin * kChunk + threadIdx.x; i < std::min(n, c_end * kChunk); i += kThreads)
             a.membership[i] = -1;
     }
@@ -221,51 +398,84 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
                 if constexpr (Resident) return xc + (first / kLeaf) * stride + j;
                 else return a.x + (start + first) * d + j;
             };
-            constexpr int kTogether = D > 0 && D <= 4 ? 4 : (D > 0 && D <= (Resident ? 8 : 12) ? 2 : 1);
-            for (int r0 = 0; r0 < kChunk / kThreads; r0 += kTogether)
+            double chunk_sum[kCoordsPerThread<false>];  // zeroed where a path starts adding (not live across it)
+            auto zero_chunk_sum = [&] {
 #pragma unroll
-            for (int r = r0; r < r0 + kTogether; ++r) {
-                const int i = r * kThreads + threadIdx.x;  // a warp, a leaf
-                std::int32_t best = -1;
-                bool change = false;
-                if (i < len) {
-                    const std::int32_t old = Resident ? mem[i] : a.membership[start + i];
-                    float best_dist = 0.f;
-                    best = nearest<D>(object(i), centres_s, 0, k, d, 0, best_dist);
-                    change = old != best;
-                    if constexpr (!Resident) a.membership[start + i] = best;
-                }
-                mem[i] = best;  // -1 past the end: a member of no cluster
-                const int changes = __popc(__ballot_sync(0xffffffffu, change));
-                if (changes && threadIdx.x % 32 == 0) atomicAdd(&counts_s[k], changes);
-                if (k <= kGatherMaxK) {  // member counts by a ballot per cluster, one shared atomic a warp
-#pragma unroll
-                    for (int c = 0; c < kGatherMaxK; ++c) {
-                        const int m = c < k ? __popc(__ballot_sync(0xffffffffu, best == c)) : 0;
-                        if (m && threadIdx.x % 32 == 0) atomicAdd(&counts_s[c], m);
-                    }
-                }
-            }
-            __syncthreads();  // mem complete
-            if (k > kGatherMaxK)
-                for (int i = threadIdx.x; i < len; i += kThreads) atomicAdd(&counts_s[mem[i]], 1);
-
-            double chunk_sum[kCoordsPerThread<false>];
-#pragma unroll
-            for (int q = 0; q < kCoordsPerThread<false>; ++q) chunk_sum[q] = 0.0;
-            for (int leaf0 = 0; leaf0 < kLeaves; leaf0 += leaves) {
-                // assign_and_sum's pass; 4 loads in flight from shared memory past D = 8 (64 registers: D = 12
-                // spilled with 8).
-                constexpr int kFlight = Resident && D > 8 ? kLeaf / 8 : kLeaf / 4;
-                leaf_sums_pass<kFlight, kLeaf / 2>(k, d, len, leaf0, leaves, mem, leaf_column, leaf_s);
-                __syncthreads();
+                for (int q = 0; q < kCoordsPerThread<false>; ++q) chunk_sum[q] = 0.0;
+            };
+            auto add_leaves = [&](int count) {  // the pass's leaf sums into the chunk's, in leaf order
 #pragma unroll
                 for (int q = 0; q < kCoordsPerThread<false>; ++q) {
                     const int e = threadIdx.x + q * kThreads;
                     if (e < kd)
-                        for (int leaf = 0; leaf < leaves; ++leaf) chunk_sum[q] += leaf_s[leaf * kd + e];
+                        for (int leaf = 0; leaf < count; ++leaf) chunk_sum[q] += leaf_s[leaf * kd + e];
                 }
-                __syncthreads();  // leaf_s is rewritten by the next pass
+            };
+            // chunk_pass: resident x, D unrolled, k <= 4 (the chunk's leaf sums in one pass: kd <= 96).
+            bool fast = false;
+            if constexpr (Resident && kChunkPassDim<D>) {
+                if (uses_chunk_pass<D>(k)) {
+                    fast = true;
+                    if (staging && ci == 1) {  // the first loop's other chunks: every copy in
+                        matmul::dev::cp_async_wait<0>();
+                        __syncthreads();
+                    }
+                    auto run = [&](auto kk) {
+                        chunk_pass<D, decltype(kk)::value>(xc, stride, len, mem, centres_s, masks_s, counts_s, leaf_s,
+                                                           staging && ci == 0);
+                    };
+                    switch (k) {
+                        case 1: run(std::integral_constant<int, 1>{}); break;
+                        case 2: run(std::integral_constant<int, 2>{}); break;
+                        case 3: run(std::integral_constant<int, 3>{}); break;
+                        default: run(std::integral_constant<int, 4>{}); break;
+                    }
+                    __syncthreads();
+                    zero_chunk_sum();
+                    add_leaves(kLeaves);
+                    __syncthreads();  // leaf_s read before the group sum may stage rows in it
+                }
+            }
+            if (!fast) {
+                constexpr int kTogether = D > 0 && D <= 4 ? 4 : (D > 0 && D <= (Resident ? 8 : 12) ? 2 : 1);
+                for (int r0 = 0; r0 < kChunk / kThreads; r0 += kTogether)
+#pragma unroll
+                for (int r = r0; r < r0 + kTogether; ++r) {
+                    const int i = r * kThreads + threadIdx.x;  // a warp, a leaf
+                    std::int32_t best = -1;
+                    bool change = false;
+                    if (i < len) {
+                        const std::int32_t old = Resident ? mem[i] : a.membership[start + i];
+                        float best_dist = 0.f;
+                        best = nearest<D>(object(i), centres_s, 0, k, d, 0, best_dist);
+                        change = old != best;
+                        if constexpr (!Resident) a.membership[start + i] = best;
+                    }
+                    mem[i] = best;  // -1 past the end: a member of no cluster
+                    const int changes = __popc(__ballot_sync(0xffffffffu, change));
+                    if (changes && threadIdx.x % 32 == 0) atomicAdd(&counts_s[k], changes);
+                    if (!(Resident && D > 0) && k <= kGatherMaxK) {  // counts by a ballot a cluster, an atomic a warp
+#pragma unroll
+                        for (int c = 0; c < kGatherMaxK; ++c) {
+                            const int m = c < k ? __popc(__ballot_sync(0xffffffffu, best == c)) : 0;
+                            if (m && threadIdx.x % 32 == 0) atomicAdd(&counts_s[c], m);
+                        }
+                    }
+                }
+                __syncthreads();  // mem complete
+                if (k > kGatherMaxK)
+                    for (int i = threadIdx.x; i < len; i += kThreads) atomicAdd(&counts_s[mem[i]], 1);
+
+                zero_chunk_sum();
+                for (int leaf0 = 0; leaf0 < kLeaves; leaf0 += leaves) {
+                    // assign_and_sum's pass; 4 loads in flight from shared memory past D = 8 (64 registers: D = 12
+                    // spilled with 8).
+                    constexpr int kFlight = Resident && D > 8 ? kLeaf / 8 : kLeaf / 4;
+                    leaf_sums_pass<kFlight, kLeaf / 2>(k, d, len, leaf0, leaves, mem, leaf_column, leaf_s);
+                    __syncthreads();
+                    add_leaves(leaves);
+                    __syncthreads();  // leaf_s is rewritten by the next pass
+                }
             }
             double* out = a.rows + chunk * row;
 #pragma unroll
@@ -297,11 +507,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
                               a.group_sums + ((iter & 1) * groups + g) * row, a.done);
             }
         }
+        if (staging) {  // the first loop is over: x is staged (nothing left in flight)
+            matmul::dev::cp_async_wait<0>();
+            staging = false;
+        }
         // Every group of this loop summed (the done counter's release adds, one a group): the loop's one wait.
-        if (threadIdx.x == 0) {
+        if (threadIdx.x == 0) {  // a relaxed spin (an acquire load invalidates L1 each time: ncu), then one acquire
             const unsigned target = a.done_base + static_cast<unsigned>(iter + 1) * static_cast<unsigned>(groups);
-            while (static_cast<int>(ld_acquire(a.done) - target) < 0) {
+            while (static_cast<int>(ld_relaxed(a.done) - target) < 0) {
             }
+            ld_acquire(a.done);
         }
         __syncthreads();
 
