@@ -300,7 +300,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
                     mem[i] = best;  // -1 past the end: a member of no cluster
                     const int changes = __popc(__ballot_sync(0xffffffffu, change));
                     if (changes && threadIdx.x % 32 == 0) atomicAdd(&counts_s[k], changes);
-                    if (!(Resident && D > 0) && k <= kGatherMaxK) {  // counts by a ballot a cluster, an atomic a warp
+                    if (k <= kGatherMaxK) {  // member counts by a ballot per cluster, one shared atomic a warp
 #pragma unroll
                         for (int c = 0; c < kGatherMaxK; ++c) {
                             const int m = c < k ? __popc(__ballot_sync(0xffffffffu, best == c)) : 0;
