@@ -5,17 +5,22 @@
 //   A  Liao's nearest centre (nearest<D>: float32, coordinates in order, unfused, ties to the lower index), the leaf
 //      -> chunk float64 sums of Summation::Chunked (assign_and_sum's tree) and, in the same row, the chunk's member
 //      counts and change count as doubles (integers below 2^53: exact in any order, no atomics, nothing to zero);
-//                                                                                           grid barrier 1
-//   B  the group sums (a group's <= 32 chunk rows added in chunk order), one thread a (group, row entry), spread over
-//      the grid;                                                                            grid barrier 2
+//      for resident x, D <= 16 and k <= 4 by chunk_pass (round 8: the same arithmetic in ~half the instructions);
+//   B  a group's sum (its <= 32 chunk rows added in chunk order) by the group's LAST block to write its rows: each
+//      block adds its chunks of the group to the group's arrival counter (acq_rel); the one that completes it sums the
+//      group, resets the counter and adds 1 to the loop's done counter (release). A block that owns a whole group
+//      sums it without the counter. Then every block waits for all groups of the loop (acquire spin on the done
+//      counter): the loop's only grid-wide wait (round 8; two grid barriers before: A | B | C);
 //   C  in EVERY block (redundant, the same bits everywhere): the group sums added in group order, the mean rounded
 //      once (float32(total / count); an empty cluster keeps its centre), delta = changed / n in float32, the stop
 //      test; block 0 records the history entry. The next loop uses the block's own centres in shared memory.
-// No third barrier: chunk rows are rewritten (A of loop t+1) only after every block passed barrier 2 of loop t, the
-// last point they are read (B); group sums are rewritten (B of loop t+1) only after barrier 1 of loop t+1, which every
-// block reaches after its C of loop t, the last point they are read.
-// Where a block's chunks fit shared memory (x_resident), its x and its memberships are staged there once, before the
-// first loop, and x is never read from global memory again; otherwise x is read every loop as assign_and_sum does.
+// Why no other wait: chunk rows are rewritten (A of loop t+1) only after the block saw every group of loop t summed,
+// after their last read; group sums are double-buffered by loop parity, since a group's last block of loop t+1 may
+// write while a slow block still reads loop t's in C (loop t+2's writer needs every block's A of t+1, after its C of
+// t); an arrival counter is reset by the group's last block before its done signal, which every next arrival follows.
+// Where a block's chunks fit shared memory (x_resident), its x and its memberships are staged there once (before the
+// first loop; with chunk_pass by cp.async during it) and x is never read from global memory again; otherwise x is read
+// every loop as assign_and_sum does.
 // The result equals cpu(summation="chunked"), device and device_fused bit for bit, on any grid.
 #include <cooperative_groups.h>
 
@@ -34,6 +39,8 @@
 #include "../common/device_buffer.cuh"
 #include "../common/error.hpp"
 #include "../common/launch.cuh"
+#include "../matmul/matmul_kernels.cuh"
+#include "kmeans_chunk_pass.cuh"
 #include "kmeans_cuda.hpp"
 #include "kmeans_device.cuh"
 
@@ -61,6 +68,20 @@ __device__ __forceinline__ unsigned add_release(unsigned* p, unsigned v) {
     return old;
 }
 
+__device__ __forceinline__ unsigned ld_relaxed(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ unsigned add_acq_rel(unsigned* p, unsigned v) {
+    unsigned old;
+    asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
+__device__ __forceinline__ void red_release(unsigned* p, unsigned v) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory");
+}
+
 template <bool Cg>
 __device__ __forceinline__ void grid_sync(GridBarrier* bar) {
     if constexpr (Cg) {
@@ -83,12 +104,14 @@ struct PersistArgs {
     int d, k;
     float threshold;
     int max_iter;
-    const float* init;             // [k][d] the initial centres, read by every block before its first barrier
+    const float* init;             // [k][d] the initial centres, read by every block before its first arrival
     float* centres;                // [k][d] out, the final ones (block 0 at the end; may alias init: see there)
     std::int32_t* membership;      // [n] out
     double* rows;                  // [chunks][row]: a chunk's k*d sums, k member counts, its change count
-    double* group_sums;            // [groups][row]
-    GridBarrier* barrier;          // the device's cached word, never reset (grid_sync)
+    double* group_sums;            // [2 (loop parity)][groups][row]
+    unsigned* arrivals;            // [groups] chunks of the loop whose rows are written; 0 between loops and runs
+    unsigned* done;                // groups summed, over the device's runs (never reset: see DeviceState)
+    unsigned done_base;            // *done when this run starts
     float* delta_history;          // [max_iter] device scratch, one entry a loop (block 0)
     int* result;                   // out, host-visible: [0] the loops run, then [1..] their history as floats
     int chunks_per_block;          // resident: the staged chunks a block holds at most
@@ -97,18 +120,49 @@ struct PersistArgs {
 // A chunk row: k*d coordinate sums, k member counts, 1 change count.
 __host__ __device__ inline int row_len(int k, int d) { return k * d + k + 1; }
 
+// The slab (doubles): a pass's leaf sums, and the rows a group's sum or phase C stages; a whole group's rows where they
+// fit in 2,048 (kmeans04: 32 x 28), so its last block reads them in one L2 round trip, not in slices.
+__host__ __device__ inline int slab_len(int kd, int row) {
+    const int leaves = leaves_per_pass(kd, true) * kd, group = kGroup * row < kLeafSlab / 4 ? kGroup * row : kLeafSlab / 4;
+    return leaves > group ? leaves : group;
+}
+
 // Shared memory: [x: chunks_per_block x kLeaves leaves of stage_stride(d)] (resident only) [members: chunks_per_block
-// x kChunk (resident) or kChunk] [leaf sums: leaves x k*d doubles] [totals: row doubles] [centres k*d] [counts k+1].
+// x kChunk (resident) or kChunk] [masks: kLeaves x kMaskWords] [centres k*d, padded to 16 bytes] [slab] [totals: row
+// doubles] [counts k+1, the last-block flag].
 inline std::size_t persistent_shared_bytes(std::int64_t d, std::int64_t k, int chunks_per_block, bool resident) {
     const int kd = static_cast<int>(k * d), di = static_cast<int>(d);
     const std::size_t staged = resident ? static_cast<std::size_t>(chunks_per_block) : 1;
     std::size_t bytes = resident ? staged * kLeaves * stage_stride(di) * sizeof(float) : 0;
     bytes += staged * kChunk * sizeof(std::int32_t);
     bytes = (bytes + 15) / 16 * 16;
-    bytes += static_cast<std::size_t>(leaves_per_pass(kd, true)) * kd * sizeof(double);
-    bytes += static_cast<std::size_t>(row_len(static_cast<int>(k), di)) * sizeof(double);
-    bytes += static_cast<std::size_t>(kd) * sizeof(float) + static_cast<std::size_t>(k + 1) * sizeof(int);
+    const int row = row_len(static_cast<int>(k), di);
+    bytes += kLeaves * kMaskWords * sizeof(unsigned) + static_cast<std::size_t>((kd + 3) / 4 * 4) * sizeof(float);
+    bytes += static_cast<std::size_t>(slab_len(kd, row) + row) * sizeof(double);
+    bytes += static_cast<std::size_t>(k + 2) * sizeof(int);
     return bytes;
+}
+
+// A group's sum: its in_group chunk rows staged through the slab (slices of `width` entries where the whole group does
+// not fit; every load of a slice in flight at once: one L2 round trip), one thread an entry adding them in chunk order
+// into out; then the loop's done counter gets the group (release: out and the arrival counter's reset before it).
+__device__ inline void group_sum(const double* rows, int in_group, int row, int slab, double* slab_s, double* out,
+                                 unsigned* done) {
+    const int width = slab / kGroup < row ? slab / kGroup : row;  // >= 1: slab >= 32 (leaves_per_pass)
+    for (int e0 = 0; e0 < row; e0 += width) {
+        const int wide = row - e0 < width ? row - e0 : width;
+#pragma unroll 4
+        for (int t = threadIdx.x; t < in_group * wide; t += kThreads)
+            slab_s[t] = __ldcg(rows + static_cast<std::int64_t>(t / wide) * row + e0 + t % wide);
+        __syncthreads();
+        for (int e = threadIdx.x; e < wide; e += kThreads) {
+            double s = 0.0;
+            for (int u = 0; u < in_group; ++u) s += slab_s[u * wide + e];
+            out[e0 + e] = s;
+        }
+        __syncthreads();  // the slab is rewritten next; out complete before the release
+    }
+    if (threadIdx.x == 0) red_release(done, 1);
 }
 
 // At most 64 registers (4 blocks an SM), as assign_and_sum, where 4 blocks an SM can fit; resident chunks of D >= 12
@@ -131,10 +185,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
         reinterpret_cast<std::int32_t*>(xs + (Resident ? a.chunks_per_block * kLeaves * stride : 0));
     const std::size_t head = ((Resident ? a.chunks_per_block * kLeaves * stride * sizeof(float) : 0) +
                               (Resident ? a.chunks_per_block : 1) * kChunk * sizeof(std::int32_t) + 15) / 16 * 16;
-    double* leaf_s = reinterpret_cast<double*>(smem_raw + head);  // [leaves][k*d]
-    double* totals_s = leaf_s + leaves * kd;                      // [row]
-    float* centres_s = reinterpret_cast<float*>(totals_s + row);  // [k][d]
-    int* counts_s = reinterpret_cast<int*>(centres_s + kd);       // this chunk's: [k] member counts, [1] changes
+    const int slab = slab_len(kd, row);
+    unsigned* masks_s = reinterpret_cast<unsigned*>(smem_raw + head);      // chunk_pass: [kLeaves][kMaskWords]
+    float* centres_s = reinterpret_cast<float*>(masks_s + kLeaves * kMaskWords);  // [k][d], 16-byte aligned
+    double* leaf_s = reinterpret_cast<double*>(centres_s + (kd + 3) / 4 * 4);  // the slab: [leaves][k*d], or rows
+    double* totals_s = leaf_s + slab;                                      // [row]
+    int* counts_s = reinterpret_cast<int*>(totals_s + row);  // this chunk's: [k] member counts, [1] changes
+    int* last_s = counts_s + k + 1;                          // this block completed the group (thread 0's)
 
     // Once: the centres, the zeroed counts, memberships -1 (every object counts as changed in the first loop, as the
     // reference) and, resident, the block's x (16-byte pieces where x and its rows allow, else 4 bytes).
@@ -142,6 +199,17 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
     for (int c = threadIdx.x; c <= k; c += kThreads) counts_s[c] = 0;
     if constexpr (Resident) {
         for (int i = threadIdx.x; i < mine * kChunk; i += kThreads) members_s[i] = -1;
+    }
+    bool staging = false;  // x still being copied by stage_async (chunk_pass waits in the first loop)
+    if constexpr (Resident && kChunkPassDim<D>) {
+        if (uses_chunk_pass<D>(k)) {
+            staging = true;
+            stage_async<D>(xs, stride, a.x + c_begin * kChunk * d,
+                           std::min<std::int64_t>(n - c_begin * kChunk, std::int64_t{mine} * kChunk),
+                           (reinterpret_cast<std::uintptr_t>(a.x) & 15) == 0);
+        }
+    }
+    if (Resident && !staging) {
         const float* src = a.x + c_begin * kChunk * d;
         const std::int64_t floats = std::min<std::int64_t>(n - c_begin * kChunk, std::int64_t{mine} * kChunk) * d;
         const int leaf_floats = kLeaf * d;
@@ -155,7 +223,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
             for (std::int64_t f = threadIdx.x; f < floats; f += kThreads)
                 xs[(f / leaf_floats) * stride + f % leaf_floats] = src[f];
         }
-    } else {
+    } else if (!Resident) {
         for (std::int64_t i = c_begin * kChunk + threadIdx.x; i < std::min(n, c_end * kChunk); i += kThreads)
             a.membership[i] = -1;
     }
@@ -176,51 +244,84 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
                 if constexpr (Resident) return xc + (first / kLeaf) * stride + j;
                 else return a.x + (start + first) * d + j;
             };
-            constexpr int kTogether = D > 0 && D <= 4 ? 4 : (D > 0 && D <= (Resident ? 8 : 12) ? 2 : 1);
-            for (int r0 = 0; r0 < kChunk / kThreads; r0 += kTogether)
+            double chunk_sum[kCoordsPerThread<false>];  // zeroed where a path starts adding (not live across it)
+            auto zero_chunk_sum = [&] {
 #pragma unroll
-            for (int r = r0; r < r0 + kTogether; ++r) {
-                const int i = r * kThreads + threadIdx.x;  // a warp, a leaf
-                std::int32_t best = -1;
-                bool change = false;
-                if (i < len) {
-                    const std::int32_t old = Resident ? mem[i] : a.membership[start + i];
-                    float best_dist = 0.f;
-                    best = nearest<D>(object(i), centres_s, 0, k, d, 0, best_dist);
-                    change = old != best;
-                    if constexpr (!Resident) a.membership[start + i] = best;
-                }
-                mem[i] = best;  // -1 past the end: a member of no cluster
-                const int changes = __popc(__ballot_sync(0xffffffffu, change));
-                if (changes && threadIdx.x % 32 == 0) atomicAdd(&counts_s[k], changes);
-                if (k <= kGatherMaxK) {  // member counts by a ballot per cluster, one shared atomic a warp
-#pragma unroll
-                    for (int c = 0; c < kGatherMaxK; ++c) {
-                        const int m = c < k ? __popc(__ballot_sync(0xffffffffu, best == c)) : 0;
-                        if (m && threadIdx.x % 32 == 0) atomicAdd(&counts_s[c], m);
-                    }
-                }
-            }
-            __syncthreads();  // mem complete
-            if (k > kGatherMaxK)
-                for (int i = threadIdx.x; i < len; i += kThreads) atomicAdd(&counts_s[mem[i]], 1);
-
-            double chunk_sum[kCoordsPerThread<false>];
-#pragma unroll
-            for (int q = 0; q < kCoordsPerThread<false>; ++q) chunk_sum[q] = 0.0;
-            for (int leaf0 = 0; leaf0 < kLeaves; leaf0 += leaves) {
-                // assign_and_sum's pass; 4 loads in flight from shared memory past D = 8 (64 registers: D = 12
-                // spilled with 8).
-                constexpr int kFlight = Resident && D > 8 ? kLeaf / 8 : kLeaf / 4;
-                leaf_sums_pass<kFlight, kLeaf / 2>(k, d, len, leaf0, leaves, mem, leaf_column, leaf_s);
-                __syncthreads();
+                for (int q = 0; q < kCoordsPerThread<false>; ++q) chunk_sum[q] = 0.0;
+            };
+            auto add_leaves = [&](int count) {  // the pass's leaf sums into the chunk's, in leaf order
 #pragma unroll
                 for (int q = 0; q < kCoordsPerThread<false>; ++q) {
                     const int e = threadIdx.x + q * kThreads;
                     if (e < kd)
-                        for (int leaf = 0; leaf < leaves; ++leaf) chunk_sum[q] += leaf_s[leaf * kd + e];
+                        for (int leaf = 0; leaf < count; ++leaf) chunk_sum[q] += leaf_s[leaf * kd + e];
                 }
-                __syncthreads();  // leaf_s is rewritten by the next pass
+            };
+            // chunk_pass: resident x, D unrolled, k <= 4 (the chunk's leaf sums in one pass: kd <= 96).
+            bool fast = false;
+            if constexpr (Resident && kChunkPassDim<D>) {
+                if (uses_chunk_pass<D>(k)) {
+                    fast = true;
+                    if (staging && ci == 1) {  // the first loop's other chunks: every copy in
+                        matmul::dev::cp_async_wait<0>();
+                        __syncthreads();
+                    }
+                    auto run = [&](auto kk) {
+                        chunk_pass<D, decltype(kk)::value>(xc, stride, len, mem, centres_s, masks_s, counts_s, leaf_s,
+                                                           staging && ci == 0);
+                    };
+                    switch (k) {
+                        case 1: run(std::integral_constant<int, 1>{}); break;
+                        case 2: run(std::integral_constant<int, 2>{}); break;
+                        case 3: run(std::integral_constant<int, 3>{}); break;
+                        default: run(std::integral_constant<int, 4>{}); break;
+                    }
+                    __syncthreads();
+                    zero_chunk_sum();
+                    add_leaves(kLeaves);
+                    __syncthreads();  // leaf_s read before the group sum may stage rows in it
+                }
+            }
+            if (!fast) {
+                constexpr int kTogether = D > 0 && D <= 4 ? 4 : (D > 0 && D <= (Resident ? 8 : 12) ? 2 : 1);
+                for (int r0 = 0; r0 < kChunk / kThreads; r0 += kTogether)
+#pragma unroll
+                for (int r = r0; r < r0 + kTogether; ++r) {
+                    const int i = r * kThreads + threadIdx.x;  // a warp, a leaf
+                    std::int32_t best = -1;
+                    bool change = false;
+                    if (i < len) {
+                        const std::int32_t old = Resident ? mem[i] : a.membership[start + i];
+                        float best_dist = 0.f;
+                        best = nearest<D>(object(i), centres_s, 0, k, d, 0, best_dist);
+                        change = old != best;
+                        if constexpr (!Resident) a.membership[start + i] = best;
+                    }
+                    mem[i] = best;  // -1 past the end: a member of no cluster
+                    const int changes = __popc(__ballot_sync(0xffffffffu, change));
+                    if (changes && threadIdx.x % 32 == 0) atomicAdd(&counts_s[k], changes);
+                    if (k <= kGatherMaxK) {  // member counts by a ballot per cluster, one shared atomic a warp
+#pragma unroll
+                        for (int c = 0; c < kGatherMaxK; ++c) {
+                            const int m = c < k ? __popc(__ballot_sync(0xffffffffu, best == c)) : 0;
+                            if (m && threadIdx.x % 32 == 0) atomicAdd(&counts_s[c], m);
+                        }
+                    }
+                }
+                __syncthreads();  // mem complete
+                if (k > kGatherMaxK)
+                    for (int i = threadIdx.x; i < len; i += kThreads) atomicAdd(&counts_s[mem[i]], 1);
+
+                zero_chunk_sum();
+                for (int leaf0 = 0; leaf0 < kLeaves; leaf0 += leaves) {
+                    // assign_and_sum's pass; 4 loads in flight from shared memory past D = 8 (64 registers: D = 12
+                    // spilled with 8).
+                    constexpr int kFlight = Resident && D > 8 ? kLeaf / 8 : kLeaf / 4;
+                    leaf_sums_pass<kFlight, kLeaf / 2>(k, d, len, leaf0, leaves, mem, leaf_column, leaf_s);
+                    __syncthreads();
+                    add_leaves(leaves);
+                    __syncthreads();  // leaf_s is rewritten by the next pass
+                }
             }
             double* out = a.rows + chunk * row;
 #pragma unroll
@@ -233,37 +334,42 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
                 out[kd + c] = static_cast<double>(counts_s[c]);
                 counts_s[c] = 0;
             }
-            __syncthreads();  // counts_s zeroed (and mem read) before the next chunk's atomics
-        }
-        grid_sync<false>(a.barrier);
-
-        // ---------------------------------------------------------------- B: group sums, chunk rows in order
-        // A task: one group's chunk rows, a slice of `width` row entries, staged through the leaf slab by the whole
-        // block (every load of the task in flight at once: one L2 round trip), then one thread an entry adds the
-        // group's chunks in order. The tasks spread over the grid.
-        const int slab = leaves * kd;  // >= 32 and >= row (leaves_per_pass), so width >= 1 and rounds >= 1 below
-        const int width = slab / kGroup < row ? slab / kGroup : row, slices = (row + width - 1) / width;
-        for (std::int64_t task = blockIdx.x; task < groups * slices; task += gridDim.x) {
-            const std::int64_t g = task / slices;
-            const int e0 = static_cast<int>(task % slices) * width, wide = row - e0 < width ? row - e0 : width;
-            const int in_group = static_cast<int>(chunks - g * kGroup < kGroup ? chunks - g * kGroup : kGroup);
-            const double* src = a.rows + g * kGroup * row + e0;
-#pragma unroll 4
-            for (int t = threadIdx.x; t < in_group * wide; t += kThreads)
-                leaf_s[t] = __ldcg(src + static_cast<std::int64_t>(t / wide) * row + t % wide);
-            __syncthreads();
-            for (int e = threadIdx.x; e < wide; e += kThreads) {
-                double s = 0.0;
-                for (int u = 0; u < in_group; ++u) s += leaf_s[u * wide + e];
-                a.group_sums[g * row + e0 + e] = s;
+            __syncthreads();  // counts_s zeroed (and mem read) before the next chunk's atomics; the row written
+            // ------------------------------------------------------------ B: the group's sum by its last block
+            if (chunk + 1 == c_end || (chunk + 1) % kGroup == 0) {  // this block's last chunk of its group
+                const std::int64_t g = chunk / kGroup, first = g * kGroup;
+                const int in_group = static_cast<int>(chunks - first < kGroup ? chunks - first : kGroup);
+                const int contrib = static_cast<int>(chunk + 1 - (c_begin > first ? c_begin : first));
+                if (contrib < in_group) {  // shared with other blocks: the one completing the count sums it
+                    if (threadIdx.x == 0) {  // release: the block's rows (bar.sync above); acquire: the others'
+                        const unsigned before = add_acq_rel(a.arrivals + g, static_cast<unsigned>(contrib));
+                        *last_s = before + contrib == static_cast<unsigned>(in_group);
+                        if (*last_s) a.arrivals[g] = 0;  // for the next loop: every arrival of this one is in
+                    }
+                    __syncthreads();
+                }
+                if (contrib == in_group || *last_s)
+                    group_sum(a.rows + first * row, in_group, row, slab, leaf_s,
+                              a.group_sums + ((iter & 1) * groups + g) * row, a.done);
             }
-            __syncthreads();  // the slab is rewritten by the next task
         }
-        grid_sync<false>(a.barrier);
+        if (staging) {  // the first loop is over: x is staged (nothing left in flight)
+            matmul::dev::cp_async_wait<0>();
+            staging = false;
+        }
+        // Every group of this loop summed (the done counter's release adds, one a group): the loop's one wait.
+        if (threadIdx.x == 0) {  // a relaxed spin (an acquire load invalidates L1 each time: ncu), then one acquire
+            const unsigned target = a.done_base + static_cast<unsigned>(iter + 1) * static_cast<unsigned>(groups);
+            while (static_cast<int>(ld_relaxed(a.done) - target) < 0) {
+            }
+            ld_acquire(a.done);
+        }
+        __syncthreads();
 
         // ---------------------------------------------------------------- C: every block closes the loop itself
         // The group sums staged through the slab, `per_round` groups a round (kmeans04: all 15 in one), added in group
         // order by one thread an entry.
+        const double* sums = a.group_sums + (iter & 1) * groups * row;
         const int per_round = slab / row;
         // An entry's total accumulates in totals_s[e], owned by one thread (no race, no registers held across rounds).
         for (int e = threadIdx.x; e < row; e += kThreads) totals_s[e] = 0.0;
@@ -271,7 +377,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
             const int in_round = static_cast<int>(groups - g0 < per_round ? groups - g0 : per_round);
 #pragma unroll 4
             for (int t = threadIdx.x; t < in_round * row; t += kThreads)
-                leaf_s[t] = __ldcg(a.group_sums + g0 * row + t);
+                leaf_s[t] = __ldcg(sums + g0 * row + t);
             __syncthreads();
             for (int e = threadIdx.x; e < row; e += kThreads) {
                 double total = totals_s[e];
@@ -289,7 +395,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
         if (blockIdx.x == 0 && threadIdx.x == 0) a.delta_history[iter] = delta;
         __syncthreads();  // the new centres before the next loop's distances; totals_s read before it is rewritten
         if (!(delta > a.threshold) || iter + 1 >= a.max_iter) {
-            // centres may alias init: every block read init before its first barrier, which block 0 has passed.
+            // centres may alias init: every block read init before its first arrival, which block 0 has waited for.
             // The history and the loop count go to the result (mapped pinned host memory: no copy back), the
             // count last, each thread's writes made visible to the host before it (the host reads them after
             // the launch's event anyway).
@@ -370,21 +476,23 @@ PersistPlan plan_persistent(std::int64_t n, std::int64_t d, std::int64_t k, int 
 }
 
 // What every call of a device reuses, made once (a few host API calls each, otherwise part of every call's fixed
-// cost): the grid barrier's word, the host-visible result, the event the host waits on, the kernels' opt-ins.
+// cost): the loop's counters, the host-visible result, the event the host waits on, the kernels' opt-ins.
 // Calls are serialised by `mutex` from the plan to the host's read of the result, so no two runs share them.
-//  * The barrier word is zeroed once, here, and never again: a complete grid_sync adds 2^31 - (G - 1) + (G - 1) = 2^31
-//    (mod 2^32) for ANY grid G, so after a finished run its low 31 bits are 0 again and only the top bit differs,
-//    which grid_sync never assumes (a block waits for the top bit to differ from its own add's). Every block of a
-//    run passes the same barriers (they leave the loop at the same iteration), and a run starts only after the one
-//    before it finished (stream 0; the call waits for its run before it returns): back-to-back calls of any grids
-//    find a valid word. A launch that fails to start leaves it as it was.
+//  * The counters are zeroed when allocated and not by any call: no memset a call. The group arrival counters are 0
+//    after every loop (each group's last block resets its own). The done counter only grows (mod 2^32): a run adds
+//    groups x loops, so the host passes the value it left (done_base) to the next run; a run that did not report its
+//    loop count (a failed launch or a bad result) leaves both in doubt, and the next call zeroes them first.
 //  * The result, [loops][history], is pinned host memory mapped into the device (cudaHostAllocMapped), written by
 //    block 0 at the end: the host waits on one event and reads it, no copy back. Grown (never shrunk) when max_iter
 //    needs more; where mapped memory is unavailable (or switched off for a test) a pool buffer is copied back.
 constexpr std::int64_t kHistoryFirst = 64;  // history entries of the first result buffer
 
 struct DeviceState {
-    GridBarrier* barrier = nullptr;
+    unsigned* done_counter = nullptr;
+    unsigned done_base = 0;           // *done_counter after the last run
+    unsigned* arrivals = nullptr;     // [arrivals_len] a group's arrival counter
+    std::int64_t arrivals_len = 0;
+    bool in_doubt = false;            // a run started whose end was not seen: zero the counters first
     int* host_result = nullptr;  // pinned, mapped: [0] loops, [1..capacity] history
     int* mapped_result = nullptr;  // its device address
     std::int64_t capacity = 0;
@@ -398,12 +506,29 @@ std::atomic<bool> use_mapped{true};
 DeviceState& device_state(int device) {
     static std::map<int, DeviceState> states;
     DeviceState& st = states[device];
-    if (!st.barrier) {
-        GPUOPT_CUDA_CHECK(cudaMalloc(&st.barrier, sizeof(GridBarrier)));
-        GPUOPT_CUDA_CHECK(cudaMemset(st.barrier, 0, sizeof(GridBarrier)));
+    if (!st.done_counter) {
+        GPUOPT_CUDA_CHECK(cudaMalloc(&st.done_counter, sizeof(unsigned)));
+        GPUOPT_CUDA_CHECK(cudaMemset(st.done_counter, 0, sizeof(unsigned)));
         GPUOPT_CUDA_CHECK(cudaEventCreateWithFlags(&st.done, cudaEventDisableTiming));
     }
     return st;
+}
+
+// The counters for `groups` groups, zero (see DeviceState): grown (never shrunk), zeroed where in doubt.
+void prepare_counters(DeviceState& st, std::int64_t groups) {
+    if (st.arrivals_len < groups) {
+        if (st.arrivals) GPUOPT_CUDA_CHECK(cudaFree(st.arrivals));  // no run uses it: the calls are serialised
+        st.arrivals = nullptr, st.arrivals_len = 0;
+        const std::int64_t len = std::max<std::int64_t>(groups, 2 * st.arrivals_len + 64);
+        GPUOPT_CUDA_CHECK(cudaMalloc(&st.arrivals, static_cast<std::size_t>(len) * sizeof(unsigned)));
+        GPUOPT_CUDA_CHECK(cudaMemset(st.arrivals, 0, static_cast<std::size_t>(len) * sizeof(unsigned)));
+        st.arrivals_len = len;
+    }
+    if (st.in_doubt) {
+        GPUOPT_CUDA_CHECK(cudaMemset(st.arrivals, 0, static_cast<std::size_t>(st.arrivals_len) * sizeof(unsigned)));
+        GPUOPT_CUDA_CHECK(cudaMemset(st.done_counter, 0, sizeof(unsigned)));
+        st.done_base = 0, st.in_doubt = false;
+    }
 }
 
 // The mapped result for max_iter loops, or nullptr where mapped pinned memory cannot be had.
@@ -477,16 +602,17 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
     const PersistPlan plan = cached_plan(st, device, n, d, k, cfg.blocks, !cfg.global_x);
     const std::int64_t chunks = (n + kChunk - 1) / kChunk, groups = (chunks + kGroup - 1) / kGroup;
     const int row = row_len(static_cast<int>(k), static_cast<int>(d));
-    // [chunk rows][group sums][history scratch: max_iter floats]
-    DeviceBuffer<double> rows(static_cast<std::size_t>((chunks + groups) * row + (max_iter + 1) / 2));
+    prepare_counters(st, groups);
+    // [chunk rows][group sums x 2][history scratch: max_iter floats]
+    DeviceBuffer<double> rows(static_cast<std::size_t>((chunks + 2 * groups) * row + (max_iter + 1) / 2));
     int* result = mapped_result(st, device, max_iter);
     DeviceBuffer<int> copied(result ? 0 : static_cast<std::size_t>(1 + max_iter));  // the fallback's result
     if (result) st.host_result[0] = -1;  // no run is using it (serialised); a run that ends writes its loop count
     else result = copied.data();
     PersistArgs args{x_dev, n, static_cast<int>(d), static_cast<int>(k), threshold, static_cast<int>(max_iter),
                      init_dev ? init_dev : centroids_dev, centroids_dev, membership_dev, rows.data(),
-                     rows.data() + chunks * row, st.barrier, reinterpret_cast<float*>(rows.data() + (chunks + groups) * row),
-                     result, plan.chunks_per_block};
+                     rows.data() + chunks * row, st.arrivals, st.done_counter, st.done_base,
+                     reinterpret_cast<float*>(rows.data() + (chunks + 2 * groups) * row), result, plan.chunks_per_block};
     void* params[] = {&args};
     with_kernel(d, plan.resident, [&](auto kernel) {
         // The kernel's shared-memory opt-in is per kernel, not per plan: another shape's plan may have set it lower
@@ -500,9 +626,14 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
             allowed = plan.shared;
         }
         // Fails (RuntimeError) rather than deadlock where the grid cannot be co-resident.
+        st.in_doubt = true;  // until the run's loop count is read
         GPUOPT_CUDA_CHECK(cudaLaunchCooperativeKernel(fn, dim3(plan.grid), dim3(kThreads), params, plan.shared, nullptr));
     });
     KMeansStats stats;
+    auto ended = [&](int loops) {  // the counters as the run left them
+        st.done_base += static_cast<unsigned>(loops) * static_cast<unsigned>(groups);
+        st.in_doubt = false;
+    };
     if (copied.size() == 0) {  // mapped: one wait, then the host reads what block 0 wrote
         GPUOPT_CUDA_CHECK(cudaEventRecord(st.done, nullptr));
         GPUOPT_CUDA_CHECK(cudaEventSynchronize(st.done));
@@ -511,6 +642,7 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
         const auto* history = reinterpret_cast<const float*>(host + 1);
         stats.iterations = host[0];
         stats.delta.assign(history, history + host[0]);
+        ended(host[0]);
         return stats;
     }
     // Fallback: one copy of the loop count and the first loops' history; a second only for a longer history.
@@ -520,6 +652,7 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
     GPUOPT_CUDA_CHECK(cudaMemcpy(host, result, (1 + first) * sizeof(int), cudaMemcpyDeviceToHost));
     GPUOPT_REQUIRE(host[0] >= 1 && host[0] <= max_iter, "kmeans device_persistent: the run wrote no loop count");
     stats.iterations = host[0];
+    ended(host[0]);
     stats.delta.resize(static_cast<std::size_t>(stats.iterations));
     std::memcpy(stats.delta.data(), host + 1, std::min<std::int64_t>(stats.iterations, first) * sizeof(float));
     if (stats.iterations > first)

@@ -161,8 +161,8 @@ register("kmeans", "device_fused", description="device with the finish fused: th
                        "at once)"), _BLOCKS),
          **_DEVICE)(_kmeans_device)
 register("kmeans", "device_persistent", description="device's loop, the whole run in ONE cooperative launch "
-         "(grid = the co-resident blocks): per loop each block assigns and sums its own whole chunks, a grid barrier, "
-         "the group sums spread over the grid, a second barrier, then every block closes the loop itself (the same "
+         "(grid = the co-resident blocks): per loop each block assigns and sums its own whole chunks, each group's sum "
+         "by its last block (arrival counters), one grid-wide wait, then every block closes the loop itself (the same "
          "bits everywhere) and goes on with its own centres; x and memberships stay in shared memory where a block's "
          "chunks fit; the host reads the loop count and the history once. k*D <= 1024; the same bits as device and "
          "cpu(summation='chunked')",

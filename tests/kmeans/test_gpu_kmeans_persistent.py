@@ -258,3 +258,41 @@ def test_planned_calls_still_reject_bad_arguments(rng):
     for _ in range(2):  # NumPy x is never planned: its finiteness is checked on every call
         with pytest.raises(ValueError, match="finite"):
             gpuopt.kmeans(bad, 3, threshold=0.0, max_iter=2, variant=V)
+
+
+# Round 8: a group's sum by its last block (arrival counters, a done counter across runs) and chunk_pass (resident x,
+# D unrolled, k <= 4: ballot masks for the leaf sums and the counts).
+@pytest.mark.parametrize("x_memory", X_MEMORY)
+@pytest.mark.parametrize("blocks", [1, 2, 3, 8, 64, 0])
+def test_group_sums_by_their_last_block_on_uneven_grids(rng, blocks, x_memory):
+    # 150,001 objects: 147 chunks, 5 groups (the last of 19 chunks), a last chunk of 497 objects (a leaf of 17).
+    # 1 block: every group its own (no counter); 2: groups 0, 1, 3, 4 in one block, 2 shared; 3, 8, 64: shares of
+    # 49, 18-19 and 2-3 chunks across group edges; 0: the co-resident grid (one chunk a block).
+    x = _cancelling(rng, 150_001, 8)
+    for k in (1, 3, 4, 5):
+        assert_same_as_chunked_cpu(x, k, V, threshold=0.0, max_iter=4, blocks=blocks, x_memory=x_memory)
+
+
+@pytest.mark.parametrize("x_memory", X_MEMORY)
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 5, 8, 16, 32])
+@pytest.mark.parametrize("d", [1, 3, 4, 8, 12, 24])
+def test_k_one_to_32_with_ragged_chunks(rng, k, d, x_memory):
+    # N with a ragged last leaf and chunk: chunk_pass for k <= 4 (resident), the general path past it.
+    n = 33_000 + 7 * d + k
+    x = rng.uniform(-1, 1, (n, d)).astype(np.float32)
+    assert_same_as_chunked_cpu(x, k, V, threshold=0.0, max_iter=5, x_memory=x_memory)
+    grid = rng.integers(0, 3, (n, d)).astype(np.float32)  # exact ties and duplicates: ties to the lower index
+    assert_same_as_chunked_cpu(grid, k, V, threshold=0.0, max_iter=5, x_memory=x_memory)
+
+
+@pytest.mark.parametrize("x_memory", X_MEMORY)
+def test_early_stop_history_and_many_runs_of_the_done_counter(rng, x_memory):
+    # Early stops at other loops, max_iter 1, a long history, and runs of other group counts in between: the done
+    # counter carries over from run to run (host-tracked), the arrival counters stay zero between runs.
+    x = np.concatenate([rng.normal(0, 0.01, (60_000, 8)), rng.normal(5, 0.01, (60_000, 8))]).astype(np.float32)
+    for _ in range(2):
+        res = assert_same_as_chunked_cpu(x, 2, V, max_iter=500, x_memory=x_memory)
+        assert res.converged and len(res.delta) == res.iterations
+        assert_same_as_chunked_cpu(x[:1_500], 3, V, threshold=0.0, max_iter=1, x_memory=x_memory)
+        noise = rng.uniform(0, 1, (70_001, 4)).astype(np.float32)
+        assert_same_as_chunked_cpu(noise, 4, V, threshold=0.0, max_iter=HISTORY_FIRST + 3, x_memory=x_memory)
