@@ -26,7 +26,7 @@ Products parse_products(const std::string& name);
 // sum_members forms the group sums (its last block of each group adds the group's 32 chunk rows while they are in
 // L2) and finish_loop adds only those: where there is more than one group and one block's 32 x k*D adds stay short.
 inline bool grouped(std::int64_t chunks, std::int64_t kd) {
-    return chunks > kSumFanout && kd <= 4096 && !std::getenv("GPUOPT_KTILE2_OLD");  // TEMP A/B switch
+    return chunks > kSumFanout && kd <= 4096 && std::getenv("GPUOPT_KTILE2_GROUPED");  // TEMP A/B switch
 }
 
 struct Launch {
