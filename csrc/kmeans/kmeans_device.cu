@@ -318,9 +318,7 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
 // Coords (1 or 4; 4 needs k*d % 4 == 0): (cluster, coordinate) entries a warp, 32 / Coords groups a round. With 4, a
 // load instruction reads whole 32-byte sectors (4 entries of 8 groups' chunk rows) instead of one double from each
 // of 32 sectors a megabyte apart: worth it where the groups take more than one round (device_tiled at 10M points).
-// Grouped (device_tiled's sum_members formed the group sums): chunk_sums holds `chunks` group rows, each taken as
-// its group's sum: the same adds from there on.
-template <bool Streamed, int Coords = 1, bool Grouped = false>
+template <bool Streamed, int Coords = 1>
 __global__ void __launch_bounds__(kFinishWarps * 32) finish_loop(std::int64_t n, int d, int k, std::int64_t chunks,
                                                                  const double* __restrict__ chunk_sums,
                                                                  unsigned long long* __restrict__ counts,
@@ -343,13 +341,11 @@ __global__ void __launch_bounds__(kFinishWarps * 32) finish_loop(std::int64_t n,
         // by the entry's lanes (every lane forms the same total).
         double total = 0.0;
         if constexpr (Streamed) total = running[e];  // +0.0 before a loop's first slab: 0.0 + x == x
-        const std::int64_t groups = Grouped ? chunks : (chunks + kGroup - 1) / kGroup;
+        const std::int64_t groups = (chunks + kGroup - 1) / kGroup;
         for (std::int64_t g0 = 0; g0 < groups; g0 += kSlots) {
             double group_sum = 0.0;
             const std::int64_t g = g0 + slot;
-            if constexpr (Grouped) {
-                if (g < groups) group_sum = chunk_sums[g * kd + e];
-            } else if constexpr (Coords == 1) {
+            if constexpr (Coords == 1) {
                 if (g < groups) {  // 32 loads, then the in-order adds (+0.0 past the last chunk: no change); ptxas
                                    // issues each load about one add ahead: many warps hide it
                     double part[kGroup];
@@ -501,8 +497,8 @@ KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::
     else check_loop<Fused, Dot>(n, d, k, Dot ? "device_gemm" : "device");
     const std::int64_t chunks = (n + kChunk - 1) / kChunk;
     const int kd = static_cast<int>(k * d);
-    // Fused and device_tiled: the group sums after the chunk sums, and a chunk counter per group ahead of the counts.
-    const std::int64_t groups = Fused || Tiled ? (chunks + kGroup - 1) / kGroup : 0;
+    // Fused: the group sums after the chunk sums, and a chunk counter per group ahead of the counts.
+    const std::int64_t groups = Fused ? (chunks + kGroup - 1) / kGroup : 0;
     DeviceBuffer<double> chunk_sums(static_cast<std::size_t>((chunks + groups) * kd));
     const std::size_t history_words = static_cast<std::size_t>((max_iter + 1) / 2);
     const std::size_t group_words = static_cast<std::size_t>((groups + 1) / 2);
@@ -523,10 +519,7 @@ KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::
     // finish_loop with 4 entries a warp where that still leaves >= 1024 warps (8 MB of chunk rows in flight) and
     // the groups take more than one round; one entry a warp otherwise.
     const int coords = kd % 4 == 0 && kd >= 4096 && chunks > 32 * kGroup ? 4 : 1;
-    // device_tiled where sum_members forms the group sums (tiled::grouped): finish_loop reads those groups rows.
-    const bool grouped = Tiled && tiled::grouped(chunks, kd);
-    const auto finish = grouped ? (coords == 4 ? finish_loop<false, 4, true> : finish_loop<false, 1, true>)
-                                : (coords == 4 ? finish_loop<false, 4> : finish_loop<false, 1>);
+    const auto finish = coords == 4 ? finish_loop<false, 4> : finish_loop<false, 1>;
     const unsigned finish_blocks = static_cast<unsigned>((kd / coords + kFinishWarps - 1) / kFinishWarps);
     // Batches of queued loops until the stop flag is read set; launch_loop(dependent) queues one loop's kernels.
     // Every launch but the run's first is a programmatic dependent launch (cluster::launch_ex): its blocks may
@@ -541,9 +534,8 @@ KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::
                 first = false;
                 if constexpr (!Fused) {
                     cluster::launch_ex(finish, finish_blocks, kFinishWarps * 32, 0, 1, true, n,
-                                       static_cast<int>(d), static_cast<int>(k), grouped ? groups : chunks,
-                                       static_cast<const double*>(grouped ? fin.group_sums : chunk_sums.data()),
-                                       counts, centroids_dev,
+                                       static_cast<int>(d), static_cast<int>(k), chunks,
+                                       static_cast<const double*>(chunk_sums.data()), counts, centroids_dev,
                                        threshold, static_cast<int>(max_iter), fin.delta_history, state,
                                        static_cast<double*>(nullptr), true);
                 }
@@ -557,8 +549,7 @@ KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::
     if constexpr (Tiled) {
         const tiled::Launch plan = tiled::plan(n, d, k, blocks_wanted, tiled::parse_products(products));
         run_batches([&](bool) {  // assign_tiled waits for the finish_loop before it (an ordinary launch)
-            tiled::launch(plan, x_dev, n, d, k, centroids_dev, membership_dev, chunk_sums.data(), counts, state,
-                          fin.group_done, fin.group_sums);
+            tiled::launch(plan, x_dev, n, d, k, centroids_dev, membership_dev, chunk_sums.data(), counts, state);
         });
     } else {
         with_dim(d, [&](auto dim) {

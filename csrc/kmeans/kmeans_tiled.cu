@@ -16,9 +16,7 @@
 //                 members in object order; one thread per (cluster, 4 coordinates) adds them, closing a leaf sum into
 //                 the chunk sum at each leaf boundary: the leaf/chunk tree of assign_and_sum (empty leaves add
 //                 +0.0: no change), work by members (N*D) instead of by k*D per leaf.
-//                 Grouped (see grouped()): the last block of each group of 32 chunks also adds the group's chunk rows.
-// Then finish_loop (kmeans_device.cu; from the group sums where grouped): the same bits as device_gemm and
-// cpu(summation="chunked").
+// Then finish_loop (kmeans_device.cu), unchanged: the same bits as device_gemm and cpu(summation="chunked").
 // D > 128: assign_any, Liao's distance one thread a point (exact, no tile).
 #include <cub/block/block_radix_sort.cuh>
 
@@ -406,50 +404,14 @@ __global__ void __launch_bounds__(kTileThreads) assign_any(const float* __restri
 
 using ChunkSort = cub::BlockRadixSort<unsigned, kTileThreads, kSortItems>;
 
-// Grouped: the block that writes a group's last chunk row adds the group's kGroup rows in chunk order (still in L2:
-// the grid walks the chunks in order) into group_sums[g], exactly finish_loop's first level of adds (0.0 + row 0 +
-// ... + row 31; a ragged group's missing rows are +0.0 there: no change), so finish_loop<.., Grouped> reads groups
-// rows instead of chunks rows. The grid-sync pattern of cooperative groups: the block's stores ordered before its
-// count by the barrier and one fence by the counting thread (cumulative), the last counted block's reads after its
-// fence and a barrier (a fence by every thread, MEMBAR.SC per warp, measured +750 µs a loop at 10M x 16).
-__device__ inline void close_group(std::int64_t chunk, std::int64_t chunks, int kd, const double* chunk_sums,
-                                   unsigned* group_done, double* group_sums) {
-    __shared__ bool group_last;
-    const std::int64_t g = chunk / kGroup;
-    const int in_group = static_cast<int>(chunks - g * kGroup < kGroup ? chunks - g * kGroup : kGroup);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        group_last = atomicAdd(&group_done[g], 1u) == static_cast<unsigned>(in_group - 1);
-        if (group_last) {
-            group_done[g] = 0;  // every chunk of g counted: ready for the next loop
-            __threadfence();
-        }
-    }
-    __syncthreads();
-    if (!group_last) return;
-    const double* rows = chunk_sums + g * kGroup * kd;
-    for (int e = threadIdx.x; e < kd; e += kTileThreads) {
-        double part[kGroup];  // every load issued before the in-order adds: one L2 round trip an entry
-#pragma unroll
-        for (int u = 0; u < kGroup; ++u) part[u] = u < in_group ? __ldcg(rows + static_cast<std::int64_t>(u) * kd + e) : 0.0;
-        double sum = 0.0;
-#pragma unroll
-        for (int u = 0; u < kGroup; ++u) sum += part[u];
-        group_sums[g * kd + e] = sum;
-    }
-}
-
 // Chunk sums from the memberships: a stable sort of (cluster, index) by cluster, then a thread per (cluster, 4
 // coordinates; 1 where the staged columns are not a multiple of 4) walks its members in object order (leaf sums
-// closed at each leaf boundary). Member counts: integers. Grouped: close_group after each chunk.
-template <bool Grouped>
+// closed at each leaf boundary). Member counts: integers.
 __global__ void __launch_bounds__(kTileThreads, 2) sum_members(const float* __restrict__ x, std::int64_t n, int d,
                                                                int k, const std::int32_t* __restrict__ membership,
                                                                double* __restrict__ chunk_sums,
                                                                unsigned long long* __restrict__ counts,
-                                                               LoopState* __restrict__ state, unsigned* group_done,
-                                                               double* __restrict__ group_sums) {
+                                                               LoopState* __restrict__ state) {
     if (state->done) return;
     __shared__ typename ChunkSort::TempStorage sort_s;
     extern __shared__ __align__(16) float ssm[];
@@ -536,7 +498,6 @@ __global__ void __launch_bounds__(kTileThreads, 2) sum_members(const float* __re
                 }
             }
         }
-        if constexpr (Grouped) close_group(chunk, chunks, kd, chunk_sums, group_done, group_sums);
     }
     __syncthreads();
     for (int c = threadIdx.x; c < k; c += kTileThreads)
@@ -607,8 +568,7 @@ void check(std::int64_t n, std::int64_t d, std::int64_t k, Products p) {
         with_assign_tiled(d, k, resolve(p, d, k), [&](auto kernel, std::size_t shared) {
             require_shared_memory(kernel, shared, (what + ": assign_tiled").c_str());
         });
-    require_shared_memory(sum_members<false>, sum_shared_bytes(static_cast<int>(k)), (what + ": sum_members").c_str());
-    require_shared_memory(sum_members<true>, sum_shared_bytes(static_cast<int>(k)), (what + ": sum_members").c_str());
+    require_shared_memory(sum_members, sum_shared_bytes(static_cast<int>(k)), (what + ": sum_members").c_str());
 }
 
 Launch plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks, Products p) {
@@ -623,14 +583,12 @@ Launch plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks, Products
         l.assign_blocks = static_cast<unsigned>(std::min<std::int64_t>(
             (n + kTileThreads - 1) / kTileThreads, resident_blocks(assign_any, 0, blocks)));
     l.sum_blocks = static_cast<unsigned>(std::min<std::int64_t>(chunks, resident_blocks(
-        sum_members<false>, sum_shared_bytes(static_cast<int>(k)), blocks)));  // the same registers and shared memory
-    l.grouped = grouped(chunks, d * k);
+        sum_members, sum_shared_bytes(static_cast<int>(k)), blocks)));
     return l;
 }
 
 void launch(const Launch& l, const float* x, std::int64_t n, std::int64_t d, std::int64_t k, const float* centres,
-            std::int32_t* membership, double* chunk_sums, unsigned long long* counts, void* state_ptr,
-            unsigned* group_done, double* group_sums) {
+            std::int32_t* membership, double* chunk_sums, unsigned long long* counts, void* state_ptr) {
     auto* state = static_cast<LoopState*>(state_ptr);
     const int di = static_cast<int>(d), ki = static_cast<int>(k);
     if (d <= kMaxTiledDim)
@@ -640,9 +598,8 @@ void launch(const Launch& l, const float* x, std::int64_t n, std::int64_t d, std
     else
         assign_any<<<l.assign_blocks, kTileThreads>>>(x, n, di, ki, centres, membership, state);
     GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign");
-    const auto sum = l.grouped ? sum_members<true> : sum_members<false>;
-    sum<<<l.sum_blocks, kTileThreads, sum_shared_bytes(ki)>>>(x, n, di, ki, membership, chunk_sums, counts, state,
-                                                              group_done, group_sums);
+    sum_members<<<l.sum_blocks, kTileThreads, sum_shared_bytes(ki)>>>(x, n, di, ki, membership, chunk_sums, counts,
+                                                                     state);
     GPUOPT_CHECK_LAUNCH("kmeans device_tiled sum_members");
 }
 

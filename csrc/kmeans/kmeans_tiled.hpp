@@ -3,10 +3,7 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>  // TEMP
 #include <string>
-
-#include "kmeans.hpp"
 
 namespace gpuopt::kmeans::tiled {
 
@@ -23,17 +20,10 @@ Products resolve(Products p, std::int64_t d, std::int64_t k);
 // "auto", "tf32x3" or "ffma" (the variant's products parameter); else a ValueError-style failure.
 Products parse_products(const std::string& name);
 
-// sum_members forms the group sums (its last block of each group adds the group's 32 chunk rows while they are in
-// L2) and finish_loop adds only those: where there is more than one group and one block's 32 x k*D adds stay short.
-inline bool grouped(std::int64_t chunks, std::int64_t kd) {
-    return chunks > kSumFanout && kd <= 4096 && std::getenv("GPUOPT_KTILE2_GROUPED");  // TEMP A/B switch
-}
-
 struct Launch {
     Products products = Products::Ffma;  // resolved
     unsigned assign_blocks = 0;  // persistent grids: as many blocks as are resident, at most the work
     unsigned sum_blocks = 0;
-    bool grouped = false;  // grouped(): group_done and group_sums are used
 };
 
 // ValueError-style GPUOPT_REQUIRE failures for what the kernels cannot run (k, shared memory).
@@ -41,10 +31,8 @@ void check(std::int64_t n, std::int64_t d, std::int64_t k, Products p = Products
 // blocks > 0: at most that many blocks a grid (tests: the result never depends on the grid).
 Launch plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks, Products p = Products::Auto);
 // One loop's assignment (memberships, the change count in the state) and chunk sums + member counts, on stream 0;
-// state is kmeans_device.cuh's LoopState. Grouped: group_done [groups] (zero, and left zero) and group_sums
-// [groups][k*d] written.
+// state is kmeans_device.cuh's LoopState.
 void launch(const Launch& l, const float* x, std::int64_t n, std::int64_t d, std::int64_t k, const float* centres,
-            std::int32_t* membership, double* chunk_sums, unsigned long long* counts, void* state,
-            unsigned* group_done, double* group_sums);
+            std::int32_t* membership, double* chunk_sums, unsigned long long* counts, void* state);
 
 }  // namespace gpuopt::kmeans::tiled
