@@ -136,3 +136,18 @@ def test_finish_past_32_groups(rng, variant, d, k):
     n = 32 * 32 * 1024 + 5_000
     x = rng.uniform(-1, 1, (n, d)).astype(np.float32) * np.float32(10) ** rng.integers(-6, 7, (n, 1)).astype(np.float32)
     assert_same_as_chunked_cpu(x, k, variant, threshold=0.0, max_iter=2)
+
+
+@pytest.mark.parametrize("blocks", [0, 1, 3])
+@pytest.mark.parametrize("n,d,k", [(33 * 1024 + 77, 5, 7), (70 * 1024 + 1, 3, 25), (40 * 1024, 16, 256)], ids=str)
+def test_ragged_groups_and_an_empty_cluster(rng, n, d, k, blocks):
+    # More than 32 chunks with k*D <= 4096 (finish_loop one entry a warp, two or three groups): more groups than
+    # blocks (blocks=1), a ragged last group, n not a multiple of the chunk, k*D not a multiple of 4 (35, 75), an empty
+    # cluster (a far initial centre keeps its place), 3 loops; rows scaled by 10^-6..10^6 so the order of the adds
+    # shows in the float64 sums.
+    x = rng.uniform(-1, 1, (n, d)).astype(np.float32) * np.float32(10) ** rng.integers(-6, 7, (n, 1)).astype(np.float32)
+    init = x[rng.choice(n, k, replace=False)].copy()
+    init[k // 2] = np.float32(1e12)  # no point comes nearer to it than to any other centre
+    res = assert_same_as_chunked_cpu(x, k, "device_tiled", threshold=0.0, max_iter=3, init=init, blocks=blocks)
+    assert not np.any(res.membership == k // 2)
+    np.testing.assert_array_equal(res.centroids[k // 2], init[k // 2])
