@@ -100,16 +100,7 @@ __device__ __forceinline__ void chunk_pass(const float* xc, int stride, int len,
         const float* o = xc + leaf * stride + lane * D;
         float xr[D];
         if constexpr (decltype(wait)::value) staged_wait(r);  // the first loop: this round's leaf is in
-        if constexpr (D % 4 == 0) {  // rows of 16 bytes (stage_stride keeps every leaf 16-byte aligned)
-#pragma unroll
-            for (int j = 0; j < D; j += 4) {
-                const float4 v = *reinterpret_cast<const float4*>(o + j);
-                xr[j] = v.x, xr[j + 1] = v.y, xr[j + 2] = v.z, xr[j + 3] = v.w;
-            }
-        } else {
-#pragma unroll
-            for (int j = 0; j < D; ++j) xr[j] = o[j];
-        }
+        load_row<D>(o, xr, true);  // rows of 16 bytes where D % 4 == 0 (stage_stride keeps every leaf 16-byte aligned)
         std::int32_t best = 0;
         float best_dist = 0.f;
 #pragma unroll

@@ -100,6 +100,24 @@ __device__ __forceinline__ float liao_distance(const float (&xr)[D > 0 ? D : 1],
     return dist;
 }
 
+// An object's D coordinates into registers: D / 4 16-byte loads where D allows and the row is 16-byte aligned
+// (`aligned`, the caller's knowledge), else D scalar loads.
+template <int D>
+__device__ __forceinline__ void load_row(const float* o, float (&xr)[D], bool aligned) {
+    if constexpr (D % 4 == 0) {
+        if (aligned) {
+#pragma unroll
+            for (int j = 0; j < D; j += 4) {
+                const float4 v = *reinterpret_cast<const float4*>(o + j);
+                xr[j] = v.x, xr[j + 1] = v.y, xr[j + 2] = v.z, xr[j + 3] = v.w;
+            }
+            return;
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < D; ++j) xr[j] = o[j];
+}
+
 // Liao's nearest centre of one object: float32 squared differences summed over the coordinates in order,
 // unfused, ties to the lower index. With D > 0 (the coordinate count known at compile time) the object's
 // coordinates are read once into registers instead of once per centre.
@@ -108,21 +126,7 @@ __device__ inline std::int32_t nearest(const float* __restrict__ o, const float*
                                        int d, std::int32_t best, float& best_dist) {
     constexpr int kRegs = D > 0 ? D : 1;
     float xr[kRegs];
-    if constexpr (D > 0 && D % 4 == 0) {
-        if ((reinterpret_cast<std::uintptr_t>(o) & 15) == 0) {  // a 16-byte aligned row: D / 4 vector loads
-#pragma unroll
-            for (int j = 0; j < D; j += 4) {
-                const float4 v = *reinterpret_cast<const float4*>(o + j);
-                xr[j] = v.x, xr[j + 1] = v.y, xr[j + 2] = v.z, xr[j + 3] = v.w;
-            }
-        } else {
-#pragma unroll
-            for (int j = 0; j < D; ++j) xr[j] = o[j];
-        }
-    } else if constexpr (D > 0) {
-#pragma unroll
-        for (int j = 0; j < D; ++j) xr[j] = o[j];
-    }
+    if constexpr (D > 0) load_row<D>(o, xr, (reinterpret_cast<std::uintptr_t>(o) & 15) == 0);
     for (int c = 0; c < count; ++c) {
         const float dist = liao_distance<D>(xr, o, centres + c * (D > 0 ? D : d), d);
         if (c_first + c == 0 || dist < best_dist) {
