@@ -76,17 +76,30 @@ __host__ __device__ constexpr bool quads(int dp, bool blocked_centres, bool tc) 
     return tc && tc::hoists(dp) && !blocked_centres;
 }
 
-// Two x^T buffers (the next tile and its memberships prefetched by cp.async) where they are small: D <= 16. Measured
+// Two x buffers (the next tile and its memberships prefetched by cp.async) where they are small: D <= 16. Measured
 // on the H200 (10M x 16, k=256, marginal loop): 2,927 µs without, 2,759 / 2,718 with (ktile call 2).
 __host__ __device__ constexpr bool prefetches(int dp) { return dp <= 16; }
+
+// The tile's points in shared memory, coordinate j of point p at p * PS + j * JS: x^T (PS 1, JS kXStride) for the
+// FFMA tile (its float4 loads run over 4 points) and where the tensor-core screen loads A a k8 step a pass; rows (PS
+// row_stride(DP), JS 1) for the tensor-core screen with prefetch: 16-byte cp.async copies (4 a thread a tile at D =
+// 16, against 16 transposing 4-byte copies of ~25 instructions each), a point's coordinates in float4 loads, and the
+// A-fragment loads still conflict-free (lane (g, t) reads word g PS + t: distinct banks for PS / 4 odd).
+__host__ __device__ constexpr bool rows(int dp, bool tc) { return tc && prefetches(dp); }
+__host__ __device__ constexpr int row_stride(int dp) { return dp / 4 % 2 ? dp : dp + 4; }
+__host__ __device__ constexpr int point_stride(int dp, bool tc) { return rows(dp, tc) ? row_stride(dp) : 1; }
+__host__ __device__ constexpr int coord_stride(int dp, bool tc) { return rows(dp, tc) ? 1 : kXStride; }
+__host__ __device__ constexpr int x_buffer_floats(int dp, bool tc) {
+    return rows(dp, tc) ? kTilePoints * row_stride(dp) : dp * kXStride;
+}
 
 // Tc: -2c as hi/lo B fragments (tc::centre_floats a centre) instead of one float a coordinate.
 std::size_t tile_shared_bytes(int dp, int k, bool blocked_centres, bool tc) {
     const int kc = padded_k(k), kb = staged_centres(dp, k, blocked_centres);
     const int cs = (tc ? tc::centre_floats(dp) : dp) * kb;
     const int cq = quads(dp, blocked_centres, tc) ? 2 * kc : 0;
-    const int xt = prefetches(dp) ? 2 * dp * kXStride + 2 * kTilePoints : dp * kXStride;
-    return static_cast<std::size_t>(cs + kc + cq + xt + 3 * kTilePoints) * sizeof(float);
+    const int xt = prefetches(dp) ? 2 * x_buffer_floats(dp, tc) + 2 * kTilePoints : x_buffer_floats(dp, tc);
+    return static_cast<std::size_t>(cs + kc + cq + xt) * sizeof(float);
 }
 
 std::size_t sum_shared_bytes(int k) {
@@ -107,11 +120,25 @@ __shared__ std::int64_t queue_i[kQueue];
 __shared__ float queue_b[kQueue];  // the point's best g
 __shared__ int queue_n;
 
-// The gap bound of one point, x^T column xcol (stride kXStride): B = ||x|| + max ||c||, rounded up; dot_bound for
-// the FFMA screen (tc_dim 0), tc::tc_bound for the 3xTF32 one over tc_dim padded coordinates.
-__device__ inline float point_bound(const float* xcol, int d, float cmax, int tc_dim) {
+// The gap bound of one point, its coordinate j at xp[j * JS] (the layouts above): B = ||x|| + max ||c||, rounded up;
+// dot_bound for the FFMA screen (tc_dim 0), tc::tc_bound for the 3xTF32 one over tc_dim padded coordinates. N > 0:
+// ||x||^2 over the N = DP staged coordinates, whose pad coordinates are zero (fma(0, 0, s) == s: the same sum as
+// over d), unrolled, by float4 in rows; N = 0: over d.
+template <int JS, int N = 0>
+__device__ inline float point_bound(const float* xp, int d, float cmax, int tc_dim) {
     float xn2 = 0.f;
-    for (int j = 0; j < d; ++j) xn2 = __fmaf_rn(xcol[j * kXStride], xcol[j * kXStride], xn2);
+    if constexpr (N > 0 && JS == 1 && N % 4 == 0) {
+#pragma unroll
+        for (int j = 0; j < N; j += 4) {
+            const float4 v = *reinterpret_cast<const float4*>(xp + j);
+            xn2 = __fmaf_rn(v.x, v.x, xn2), xn2 = __fmaf_rn(v.y, v.y, xn2);
+            xn2 = __fmaf_rn(v.z, v.z, xn2), xn2 = __fmaf_rn(v.w, v.w, xn2);
+        }
+    } else {
+        const int count = N > 0 ? N : d;
+#pragma unroll 4
+        for (int j = 0; j < count; ++j) xn2 = __fmaf_rn(xp[j * JS], xp[j * JS], xn2);
+    }
     const float b = __fadd_ru(__fsqrt_ru(xn2), cmax);
     return tc_dim ? tc::tc_bound(d, tc_dim, b) : dot_bound(d, b);
 }
@@ -121,19 +148,19 @@ __device__ inline float point_bound(const float* xcol, int d, float cmax, int tc
 // the lower index. After the 3xTF32 screen (Blocked = true: its staged centres are fragments; b its best g, the
 // bound tc_bound) g is recomputed by FFMA: Liao's nearest c* has g_ffma(c*) <= b + e_tc + e_ffma + 2 e_liao <= b +
 // tc_bound (a pair's 2 e_tc + 2 e_liao, e_tc >= e_ffma), so it is still a candidate.
-template <bool Blocked>
-__device__ inline int liao_among_candidates(const float* xcol, float b, float bound, int d, int k, int kc,
+template <bool Blocked, int JS>
+__device__ inline int liao_among_candidates(const float* xp, float b, float bound, int d, int k, int kc,
                                             const float* cs, const float* cn, const float* __restrict__ centres) {
     float best_dist = 0.f;
     int m = -1;
     for (int c = 0; c < k; ++c) {
         float g = cn[c];
         for (int j = 0; j < d; ++j)
-            g = __fmaf_rn(xcol[j * kXStride], Blocked ? -2.f * centres[c * d + j] : cs[j * kc + c], g);
+            g = __fmaf_rn(xp[j * JS], Blocked ? -2.f * centres[c * d + j] : cs[j * kc + c], g);
         if (!(__fsub_rn(g, b) > bound)) {
             float dist = 0.f;
             for (int j = 0; j < d; ++j) {
-                const float diff = __fsub_rn(xcol[j * kXStride], centres[c * d + j]);
+                const float diff = __fsub_rn(xp[j * JS], centres[c * d + j]);
                 dist = __fadd_rn(dist, __fmul_rn(diff, diff));
             }
             if (m < 0 || dist < best_dist) best_dist = dist, m = c;
@@ -142,10 +169,10 @@ __device__ inline int liao_among_candidates(const float* xcol, float b, float bo
     return m;
 }
 
-// The queued points through Liao's path, up to a tile at once: their rows staged into x^T (free between tiles;
-// the pad rows d..DP stay zero), one point a thread. Called by the whole block with queue_n uniform; empties it.
+// The queued points through Liao's path, up to a tile at once: their rows staged into a free x buffer (layout PS,
+// JS), one point a thread. Called by the whole block with queue_n uniform; empties it.
 // Returns this thread's membership changes.
-template <bool Blocked>
+template <bool Blocked, int PS, int JS>
 __device__ inline int flush_queue(const float* __restrict__ x, int d, int k, int kc, const float* __restrict__ centres,
                                   const float* cs, const float* cn, float* xs, float cmax, int tc_dim,
                                   std::int32_t* __restrict__ membership) {
@@ -155,14 +182,14 @@ __device__ inline int flush_queue(const float* __restrict__ x, int d, int k, int
         const int count = total - e0 < kTilePoints ? total - e0 : kTilePoints;
         for (int t = threadIdx.x; t < count * d; t += kTileThreads) {
             const int e = t / d, j = t % d;
-            xs[j * kXStride + e] = x[queue_i[e0 + e] * d + j];
+            xs[e * PS + j * JS] = x[queue_i[e0 + e] * d + j];
         }
         __syncthreads();
         if (threadIdx.x < count) {
             const std::int64_t i = queue_i[e0 + threadIdx.x];
-            const float* xcol = xs + threadIdx.x;
-            const int m = liao_among_candidates<Blocked>(xcol, queue_b[e0 + threadIdx.x], point_bound(xcol, d, cmax, tc_dim),
-                                                         d, k, kc, cs, cn, centres);
+            const float* xp = xs + threadIdx.x * PS;
+            const int m = liao_among_candidates<Blocked, JS>(xp, queue_b[e0 + threadIdx.x], point_bound<JS>(xp, d, cmax, tc_dim),
+                                                             d, k, kc, cs, cn, centres);
             changed += membership[i] != m;
             membership[i] = m;
         }
@@ -193,13 +220,13 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
     // kQuads: the norms again as (n(2p), n(2p + 1), n(2p), n(2p + 1)) quads, the mma's C operand (tc::pass)
     constexpr bool kQuads = quads(DP, Blocked, Tc);
     const float4* cnq = reinterpret_cast<const float4*>(cn + kc);  // [kc / 2] (kQuads)
-    // kPrefetch: two x^T buffers, the next tile's points and memberships copied by cp.async during this tile's passes
-    constexpr bool kPrefetch = prefetches(DP);
-    float* const xs0 = cn + kc + (kQuads ? 2 * kc : 0);  // [1 or 2][DP][kXStride]: the tile's points, transposed
-    float* res_b = xs0 + (kPrefetch ? 2 : 1) * DP * kXStride;  // [kTilePoints] merged best g
-    float* res_s = res_b + kTilePoints;     // second g
-    int* res_i = reinterpret_cast<int*>(res_s + kTilePoints);
-    int* old_s = res_i + kTilePoints;       // [2][kTilePoints] (kPrefetch): the tile's memberships before this loop
+    // kPrefetch: two x buffers, the next tile's points and memberships copied by cp.async during this tile's passes;
+    // the tile's points at p * kPS + j * kJS (rows(): rows, else x^T)
+    constexpr bool kPrefetch = prefetches(DP), kRows = rows(DP, Tc);
+    constexpr int kPS = point_stride(DP, Tc), kJS = coord_stride(DP, Tc), kXBuf = x_buffer_floats(DP, Tc);
+    float* const xs0 = cn + kc + (kQuads ? 2 * kc : 0);  // [1 or 2][kXBuf]: the tile's points
+    int* old_s = reinterpret_cast<int*>(xs0 + (kPrefetch ? 2 : 1) * kXBuf);  // [2][kTilePoints] (kPrefetch): the
+                                                                               // tile's memberships before this loop
     float* xs = xs0;
     __shared__ float cmax_s;
     if (threadIdx.x == 0) queue_n = 0;  // seen by all after the barrier below
@@ -207,11 +234,11 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
     auto stage_centres = [&](int cb0) {
         if constexpr (Tc) {
             tc::stage_centres<DP>(centres, k, d, cb0, kb, reinterpret_cast<float4*>(cs));
-            return;
-        }
-        for (int t = threadIdx.x; t < DP * kb; t += kTileThreads) {
-            const int j = t / kb, c = cb0 + t % kb;
-            cs[t] = j < d && c < k ? -2.f * centres[c * d + j] : 0.f;
+        } else {
+            for (int t = threadIdx.x; t < DP * kb; t += kTileThreads) {
+                const int j = t / kb, c = cb0 + t % kb;
+                cs[t] = j < d && c < k ? -2.f * centres[c * d + j] : 0.f;
+            }
         }
     };
     if (!Blocked) stage_centres(0);
@@ -231,22 +258,39 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
     const bool vec = d % 4 == 0 && (reinterpret_cast<std::uintptr_t>(x) & 15) == 0;
     int changed = 0;
     const std::int64_t tiles = (n + kTilePoints - 1) / kTilePoints;
-    // kPrefetch: tile tl's points into x^T buffer b (4-byte cp.async, transposed; zeros past the end) and its
-    // memberships into old_s; one commit group a thread. The pad rows d..DP of both buffers are zeroed once.
+    // kPrefetch: tile tl's points into x buffer b (zeros past the end) and its memberships into old_s, by cp.async;
+    // one commit group a thread. Rows with d == DP and x 16-byte aligned: 16-byte copies; else 4-byte ones (x^T:
+    // transposing), a thread's coordinate fixed where d == DP. The pad coordinates d..DP of both buffers are zeroed once.
     auto stage_async = [&](std::int64_t tl, int b) {
         if (tl < tiles) {
             const std::int64_t q0 = tl * kTilePoints;
             const int ln = static_cast<int>(n - q0 < kTilePoints ? n - q0 : kTilePoints);
-            float* dst = xs0 + b * DP * kXStride;
+            float* dst = xs0 + b * kXBuf;
             const float* src = x + q0 * d;
-            auto copy = [&](auto dd) {  // dd: DP where d == DP, so the index splits into shifts
-                for (int t = threadIdx.x; t < kTilePoints * dd; t += kTileThreads) {
-                    const int p = t / dd, j = t % dd;
-                    matmul::dev::cp_async_4(dst + j * kXStride + p, p < ln ? src + t : x, p < ln ? 4 : 0);
+            if (kRows && d == DP && vec) {
+                constexpr int kQ = DP / 4, kStep = kTileThreads / kQ;  // 16-byte pieces a point; points a round
+                const int j = threadIdx.x % kQ * 4, p1 = threadIdx.x / kQ;
+#pragma unroll
+                for (int i = 0; i < kTilePoints / kStep; ++i) {
+                    const int p = p1 + i * kStep;
+                    matmul::dev::cp_async_16(dst + p * kPS + j, p < ln ? src + 4 * (threadIdx.x + i * kTileThreads) : x,
+                                             p < ln ? 16 : 0);
                 }
-            };
-            if (d == DP) copy(std::integral_constant<int, DP>{});
-            else copy(d);
+            } else if (d == DP) {
+                constexpr int kStep = kTileThreads / DP;  // points a round of the block
+                const int j = threadIdx.x % DP, p1 = threadIdx.x / DP;
+#pragma unroll
+                for (int i = 0; i < DP; ++i) {
+                    const int p = p1 + i * kStep;
+                    matmul::dev::cp_async_4(dst + p * kPS + j * kJS, p < ln ? src + threadIdx.x + i * kTileThreads : x,
+                                            p < ln ? 4 : 0);
+                }
+            } else {
+                for (int t = threadIdx.x; t < kTilePoints * d; t += kTileThreads) {
+                    const int p = t / d, j = t % d;
+                    matmul::dev::cp_async_4(dst + p * kPS + j * kJS, p < ln ? src + t : x, p < ln ? 4 : 0);
+                }
+            }
             if (threadIdx.x < ln)
                 matmul::dev::cp_async_4(reinterpret_cast<float*>(old_s + b * kTilePoints + threadIdx.x),
                                         reinterpret_cast<const float*>(membership + q0 + threadIdx.x), 4);
@@ -254,20 +298,28 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
         matmul::dev::cp_async_commit();
     };
     if constexpr (kPrefetch) {
-        for (int t = threadIdx.x; t < 2 * (DP - d) * kXStride; t += kTileThreads)
-            xs0[(t / kXStride / (DP - d)) * DP * kXStride + (d + t / kXStride % (DP - d)) * kXStride + t % kXStride] = 0.f;
+        const int pad = DP - d;
+        for (int t = threadIdx.x; t < 2 * kTilePoints * pad; t += kTileThreads) {
+            const int r = t % (kTilePoints * pad);
+            xs0[t / (kTilePoints * pad) * kXBuf + r / pad * kPS + (d + r % pad) * kJS] = 0.f;
+        }
         stage_async(blockIdx.x, 0);
     }
     int buf = 0;
     for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, buf ^= 1) {
         const std::int64_t p0 = tile * kTilePoints;
         const int len = static_cast<int>(n - p0 < kTilePoints ? n - p0 : kTilePoints);
-        __syncthreads();  // the last tile's xs and res_* are read (kPrefetch: the other buffer is free)
+        if constexpr (kPrefetch) matmul::dev::cp_async_wait<0>();  // this tile's copies, issued a tile ago
+        // kPrefetch: the tile's one barrier (the copies seen by all; the last tile's reads of the x buffers, gap tests
+        // and queue entries done: queue_n uniform)
+        __syncthreads();
+        if (queue_n >= kTilePoints)  // Liao's path for the queue, in a free x buffer (kPrefetch: the last tile's)
+            changed += flush_queue<Blocked || Tc, kPS, kJS>(x, d, k, kc, centres, cs, cn, xs0 + (kPrefetch ? (buf ^ 1) * kXBuf : 0),
+                                                            cmax_s, Tc ? 8 * kSteps : 0, membership);
         const float* xt = x + p0 * d;
         if constexpr (kPrefetch) {
-            xs = xs0 + buf * DP * kXStride;
+            xs = xs0 + buf * kXBuf;
             stage_async(tile + gridDim.x, buf ^ 1);
-            matmul::dev::cp_async_wait<1>();  // this tile's copies (the next tile's stay in flight)
         } else if (vec) {  // 16-byte loads, consecutive threads on consecutive addresses
             for (int t = threadIdx.x; t < kTilePoints * d / 4; t += kTileThreads) {
                 const int p = t * 4 / d, j = t * 4 % d;
@@ -281,10 +333,12 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
                 xs[j * kXStride + p] = p < len ? xt[t] : 0.f;
             }
         }
-        if (!kPrefetch && DP > d)
-            for (int t = threadIdx.x; t < (DP - d) * kTilePoints; t += kTileThreads)
-                xs[(d + t / kTilePoints) * kXStride + t % kTilePoints] = 0.f;
-        __syncthreads();
+        if constexpr (!kPrefetch) {
+            if (DP > d)
+                for (int t = threadIdx.x; t < (DP - d) * kTilePoints; t += kTileThreads)
+                    xs[(d + t / kTilePoints) * kXStride + t % kTilePoints] = 0.f;
+            __syncthreads();
+        }
 
         float best[4], second[4];
         int bi[4];
@@ -293,7 +347,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
         // Tc: the warp's A fragments (points warp*32 + 16 mi ..), split once a tile where they fit in registers
         // (DP <= 16: 32 registers), else loaded and split a k8 step at a time in every pass.
         tc::AFrags<DP> ah, al;
-        if constexpr (Tc && tc::hoists(DP)) tc::load_tile_a<DP>(xs, kXStride, lane, ah, al);
+        if constexpr (Tc && tc::hoists(DP)) tc::load_tile_a<DP, kPS, kJS>(xs, lane, ah, al);
         for (int cb0 = 0; cb0 < kc; cb0 += kb) {  // once unless Blocked
           if (Blocked) {
               __syncthreads();  // the last block's cs read
@@ -303,8 +357,8 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
           const int cend = kc - cb0 < kb ? kc - cb0 : kb;  // both multiples of a register pass
           for (int c0 = 0; c0 < cend; c0 += kTileCentres) {
            if constexpr (Tc) {
-            tc::pass<DP, kQuads>(reinterpret_cast<const float4*>(cs), cn + cb0, cnq, cb0, c0, xs, kXStride, lane, ah, al, best,
-                         second, bi);
+            tc::pass<DP, kQuads, kPS, kJS>(reinterpret_cast<const float4*>(cs), cn + cb0, cnq, cb0, c0, xs, lane, ah, al,
+                                           best, second, bi);
            } else {
             float acc[4][kCentresT];
 #pragma unroll
@@ -346,6 +400,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
            }
           }
         }
+        // A point's (best, second, index) over its kCols lanes: the butterfly leaves the merged values in every lane.
 #pragma unroll
         for (int a = 0; a < 4; ++a) {
             if constexpr (Tc) bi[a] = tc::unpack_index(bi[a], best[a], lane);
@@ -353,34 +408,34 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
             for (int off = 1; off < kCols; off *= 2)
                 merge_best(best[a], bi[a], second[a], __shfl_xor_sync(0xffffffffu, best[a], off),
                            __shfl_xor_sync(0xffffffffu, bi[a], off), __shfl_xor_sync(0xffffffffu, second[a], off));
-            if (tx == 0) {
-                const int p = Tc ? threadIdx.x / 32 * 32 + a / 2 * 16 + a % 2 * 8 + lane / 4 : ty * 4 + a;
-                res_b[p] = best[a], res_s[p] = second[a], res_i[p] = bi[a];
-            }
         }
-        __syncthreads();
-        // One thread a point: the bound; the membership where the gap clears it, else the point is queued for
-        // Liao's path (measured at 6f14c66+: run in place, one lane's k x D recomputation held its block at the next
-        // barrier, 54% of the kernel's stalls; queued, 256 of them run at once, one a thread).
-        const int p = threadIdx.x;
+        // The gap test in the warp, lane tx of a point row for its row's point tx (no barrier, no shared round trip):
+        // the membership where the gap clears the bound, else the point is queued for Liao's path, flushed at a tile's
+        // start (measured at 6f14c66+: run in place, one lane's k x D recomputation held its block at the next barrier,
+        // 54% of the kernel's stalls; queued, 256 of them run at once, one a thread).
+        static_assert(kCols == 4, "a point row's 4 lanes take its 4 points");
+        float b = best[0], s = second[0];
+        int m = bi[0];
+#pragma unroll
+        for (int a = 1; a < 4; ++a)
+            if (tx == a) b = best[a], s = second[a], m = bi[a];
+        const int p = Tc ? threadIdx.x / 32 * 32 + tx / 2 * 16 + tx % 2 * 8 + lane / 4 : ty * 4 + tx;
         if (p < len) {
-            const float bound = point_bound(xs + p, d, cmax_s, Tc ? 8 * kSteps : 0);
-            const float b = res_b[p];
-            if (__fsub_rn(res_s[p], b) > bound) {
-                changed += (kPrefetch ? old_s[buf * kTilePoints + p] : membership[p0 + p]) != res_i[p];
-                membership[p0 + p] = res_i[p];
+            const float bound = point_bound<kJS, DP>(xs + p * kPS, d, cmax_s, Tc ? 8 * kSteps : 0);
+            if (__fsub_rn(s, b) > bound) {
+                changed += (kPrefetch ? old_s[buf * kTilePoints + p] : membership[p0 + p]) != m;
+                membership[p0 + p] = m;
             } else {
-                const int q = atomicAdd(&queue_n, 1);  // < kQueue: flushed below once it holds a tile's worth
+                const int q = atomicAdd(&queue_n, 1);  // < kQueue: at most a tile's worth since the last flush check
                 queue_i[q] = p0 + p, queue_b[q] = b;
             }
         }
-        __syncthreads();  // the queue complete (queue_n uniform); res_* read
-        if (queue_n >= kTilePoints)
-            changed += flush_queue<Blocked || Tc>(x, d, k, kc, centres, cs, cn, xs, cmax_s, Tc ? 8 * kSteps : 0, membership);
     }
     if constexpr (kPrefetch) matmul::dev::cp_async_wait<0>();  // (nothing is left: past the last tile no copies)
+    __syncthreads();  // the last tile's gap tests and queue entries
     if (queue_n > 0)
-        changed += flush_queue<Blocked || Tc>(x, d, k, kc, centres, cs, cn, xs, cmax_s, Tc ? 8 * kSteps : 0, membership);
+        changed += flush_queue<Blocked || Tc, kPS, kJS>(x, d, k, kc, centres, cs, cn, xs0, cmax_s, Tc ? 8 * kSteps : 0,
+                                                        membership);
     add_changed<kTileThreads>(changed, state);
 }
 
@@ -424,17 +479,33 @@ __global__ void __launch_bounds__(kTileThreads, 2) sum_members(const float* __re
     const int kd = k * d;
     const int key_bits = kIndexBits + 32 - __clz(k);  // clusters 0..k (k: past the end)
     const std::int64_t chunks = (n + kChunk - 1) / kChunk;
-    for (std::int64_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
+    // One column block of 16-byte rows (D <= 16, D % 4 == 0, x aligned): the chunk's x copied by cp.async while the
+    // block sorts, and the next chunk's memberships loaded during this chunk's walks.
+    const bool early = d <= kSumCols && d % 4 == 0 && (reinterpret_cast<std::uintptr_t>(x) & 15) == 0;
+    unsigned members[kSortItems];  // blocked: thread t holds objects 4t..4t+3, so the stable sort keeps object order
+    auto load_members = [&](std::int64_t chunk) {
+        if (chunk >= chunks) return;
         const std::int64_t start = chunk * kChunk;
         const int len = static_cast<int>(n - start < kChunk ? n - start : kChunk);
-        unsigned keys[kSortItems];  // blocked: thread t holds objects 4t..4t+3, so the stable sort keeps object order
 #pragma unroll
         for (int r = 0; r < kSortItems; ++r) {
             const int i = threadIdx.x * kSortItems + r;
-            const unsigned c = i < len ? static_cast<unsigned>(membership[start + i]) : static_cast<unsigned>(k);
-            keys[r] = c << kIndexBits | static_cast<unsigned>(i);
+            members[r] = i < len ? static_cast<unsigned>(membership[start + i]) : static_cast<unsigned>(k);
         }
-        __syncthreads();  // the last chunk's sorted_s, start_s, end_s are read
+    };
+    load_members(blockIdx.x);
+    for (std::int64_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
+        const std::int64_t start = chunk * kChunk;
+        const int len = static_cast<int>(n - start < kChunk ? n - start : kChunk);
+        unsigned keys[kSortItems];
+#pragma unroll
+        for (int r = 0; r < kSortItems; ++r) keys[r] = members[r] << kIndexBits | static_cast<unsigned>(threadIdx.x * kSortItems + r);
+        __syncthreads();  // the last chunk's sorted_s, start_s, end_s and x_s are read
+        if (early) {
+            const float* xc = x + start * d;
+            for (int t = threadIdx.x; t < len * d / 4; t += kTileThreads) matmul::dev::cp_async_16(x_s + 4 * t, xc + 4 * t, 16);
+            matmul::dev::cp_async_commit();
+        }
         for (int c = threadIdx.x; c <= k; c += kTileThreads) start_s[c] = end_s[c] = 0;
         ChunkSort(sort_s).Sort(keys, kIndexBits, key_bits);
 #pragma unroll
@@ -447,13 +518,16 @@ __global__ void __launch_bounds__(kTileThreads, 2) sum_members(const float* __re
             if (q == 0 || sorted_s[q - 1] >> kIndexBits != c) start_s[c] = q;
             if (q == kChunk - 1 || sorted_s[q + 1] >> kIndexBits != c) end_s[c] = q + 1;
         }
+        load_members(chunk + gridDim.x);
         __syncthreads();
         for (int c = threadIdx.x; c < k; c += kTileThreads) count_s[c] += end_s[c] - start_s[c];
         for (int j0 = 0; j0 < d; j0 += kSumCols) {
             const int w = d - j0 < kSumCols ? d - j0 : kSumCols;
             if (j0 > 0) __syncthreads();  // the last columns are read
             const float* xc = x + start * d + j0;
-            if (w == d && d % 4 == 0 && (reinterpret_cast<std::uintptr_t>(x) & 15) == 0) {
+            if (early) {
+                matmul::dev::cp_async_wait<0>();
+            } else if (w == d && d % 4 == 0 && (reinterpret_cast<std::uintptr_t>(x) & 15) == 0) {
                 for (int t = threadIdx.x; t < len * d / 4; t += kTileThreads)
                     reinterpret_cast<float4*>(x_s)[t] = reinterpret_cast<const float4*>(xc)[t];
             } else {

@@ -38,15 +38,14 @@ __device__ inline void stage_centres(const float* __restrict__ centres, int k, i
     }
 }
 
-// A fragments (hi, lo) of points row0 .. row0 + 15 and k8 step s from x^T (row stride `stride`, stride % 32 == 4:
-// lane (g, t) reads bank 4t + g + const, no conflict).
-template <int DP>
-__device__ __forceinline__ void load_a(const float* xs, int stride, int row0, int s, int lane, std::uint32_t (&hi)[4],
+// A fragments (hi, lo) of points row0 .. row0 + 15 and k8 step s from the tile (coordinate j of point p at p PS +
+// j JS; x^T: JS % 32 == 4, rows: PS / 4 odd, so lane (g, t) reads bank g PS + t JS + const: no conflict either way).
+template <int DP, int PS, int JS>
+__device__ __forceinline__ void load_a(const float* xs, int row0, int s, int lane, std::uint32_t (&hi)[4],
                                        std::uint32_t (&lo)[4]) {
     const int g = lane / 4, j = 8 * s + lane % 4;
-    const float v[4] = {xs[j * stride + row0 + g], xs[j * stride + row0 + g + 8],
-                        j + 4 < DP ? xs[(j + 4) * stride + row0 + g] : 0.f,
-                        j + 4 < DP ? xs[(j + 4) * stride + row0 + g + 8] : 0.f};
+    const float* x0 = xs + (row0 + g) * PS + j * JS;
+    const float v[4] = {x0[0], x0[8 * PS], j + 4 < DP ? x0[4 * JS] : 0.f, j + 4 < DP ? x0[8 * PS + 4 * JS] : 0.f};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
         const matmul::tf32::Split p = matmul::tf32::split(v[i]);
@@ -61,13 +60,13 @@ template <int DP>
 using AFrags = std::uint32_t[hoists(DP) ? steps(DP) : 1][2][4];
 
 // The warp's points warp * 32 + 16 mi + ..: all k8 steps (hoists(DP)).
-template <int DP>
-__device__ __forceinline__ void load_tile_a(const float* xs, int stride, int lane, AFrags<DP>& ah, AFrags<DP>& al) {
+template <int DP, int PS, int JS>
+__device__ __forceinline__ void load_tile_a(const float* xs, int lane, AFrags<DP>& ah, AFrags<DP>& al) {
 #pragma unroll
     for (int s = 0; s < steps(DP); ++s)
 #pragma unroll
         for (int mi = 0; mi < 2; ++mi)
-            load_a<DP>(xs, stride, threadIdx.x / 32 * 32 + 16 * mi, s, lane, ah[s][mi], al[s][mi]);
+            load_a<DP, PS, JS>(xs, threadIdx.x / 32 * 32 + 16 * mi, s, lane, ah[s][mi], al[s][mi]);
 }
 
 // d = a b + c: an accumulator's first mma, started at the norms of its two centres (c = a quad).
@@ -105,9 +104,8 @@ __device__ __forceinline__ int unpack_index(int pass_first, float best, int lane
     return pass_first + 2 * (lane % 4) + (slot & 6) * 4 + (slot & 1);
 }
 
-template <int DP, bool Quads>
-__device__ __forceinline__ void pass(const float4* cs, const float* cn, const float4* cnq, int cb0, int c0, const float* xs, int stride,
-                                     int lane, AFrags<DP>& ah, AFrags<DP>& al, float (&best)[4], float (&second)[4],
+template <int DP, bool Quads, int PS, int JS>
+__device__ __forceinline__ void pass(const float4* cs, const float* cn, const float4* cnq, int cb0, int c0, const float* xs, int lane, AFrags<DP>& ah, AFrags<DP>& al, float (&best)[4], float (&second)[4],
                                      int (&bi)[4]) {
     constexpr int S = steps(DP);
     const int t = lane % 4;
@@ -163,7 +161,7 @@ __device__ __forceinline__ void pass(const float4* cs, const float* cn, const fl
         for (int s = 0; s < S; ++s) {  // fully unrolled, every step's loads are hoisted and spill
 #pragma unroll
             for (int mi = 0; mi < 2; ++mi)
-                load_a<DP>(xs, stride, threadIdx.x / 32 * 32 + 16 * mi, s, lane, ah[0][mi], al[0][mi]);
+                load_a<DP, PS, JS>(xs, threadIdx.x / 32 * 32 + 16 * mi, s, lane, ah[0][mi], al[0][mi]);
             step(s, ah[0], al[0]);
         }
     }
