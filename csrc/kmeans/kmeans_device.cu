@@ -229,15 +229,7 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
                 membership[start + i] = best;
             }
             members_s[i] = best;  // -1 past the end: a member of no cluster
-            if (k <= kGatherMaxK) {  // k is uniform: every lane takes this branch together
-                // Member counts by a ballot per cluster, one shared atomic a warp: 32 lanes' atomics on at most
-                // 4 addresses would serialise.
-#pragma unroll
-                for (int c = 0; c < kGatherMaxK; ++c) {
-                    const int m = c < k ? __popc(__ballot_sync(0xffffffffu, best == c)) : 0;
-                    if (m && threadIdx.x % 32 == 0) atomicAdd(&counts_s[c], m);
-                }
-            }
+            if (k <= kGatherMaxK) ballot_counts(best, k, counts_s);  // k is uniform: every lane takes it together
         }
         __syncthreads();  // members_s complete
         if (k > kGatherMaxK)

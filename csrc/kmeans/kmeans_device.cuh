@@ -35,6 +35,16 @@ struct LoopState {
     unsigned long long changed;         // memberships changed this loop (assign_and_sum adds, finish_loop reads)
 };
 
+// Member counts of a warp's objects (best: a lane's cluster, -1 for none) for k <= kGatherMaxK, k uniform in the warp:
+// a ballot per cluster and one shared atomic a warp (32 lanes' atomics on at most 4 addresses would serialise).
+__device__ __forceinline__ void ballot_counts(int best, int k, int* counts_s) {
+#pragma unroll
+    for (int c = 0; c < kGatherMaxK; ++c) {
+        const int m = c < k ? __popc(__ballot_sync(0xffffffffu, best == c)) : 0;
+        if (m && threadIdx.x % 32 == 0) atomicAdd(&counts_s[c], m);
+    }
+}
+
 // The block's change count (a thread's `changed` each, blockDim.x == Threads) added to the loop's: warp sums by
 // shuffles, then one atomic a block (integers: the same total in any order). Ends past a barrier.
 template <int Threads>

@@ -300,13 +300,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
                     mem[i] = best;  // -1 past the end: a member of no cluster
                     const int changes = __popc(__ballot_sync(0xffffffffu, change));
                     if (changes && threadIdx.x % 32 == 0) atomicAdd(&counts_s[k], changes);
-                    if (k <= kGatherMaxK) {  // member counts by a ballot per cluster, one shared atomic a warp
-#pragma unroll
-                        for (int c = 0; c < kGatherMaxK; ++c) {
-                            const int m = c < k ? __popc(__ballot_sync(0xffffffffu, best == c)) : 0;
-                            if (m && threadIdx.x % 32 == 0) atomicAdd(&counts_s[c], m);
-                        }
-                    }
+                    if (k <= kGatherMaxK) ballot_counts(best, k, counts_s);
                 }
                 __syncthreads();  // mem complete
                 if (k > kGatherMaxK)

@@ -8,14 +8,17 @@
 //                 rule) with a tile's worth of others, one a thread, so every membership is Liao's. Persistent
 //                 grid: the centres are staged once a block (k*D <= 4096), else streamed a block of them at a
 //                 time through each tile (Blocked). D <= 16: the next tile's points and memberships are copied by
-//                 cp.async into a second x^T buffer while this tile runs (prefetches). Products "tf32x3" (Tc): the same tile with the products on the
-//                 tensor cores in 3xTF32, a warp 32 points x 32 centres of mma.sync (kmeans_tiled_tc.cuh), its
-//                 own rounding bound tc_bound in place of dot_bound, the centre's index packed into g's low bits
+//                 cp.async into a second x buffer while this tile runs (prefetches), and a tile needs one barrier:
+//                 the merged (best, second, index) are gap-tested by the lanes that hold them. Products "tf32x3"
+//                 (Tc): the same tile with the products on the tensor cores in 3xTF32, a warp 32 points x 32
+//                 centres of mma.sync (kmeans_tiled_tc.cuh), the tile's points as rows (16-byte copies), its own
+//                 rounding bound tc_bound in place of dot_bound, the centre's index packed into g's low bits
 //                 (tc::pack); "ffma" the register tile; "auto": resolve.
 //   sum_members   per chunk of 1024 objects a stable block radix sort of (cluster, index) gives each cluster its
 //                 members in object order; one thread per (cluster, 4 coordinates) adds them, closing a leaf sum into
 //                 the chunk sum at each leaf boundary: the leaf/chunk tree of assign_and_sum (empty leaves add
-//                 +0.0: no change), work by members (N*D) instead of by k*D per leaf.
+//                 +0.0: no change), work by members (N*D) instead of by k*D per leaf. D <= 16: the chunk's x copied
+//                 by cp.async during the sort, the next chunk's memberships loaded during the walks.
 // Then finish_loop (kmeans_device.cu), unchanged: the same bits as device_gemm and cpu(summation="chunked").
 // D > 128: assign_any, Liao's distance one thread a point (exact, no tile).
 #include <cub/block/block_radix_sort.cuh>
