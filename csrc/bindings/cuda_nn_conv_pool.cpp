@@ -1,5 +1,6 @@
 // conv2d_pool fused (csrc/nn/conv2d_pool.cu): its launcher, its check (the plan, host only) and the plan;
-// conv2d_pool direct_smallc (csrc/nn/conv2d_pool_smallc.cu), the same three; and conv2d_pool winograd (csrc/conv/conv2d_winograd.cu with the pool fused after the output transform).
+// conv2d_pool direct_smallc (csrc/nn/conv2d_pool_smallc.cu), the same three; conv2d_pool zero_skip
+// (csrc/nn/conv2d_pool_skip.cu), its launcher and check; and conv2d_pool winograd (csrc/conv/conv2d_winograd.cu with the pool fused after the output transform).
 #include <string>
 
 #include "../conv/conv2d_cuda.hpp"
@@ -111,6 +112,29 @@ void bind_nn_conv_pool(py::module_& m) {
         return d;
     }, py::arg("shape"), py::kw_only(), py::arg("images") = 0, py::arg("maps") = 0,
        "The launch conv2d_pool/direct_smallc makes for shape (N, C, H, W, K, R, S, pool_size); host only.");
+
+    def_variant(m, "conv2d_pool", "zero_skip",
+                [](std::uintptr_t x, const std::string& input_dtype, float input_divisor, std::uintptr_t w,
+                   std::uintptr_t bias, std::uintptr_t y, const py::tuple& shape, const std::string& activation,
+                   const std::string& pool) {
+                    (void)input_divisor;
+                    if (input_dtype != "float32")
+                        throw py::value_error("conv2d_pool zero_skip: x must be float32 (uint8 images go through the "
+                                              "fused variant), got '" + input_dtype + "'");
+                    const nn::ConvPoolShape s = conv_pool_shape(shape);
+                    const Activation act = activation_from_string(activation);
+                    const nn::PoolKind kind = pool_kind(pool);
+                    py::gil_scoped_release release;
+                    nn::conv2d_pool_skip(dptr<const float>(x), dptr<const float>(w),
+                                         bias ? dptr<const float>(bias) : nullptr, dptr<float>(y), s, act, kind);
+                },
+                py::arg("x"), py::arg("input_dtype"), py::arg("input_divisor"), py::arg("w"), py::arg("bias"),
+                py::arg("y"), py::arg("shape"), py::arg("activation"), py::arg("pool"),
+                "Convolution + bias + activation + 2x2 pooling by scattering the input, zeros skipped by a warp-uniform "
+                "test; shape = (N, C, H, W, K, R, S, 2).");
+    def_check(m, "conv2d_pool", "zero_skip", [](const py::tuple& shape) {
+        nn::conv2d_pool_skip_check(conv_pool_shape(shape));
+    }, py::arg("shape"));
 
     def_variant(m, "conv2d_pool", "winograd",
                 [](std::uintptr_t x, const std::string& input_dtype, float input_divisor, std::uintptr_t w,

@@ -25,6 +25,7 @@
 #include "../common/launch.cuh"
 #include "../matmul/matmul_kernels.cuh"
 #include "conv2d_pool.hpp"
+#include "conv2d_pool_common.cuh"
 
 namespace gpuopt::nn {
 
@@ -60,39 +61,7 @@ struct Layout {
     int in_rows, in_pitch;          // staged input tile: rows, floats per row
 };
 
-// w (K, C, R, S) -> wt[K / cpb blocks][C][R][S][cpb], zero past K.
-__global__ void arrange_filters(const float* __restrict__ w, float* __restrict__ wt, int K, int C, int RS, int cpb,
-                                std::int64_t total) {
-    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
-         i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-        const int kk = static_cast<int>(i % cpb);
-        std::int64_t rest = i / cpb;
-        const int tap = static_cast<int>(rest % RS);
-        rest /= RS;
-        const int c = static_cast<int>(rest % C);
-        const int kb = static_cast<int>(rest / C);
-        const int k = kb * cpb + kk;
-        wt[i] = k < K ? w[(static_cast<std::int64_t>(k) * C + c) * RS + tap] : 0.f;
-    }
-}
 
-template <Activation ACT, PoolKind POOL>
-__device__ __forceinline__ float pool4(float a, float b, float c, float d) {
-    a = apply_activation(a, ACT);
-    b = apply_activation(b, ACT);
-    c = apply_activation(c, ACT);
-    d = apply_activation(d, ACT);
-    if constexpr (POOL == PoolKind::Average) {
-        return (((a + b) + c) + d) / 4.f;  // the CPU reference's order: window rows, then columns
-    } else {
-        // The CPU reference's rule: a NaN wins, else the largest.
-        float m = a;
-        m = (b > m || isnan(b)) && !isnan(m) ? b : m;
-        m = (c > m || isnan(c)) && !isnan(m) ? c : m;
-        m = (d > m || isnan(d)) && !isnan(m) ? d : m;
-        return m;
-    }
-}
 
 // pool_size 1: bias, activation and the 2 x 4 patch (rows p, p + 1; columns q..q + 3) of each of the thread's
 // channels stored where it lies inside the P x Q output; one 16-byte store a row when Q % 4 == 0 (q is a multiple

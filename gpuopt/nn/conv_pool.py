@@ -6,7 +6,9 @@ The ECE408 MNIST report fuses ReLU into its tiled convolution so the check costs
 whole images staged once, each thread's 4x4 output patch's input kept in registers and reused for every map
 (csrc/nn/conv2d_pool_smallc.cu). ``winograd`` is the same layer through conv2d's fused Winograd kernel
 (csrc/conv/conv2d_winograd.cu) with the pool applied to each m x m output tile in registers: a fast algorithm
-(transforms that round, ~1e-6 relative on 5x5 layers), float32 input only. ``cpu`` is the composed reference:
+(transforms that round, ~1e-6 relative on 5x5 layers), float32 input only. ``zero_skip`` computes the layer by
+scattering its input so zero values cost a warp-uniform test and no FMAs, with ``fused``'s bits
+(csrc/nn/conv2d_pool_skip.cu): for ReLU'd inputs such as MNIST's conv2. ``cpu`` is the composed reference:
 conv2d's CPU reference, then pool2d's.
 """
 
@@ -167,6 +169,18 @@ def _conv2d_pool_winograd(ctx: ExecContext, p: ConvPoolProblem, *, m, products) 
     if p.x.dtype == np.uint8:
         raise ValueError("x: conv2d_pool variant 'winograd' takes float32 images (uint8 ones: variant 'fused')")
     return _run_gpu(ctx, p, m=0 if m == "auto" else m, products=products)
+
+
+@register("conv2d_pool", "zero_skip", description="the layer computed by scattering its input: a warp per (image, 4 "
+          "output rows), lanes the output maps, each input value tested once for the whole warp and, where not zero, "
+          "added into every output it reaches; the same bits as fused (finite weights), zeros cost no FMAs (a ReLU'd, "
+          "pooled input such as MNIST's conv2 is 57% zeros); float32 input, (H, W, R, S) = (12, 12, 5, 5) or (8, 12, "
+          "5, 5), K <= 64, pool_size 2", report="gpuopt", needs_cuda=True, kernel="csrc/nn/conv2d_pool_skip.cu",
+          test="tests/nn/test_gpu_conv_pool_skip.py")
+def _conv2d_pool_zero_skip(ctx: ExecContext, p: ConvPoolProblem) -> Any:
+    if p.x.dtype == np.uint8:
+        raise ValueError("x: conv2d_pool variant 'zero_skip' takes float32 input (uint8 images: variant 'fused')")
+    return _run_gpu(ctx, p)
 
 
 def _run_gpu(ctx: ExecContext, p: ConvPoolProblem, **launch: Any) -> Any:
