@@ -15,6 +15,7 @@
 // (arrange_filters), a coalesced load a tap and map slot, read through L1 (the 205 KB bank of MNIST's conv2 is read
 // by every warp).
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "../common/cuda_check.cuh"
@@ -30,10 +31,10 @@ namespace gpuopt::nn {
 namespace {
 
 constexpr int kSkipThreads = 128;  // 4 warps: items are independent (no barrier), small blocks fill the SMs evenly
-constexpr int kRows = 4;           // output rows a warp: kRows + R - 1 input rows swept a channel
 
-template <int H, int W, int R, int S, int KPL, Activation ACT, PoolKind POOL>
-__global__ void __launch_bounds__(kSkipThreads, 3) conv_pool_skip(const float* __restrict__ x,
+// kRows: output rows a warp (kRows + R - 1 input rows swept a channel).
+template <int H, int W, int R, int S, int KPL, int kRows, Activation ACT, PoolKind POOL>
+__global__ void __launch_bounds__(kSkipThreads, kRows == 4 ? 3 : 4) conv_pool_skip(const float* __restrict__ x,
                                                                   const float* __restrict__ wt,
                                                                   const float* __restrict__ bias,
                                                                   float* __restrict__ y, std::int64_t n_images, int C,
@@ -107,27 +108,33 @@ __global__ void __launch_bounds__(kSkipThreads, 3) conv_pool_skip(const float* _
     }
 }
 
-template <int H, int W, int R, int S, int KPL, Activation ACT>
+template <int H, int W, int R, int S, int KPL, int kRows, Activation ACT>
 void launch_pool(PoolKind pool, const float* x, const float* wt, const float* bias, float* y, std::int64_t n, int C,
                  int K) {
     constexpr int G = (H - R + 1) / kRows;
     const std::int64_t warps = n * G, blocks = (warps + kSkipThreads / 32 - 1) / (kSkipThreads / 32);
     if (pool == PoolKind::Max)
-        conv_pool_skip<H, W, R, S, KPL, ACT, PoolKind::Max><<<static_cast<unsigned>(blocks), kSkipThreads>>>(
+        conv_pool_skip<H, W, R, S, KPL, kRows, ACT, PoolKind::Max><<<static_cast<unsigned>(blocks), kSkipThreads>>>(
             x, wt, bias, y, n, C, K);
     else
-        conv_pool_skip<H, W, R, S, KPL, ACT, PoolKind::Average><<<static_cast<unsigned>(blocks), kSkipThreads>>>(
+        conv_pool_skip<H, W, R, S, KPL, kRows, ACT, PoolKind::Average><<<static_cast<unsigned>(blocks), kSkipThreads>>>(
             x, wt, bias, y, n, C, K);
 }
 
 template <int H, int W, int R, int S, int KPL>
 void launch_act(Activation act, PoolKind pool, const float* x, const float* wt, const float* bias, float* y,
                 std::int64_t n, int C, int K) {
-    switch (act) {
-        case Activation::Relu: return launch_pool<H, W, R, S, KPL, Activation::Relu>(pool, x, wt, bias, y, n, C, K);
-        case Activation::Tanh: return launch_pool<H, W, R, S, KPL, Activation::Tanh>(pool, x, wt, bias, y, n, C, K);
-        default: return launch_pool<H, W, R, S, KPL, Activation::None>(pool, x, wt, bias, y, n, C, K);
-    }
+    const bool two = std::getenv("GPUOPT_SKIP_RG2") != nullptr;  // TEMP A/B: 2 output rows a warp
+    auto go = [&](auto rg) {
+        constexpr int RG = decltype(rg)::value;
+        switch (act) {
+            case Activation::Relu: return launch_pool<H, W, R, S, KPL, RG, Activation::Relu>(pool, x, wt, bias, y, n, C, K);
+            case Activation::Tanh: return launch_pool<H, W, R, S, KPL, RG, Activation::Tanh>(pool, x, wt, bias, y, n, C, K);
+            default: return launch_pool<H, W, R, S, KPL, RG, Activation::None>(pool, x, wt, bias, y, n, C, K);
+        }
+    };
+    if (two) go(std::integral_constant<int, 2>{});
+    else go(std::integral_constant<int, 4>{});
 }
 
 // The compiled input sides and filters: (H, W, R, S).
