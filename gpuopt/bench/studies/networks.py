@@ -236,9 +236,11 @@ def _conv_pool_baselines(x: Any, w: Any, activation: str = "relu", pool: str = "
     return out
 
 
-def _op_cases(net) -> list[tuple[str, str, Callable[[str], Any], float, float, dict[str, Callable[[], Any]]]]:
+def _op_cases(net, images=None) -> list[tuple[str, str, Callable[[str], Any], float, float,
+                                             dict[str, Callable[[], Any]]]]:
     """(op, shape label, fn(variant) -> result, bytes moved, FLOPs, baselines: name -> fn()) on the MNIST layers'
-    tensors (and Fashion conv1, the other first layer)."""
+    tensors (and Fashion conv1, the other first layer); with ``images`` (uint8, N x 28 x 28) also conv2 on conv1's
+    real output, whose zeros zero_skip skips (random input has none)."""
     rng = np.random.default_rng(1)
     n = TABLE_IMAGES
     d = gpuopt.to_device
@@ -256,7 +258,16 @@ def _op_cases(net) -> list[tuple[str, str, Callable[[str], Any], float, float, d
     w = {k: d(v) for k, v in net.weights.items()}
     b = 4.0
     a = n * 32 * 24 * 24
-    return [
+    real = []
+    if images is not None:
+        x2r = nn.conv2d_pool(d(np.ascontiguousarray(images[:n]).reshape(-1, 1, 28, 28)), w["conv1"], activation="relu",
+                             pool="avg", input_divisor=255.0, variant="direct_smallc")
+        zeros = float(np.mean(x2r.numpy() == 0))
+        real = [("conv2d_pool", f"conv2 on conv1's output of the real images ({zeros:.1%} zeros): "
+                 "(10000, 32, 12, 12) * (64, 32, 5, 5), ReLU, 2x2 avg",
+                 lambda v: nn.conv2d_pool(x2r, w["conv2"], activation="relu", pool="avg", variant=v),
+                 (n * 32 * 144 + n * 64 * 16) * b, 2.0 * n * 64 * 64 * 800, _conv_pool_baselines(x2r, w["conv2"]))]
+    return real + [
         ("relu", "(10000, 32, 24, 24)", lambda v: nn.relu(act, variant=v), 2 * a * b, 0.0, {}),
         ("tanh", "(10000, 32, 24, 24)", lambda v: nn.tanh(act, variant=v), 2 * a * b, 0.0, {}),
         ("max_pool2d", "(10000, 32, 24, 24), 2x2", lambda v: nn.max_pool2d(act, 2, variant=v), 1.25 * a * b, 0.0, {}),
@@ -287,14 +298,14 @@ def _op_cases(net) -> list[tuple[str, str, Callable[[str], Any], float, float, d
     ]
 
 
-def _op_rows(net, plan: Plan, res: StudyResult, prog: Progress) -> None:
+def _op_rows(net, plan: Plan, res: StudyResult, prog: Progress, images=None) -> None:
     reps = plan.pick(CALL_REPEATS)
     gpu = gpuopt.device_info() or {}
     gflops, formula = fp32_peak(gpu)
     flops_peak, bw = (gflops or 0.0) * 1e9, dram_bandwidth(gpu)
     res.meta["floor"] = (f"floor = max(bytes / {bw / 1e12:.2f} TB/s (2 x DRAM clock x bus width), FLOPs / FP32 peak "
                          f"{formula})")
-    for op, shape, fn, nbytes, flops, baselines in _op_cases(net):
+    for op, shape, fn, nbytes, flops, baselines in _op_cases(net, images):
         floor = max(nbytes / bw if bw else 0.0, flops / flops_peak if flops_peak else 0.0) * 1e3
         calls = {variant: (lambda variant=variant: fn(variant))
                  for variant, v in gpuopt.variants(op).items() if v.needs_cuda}
@@ -331,13 +342,13 @@ def run_networks(plan: Plan) -> StudyResult:
     stages = sum(len(n[0].stages) + 1 for n in (mnist, fashion)) * len(sizes)
     # fully_connected runs on two layers, conv2d_pool on four; three of the conv layers have up to 3 baselines each,
     # conv2 one more (winograd's FFMA block)
-    layers = {"fully_connected": 2, "conv2d_pool": 4}
-    ops = sum(len(v) * layers.get(op, 1) for op, v in _op_pairs()) + 10 if plan.gpu else 0
+    layers = {"fully_connected": 2, "conv2d_pool": 5}
+    ops = sum(len(v) * layers.get(op, 1) for op, v in _op_pairs()) + 12 if plan.gpu else 0
     with Progress(stages + ops, "networks", enabled=plan.progress) as prog:
         for name, (net, images, labels) in (("mnist", mnist), ("fashion", fashion)):
             _network_rows(name, net, images, labels, plan, res, prog)
         if plan.gpu and not plan.tiny:
-            _op_rows(mnist[0], plan, res, prog)
+            _op_rows(mnist[0], plan, res, prog, mnist[1])
     if plan.gpu and not any(r.get("stage") == "pytorch" for r in res.rows):
         _note(res.notes, "PyTorch not importable (or no CUDA in it): no PyTorch baseline in this run")
     return res
