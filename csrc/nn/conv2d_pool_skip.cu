@@ -15,7 +15,6 @@
 // (arrange_filters), a coalesced load a tap and map slot, read through L1 (the 205 KB bank of MNIST's conv2 is read
 // by every warp).
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "../common/cuda_check.cuh"
@@ -36,7 +35,7 @@ constexpr int kSkipThreads = 128;  // 4 warps: items are independent (no barrier
 constexpr int kRowsPerWarp = 4;
 
 // kRows: output rows a warp (kRows + R - 1 input rows swept a channel).
-template <int H, int W, int R, int S, int KPL, int kRows, Activation ACT, PoolKind POOL, bool kStream = false>
+template <int H, int W, int R, int S, int KPL, int kRows, Activation ACT, PoolKind POOL>
 __global__ void __launch_bounds__(kSkipThreads, kRows == 4 ? 3 : 4) conv_pool_skip(const float* __restrict__ x,
                                                                   const float* __restrict__ wt,
                                                                   const float* __restrict__ bias,
@@ -60,10 +59,7 @@ __global__ void __launch_bounds__(kSkipThreads, kRows == 4 ? 3 : 4) conv_pool_sk
     for (int c = 0; c < C; ++c) {
         const float* xc = xg + static_cast<std::int64_t>(c) * (H * W);
         if (c + 1 < C)  // the next channel's rows into L1 while this one is swept (IR W floats, 128-byte lines)
-            for (int b = lane * 32; b < IR * W + 32; b += 32 * 32) {
-                if constexpr (kStream) asm volatile("prefetch.global.L2 [%0];" ::"l"(xc + H * W + b));
-                else asm volatile("prefetch.global.L1 [%0];" ::"l"(xc + H * W + b));
-            }
+            for (int b = lane * 32; b < IR * W + 32; b += 32 * 32) asm volatile("prefetch.global.L1 [%0];" ::"l"(xc + H * W + b));
         float w[KPL][RS];
 #pragma unroll
         for (int t = 0; t < RS; ++t)
@@ -74,12 +70,7 @@ __global__ void __launch_bounds__(kSkipThreads, kRows == 4 ? 3 : 4) conv_pool_sk
             float row[W];
 #pragma unroll
             for (int q = 0; q < W / 4; ++q) {
-                float4 v;
-                if constexpr (kStream)  // TEMP A/B: the input past L1, so the filters stay there
-                    asm volatile("ld.global.nc.L1::no_allocate.v4.f32 {%0, %1, %2, %3}, [%4];"
-                                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(xc + yy * W + 4 * q));
-                else
-                    v = __ldg(reinterpret_cast<const float4*>(xc + yy * W) + q);
+                const float4 v = __ldg(reinterpret_cast<const float4*>(xc + yy * W) + q);
                 row[4 * q] = v.x, row[4 * q + 1] = v.y, row[4 * q + 2] = v.z, row[4 * q + 3] = v.w;
             }
 #pragma unroll
@@ -126,9 +117,6 @@ void launch_pool(PoolKind pool, const float* x, const float* wt, const float* bi
     const std::int64_t warps = n * G, blocks = (warps + kSkipThreads / 32 - 1) / (kSkipThreads / 32);
     if (pool == PoolKind::Max)
         conv_pool_skip<H, W, R, S, KPL, kRows, ACT, PoolKind::Max><<<static_cast<unsigned>(blocks), kSkipThreads>>>(
-            x, wt, bias, y, n, C, K);
-    else if (std::getenv("GPUOPT_SKIP_STREAM"))  // TEMP A/B
-        conv_pool_skip<H, W, R, S, KPL, kRows, ACT, PoolKind::Average, true><<<static_cast<unsigned>(blocks), kSkipThreads>>>(
             x, wt, bias, y, n, C, K);
     else
         conv_pool_skip<H, W, R, S, KPL, kRows, ACT, PoolKind::Average><<<static_cast<unsigned>(blocks), kSkipThreads>>>(
