@@ -28,6 +28,11 @@ SHAPES = [
 ]
 
 
+# Every activation with both pools: what each conv2d_pool variant is checked against the CPU reference over.
+EVERY_ACTIVATION_AND_POOL = [("relu", "avg"), ("tanh", "max"), ("none", "max"), ("relu", "max"), ("none", "avg"),
+                             ("tanh", "avg")]
+
+
 def assert_close(out, ref, x, w, b=None):
     """Each output within 1e-5 of the magnitude its sum can reach (sum |x||w| + |b| over its window): float32
     rounding of up to C*R*S products, measured against what cancellation leaves."""

@@ -12,7 +12,8 @@ import gpuopt
 from gpuopt import nn
 from conftest import relative_error
 import oracles
-from .test_gpu_conv_pool import _case, assert_close, check_device_arrays, check_matches_cpu, check_nan_windows
+from .test_gpu_conv_pool import (EVERY_ACTIVATION_AND_POOL, _case, assert_close, check_device_arrays, check_matches_cpu,
+                                 check_nan_windows)
 
 pytestmark = pytest.mark.gpu
 
@@ -31,8 +32,7 @@ SHAPES = [
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
-@pytest.mark.parametrize("activation,pool", [("relu", "avg"), ("tanh", "max"), ("none", "max"), ("relu", "max"),
-                                             ("none", "avg"), ("tanh", "avg")])
+@pytest.mark.parametrize("activation,pool", EVERY_ACTIVATION_AND_POOL)
 def test_matches_cpu(rng, shape, activation, pool):
     check_matches_cpu(rng, VARIANT, shape, activation, pool)
 
