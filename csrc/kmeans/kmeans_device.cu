@@ -357,10 +357,8 @@ __global__ void __launch_bounds__(kFinishWarps * 32) finish_loop(std::int64_t n,
 #pragma unroll
                     for (int u = 0; u < kGroup / 2; ++u) {
                         const std::int64_t q = g * kGroup + h + u;
-                        const double* src = chunk_sums + (q < chunks ? q : chunks - 1) * kd + e;
-                        const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(mine + u * 32));
-                        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src),
-                                     "r"(q < chunks ? 8 : 0) : "memory");
+                        matmul::dev::cp_async_8(mine + u * 32, chunk_sums + (q < chunks ? q : chunks - 1) * kd + e,
+                                                q < chunks ? 8 : 0);
                     }
                     matmul::dev::cp_async_commit();
                     matmul::dev::cp_async_wait<0>();  // this lane's own copies: no other lane reads them

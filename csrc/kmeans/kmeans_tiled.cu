@@ -528,11 +528,8 @@ __global__ void __launch_bounds__(kTileThreads, 2) sum_members(const float* __re
             const int w = d - j0 < kSumCols ? d - j0 : kSumCols;
             if (j0 > 0) __syncthreads();  // the last columns are read
             const float* xc = x + start * d + j0;
-            if (early) {
+            if (early) {  // (every other whole-row 16-byte case is early too)
                 matmul::dev::cp_async_wait<0>();
-            } else if (w == d && d % 4 == 0 && (reinterpret_cast<std::uintptr_t>(x) & 15) == 0) {
-                for (int t = threadIdx.x; t < len * d / 4; t += kTileThreads)
-                    reinterpret_cast<float4*>(x_s)[t] = reinterpret_cast<const float4*>(xc)[t];
             } else {
                 for (int t = threadIdx.x; t < len * w; t += kTileThreads)
                     x_s[t] = xc[static_cast<std::int64_t>(t / w) * d + t % w];

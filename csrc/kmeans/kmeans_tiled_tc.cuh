@@ -105,7 +105,8 @@ __device__ __forceinline__ int unpack_index(int pass_first, float best, int lane
 }
 
 template <int DP, bool Quads, int PS, int JS>
-__device__ __forceinline__ void pass(const float4* cs, const float* cn, const float4* cnq, int cb0, int c0, const float* xs, int lane, AFrags<DP>& ah, AFrags<DP>& al, float (&best)[4], float (&second)[4],
+__device__ __forceinline__ void pass(const float4* cs, const float* cn, const float4* cnq, int cb0, int c0, const float* xs,
+                                     int lane, AFrags<DP>& ah, AFrags<DP>& al, float (&best)[4], float (&second)[4],
                                      int (&bi)[4]) {
     constexpr int S = steps(DP);
     const int t = lane % 4;
@@ -189,8 +190,8 @@ __device__ __forceinline__ void pass(const float4* cs, const float* cn, const fl
 // the lo parts rounded to TF32) 3.01 * 2^-22 per |x_j m_j|; and, NOT assuming round-to-nearest in the tensor
 // core, each mma (c + 8 exact products) off by at most 10 * 2^-22 of its magnitude sum (<= (1 + 2^-9) B^2), for
 // 3 DP8 / 8 mma steps; the packed slot (pass) 14.01 u B^2 more. With Liao's gamma_{D+2} B^2 a pair needs
-// (4D + 32 DP8 + 59) u B^2; (4D + 32 DP8 + 96) u B^2 covers the rounding of the gap, of B and of this product. Underflow (subnormal lo parts or products flushed):
-// 2^-122 DP8 (B + 1). 4B^2 overflows (bound +inf: Liao's path) before any product or g can.
+// (4D + 32 DP8 + 59) u B^2; (4D + 32 DP8 + 96) u B^2 covers the rounding of the gap, of B and of this product.
+// Underflow (subnormal lo parts or products flushed): 2^-122 DP8 (B + 1). 4B^2 overflows (bound +inf: Liao's path) before any product or g can.
 __device__ inline float tc_bound(int d, int dp8, float b) {
     const float b4 = (2.f * b) * (2.f * b);
     return static_cast<float>(d + 8 * dp8 + 24) * (5.9604645e-08f * b4) + 1.9e-37f * static_cast<float>(dp8) * (b + 1.f);

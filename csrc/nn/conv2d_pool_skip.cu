@@ -15,6 +15,7 @@
 // (arrange_filters), a coalesced load a tap and map slot, read through L1 (the 205 KB bank of MNIST's conv2 is read
 // by every warp).
 #include <cstdint>
+#include <iterator>
 #include <string>
 
 #include "../common/cuda_check.cuh"
@@ -139,10 +140,12 @@ struct SkipShape {
 };
 constexpr SkipShape kSkipShapes[] = {{12, 12, 5, 5}, {8, 12, 5, 5}};
 
-bool compiled(const ConvPoolShape& s) {
-    for (const SkipShape& c : kSkipShapes)
-        if (s.H == c.H && s.W == c.W && s.R == c.R && s.S == c.S) return true;
-    return false;
+// The index of s's (H, W, R, S) in kSkipShapes, -1 if it is not compiled.
+int compiled(const ConvPoolShape& s) {
+    for (int i = 0; i < static_cast<int>(std::size(kSkipShapes)); ++i)
+        if (s.H == kSkipShapes[i].H && s.W == kSkipShapes[i].W && s.R == kSkipShapes[i].R && s.S == kSkipShapes[i].S)
+            return i;
+    return -1;
 }
 
 }  // namespace
@@ -151,7 +154,7 @@ void conv2d_pool_skip_check(const ConvPoolShape& s) {
     const std::string what = "conv2d_pool zero_skip";
     GPUOPT_REQUIRE(s.N >= 1 && s.C >= 1 && s.K >= 1, what + ": N, C and K must be >= 1");
     GPUOPT_REQUIRE(s.pool == 2, what + ": pool_size must be 2, got " + std::to_string(s.pool));
-    GPUOPT_REQUIRE(compiled(s), what + ": compiled for (H, W, R, S) = (12, 12, 5, 5) (MNIST's conv2) and (8, 12, 5, 5); "
+    GPUOPT_REQUIRE(compiled(s) >= 0, what + ": compiled for (H, W, R, S) = (12, 12, 5, 5) (MNIST's conv2) and (8, 12, 5, 5); "
                                        "got (" + std::to_string(s.H) + ", " + std::to_string(s.W) + ", " +
                                        std::to_string(s.R) + ", " + std::to_string(s.S) + ")");
     GPUOPT_REQUIRE(s.K <= 64, what + ": at most 64 output maps (2 a lane), got K = " + std::to_string(s.K));
@@ -175,7 +178,8 @@ void conv2d_pool_skip(const float* x, const float* w, const float* bias, float* 
         if (kpl == 2) run(shape, std::integral_constant<int, 2>{});
         else run(shape, std::integral_constant<int, 1>{});
     };
-    if (s.H == 12) with_kpl(std::integral_constant<int, 0>{});
+    static_assert(std::size(kSkipShapes) == 2, "a branch a compiled shape");
+    if (compiled(s) == 0) with_kpl(std::integral_constant<int, 0>{});
     else with_kpl(std::integral_constant<int, 1>{});
     GPUOPT_CHECK_LAUNCH("conv2d_pool zero_skip");
 }

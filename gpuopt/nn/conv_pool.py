@@ -178,9 +178,7 @@ def _conv2d_pool_winograd(ctx: ExecContext, p: ConvPoolProblem, *, m, products) 
           "5, 5), K <= 64, pool_size 2", report="gpuopt", needs_cuda=True, kernel="csrc/nn/conv2d_pool_skip.cu",
           test="tests/nn/test_gpu_conv_pool_skip.py")
 def _conv2d_pool_zero_skip(ctx: ExecContext, p: ConvPoolProblem) -> Any:
-    if p.x.dtype == np.uint8:
-        raise ValueError("x: conv2d_pool variant 'zero_skip' takes float32 input (uint8 images: variant 'fused')")
-    return _run_gpu(ctx, p)
+    return _run_gpu(ctx, p)  # uint8 input: ValueError from the launcher, before the launch
 
 
 def _run_gpu(ctx: ExecContext, p: ConvPoolProblem, **launch: Any) -> Any:
