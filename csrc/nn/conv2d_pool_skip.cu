@@ -11,9 +11,15 @@
 // activation and the pool (pool4: the CPU reference's order) of each 2x2 window, only pooled outputs stored.
 //
 // The sweep is unrolled over positions, so H, W, R, S are compile-time: the shapes below (MNIST's conv2, and an 8x12
-// input); other shapes are rejected before launch. Weights: rearranged once a call to [C][R*S][K padded to 32 KPL]
-// (arrange_filters), a coalesced load a tap and map slot, read through L1 (the 205 KB bank of MNIST's conv2 is read
-// by every warp).
+// input); other shapes are rejected before launch.
+//
+// Memory (H200 profile of the first version, which read the filters through L1 and the rows by 16-byte loads: 15% of
+// the warps' time waited on those loads, the filter bank (205 KB for MNIST) not staying in L1 beside the streamed
+// input): each block keeps the whole filter bank in shared memory, arranged [C][R*S][lane][KPL] so a lane's taps of
+// a (channel, tap) are one 8-byte load, staged once; a block is 12 warps (the register file, 168 a thread) and the
+// grid persistent, one block an SM. A warp walks its items' (item, channel) pairs with the next pair's input rows
+// (kRows + R - 1 of them, contiguous) copied by cp.async into the other of two buffers while this one is swept.
+#include <algorithm>
 #include <cstdint>
 #include <iterator>
 #include <string>
@@ -23,6 +29,7 @@
 #include "../common/device_buffer.cuh"
 #include "../common/error.hpp"
 #include "../common/launch.cuh"
+#include "../matmul/matmul_kernels.cuh"
 #include "conv2d_pool.hpp"
 #include "conv2d_pool_common.cuh"
 
@@ -30,107 +37,184 @@ namespace gpuopt::nn {
 
 namespace {
 
-constexpr int kSkipThreads = 128;  // 4 warps: items are independent (no barrier), small blocks fill the SMs evenly
+using matmul::dev::cp_async_16;
+using matmul::dev::cp_async_4;
+using matmul::dev::cp_async_commit;
+using matmul::dev::cp_async_wait;
+
+constexpr int kSkipWarps = 12;  // a block: 12 x 32 threads x 168 registers fill the 64K register file
 // Output rows a warp. 4: 168 registers, 3 warps a scheduler; 2 fits 128 registers (4 warps) but sweeps 6 of 12 input
-// rows for 2 outputs: MNIST conv2 on the real conv1 output 1.625 ms against 1.420 (H200, da9be74+).
+// rows for 2 outputs: MNIST conv2 on the real conv1 output 1.625 ms against 1.420 (H200, da9be74+, L1 version).
 constexpr int kRowsPerWarp = 4;
 
-// kRows: output rows a warp (kRows + R - 1 input rows swept a channel).
-template <int H, int W, int R, int S, int KPL, int kRows, Activation ACT, PoolKind POOL>
-__global__ void __launch_bounds__(kSkipThreads, kRows == 4 ? 3 : 4) conv_pool_skip(const float* __restrict__ x,
-                                                                  const float* __restrict__ wt,
-                                                                  const float* __restrict__ bias,
-                                                                  float* __restrict__ y, std::int64_t n_images, int C,
-                                                                  int K) {
-    constexpr int OH = H - R + 1, OW = W - S + 1, G = OH / kRows, IR = kRows + R - 1, RS = R * S, KP = 32 * KPL;
-    static_assert(OH % kRows == 0 && OW % 2 == 0 && W % 4 == 0, "whole row groups, whole 2x2 windows, float4 rows");
-    const int lane = threadIdx.x % 32;
-    const std::int64_t item = blockIdx.x * static_cast<std::int64_t>(kSkipThreads / 32) + threadIdx.x / 32;
-    if (item >= n_images * G) return;  // whole warps
-    const std::int64_t n = item / G;
-    const int g = static_cast<int>(item % G);
-    float acc[KPL][kRows][OW];
+// w (K, C, R, S) -> wt[C][R*S][32][KPL]: map 32 k + lane at [.][.][lane][k], zero past K.
+__global__ void arrange_filters_lanes(const float* __restrict__ w, float* __restrict__ wt, int K, int C, int RS,
+                                      int kpl, std::int64_t total) {
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+         i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        const int k = static_cast<int>(i % kpl), lane = static_cast<int>(i / kpl % 32);
+        const std::int64_t ct = i / (32 * kpl);  // c RS + tap
+        const int kk = 32 * k + lane, c = static_cast<int>(ct / RS), tap = static_cast<int>(ct % RS);
+        wt[i] = kk < K ? w[(static_cast<std::int64_t>(kk) * C + c) * RS + tap] : 0.f;
+    }
+}
+
+template <int H, int W, int R, int S>
+struct SkipGeometry {
+    static constexpr int OH = H - R + 1, OW = W - S + 1, G = OH / kRowsPerWarp, IR = kRowsPerWarp + R - 1, RS = R * S;
+    static constexpr int kRowFloats = IR * W;  // a (item, channel)'s input rows, contiguous in x
+    static_assert(OH % kRowsPerWarp == 0 && OW % 2 == 0 && W % 4 == 0, "whole row groups, whole 2x2 windows, float4 rows");
+};
+
+// Shared memory of a block: the filter bank and two row buffers a warp.
+std::int64_t skip_shared_bytes(std::int64_t C, std::int64_t RS, int kpl, int row_floats) {
+    return (C * RS * 32 * kpl + std::int64_t{kSkipWarps} * 2 * row_floats) * 4;
+}
+
+template <int H, int W, int R, int S, int KPL, Activation ACT, PoolKind POOL>
+__global__ void __launch_bounds__(kSkipWarps * 32, 1) conv_pool_skip(const float* __restrict__ x,
+                                                                    const float* __restrict__ wt,
+                                                                    const float* __restrict__ bias,
+                                                                    float* __restrict__ y, std::int64_t n_images,
+                                                                    int C, int K, bool x_aligned16) {
+    using Geo = SkipGeometry<H, W, R, S>;
+    constexpr int kRows = kRowsPerWarp, OH = Geo::OH, OW = Geo::OW, G = Geo::G, IR = Geo::IR, RS = Geo::RS;
+    constexpr int kRowFloats = Geo::kRowFloats;
+    extern __shared__ __align__(16) float smem[];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float* ws = smem;                                                        // [C][RS][32][KPL]
+    float* xs = smem + static_cast<std::int64_t>(C) * RS * 32 * KPL + warp * 2 * kRowFloats;  // this warp's 2 buffers
+
+    // Items (image, row group) go round the grid's warps, block-fastest, so a small batch spreads over the SMs. The
+    // shuffle makes the item visibly warp-uniform to the compiler: without it every vote below gets a divergence check.
+    const int n_items = static_cast<int>(n_images) * G, slots = static_cast<int>(gridDim.x) * kSkipWarps;
+    int item = __shfl_sync(0xffffffffu, warp * static_cast<int>(gridDim.x) + static_cast<int>(blockIdx.x), 0);
+    auto rows_of = [&](int it) {  // input rows g kRows .. + IR - 1 of channel 0 of item it = (n, g)
+        return x + static_cast<std::int64_t>(it / G) * C * (H * W) + (it % G) * (kRows * W);
+    };
+    auto stage = [&](const float* src, float* dst) {  // one cp.async group a call
+        static_assert(kRowFloats / 4 <= 32 && kRowFloats % 32 == 0, "a 16-byte copy a lane, or three 4-byte ones");
+        if (x_aligned16) {
+            if (lane < kRowFloats / 4) cp_async_16(dst + 4 * lane, src + 4 * lane, 16);
+        } else {
 #pragma unroll
-    for (int k = 0; k < KPL; ++k)
+            for (int j = 0; j < kRowFloats / 32; ++j) cp_async_4(dst + 32 * j + lane, src + 32 * j + lane, 4);
+        }
+        cp_async_commit();
+    };
+    if (item < n_items) stage(rows_of(item), xs);
+    {
+        const int bank = C * RS * 8 * KPL;  // 16-byte chunks of the filter bank
+        for (int i = threadIdx.x; i < bank; i += kSkipWarps * 32) cp_async_16(ws + 4 * i, wt + 4 * i, 16);
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();  // the only block barrier: warps run their items independently after it
+    }
+
+    int buf = 0;
+    for (; item < n_items; item += slots) {
+        const std::int64_t n = item / G;
+        const int g = item % G;
+        float acc[KPL][kRows][OW];
 #pragma unroll
-        for (int i = 0; i < kRows; ++i)
+        for (int k = 0; k < KPL; ++k)
 #pragma unroll
-            for (int j = 0; j < OW; ++j) acc[k][i][j] = 0.f;
-    const float* xg = x + n * C * (H * W) + g * kRows * W;  // input rows g kRows .. + IR - 1 of channel 0
-    for (int c = 0; c < C; ++c) {
-        const float* xc = xg + static_cast<std::int64_t>(c) * (H * W);
-        if (c + 1 < C)  // the next channel's rows into L1 while this one is swept (IR W floats, 128-byte lines)
-            for (int b = lane * 32; b < IR * W + 32; b += 32 * 32) asm volatile("prefetch.global.L1 [%0];" ::"l"(xc + H * W + b));
-        float w[KPL][RS];
+            for (int i = 0; i < kRows; ++i)
 #pragma unroll
-        for (int t = 0; t < RS; ++t)
+                for (int j = 0; j < OW; ++j) acc[k][i][j] = 0.f;
+        const float* rows = rows_of(item);
+        for (int c = 0; c < C; ++c) {
+            // The next (item, channel) pair's rows into the other buffer (past the last pair, this one's again:
+            // harmless, and the group count stays uniform); then this pair's are complete.
+            const float* next = c + 1 < C ? rows + H * W : (item + slots < n_items ? rows_of(item + slots) : rows);
+            stage(next, xs + (buf ^ 1) * kRowFloats);
+            rows = next;
+            cp_async_wait<1>();
+            __syncwarp();
+            const float* xr = xs + buf * kRowFloats;
+            float w[KPL][RS];
+            const float* wc = ws + (static_cast<std::int64_t>(c) * RS * 32 + lane) * KPL;
 #pragma unroll
-            for (int k = 0; k < KPL; ++k) w[k][t] = __ldg(wt + (static_cast<std::int64_t>(c) * RS + t) * KP + 32 * k + lane);
-#pragma unroll
-        for (int yy = 0; yy < IR; ++yy) {
-            float row[W];
-#pragma unroll
-            for (int q = 0; q < W / 4; ++q) {
-                const float4 v = __ldg(reinterpret_cast<const float4*>(xc + yy * W) + q);
-                row[4 * q] = v.x, row[4 * q + 1] = v.y, row[4 * q + 2] = v.z, row[4 * q + 3] = v.w;
+            for (int t = 0; t < RS; ++t) {
+                if constexpr (KPL == 2) {
+                    const float2 v = *reinterpret_cast<const float2*>(wc + t * 32 * KPL);
+                    w[0][t] = v.x, w[1][t] = v.y;
+                } else {
+                    w[0][t] = wc[t * 32];
+                }
             }
 #pragma unroll
-            for (int xx = 0; xx < W; ++xx) {
-                const float v = row[xx];
-                if (__any_sync(0xffffffffu, v != 0.f)) {  // the same v in every lane: a uniform branch
+            for (int yy = 0; yy < IR; ++yy) {
+                float row[W];  // the same address in every lane: a broadcast
 #pragma unroll
-                    for (int r = 0; r < R; ++r) {
-                        const int oy = yy - r;
-                        if (oy < 0 || oy >= kRows) continue;
+                for (int q = 0; q < W / 4; ++q) {
+                    const float4 v = reinterpret_cast<const float4*>(xr + yy * W)[q];
+                    row[4 * q] = v.x, row[4 * q + 1] = v.y, row[4 * q + 2] = v.z, row[4 * q + 3] = v.w;
+                }
 #pragma unroll
-                        for (int s = 0; s < S; ++s) {
-                            const int ox = xx - s;
-                            if (ox < 0 || ox >= OW) continue;
+                for (int xx = 0; xx < W; ++xx) {
+                    const float v = row[xx];
+                    if (__any_sync(0xffffffffu, v != 0.f)) {  // the same v in every lane: a uniform branch
 #pragma unroll
-                            for (int k = 0; k < KPL; ++k) acc[k][oy][ox] = fmaf(v, w[k][r * S + s], acc[k][oy][ox]);
+                        for (int r = 0; r < R; ++r) {
+                            const int oy = yy - r;
+                            if (oy < 0 || oy >= kRows) continue;
+#pragma unroll
+                            for (int s = 0; s < S; ++s) {
+                                const int ox = xx - s;
+                                if (ox < 0 || ox >= OW) continue;
+#pragma unroll
+                                for (int k = 0; k < KPL; ++k) acc[k][oy][ox] = fmaf(v, w[k][r * S + s], acc[k][oy][ox]);
+                            }
                         }
                     }
                 }
             }
+            __syncwarp();  // every lane has read this buffer before the next pair's copy refills it
+            buf ^= 1;
         }
-    }
-    // Epilogue: bias, activation, each 2x2 window pooled, a pooled row of the map stored by the lane.
-    constexpr int PW = OW / 2;
+        // Epilogue: bias, activation, each 2x2 window pooled, a pooled row of the map stored by the lane.
+        constexpr int PW = OW / 2;
 #pragma unroll
-    for (int k = 0; k < KPL; ++k) {
-        const int kk = 32 * k + lane;
-        if (kk >= K) continue;
-        const float b = bias ? __ldg(bias + kk) : 0.f;
-        float* out = y + ((n * K + kk) * (OH / 2) + g * (kRows / 2)) * PW;
+        for (int k = 0; k < KPL; ++k) {
+            const int kk = 32 * k + lane;
+            if (kk >= K) continue;
+            const float b = bias ? __ldg(bias + kk) : 0.f;
+            float* out = y + ((n * K + kk) * (OH / 2) + g * (kRows / 2)) * PW;
 #pragma unroll
-        for (int i = 0; i < kRows / 2; ++i)
+            for (int i = 0; i < kRows / 2; ++i)
 #pragma unroll
-            for (int j = 0; j < PW; ++j)
-                out[i * PW + j] = pool4<ACT, POOL>(acc[k][2 * i][2 * j] + b, acc[k][2 * i][2 * j + 1] + b,
-                                                   acc[k][2 * i + 1][2 * j] + b, acc[k][2 * i + 1][2 * j + 1] + b);
+                for (int j = 0; j < PW; ++j)
+                    out[i * PW + j] = pool4<ACT, POOL>(acc[k][2 * i][2 * j] + b, acc[k][2 * i][2 * j + 1] + b,
+                                                       acc[k][2 * i + 1][2 * j] + b, acc[k][2 * i + 1][2 * j + 1] + b);
+        }
     }
 }
 
-template <int H, int W, int R, int S, int KPL, int kRows, Activation ACT>
-void launch_pool(PoolKind pool, const float* x, const float* wt, const float* bias, float* y, std::int64_t n, int C,
-                 int K) {
-    constexpr int G = (H - R + 1) / kRows;
-    const std::int64_t warps = n * G, blocks = (warps + kSkipThreads / 32 - 1) / (kSkipThreads / 32);
-    if (pool == PoolKind::Max)
-        conv_pool_skip<H, W, R, S, KPL, kRows, ACT, PoolKind::Max><<<static_cast<unsigned>(blocks), kSkipThreads>>>(
-            x, wt, bias, y, n, C, K);
-    else
-        conv_pool_skip<H, W, R, S, KPL, kRows, ACT, PoolKind::Average><<<static_cast<unsigned>(blocks), kSkipThreads>>>(
-            x, wt, bias, y, n, C, K);
+template <int H, int W, int R, int S, int KPL, Activation ACT, PoolKind POOL>
+void launch(const float* x, const float* wt, const float* bias, float* y, std::int64_t n, int C, int K) {
+    const auto kernel = conv_pool_skip<H, W, R, S, KPL, ACT, POOL>;
+    const std::int64_t bytes = skip_shared_bytes(C, R * S, KPL, SkipGeometry<H, W, R, S>::kRowFloats);
+    require_shared_memory(kernel, static_cast<std::size_t>(bytes), "conv2d_pool zero_skip");
+    const std::int64_t items = n * SkipGeometry<H, W, R, S>::G;
+    // Persistent: one block an SM (its shared memory and registers), fewer when the batch has fewer items.
+    const std::int64_t blocks = std::min<std::int64_t>(multiprocessor_count(), items);
+    kernel<<<static_cast<unsigned>(blocks), kSkipWarps * 32, static_cast<std::size_t>(bytes)>>>(
+        x, wt, bias, y, n, C, K, reinterpret_cast<std::uintptr_t>(x) % 16 == 0);
 }
 
 template <int H, int W, int R, int S, int KPL>
 void launch_act(Activation act, PoolKind pool, const float* x, const float* wt, const float* bias, float* y,
                 std::int64_t n, int C, int K) {
+    auto with_pool = [&](auto a) {
+        constexpr Activation A = decltype(a)::value;
+        if (pool == PoolKind::Max) launch<H, W, R, S, KPL, A, PoolKind::Max>(x, wt, bias, y, n, C, K);
+        else launch<H, W, R, S, KPL, A, PoolKind::Average>(x, wt, bias, y, n, C, K);
+    };
     switch (act) {
-        case Activation::Relu: return launch_pool<H, W, R, S, KPL, kRowsPerWarp, Activation::Relu>(pool, x, wt, bias, y, n, C, K);
-        case Activation::Tanh: return launch_pool<H, W, R, S, KPL, kRowsPerWarp, Activation::Tanh>(pool, x, wt, bias, y, n, C, K);
-        default: return launch_pool<H, W, R, S, KPL, kRowsPerWarp, Activation::None>(pool, x, wt, bias, y, n, C, K);
+        case Activation::Relu: return with_pool(std::integral_constant<Activation, Activation::Relu>{});
+        case Activation::Tanh: return with_pool(std::integral_constant<Activation, Activation::Tanh>{});
+        default: return with_pool(std::integral_constant<Activation, Activation::None>{});
     }
 }
 
@@ -158,7 +242,16 @@ void conv2d_pool_skip_check(const ConvPoolShape& s) {
                                        "got (" + std::to_string(s.H) + ", " + std::to_string(s.W) + ", " +
                                        std::to_string(s.R) + ", " + std::to_string(s.S) + ")");
     GPUOPT_REQUIRE(s.K <= 64, what + ": at most 64 output maps (2 a lane), got K = " + std::to_string(s.K));
-    GPUOPT_REQUIRE(s.C <= (1 << 20) && s.N <= (std::int64_t{1} << 40), what + ": shape too large");
+    GPUOPT_REQUIRE(s.N <= (std::int64_t{1} << 29), what + ": at most 2^29 images a call (32-bit item indices), got N = " +
+                                                  std::to_string(s.N));
+    GPUOPT_REQUIRE(s.C <= 4096, what + ": at most 4096 input channels, got C = " + std::to_string(s.C));
+    const std::int64_t bytes = skip_shared_bytes(s.C, s.R * s.S, s.K > 32 ? 2 : 1,
+                                                 static_cast<int>((kRowsPerWarp + s.R - 1) * s.W));
+    const int limit = max_shared_memory_per_block_optin();
+    GPUOPT_REQUIRE(bytes <= limit, what + ": keeps the whole filter bank in shared memory (C*R*S = " +
+                                       std::to_string(s.C * s.R * s.S) + " taps x " + (s.K > 32 ? "64" : "32") +
+                                       " map slots) beside its row buffers: " + std::to_string(bytes) +
+                                       " bytes; this GPU allows " + std::to_string(limit));
 }
 
 void conv2d_pool_skip(const float* x, const float* w, const float* bias, float* y, const ConvPoolShape& s,
@@ -168,8 +261,8 @@ void conv2d_pool_skip(const float* x, const float* w, const float* bias, float* 
     const int kpl = K > 32 ? 2 : 1;
     const std::int64_t arranged = static_cast<std::int64_t>(C) * RS * 32 * kpl;
     DeviceBuffer<float> wt(static_cast<std::size_t>(arranged));  // pool memory; freed in stream order
-    arrange_filters<<<grid_for(arranged, 256), 256>>>(w, wt.data(), K, C, RS, 32 * kpl, arranged);
-    GPUOPT_CHECK_LAUNCH("arrange_filters");
+    arrange_filters_lanes<<<grid_for(arranged, 256), 256>>>(w, wt.data(), K, C, RS, kpl, arranged);
+    GPUOPT_CHECK_LAUNCH("arrange_filters_lanes");
     auto run = [&](auto shape, auto kp) {
         constexpr SkipShape c = kSkipShapes[decltype(shape)::value];
         launch_act<c.H, c.W, c.R, c.S, decltype(kp)::value>(act, pool, x, wt.data(), bias, y, s.N, C, K);

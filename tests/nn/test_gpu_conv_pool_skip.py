@@ -12,6 +12,7 @@ import gpuopt
 from gpuopt import nn
 from .test_gpu_conv_pool import (EVERY_ACTIVATION_AND_POOL, _case, assert_close, check_device_arrays, check_matches_cpu,
                                  check_nan_windows)
+from .test_gpu_nn import misaligned
 
 pytestmark = pytest.mark.gpu
 
@@ -24,6 +25,7 @@ SHAPES = [
     (4, 7, 12, 12, 32, 5),    # K = 32: one map a lane
     (3, 1, 12, 12, 5, 5),     # C = 1, K = 5: most lanes past K
     (6, 4, 8, 12, 17, 5),     # 8 x 12 input: one row group
+    (2, 33, 12, 12, 64, 5),   # C = 33: the largest 64-map filter bank shared memory holds (211 KB + row buffers)
 ]
 
 
@@ -79,11 +81,30 @@ def test_device_arrays_and_determinism(rng):
     check_device_arrays(rng, VARIANT, (5, 32, 12, 12, 64, 5), (5, 64, 4, 4), repeats=3)
 
 
+def test_more_items_than_warps(rng):
+    """Enough images that every warp of the persistent grid takes several items (the next item's first rows are
+    copied during the last channel of this one) and the last round is ragged."""
+    x, w, b = _relu_input(rng, (1901, 32, 12, 12, 64, 5))
+    out = nn.conv2d_pool(x, w, b, activation="relu", pool="avg", variant=VARIANT)
+    np.testing.assert_array_equal(out, nn.conv2d_pool(x, w, b, activation="relu", pool="avg", variant="fused"))
+    some = slice(1850, 1901)
+    assert_close(out[some], nn.conv2d_pool(x[some], w, b, activation="relu", pool="avg", variant="cpu"), x[some], w, b)
+
+
+@pytest.mark.parametrize("shape", [(7, 32, 12, 12, 64, 5), (3, 5, 8, 12, 20, 5)], ids=str)
+def test_misaligned_device_input(rng, shape):
+    """An offset view 4 bytes past a 16-byte boundary: the rows are copied 4 bytes at a time, same bits."""
+    x, w, b = _relu_input(rng, shape)
+    out = nn.conv2d_pool(misaligned(x), w, b, activation="relu", pool="max", variant=VARIANT).numpy()
+    np.testing.assert_array_equal(out, nn.conv2d_pool(x, w, b, activation="relu", pool="max", variant="fused"))
+
+
 @pytest.mark.parametrize("x_shape,w_shape,pool_size,match", [
     ((2, 3, 13, 12), (8, 3, 5, 5), 2, "compiled for"),     # H not compiled
     ((2, 3, 12, 12), (8, 3, 3, 3), 2, "compiled for"),     # 3x3 filters
     ((2, 3, 12, 12), (65, 3, 5, 5), 2, "at most 64"),      # K > 64
     ((2, 3, 12, 12), (8, 3, 5, 5), 1, "pool_size must be 2"),
+    ((2, 40, 12, 12), (64, 40, 5, 5), 2, "filter bank in shared memory"),  # 256 KB of filters
 ])
 def test_rejects_before_copying(x_shape, w_shape, pool_size, match):
     x = np.ones(x_shape, np.float32)
