@@ -174,8 +174,10 @@ def _conv2d_pool_winograd(ctx: ExecContext, p: ConvPoolProblem, *, m, products) 
 @register("conv2d_pool", "zero_skip", description="the layer computed by scattering its input: a warp per (image, 4 "
           "output rows), lanes the output maps, each input value tested once for the whole warp and, where not zero, "
           "added into every output it reaches; the same bits as fused (finite weights), zeros cost no FMAs (a ReLU'd, "
-          "pooled input such as MNIST's conv2 is 57% zeros); float32 input, (H, W, R, S) = (12, 12, 5, 5) or (8, 12, "
-          "5, 5), K <= 64, pool_size 2", report="gpuopt", needs_cuda=True, kernel="csrc/nn/conv2d_pool_skip.cu",
+          "pooled input such as MNIST's conv2 is 57% zeros); the filter bank resident in shared memory (persistent "
+          "12-warp blocks), input rows double-buffered by cp.async; float32 input, (H, W, R, S) = (12, 12, 5, 5) or "
+          "(8, 12, 5, 5), K <= 64, pool_size 2, filters that fit shared memory (C <= 34 at K > 32, 69 at K <= 32 on "
+          "an H200)", report="gpuopt", needs_cuda=True, kernel="csrc/nn/conv2d_pool_skip.cu",
           test="tests/nn/test_gpu_conv_pool_skip.py")
 def _conv2d_pool_zero_skip(ctx: ExecContext, p: ConvPoolProblem) -> Any:
     return _run_gpu(ctx, p)  # uint8 input: ValueError from the launcher, before the launch
