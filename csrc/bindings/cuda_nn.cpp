@@ -56,10 +56,8 @@ void bind_nn(py::module_& m) {
     def_fc("basic", &nn::fully_connected_basic);
     def_fc("tiled", &nn::fully_connected_tiled);
     def_fc("matmul", &nn::fully_connected_matmul);
-    def_fc("fused", &nn::fully_connected_fused);
     def_fc("cublas", &nn::fully_connected_cublas);
     def_check(m, "fully_connected", "matmul", &nn::fully_connected_matmul_check, py::arg("N"), py::arg("I"), py::arg("O"));
-    def_check(m, "fully_connected", "fused", &nn::fully_connected_fused_check, py::arg("N"), py::arg("I"), py::arg("O"));
     def_check(m, "fully_connected", "cublas", &nn::fully_connected_cublas_check, py::arg("N"), py::arg("I"), py::arg("O"));
 
     // argmax_<variant>(x, out, rows, cols): out (rows,) int64 on the device.

@@ -8,8 +8,8 @@
 // The variants, simple to fast (the ECE408 MNIST report's steps, then gpuopt's):
 //   relu / tanh        cuda (float4 grid-stride)                          nn_elementwise.cu
 //   max/avg_pool2d     basic (report Table 3, uncoalesced) -> coalesced     nn_pool.cu
-//   fully_connected    basic -> tiled (report, 16x16) -> matmul (gpuopt's matmul_async) -> fused
-//                      (32x64 tiles, activation in the epilogue), cublas  nn_fully_connected.cu
+//   fully_connected    basic -> tiled (report, 16x16) -> matmul (gpuopt's matmul_async), cublas
+//                                                                         nn_fully_connected.cu
 //   argmax             basic (report) -> warp -> streams (report's final design)   nn_argmax.cu
 //   softmax            cuda (a lane group per row)                        nn_softmax.cu
 #pragma once
@@ -52,11 +52,6 @@ void fully_connected_tiled(const float* x, const float* w, const float* bias, fl
 void fully_connected_matmul(const float* x, const float* w, const float* bias, float* y, std::int64_t N,
                             std::int64_t I, std::int64_t O, Activation act);
 void fully_connected_matmul_check(std::int64_t N, std::int64_t I, std::int64_t O);
-// fused: one kernel, 32x64 block tiles, bias and activation applied before the single store. Its limits:
-// ceil(N / 32) and ceil(O / 64) <= 65535 (fully_connected_fused_check).
-void fully_connected_fused(const float* x, const float* w, const float* bias, float* y, std::int64_t N,
-                           std::int64_t I, std::int64_t O, Activation act);
-void fully_connected_fused_check(std::int64_t N, std::int64_t I, std::int64_t O);
 // cublas: cuBLAS SGEMM in strict FP32 (no TF32), then the same bias + activation pass.
 // Its limits: N, I, O < 2^31 (cuBLAS's int dimensions; fully_connected_cublas_check).
 void fully_connected_cublas(const float* x, const float* w, const float* bias, float* y, std::int64_t N,

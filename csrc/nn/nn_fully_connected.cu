@@ -12,10 +12,6 @@
 //           there is neither). For the few rows of a forward pass (N < 64) the ladder's auto
 //           choice already takes its smallest tile and splits k; a GEMV kernel would save a little
 //           at those sizes, but every launch there is ~microseconds, so one path is kept.
-//   fused   gpuopt's narrow-layer kernel: a 32x64 block tile, a thread 4x4 (two 16-byte shared loads for 16 FMAs a
-//           k), k staged 32 deep with the next chunk's loads in flight, bias and activation on the tile in registers:
-//           one pass, y written once. Small tiles on purpose: a classifier's layers are narrow (MNIST fc1 10,000 x
-//           1024 -> 128 is 626 blocks, 4.7 an SM, where the ladder's 128-wide tiles leave SMs idle; fc2 -> 10).
 //   cublas  cuBLAS SGEMM, strict FP32 (the handle's math mode is CUBLAS_DEFAULT_MATH: no TF32),
 //           then the same bias + activation pass: the baseline.
 //
@@ -84,88 +80,6 @@ __global__ void __launch_bounds__(kTile* kTile) fc_tiled_kernel(const float* __r
                 y[n * O + o] = apply_activation(acc, ACT);
             }
         }
-}
-
-// fused: block (kFcTileM x kFcTileN) of y; thread t owns rows 4 (t / 16) .. + 3, columns 4 (t % 16) .. + 3 of it.
-// x's chunk is stored transposed (xs[k][row]) so a thread's 4 rows are one 16-byte load, a broadcast in its warp.
-// Edges are zero-filled when staged, so the multiply needs no test; the trip counts are block-uniform (barriers).
-constexpr int kFcTileM = 32, kFcTileN = 64, kFcTileK = 32, kFcThreads = 128;
-
-template <Activation ACT>
-__global__ void __launch_bounds__(kFcThreads) fc_fused_kernel(const float* __restrict__ x, const float* __restrict__ w,
-                                                              const float* __restrict__ bias, float* __restrict__ y,
-                                                              i64 N, i64 I, i64 O) {
-    constexpr int XN = kFcTileM * kFcTileK / kFcThreads, WN = kFcTileK * kFcTileN / kFcThreads;  // staged a thread
-    __shared__ __align__(16) float xs[2][kFcTileK][kFcTileM + 4];  // + 4: 16-byte rows, 4-way (not 8) store conflicts
-    __shared__ __align__(16) float ws[2][kFcTileK][kFcTileN];
-    const int t = threadIdx.x, tc = t % 16, tr = t / 16;
-    const i64 row0 = static_cast<i64>(blockIdx.y) * kFcTileM, col0 = static_cast<i64>(blockIdx.x) * kFcTileN;
-    // Fixed per thread: column xk of x's chunk in rows t / 32 + 4 j, column wc of w's chunk in rows t / 64 + 2 j; so
-    // the pointers step a chunk at a time and only the k edge is tested per chunk (row and column tests are fixed).
-    constexpr int XR = kFcThreads / kFcTileK, WR = kFcThreads / kFcTileN;  // rows between a thread's elements
-    const int xk = t % kFcTileK, xm = t / kFcTileK, wc = t % kFcTileN, wk = t / kFcTileN;
-    const float* px = x + (row0 + xm) * I + xk;
-    const float* pw = w + wk * O + col0 + wc;
-    unsigned x_rows = 0;  // bit j: row xm + XR j of the tile is in x
-#pragma unroll
-    for (int j = 0; j < XN; ++j) x_rows |= (row0 + xm + XR * j < N ? 1u : 0u) << j;
-    const bool w_col = col0 + wc < O;
-    const i64 x_step = XR * I, w_step = WR * O;
-    float xr[XN], wr[WN];
-    auto load = [&](i64 k0) {  // coalesced: consecutive threads read consecutive k of x, consecutive columns of w
-        const float* p = px;
-        const float* q = pw;
-        if (k0 + kFcTileK <= I) {  // a whole chunk (all but maybe the last): no k test
-#pragma unroll
-            for (int j = 0; j < XN; ++j, p += x_step) xr[j] = x_rows >> j & 1u ? __ldg(p) : 0.f;
-#pragma unroll
-            for (int j = 0; j < WN; ++j, q += w_step) wr[j] = w_col ? __ldg(q) : 0.f;
-        } else {
-            const int left = static_cast<int>(I - k0);  // < kFcTileK
-#pragma unroll
-            for (int j = 0; j < XN; ++j, p += x_step) xr[j] = xk < left && (x_rows >> j & 1u) ? __ldg(p) : 0.f;
-#pragma unroll
-            for (int j = 0; j < WN; ++j, q += w_step) wr[j] = w_col && wk + WR * j < left ? __ldg(q) : 0.f;
-        }
-        px += kFcTileK;
-        pw += kFcTileK * O;
-    };
-    auto store = [&](int b) {
-#pragma unroll
-        for (int j = 0; j < XN; ++j) xs[b][xk][xm + XR * j] = xr[j];
-#pragma unroll
-        for (int j = 0; j < WN; ++j) ws[b][wk + WR * j][wc] = wr[j];
-    };
-    float acc[4][4] = {};
-    load(0);
-    store(0);
-    __syncthreads();
-    int b = 0;
-    for (i64 k0 = 0; k0 < I; k0 += kFcTileK, b ^= 1) {
-        const bool more = k0 + kFcTileK < I;
-        if (more) load(k0 + kFcTileK);  // in flight while this chunk is multiplied
-#pragma unroll
-        for (int k = 0; k < kFcTileK; ++k) {
-            const float4 a = *reinterpret_cast<const float4*>(&xs[b][k][4 * tr]);
-            const float4 v = *reinterpret_cast<const float4*>(&ws[b][k][4 * tc]);
-            const float av[4] = {a.x, a.y, a.z, a.w}, wv[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-#pragma unroll
-                for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(av[i], wv[j], acc[i][j]);
-        }
-        if (more) store(b ^ 1);  // the other buffer: last read before the previous barrier
-        __syncthreads();
-    }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const i64 r = row0 + 4 * tr + i;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const i64 c = col0 + 4 * tc + j;
-            if (r < N && c < O) y[r * O + c] = apply_activation(acc[i][j] + (bias != nullptr ? bias[c] : 0.f), ACT);
-        }
-    }
 }
 
 // The epilogue of matmul and cublas: y[n][o] = act(y[n][o] + bias[o]) in place.
@@ -238,21 +152,6 @@ void fully_connected_matmul(const float* x, const float* w, const float* bias, f
     fully_connected_matmul_check(N, I, O);
     matmul::matmul_async(x, w, y, N, O, I, "auto", 3, 0);  // (M, N, K) = (rows, outputs, inputs)
     bias_activation(y, bias, N, O, act);
-}
-
-void fully_connected_fused_check(i64 N, i64 I, i64 O) {
-    GPUOPT_REQUIRE(N > 0 && I > 0 && O > 0, "fully_connected fused: N, in_features and out_features must be positive");
-    GPUOPT_REQUIRE(ceil_div<i64>(N, kFcTileM) <= 65535 && ceil_div<i64>(O, kFcTileN) <= 65535,
-                   "fully_connected fused: at most 65535 x 32 rows and 65535 x 64 outputs (the grid's tiles)");
-}
-
-void fully_connected_fused(const float* x, const float* w, const float* bias, float* y, i64 N, i64 I, i64 O,
-                           Activation act) {
-    check_fc(x, w, y, N, I, O, "fused");
-    fully_connected_fused_check(N, I, O);
-    const dim3 grid(static_cast<unsigned>(ceil_div<i64>(O, kFcTileN)), static_cast<unsigned>(ceil_div<i64>(N, kFcTileM)));
-    with_activation(act, [&](auto a) { fc_fused_kernel<decltype(a)::value><<<grid, kFcThreads>>>(x, w, bias, y, N, I, O); });
-    GPUOPT_CHECK_LAUNCH("fc_fused_kernel");
 }
 
 void fully_connected_cublas_check(i64 N, i64 I, i64 O) {

@@ -218,15 +218,14 @@ def _mnist() -> dict[str, Stage]:
                       "once per network; each convolution + ReLU + 2x2 average pool in one kernel (conv1 by the "
                       "first-layer kernel direct_smallc, uint8 pixels scaled on the device; conv2 by zero_skip, which "
                       "skips the zeros of conv1's ReLU'd output and gives fused's bits), fully "
-                      "connected layers by one kernel each (32x64 tiles, ReLU before the store), warp argmax; only the "
-                      "result is copied back",
+                      "connected on gpuopt's GEMM with the ReLU fused, warp argmax; only the result is copied back",
                       "gpuopt", "none: gpuopt's own stage, beyond the report", True, (
                           _s("Convolution + ReLU + Average Pool (1)", "conv2d_pool", "direct_smallc", w="conv1",
                              params=_MNIST_POOL, raw_input=True),
                           _s("Convolution + ReLU + Average Pool (2)", "conv2d_pool", "zero_skip", w="conv2",
                              params=_MNIST_POOL),
-                          _s("Fully Forward (1) + ReLU", _FC, "fused", w="fc1", flatten=True, params=_RELU),
-                          _s("Fully Forward (2)", _FC, "fused", w="fc2")),
+                          _s("Fully Forward (1) + ReLU", _FC, "matmul", w="fc1", flatten=True, params=_RELU),
+                          _s("Fully Forward (2)", _FC, "matmul", w="fc2")),
                       {"predict": _s("Arg Max", "argmax", "warp")}),
     }
     table["winograd"] = _with_step(

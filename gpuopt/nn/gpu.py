@@ -11,9 +11,8 @@ where gpuopt has something faster:
   accumulator, one write). Both match the reference bit for bit (same window order, same float operations).
 * ``fully_connected``: ``basic`` (one thread per output, all from global memory), ``tiled`` (the report's 16x16
   shared-memory tiles, bias and activation in the epilogue), ``matmul`` (gpuopt's matmul ladder's fastest own
-  kernel, ``async``, then a bias + activation pass), ``fused`` (one kernel of 32x64 block tiles with the bias and
-  activation before its single store: the narrow layers of a classifier, MNIST's fc1 and fc2) and ``cublas``
-  (strict FP32 SGEMM + the same pass). ``matmul``, ``fused`` and ``cublas`` reject sizes their GEMMs cannot index (``check.fully_connected_<variant>``) before
+  kernel, ``async``, then a bias + activation pass) and ``cublas`` (strict FP32 SGEMM + the same pass).
+  ``matmul`` and ``cublas`` reject sizes their GEMMs cannot index (``check.fully_connected_<variant>``) before
   anything is copied.
 * ``argmax``: ``basic`` (one thread per row, the report's), ``warp`` (4 to 32 lanes per row, several rows per
   warp for short rows, a shuffle reduction of (value, index)) and ``streams`` (the report's final design: two
@@ -137,11 +136,6 @@ register("fully_connected", "tiled",
 register("fully_connected", "matmul",
          description="gpuopt's matmul ladder's async kernel (tile and split-k auto), then a bias + activation pass",
          preferred=True, **_gpu("nn_fully_connected.cu", "gpuopt"))(_run_fully_connected)
-register("fully_connected", "fused",
-         description="one kernel: 32x64 block tiles (a thread 4x4, k staged 32 deep, the next chunk in flight), bias "
-                     "and activation before the single store; for narrow layers (a classifier's) where big tiles "
-                     "leave SMs idle",
-         **_gpu("nn_fully_connected.cu", "gpuopt"))(_run_fully_connected)
 register("fully_connected", "cublas",
          description="cuBLAS SGEMM, strict FP32 (TF32 off), then a bias + activation pass: the baseline",
          **_gpu("nn_fully_connected.cu", "library"))(_run_fully_connected)
