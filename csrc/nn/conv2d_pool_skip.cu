@@ -21,6 +21,7 @@
 // (kRows + R - 1 of them, contiguous) copied by cp.async into the other of two buffers while this one is swept.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <iterator>
 #include <string>
 
@@ -71,7 +72,7 @@ std::int64_t skip_shared_bytes(std::int64_t C, std::int64_t RS, int kpl, int row
     return (C * RS * 32 * kpl + std::int64_t{kSkipWarps} * 2 * row_floats) * 4;
 }
 
-template <int H, int W, int R, int S, int KPL, Activation ACT, PoolKind POOL>
+template <int H, int W, int R, int S, int KPL, Activation ACT, PoolKind POOL, bool BALLOT>
 __global__ void __launch_bounds__(kSkipWarps * 32, 1) conv_pool_skip(const float* __restrict__ x,
                                                                     const float* __restrict__ wt,
                                                                     const float* __restrict__ bias,
@@ -143,6 +144,11 @@ __global__ void __launch_bounds__(kSkipWarps * 32, 1) conv_pool_skip(const float
                     w[0][t] = wc[t * 32];
                 }
             }
+            unsigned nz[kRowFloats / 32];  // BALLOT: bit p of word p / 32 says value p of the pair is not zero
+            if constexpr (BALLOT) {
+#pragma unroll
+                for (int j = 0; j < kRowFloats / 32; ++j) nz[j] = __ballot_sync(0xffffffffu, xr[32 * j + lane] != 0.f);
+            }
 #pragma unroll
             for (int yy = 0; yy < IR; ++yy) {
                 float row[W];  // the same address in every lane: a broadcast
@@ -154,7 +160,8 @@ __global__ void __launch_bounds__(kSkipWarps * 32, 1) conv_pool_skip(const float
 #pragma unroll
                 for (int xx = 0; xx < W; ++xx) {
                     const float v = row[xx];
-                    if (__any_sync(0xffffffffu, v != 0.f)) {  // the same v in every lane: a uniform branch
+                    const int p = yy * W + xx;
+                    if (BALLOT ? (nz[p / 32] >> (p % 32) & 1u) != 0 : __any_sync(0xffffffffu, v != 0.f)) {
 #pragma unroll
                         for (int r = 0; r < R; ++r) {
                             const int oy = yy - r;
@@ -193,7 +200,8 @@ __global__ void __launch_bounds__(kSkipWarps * 32, 1) conv_pool_skip(const float
 
 template <int H, int W, int R, int S, int KPL, Activation ACT, PoolKind POOL>
 void launch(const float* x, const float* wt, const float* bias, float* y, std::int64_t n, int C, int K) {
-    const auto kernel = conv_pool_skip<H, W, R, S, KPL, ACT, POOL>;
+    const auto kernel = std::getenv("GPUOPT_SKIP_VOTE") ? conv_pool_skip<H, W, R, S, KPL, ACT, POOL, false>
+                                                        : conv_pool_skip<H, W, R, S, KPL, ACT, POOL, true>;  // TEMP A/B
     const std::int64_t bytes = skip_shared_bytes(C, R * S, KPL, SkipGeometry<H, W, R, S>::kRowFloats);
     require_shared_memory(kernel, static_cast<std::size_t>(bytes), "conv2d_pool zero_skip");
     const std::int64_t items = n * SkipGeometry<H, W, R, S>::G;
