@@ -4,24 +4,26 @@
 //
 // A warp per (image, group of kRows output rows), its lanes the output maps (KPL maps a lane, map k = 32 j + lane),
 // accumulators for the group's kRows x OW outputs of each map in registers. The group's input rows are swept in
-// (c, y, x) order; a value is tested once for the whole warp (every lane holds it: a warp vote, so the branch is
-// uniform) and, where it is not zero, added into every output it reaches, fma(x, w, acc). So each output's sum is
-// fma(x, w, acc) over (c, r, s) in order from 0, as `fused` forms it, and a skipped term is one whose fma would have
-// left acc unchanged (x == 0, finite weights, acc >= +0 or -0 alike): the same bits as `fused`. Then bias,
-// activation and the pool (pool4: the CPU reference's order) of each 2x2 window, only pooled outputs stored.
+// (c, y, x) order; a (item, channel) pair's values are tested by ballots, 32 at a time (lane j tests value j), so a
+// value's test is a bit of a mask every lane holds (a uniform branch) and, where it is not zero, it is added into
+// every output it reaches, fma(x, w, acc). So each output's sum is fma(x, w, acc) over (c, r, s) in order from 0, as
+// `fused` forms it, and a skipped term is one whose fma would have left acc unchanged (x == 0, finite weights, acc >=
+// +0 or -0 alike): the same bits as `fused`. Then bias, activation and the pool (pool4: the CPU reference's order) of
+// each 2x2 window, only pooled outputs stored.
 //
 // The sweep is unrolled over positions, so H, W, R, S are compile-time: the shapes below (MNIST's conv2, and an 8x12
 // input); other shapes are rejected before launch.
 //
-// Memory (H200 profile of the first version, which read the filters through L1 and the rows by 16-byte loads: 15% of
-// the warps' time waited on those loads, the filter bank (205 KB for MNIST) not staying in L1 beside the streamed
-// input): each block keeps the whole filter bank in shared memory, arranged [C][R*S][lane][KPL] so a lane's taps of
-// a (channel, tap) are one 8-byte load, staged once; a block is 12 warps (the register file, 168 a thread) and the
-// grid persistent, one block an SM. A warp walks its items' (item, channel) pairs with the next pair's input rows
-// (kRows + R - 1 of them, contiguous) copied by cp.async into the other of two buffers while this one is swept.
+// What the H200 profiles changed (MNIST conv2 on the real conv1 output, 10,000 images; notes/ece408-reports.md): the
+// first version read the filters through L1 and tested each value by a warp vote: 1.42 ms, 15% of the warps' time
+// waiting on loads (the 205 KB filter bank does not stay in L1 beside the streamed input) and the vote-to-branch
+// latency on every value. Now each block keeps the whole filter bank in shared memory, arranged [C][R*S][lane][KPL]
+// so a lane's taps of a (channel, tap) are one 8-byte load, staged once; a block is 12 warps (the register file, 168
+// a thread) and the grid persistent, one block an SM; a warp walks its items' (item, channel) pairs with the next
+// pair's input rows (kRows + R - 1 of them, contiguous) copied by cp.async into the other of two buffers while this
+// one is swept (1.15 ms); and the ballots replace the votes (1.06 ms).
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <iterator>
 #include <string>
 
@@ -64,6 +66,7 @@ template <int H, int W, int R, int S>
 struct SkipGeometry {
     static constexpr int OH = H - R + 1, OW = W - S + 1, G = OH / kRowsPerWarp, IR = kRowsPerWarp + R - 1, RS = R * S;
     static constexpr int kRowFloats = IR * W;  // a (item, channel)'s input rows, contiguous in x
+    static_assert(kRowFloats % 32 == 0, "a pair's rows: whole ballots of 32 values, whole 4-byte copies a lane");
     static_assert(OH % kRowsPerWarp == 0 && OW % 2 == 0 && W % 4 == 0, "whole row groups, whole 2x2 windows, float4 rows");
 };
 
@@ -72,7 +75,7 @@ std::int64_t skip_shared_bytes(std::int64_t C, std::int64_t RS, int kpl, int row
     return (C * RS * 32 * kpl + std::int64_t{kSkipWarps} * 2 * row_floats) * 4;
 }
 
-template <int H, int W, int R, int S, int KPL, Activation ACT, PoolKind POOL, bool BALLOT>
+template <int H, int W, int R, int S, int KPL, Activation ACT, PoolKind POOL>
 __global__ void __launch_bounds__(kSkipWarps * 32, 1) conv_pool_skip(const float* __restrict__ x,
                                                                     const float* __restrict__ wt,
                                                                     const float* __restrict__ bias,
@@ -144,11 +147,11 @@ __global__ void __launch_bounds__(kSkipWarps * 32, 1) conv_pool_skip(const float
                     w[0][t] = wc[t * 32];
                 }
             }
-            unsigned nz[kRowFloats / 32];  // BALLOT: bit p of word p / 32 says value p of the pair is not zero
-            if constexpr (BALLOT) {
+            // The pair's zero tests, 32 values a ballot: bit p of nz[p / 32] says value p is not zero. The same in
+            // every lane, so each value's branch below is uniform (and the bits are tested several at a time).
+            unsigned nz[kRowFloats / 32];
 #pragma unroll
-                for (int j = 0; j < kRowFloats / 32; ++j) nz[j] = __ballot_sync(0xffffffffu, xr[32 * j + lane] != 0.f);
-            }
+            for (int j = 0; j < kRowFloats / 32; ++j) nz[j] = __ballot_sync(0xffffffffu, xr[32 * j + lane] != 0.f);
 #pragma unroll
             for (int yy = 0; yy < IR; ++yy) {
                 float row[W];  // the same address in every lane: a broadcast
@@ -161,7 +164,7 @@ __global__ void __launch_bounds__(kSkipWarps * 32, 1) conv_pool_skip(const float
                 for (int xx = 0; xx < W; ++xx) {
                     const float v = row[xx];
                     const int p = yy * W + xx;
-                    if (BALLOT ? (nz[p / 32] >> (p % 32) & 1u) != 0 : __any_sync(0xffffffffu, v != 0.f)) {
+                    if (nz[p / 32] >> (p % 32) & 1u) {
 #pragma unroll
                         for (int r = 0; r < R; ++r) {
                             const int oy = yy - r;
@@ -200,8 +203,7 @@ __global__ void __launch_bounds__(kSkipWarps * 32, 1) conv_pool_skip(const float
 
 template <int H, int W, int R, int S, int KPL, Activation ACT, PoolKind POOL>
 void launch(const float* x, const float* wt, const float* bias, float* y, std::int64_t n, int C, int K) {
-    const auto kernel = std::getenv("GPUOPT_SKIP_VOTE") ? conv_pool_skip<H, W, R, S, KPL, ACT, POOL, false>
-                                                        : conv_pool_skip<H, W, R, S, KPL, ACT, POOL, true>;  // TEMP A/B
+    const auto kernel = conv_pool_skip<H, W, R, S, KPL, ACT, POOL>;
     const std::int64_t bytes = skip_shared_bytes(C, R * S, KPL, SkipGeometry<H, W, R, S>::kRowFloats);
     require_shared_memory(kernel, static_cast<std::size_t>(bytes), "conv2d_pool zero_skip");
     const std::int64_t items = n * SkipGeometry<H, W, R, S>::G;
