@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(kSkipWarps * 32, 1) conv_pool_skip(const float
         return x + static_cast<std::int64_t>(it / G) * C * (H * W) + (it % G) * (kRows * W);
     };
     auto stage = [&](const float* src, float* dst) {  // one cp.async group a call
-        static_assert(kRowFloats / 4 <= 32 && kRowFloats % 32 == 0, "a 16-byte copy a lane, or three 4-byte ones");
+        static_assert(kRowFloats / 4 <= 32, "at most one 16-byte copy a lane");
         if (x_aligned16) {
             if (lane < kRowFloats / 4) cp_async_16(dst + 4 * lane, src + 4 * lane, 16);
         } else {
