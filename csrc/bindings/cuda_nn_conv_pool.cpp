@@ -117,18 +117,21 @@ void bind_nn_conv_pool(py::module_& m) {
                 [](std::uintptr_t x, const std::string& input_dtype, float input_divisor, std::uintptr_t w,
                    std::uintptr_t bias, std::uintptr_t y, const py::tuple& shape, const std::string& activation,
                    const std::string& pool) {
+                    (void)input_divisor;
+                    if (input_dtype != "float32")
+                        throw py::value_error("conv2d_pool zero_skip: x must be float32 (uint8 images go through the "
+                                              "fused variant), got '" + input_dtype + "'");
                     const nn::ConvPoolShape s = conv_pool_shape(shape);
-                    const nn::InputType type = input_type(input_dtype);
                     const Activation act = activation_from_string(activation);
                     const nn::PoolKind kind = pool_kind(pool);
                     py::gil_scoped_release release;
-                    nn::conv2d_pool_skip(reinterpret_cast<const void*>(x), type, input_divisor, dptr<const float>(w),
+                    nn::conv2d_pool_skip(dptr<const float>(x), dptr<const float>(w),
                                          bias ? dptr<const float>(bias) : nullptr, dptr<float>(y), s, act, kind);
                 },
                 py::arg("x"), py::arg("input_dtype"), py::arg("input_divisor"), py::arg("w"), py::arg("bias"),
                 py::arg("y"), py::arg("shape"), py::arg("activation"), py::arg("pool"),
-                "Convolution + bias + activation + 2x2 pooling by scattering the input, zeros skipped by warp-uniform "
-                "ballot tests; shape = (N, C, H, W, K, R, S, 2); uint8 input for the 28 x 28 first-layer form.");
+                "Convolution + bias + activation + 2x2 pooling by scattering the input, zeros skipped by a warp-uniform "
+                "test; shape = (N, C, H, W, K, R, S, 2).");
     def_check(m, "conv2d_pool", "zero_skip", [](const py::tuple& shape) {
         nn::conv2d_pool_skip_check(conv_pool_shape(shape));
     }, py::arg("shape"));

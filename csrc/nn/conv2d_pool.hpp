@@ -90,12 +90,11 @@ void conv2d_pool_direct_smallc(const void* x, InputType input_type, float input_
                                const SmallcConfig& cfg = {});
 
 // zero_skip (conv2d_pool_skip.cu): the same layer computed by scattering the input, a warp per (image, 4 output
-// rows), lanes the output maps; a zero input value costs a bit test of a warp-uniform ballot and no FMAs. The same
-// bits as conv2d_pool_fused for finite weights. Compiled for (H, W, R, S) = (12, 12, 5, 5) and (8, 12, 5, 5) (float32,
-// K <= 64, the filter bank within shared memory) and (28, 28, 5, 5) with C = 1 (first layers: float32 or uint8 input
-// divided by input_divisor, K <= 32); pool_size 2. The check throws InvalidArgument naming what is wrong.
+// rows), lanes the output maps; a zero input value costs one warp-uniform test and no FMAs. The same bits as
+// conv2d_pool_fused for finite weights. float32 input; compiled for (H, W, R, S) = (12, 12, 5, 5) and (8, 12, 5, 5),
+// K <= 64, pool_size 2. The check throws InvalidArgument naming what is wrong; no GPU needed.
 void conv2d_pool_skip_check(const ConvPoolShape& s);
-void conv2d_pool_skip(const void* x, InputType input_type, float input_divisor, const float* w, const float* bias,
-                      float* y, const ConvPoolShape& s, Activation act, PoolKind pool);
+void conv2d_pool_skip(const float* x, const float* w, const float* bias, float* y, const ConvPoolShape& s,
+                      Activation act, PoolKind pool);
 
 }  // namespace gpuopt::nn

@@ -26,7 +26,6 @@
 #include <cstdint>
 #include <iterator>
 #include <string>
-#include <type_traits>
 
 #include "../common/cuda_check.cuh"
 #include "../common/device.hpp"
@@ -202,82 +201,6 @@ __global__ void __launch_bounds__(kSkipWarps * 32, 1) conv_pool_skip(const float
     }
 }
 
-// First layers, C = 1 (MNIST's conv1: 28 x 28 pixels -> 32 maps, 74% of whose FMAs touch a zero pixel): the same
-// scatter with an input row's pixels spread over the lanes. Lane j converts pixel j of a row (uint8 divided by the
-// divisor as `fused` loads it, or float32), one ballot gives the row's non-zero mask (an all-zero row, 29% of MNIST's,
-// costs nothing more), and each non-zero pixel is shuffled to every lane and added into the outputs it reaches,
-// fma(x, w, acc) in (r, s) order from 0: `fused`'s bits. The 25 taps of a lane's map live in registers; a warp loads
-// its next item's pixels while it computes this one. No shared memory: one block an SM as for the layers above.
-template <int H, int W, int R, int S, typename TIn, Activation ACT, PoolKind POOL>
-__global__ void __launch_bounds__(kSkipWarps * 32, 1) conv_pool_skip_first(const TIn* __restrict__ x, float divisor,
-                                                                          const float* __restrict__ wt,
-                                                                          const float* __restrict__ bias,
-                                                                          float* __restrict__ y, std::int64_t n_images,
-                                                                          int K) {
-    using Geo = SkipGeometry<H, W, R, S>;
-    static_assert(W <= 32, "a lane a pixel of a row");
-    constexpr int kRows = kRowsPerWarp, OH = Geo::OH, OW = Geo::OW, G = Geo::G, IR = Geo::IR, RS = Geo::RS;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int n_items = static_cast<int>(n_images) * G, slots = static_cast<int>(gridDim.x) * kSkipWarps;
-    int item = __shfl_sync(0xffffffffu, warp * static_cast<int>(gridDim.x) + static_cast<int>(blockIdx.x), 0);
-    float w[RS];  // wt: [RS][32], map lane (zero past K)
-#pragma unroll
-    for (int t = 0; t < RS; ++t) w[t] = __ldg(wt + t * 32 + lane);
-    const int px = lane < W ? lane : W - 1;  // lanes past the row read its last pixel and ignore it
-    auto load = [&](int it, TIn (&p)[IR]) {  // pixel px of input rows g kRows .. + IR - 1 of image n
-        const TIn* src = x + static_cast<std::int64_t>(it / G) * (H * W) + (it % G) * (kRows * W) + px;
-#pragma unroll
-        for (int yy = 0; yy < IR; ++yy) p[yy] = __ldg(src + yy * W);
-    };
-    TIn cur[IR], nxt[IR];
-    if (item < n_items) load(item, cur);
-    for (; item < n_items; item += slots) {
-        if (item + slots < n_items) load(item + slots, nxt);  // in flight while this item is computed
-        float acc[kRows][OW];
-#pragma unroll
-        for (int i = 0; i < kRows; ++i)
-#pragma unroll
-            for (int j = 0; j < OW; ++j) acc[i][j] = 0.f;
-#pragma unroll
-        for (int yy = 0; yy < IR; ++yy) {
-            float v;
-            if constexpr (std::is_same_v<TIn, std::uint8_t>) v = __fdiv_rn(static_cast<float>(cur[yy]), divisor);
-            else v = cur[yy];
-            const unsigned nz = __ballot_sync(0xffffffffu, lane < W && v != 0.f);
-            if (nz == 0) continue;
-#pragma unroll
-            for (int xx = 0; xx < W; ++xx) {
-                if (nz >> xx & 1u) {
-                    const float u = __shfl_sync(0xffffffffu, v, xx);
-#pragma unroll
-                    for (int r = 0; r < R; ++r) {
-                        const int oy = yy - r;
-                        if (oy < 0 || oy >= kRows) continue;
-#pragma unroll
-                        for (int s = 0; s < S; ++s) {
-                            const int ox = xx - s;
-                            if (ox >= 0 && ox < OW) acc[oy][ox] = fmaf(u, w[r * S + s], acc[oy][ox]);
-                        }
-                    }
-                }
-            }
-        }
-        if (lane < K) {  // bias, activation, each 2x2 window pooled, the lane's map's pooled rows stored
-            constexpr int PW = OW / 2;
-            const float b = bias ? __ldg(bias + lane) : 0.f;
-            float* out = y + ((item / G) * static_cast<std::int64_t>(K) + lane) * ((OH / 2) * PW) + (item % G) * (kRows / 2) * PW;
-#pragma unroll
-            for (int i = 0; i < kRows / 2; ++i)
-#pragma unroll
-                for (int j = 0; j < PW; ++j)
-                    out[i * PW + j] = pool4<ACT, POOL>(acc[2 * i][2 * j] + b, acc[2 * i][2 * j + 1] + b,
-                                                       acc[2 * i + 1][2 * j] + b, acc[2 * i + 1][2 * j + 1] + b);
-        }
-#pragma unroll
-        for (int yy = 0; yy < IR; ++yy) cur[yy] = nxt[yy];
-    }
-}
-
 template <int H, int W, int R, int S, int KPL, Activation ACT, PoolKind POOL>
 void launch(const float* x, const float* wt, const float* bias, float* y, std::int64_t n, int C, int K) {
     const auto kernel = conv_pool_skip<H, W, R, S, KPL, ACT, POOL>;
@@ -305,13 +228,11 @@ void launch_act(Activation act, PoolKind pool, const float* x, const float* wt, 
     }
 }
 
-// The compiled input sides and filters: (H, W, R, S), and whether the shape is a first layer's (C = 1, K <= 32, the
-// kernel above; uint8 or float32 input) or a later one's (any C whose filter bank fits shared memory, K <= 64, float32).
+// The compiled input sides and filters: (H, W, R, S).
 struct SkipShape {
     int H, W, R, S;
-    bool first;
 };
-constexpr SkipShape kSkipShapes[] = {{12, 12, 5, 5, false}, {8, 12, 5, 5, false}, {28, 28, 5, 5, true}};
+constexpr SkipShape kSkipShapes[] = {{12, 12, 5, 5}, {8, 12, 5, 5}};
 
 // The index of s's (H, W, R, S) in kSkipShapes, -1 if it is not compiled.
 int compiled(const ConvPoolShape& s) {
@@ -321,45 +242,18 @@ int compiled(const ConvPoolShape& s) {
     return -1;
 }
 
-template <int H, int W, int R, int S, typename TIn>
-void launch_first(Activation act, PoolKind pool, const TIn* x, float divisor, const float* wt, const float* bias,
-                  float* y, std::int64_t n, int K) {
-    const std::int64_t blocks = std::min<std::int64_t>(multiprocessor_count(), n * SkipGeometry<H, W, R, S>::G);
-    auto with_pool = [&](auto a) {
-        constexpr Activation A = decltype(a)::value;
-        if (pool == PoolKind::Max)
-            conv_pool_skip_first<H, W, R, S, TIn, A, PoolKind::Max>
-                <<<static_cast<unsigned>(blocks), kSkipWarps * 32>>>(x, divisor, wt, bias, y, n, K);
-        else
-            conv_pool_skip_first<H, W, R, S, TIn, A, PoolKind::Average>
-                <<<static_cast<unsigned>(blocks), kSkipWarps * 32>>>(x, divisor, wt, bias, y, n, K);
-    };
-    switch (act) {
-        case Activation::Relu: return with_pool(std::integral_constant<Activation, Activation::Relu>{});
-        case Activation::Tanh: return with_pool(std::integral_constant<Activation, Activation::Tanh>{});
-        default: return with_pool(std::integral_constant<Activation, Activation::None>{});
-    }
-}
-
 }  // namespace
 
 void conv2d_pool_skip_check(const ConvPoolShape& s) {
     const std::string what = "conv2d_pool zero_skip";
     GPUOPT_REQUIRE(s.N >= 1 && s.C >= 1 && s.K >= 1, what + ": N, C and K must be >= 1");
     GPUOPT_REQUIRE(s.pool == 2, what + ": pool_size must be 2, got " + std::to_string(s.pool));
-    const int i = compiled(s);
-    GPUOPT_REQUIRE(i >= 0, what + ": compiled for (H, W, R, S) = (12, 12, 5, 5) (MNIST's conv2), (8, 12, 5, 5) and "
-                                  "(28, 28, 5, 5) with C = 1 (MNIST's conv1); got (" + std::to_string(s.H) + ", " +
-                                  std::to_string(s.W) + ", " + std::to_string(s.R) + ", " + std::to_string(s.S) + ")");
-    GPUOPT_REQUIRE(s.N <= (std::int64_t{1} << 26), what + ": at most 2^26 images a call (32-bit item indices), got N = " +
-                                                  std::to_string(s.N));
-    if (kSkipShapes[i].first) {
-        GPUOPT_REQUIRE(s.C == 1, what + ": the 28 x 28 form is for first layers: C must be 1, got " + std::to_string(s.C));
-        GPUOPT_REQUIRE(s.K <= 32, what + ": first layers: at most 32 output maps (one a lane), got K = " +
-                                      std::to_string(s.K));
-        return;
-    }
+    GPUOPT_REQUIRE(compiled(s) >= 0, what + ": compiled for (H, W, R, S) = (12, 12, 5, 5) (MNIST's conv2) and (8, 12, 5, 5); "
+                                       "got (" + std::to_string(s.H) + ", " + std::to_string(s.W) + ", " +
+                                       std::to_string(s.R) + ", " + std::to_string(s.S) + ")");
     GPUOPT_REQUIRE(s.K <= 64, what + ": at most 64 output maps (2 a lane), got K = " + std::to_string(s.K));
+    GPUOPT_REQUIRE(s.N <= (std::int64_t{1} << 29), what + ": at most 2^29 images a call (32-bit item indices), got N = " +
+                                                  std::to_string(s.N));
     GPUOPT_REQUIRE(s.C <= 4096, what + ": at most 4096 input channels, got C = " + std::to_string(s.C));
     const std::int64_t bytes = skip_shared_bytes(s.C, s.R * s.S, s.K > 32 ? 2 : 1,
                                                  static_cast<int>((kRowsPerWarp + s.R - 1) * s.W));
@@ -370,41 +264,25 @@ void conv2d_pool_skip_check(const ConvPoolShape& s) {
                                        " bytes; this GPU allows " + std::to_string(limit));
 }
 
-void conv2d_pool_skip(const void* x, InputType input_type, float input_divisor, const float* w, const float* bias,
-                      float* y, const ConvPoolShape& s, Activation act, PoolKind pool) {
+void conv2d_pool_skip(const float* x, const float* w, const float* bias, float* y, const ConvPoolShape& s,
+                      Activation act, PoolKind pool) {
     conv2d_pool_skip_check(s);
-    const int i = compiled(s);
-    GPUOPT_REQUIRE(input_type == InputType::Float32 || kSkipShapes[i].first,
-                   "conv2d_pool zero_skip: x must be float32 here (uint8 images: the 28 x 28 first-layer form, or the "
-                   "fused variant)");
     const int C = static_cast<int>(s.C), K = static_cast<int>(s.K), RS = static_cast<int>(s.R * s.S);
     const int kpl = K > 32 ? 2 : 1;
     const std::int64_t arranged = static_cast<std::int64_t>(C) * RS * 32 * kpl;
     DeviceBuffer<float> wt(static_cast<std::size_t>(arranged));  // pool memory; freed in stream order
     arrange_filters_lanes<<<grid_for(arranged, 256), 256>>>(w, wt.data(), K, C, RS, kpl, arranged);
     GPUOPT_CHECK_LAUNCH("arrange_filters_lanes");
-    if (kSkipShapes[i].first) {
-        static_assert(kSkipShapes[2].first, "the first-layer shape's index");
-        constexpr SkipShape c = kSkipShapes[2];
-        if (input_type == InputType::Uint8)
-            launch_first<c.H, c.W, c.R, c.S>(act, pool, static_cast<const std::uint8_t*>(x), input_divisor, wt.data(),
-                                             bias, y, s.N, K);
-        else
-            launch_first<c.H, c.W, c.R, c.S>(act, pool, static_cast<const float*>(x), 1.f, wt.data(), bias, y, s.N, K);
-        GPUOPT_CHECK_LAUNCH("conv2d_pool zero_skip (first layer)");
-        return;
-    }
     auto run = [&](auto shape, auto kp) {
         constexpr SkipShape c = kSkipShapes[decltype(shape)::value];
-        launch_act<c.H, c.W, c.R, c.S, decltype(kp)::value>(act, pool, static_cast<const float*>(x), wt.data(), bias,
-                                                            y, s.N, C, K);
+        launch_act<c.H, c.W, c.R, c.S, decltype(kp)::value>(act, pool, x, wt.data(), bias, y, s.N, C, K);
     };
     auto with_kpl = [&](auto shape) {
         if (kpl == 2) run(shape, std::integral_constant<int, 2>{});
         else run(shape, std::integral_constant<int, 1>{});
     };
-    static_assert(std::size(kSkipShapes) == 3, "a branch a compiled shape");
-    if (i == 0) with_kpl(std::integral_constant<int, 0>{});
+    static_assert(std::size(kSkipShapes) == 2, "a branch a compiled shape");
+    if (compiled(s) == 0) with_kpl(std::integral_constant<int, 0>{});
     else with_kpl(std::integral_constant<int, 1>{});
     GPUOPT_CHECK_LAUNCH("conv2d_pool zero_skip");
 }

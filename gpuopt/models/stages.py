@@ -215,12 +215,12 @@ def _mnist() -> dict[str, Stage]:
                             _s("Fully Forward (2)", _FC, "tiled", 0.222202, w="fc2")),
                         {"predict": _s("Arg Max 1 + 2", "argmax", "streams", 0.036479)}, report_total_ms=1130.0),
         "fast": Stage("mnist", "fast", "gpuopt's fastest strict-FP32 forward: device-resident, weights uploaded "
-                      "once per network; each convolution + ReLU + 2x2 average pool in one kernel, zero_skip, which "
-                      "skips the zeros of its input (the images' blank pixels, uint8 scaled on the device; conv1's "
-                      "ReLU'd output) and gives fused's bits; fully connected on gpuopt's GEMM with the ReLU fused, "
-                      "warp argmax; only the result is copied back",
+                      "once per network; each convolution + ReLU + 2x2 average pool in one kernel (conv1 by the "
+                      "first-layer kernel direct_smallc, uint8 pixels scaled on the device; conv2 by zero_skip, which "
+                      "skips the zeros of conv1's ReLU'd output and gives fused's bits), fully "
+                      "connected on gpuopt's GEMM with the ReLU fused, warp argmax; only the result is copied back",
                       "gpuopt", "none: gpuopt's own stage, beyond the report", True, (
-                          _s("Convolution + ReLU + Average Pool (1)", "conv2d_pool", "zero_skip", w="conv1",
+                          _s("Convolution + ReLU + Average Pool (1)", "conv2d_pool", "direct_smallc", w="conv1",
                              params=_MNIST_POOL, raw_input=True),
                           _s("Convolution + ReLU + Average Pool (2)", "conv2d_pool", "zero_skip", w="conv2",
                              params=_MNIST_POOL),

@@ -8,8 +8,7 @@ whole images staged once, each thread's 4x4 output patch's input kept in registe
 (csrc/conv/conv2d_winograd.cu) with the pool applied to each m x m output tile in registers: a fast algorithm
 (transforms that round, ~1e-6 relative on 5x5 layers), float32 input only. ``zero_skip`` computes the layer by
 scattering its input so zero values cost a warp-uniform test and no FMAs, with ``fused``'s bits
-(csrc/nn/conv2d_pool_skip.cu): for ReLU'd inputs such as MNIST's conv2, and images with blank borders such as
-MNIST's (conv1, uint8 pixels accepted). ``cpu`` is the composed reference:
+(csrc/nn/conv2d_pool_skip.cu): for ReLU'd inputs such as MNIST's conv2. ``cpu`` is the composed reference:
 conv2d's CPU reference, then pool2d's.
 """
 
@@ -176,14 +175,12 @@ def _conv2d_pool_winograd(ctx: ExecContext, p: ConvPoolProblem, *, m, products) 
           "output rows), lanes the output maps, each input value tested once for the whole warp and, where not zero, "
           "added into every output it reaches; the same bits as fused (finite weights), zeros cost no FMAs (a ReLU'd, "
           "pooled input such as MNIST's conv2 is 57% zeros); the filter bank resident in shared memory (persistent "
-          "12-warp blocks), input rows double-buffered by cp.async, zero tests by ballot; float32 input, (H, W, R, S) "
-          "= (12, 12, 5, 5) or (8, 12, 5, 5), K <= 64, filters that fit shared memory (C <= 34 at K > 32, 69 at K <= "
-          "32 on an H200); and a first-layer form (C = 1, 28 x 28, K <= 32, float32 or uint8 pixels: MNIST's conv1, "
-          "74% of whose FMAs touch a blank pixel) with a row's pixels spread over the lanes; pool_size 2",
-          report="gpuopt", needs_cuda=True, kernel="csrc/nn/conv2d_pool_skip.cu",
+          "12-warp blocks), input rows double-buffered by cp.async; float32 input, (H, W, R, S) = (12, 12, 5, 5) or "
+          "(8, 12, 5, 5), K <= 64, pool_size 2, filters that fit shared memory (C <= 34 at K > 32, 69 at K <= 32 on "
+          "an H200)", report="gpuopt", needs_cuda=True, kernel="csrc/nn/conv2d_pool_skip.cu",
           test="tests/nn/test_gpu_conv_pool_skip.py")
 def _conv2d_pool_zero_skip(ctx: ExecContext, p: ConvPoolProblem) -> Any:
-    return _run_gpu(ctx, p)  # uint8 input to a later-layer shape: ValueError from the launcher, before the launch
+    return _run_gpu(ctx, p)  # uint8 input: ValueError from the launcher, before the launch
 
 
 def _run_gpu(ctx: ExecContext, p: ConvPoolProblem, **launch: Any) -> Any:
