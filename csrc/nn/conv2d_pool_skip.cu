@@ -24,7 +24,6 @@
 // one is swept (1.15 ms); and the ballots replace the votes (1.06 ms).
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <iterator>
 #include <string>
 
@@ -47,22 +46,18 @@ using matmul::dev::cp_async_commit;
 using matmul::dev::cp_async_wait;
 
 constexpr int kSkipWarps = 12;  // a block: 12 x 32 threads x 168 registers fill the 64K register file
-// Warps a block for KPL maps a lane: one map a lane needs ~100 registers, so 16 warps fit.
-template <int KPL>
-constexpr int kWarpsFor = KPL == 2 ? 12 : 16;
 // Output rows a warp. 4: 168 registers, 3 warps a scheduler; 2 fits 128 registers (4 warps) but sweeps 6 of 12 input
 // rows for 2 outputs: MNIST conv2 on the real conv1 output 1.625 ms against 1.420 (H200, da9be74+, L1 version).
 constexpr int kRowsPerWarp = 4;
 
-// w (K, C, R, S) -> wt[C][R*S][ms][32][KPL]: map 32 (s KPL + k) + lane at [.][.][s][lane][k], zero past K.
+// w (K, C, R, S) -> wt[C][R*S][32][KPL]: map 32 k + lane at [.][.][lane][k], zero past K.
 __global__ void arrange_filters_lanes(const float* __restrict__ w, float* __restrict__ wt, int K, int C, int RS,
-                                      int kpl, int ms, std::int64_t total) {
+                                      int kpl, std::int64_t total) {
     for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
          i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
         const int k = static_cast<int>(i % kpl), lane = static_cast<int>(i / kpl % 32);
-        const int sl = static_cast<int>(i / (32 * kpl) % ms);
-        const std::int64_t ct = i / (32 * kpl * ms);  // c RS + tap
-        const int kk = 32 * (sl * kpl + k) + lane, c = static_cast<int>(ct / RS), tap = static_cast<int>(ct % RS);
+        const std::int64_t ct = i / (32 * kpl);  // c RS + tap
+        const int kk = 32 * k + lane, c = static_cast<int>(ct / RS), tap = static_cast<int>(ct % RS);
         wt[i] = kk < K ? w[(static_cast<std::int64_t>(kk) * C + c) * RS + tap] : 0.f;
     }
 }
@@ -76,12 +71,12 @@ struct SkipGeometry {
 };
 
 // Shared memory of a block: the filter bank and two row buffers a warp.
-std::int64_t skip_shared_bytes(std::int64_t C, std::int64_t RS, int slots, int warps, int row_floats) {
-    return (C * RS * slots + std::int64_t{warps} * 2 * row_floats) * 4;
+std::int64_t skip_shared_bytes(std::int64_t C, std::int64_t RS, int kpl, int row_floats) {
+    return (C * RS * 32 * kpl + std::int64_t{kSkipWarps} * 2 * row_floats) * 4;
 }
 
-template <int H, int W, int R, int S, int KPL, int MS, Activation ACT, PoolKind POOL>
-__global__ void __launch_bounds__(kWarpsFor<KPL> * 32, 1) conv_pool_skip(const float* __restrict__ x,
+template <int H, int W, int R, int S, int KPL, Activation ACT, PoolKind POOL>
+__global__ void __launch_bounds__(kSkipWarps * 32, 1) conv_pool_skip(const float* __restrict__ x,
                                                                     const float* __restrict__ wt,
                                                                     const float* __restrict__ bias,
                                                                     float* __restrict__ y, std::int64_t n_images,
@@ -91,16 +86,15 @@ __global__ void __launch_bounds__(kWarpsFor<KPL> * 32, 1) conv_pool_skip(const f
     constexpr int kRowFloats = Geo::kRowFloats;
     extern __shared__ __align__(16) float smem[];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    constexpr int kWarps = kWarpsFor<KPL>, kSlots = 32 * KPL * MS;  // map slots of a tap
-    float* ws = smem;                                                        // [C][RS][MS][32][KPL]
-    float* xs = smem + static_cast<std::int64_t>(C) * RS * kSlots + warp * 2 * kRowFloats;  // this warp's 2 buffers
+    float* ws = smem;                                                        // [C][RS][32][KPL]
+    float* xs = smem + static_cast<std::int64_t>(C) * RS * 32 * KPL + warp * 2 * kRowFloats;  // this warp's 2 buffers
 
     // Items (image, row group) go round the grid's warps, block-fastest, so a small batch spreads over the SMs. The
     // shuffle makes the item visibly warp-uniform to the compiler: without it every vote below gets a divergence check.
-    const int n_items = static_cast<int>(n_images) * G * MS, slots = static_cast<int>(gridDim.x) * kWarps;
+    const int n_items = static_cast<int>(n_images) * G, slots = static_cast<int>(gridDim.x) * kSkipWarps;
     int item = __shfl_sync(0xffffffffu, warp * static_cast<int>(gridDim.x) + static_cast<int>(blockIdx.x), 0);
-    auto rows_of = [&](int it) {  // input rows g kRows .. + IR - 1 of channel 0 of item it = ((n, g), map slice)
-        return x + static_cast<std::int64_t>(it / (G * MS)) * C * (H * W) + (it / MS % G) * (kRows * W);
+    auto rows_of = [&](int it) {  // input rows g kRows .. + IR - 1 of channel 0 of item it = (n, g)
+        return x + static_cast<std::int64_t>(it / G) * C * (H * W) + (it % G) * (kRows * W);
     };
     auto stage = [&](const float* src, float* dst) {  // one cp.async group a call
         static_assert(kRowFloats / 4 <= 32, "at most one 16-byte copy a lane");
@@ -114,8 +108,8 @@ __global__ void __launch_bounds__(kWarpsFor<KPL> * 32, 1) conv_pool_skip(const f
     };
     if (item < n_items) stage(rows_of(item), xs);
     {
-        const int bank = C * RS * kSlots / 4;  // 16-byte chunks of the filter bank
-        for (int i = threadIdx.x; i < bank; i += kWarps * 32) cp_async_16(ws + 4 * i, wt + 4 * i, 16);
+        const int bank = C * RS * 8 * KPL;  // 16-byte chunks of the filter bank
+        for (int i = threadIdx.x; i < bank; i += kSkipWarps * 32) cp_async_16(ws + 4 * i, wt + 4 * i, 16);
         cp_async_commit();
         cp_async_wait<0>();
         __syncthreads();  // the only block barrier: warps run their items independently after it
@@ -123,8 +117,8 @@ __global__ void __launch_bounds__(kWarpsFor<KPL> * 32, 1) conv_pool_skip(const f
 
     int buf = 0;
     for (; item < n_items; item += slots) {
-        const std::int64_t n = item / (G * MS);
-        const int g = item / MS % G, ms = item % MS;
+        const std::int64_t n = item / G;
+        const int g = item % G;
         float acc[KPL][kRows][OW];
 #pragma unroll
         for (int k = 0; k < KPL; ++k)
@@ -143,14 +137,14 @@ __global__ void __launch_bounds__(kWarpsFor<KPL> * 32, 1) conv_pool_skip(const f
             __syncwarp();
             const float* xr = xs + buf * kRowFloats;
             float w[KPL][RS];
-            const float* wc = ws + (static_cast<std::int64_t>(c) * RS * MS + ms) * 32 * KPL + lane * KPL;
+            const float* wc = ws + (static_cast<std::int64_t>(c) * RS * 32 + lane) * KPL;
 #pragma unroll
             for (int t = 0; t < RS; ++t) {
                 if constexpr (KPL == 2) {
-                    const float2 v = *reinterpret_cast<const float2*>(wc + t * kSlots);
+                    const float2 v = *reinterpret_cast<const float2*>(wc + t * 32 * KPL);
                     w[0][t] = v.x, w[1][t] = v.y;
                 } else {
-                    w[0][t] = wc[t * kSlots];
+                    w[0][t] = wc[t * 32];
                 }
             }
             // The pair's zero tests, 32 values a ballot: bit p of nz[p / 32] says value p is not zero. The same in
@@ -193,7 +187,7 @@ __global__ void __launch_bounds__(kWarpsFor<KPL> * 32, 1) conv_pool_skip(const f
         constexpr int PW = OW / 2;
 #pragma unroll
         for (int k = 0; k < KPL; ++k) {
-            const int kk = 32 * (ms * KPL + k) + lane;
+            const int kk = 32 * k + lane;
             if (kk >= K) continue;
             const float b = bias ? __ldg(bias + kk) : 0.f;
             float* out = y + ((n * K + kk) * (OH / 2) + g * (kRows / 2)) * PW;
@@ -207,26 +201,25 @@ __global__ void __launch_bounds__(kWarpsFor<KPL> * 32, 1) conv_pool_skip(const f
     }
 }
 
-template <int H, int W, int R, int S, int KPL, int MS, Activation ACT, PoolKind POOL>
+template <int H, int W, int R, int S, int KPL, Activation ACT, PoolKind POOL>
 void launch(const float* x, const float* wt, const float* bias, float* y, std::int64_t n, int C, int K) {
-    const auto kernel = conv_pool_skip<H, W, R, S, KPL, MS, ACT, POOL>;
-    constexpr int kWarps = kWarpsFor<KPL>;
-    const std::int64_t bytes = skip_shared_bytes(C, R * S, 32 * KPL * MS, kWarps, SkipGeometry<H, W, R, S>::kRowFloats);
+    const auto kernel = conv_pool_skip<H, W, R, S, KPL, ACT, POOL>;
+    const std::int64_t bytes = skip_shared_bytes(C, R * S, KPL, SkipGeometry<H, W, R, S>::kRowFloats);
     require_shared_memory(kernel, static_cast<std::size_t>(bytes), "conv2d_pool zero_skip");
-    const std::int64_t items = n * SkipGeometry<H, W, R, S>::G * MS;
+    const std::int64_t items = n * SkipGeometry<H, W, R, S>::G;
     // Persistent: one block an SM (its shared memory and registers), fewer when the batch has fewer items.
     const std::int64_t blocks = std::min<std::int64_t>(multiprocessor_count(), items);
-    kernel<<<static_cast<unsigned>(blocks), kWarps * 32, static_cast<std::size_t>(bytes)>>>(
+    kernel<<<static_cast<unsigned>(blocks), kSkipWarps * 32, static_cast<std::size_t>(bytes)>>>(
         x, wt, bias, y, n, C, K, reinterpret_cast<std::uintptr_t>(x) % 16 == 0);
 }
 
-template <int H, int W, int R, int S, int KPL, int MS>
+template <int H, int W, int R, int S, int KPL>
 void launch_act(Activation act, PoolKind pool, const float* x, const float* wt, const float* bias, float* y,
                 std::int64_t n, int C, int K) {
     auto with_pool = [&](auto a) {
         constexpr Activation A = decltype(a)::value;
-        if (pool == PoolKind::Max) launch<H, W, R, S, KPL, MS, A, PoolKind::Max>(x, wt, bias, y, n, C, K);
-        else launch<H, W, R, S, KPL, MS, A, PoolKind::Average>(x, wt, bias, y, n, C, K);
+        if (pool == PoolKind::Max) launch<H, W, R, S, KPL, A, PoolKind::Max>(x, wt, bias, y, n, C, K);
+        else launch<H, W, R, S, KPL, A, PoolKind::Average>(x, wt, bias, y, n, C, K);
     };
     switch (act) {
         case Activation::Relu: return with_pool(std::integral_constant<Activation, Activation::Relu>{});
@@ -262,7 +255,7 @@ void conv2d_pool_skip_check(const ConvPoolShape& s) {
     GPUOPT_REQUIRE(s.N <= (std::int64_t{1} << 29), what + ": at most 2^29 images a call (32-bit item indices), got N = " +
                                                   std::to_string(s.N));
     GPUOPT_REQUIRE(s.C <= 4096, what + ": at most 4096 input channels, got C = " + std::to_string(s.C));
-    const std::int64_t bytes = skip_shared_bytes(s.C, s.R * s.S, s.K > 32 ? 64 : 32, kWarpsFor<1>,
+    const std::int64_t bytes = skip_shared_bytes(s.C, s.R * s.S, s.K > 32 ? 2 : 1,
                                                  static_cast<int>((kRowsPerWarp + s.R - 1) * s.W));
     const int limit = max_shared_memory_per_block_optin();
     GPUOPT_REQUIRE(bytes <= limit, what + ": keeps the whole filter bank in shared memory (C*R*S = " +
@@ -275,21 +268,18 @@ void conv2d_pool_skip(const float* x, const float* w, const float* bias, float* 
                       Activation act, PoolKind pool) {
     conv2d_pool_skip_check(s);
     const int C = static_cast<int>(s.C), K = static_cast<int>(s.K), RS = static_cast<int>(s.R * s.S);
-    const bool slices = K > 32 && std::getenv("GPUOPT_SKIP_SLICES") != nullptr;  // TEMP A/B
-    const int kpl = K > 32 && !slices ? 2 : 1, ms = slices ? 2 : 1;
-    const std::int64_t arranged = static_cast<std::int64_t>(C) * RS * 32 * kpl * ms;
+    const int kpl = K > 32 ? 2 : 1;
+    const std::int64_t arranged = static_cast<std::int64_t>(C) * RS * 32 * kpl;
     DeviceBuffer<float> wt(static_cast<std::size_t>(arranged));  // pool memory; freed in stream order
-    arrange_filters_lanes<<<grid_for(arranged, 256), 256>>>(w, wt.data(), K, C, RS, kpl, ms, arranged);
+    arrange_filters_lanes<<<grid_for(arranged, 256), 256>>>(w, wt.data(), K, C, RS, kpl, arranged);
     GPUOPT_CHECK_LAUNCH("arrange_filters_lanes");
-    auto run = [&](auto shape, auto kp, auto m) {
+    auto run = [&](auto shape, auto kp) {
         constexpr SkipShape c = kSkipShapes[decltype(shape)::value];
-        launch_act<c.H, c.W, c.R, c.S, decltype(kp)::value, decltype(m)::value>(act, pool, x, wt.data(), bias, y, s.N,
-                                                                                 C, K);
+        launch_act<c.H, c.W, c.R, c.S, decltype(kp)::value>(act, pool, x, wt.data(), bias, y, s.N, C, K);
     };
     auto with_kpl = [&](auto shape) {
-        if (kpl == 2) run(shape, std::integral_constant<int, 2>{}, std::integral_constant<int, 1>{});
-        else if (ms == 2) run(shape, std::integral_constant<int, 1>{}, std::integral_constant<int, 2>{});
-        else run(shape, std::integral_constant<int, 1>{}, std::integral_constant<int, 1>{});
+        if (kpl == 2) run(shape, std::integral_constant<int, 2>{});
+        else run(shape, std::integral_constant<int, 1>{});
     };
     static_assert(std::size(kSkipShapes) == 2, "a branch a compiled shape");
     if (compiled(s) == 0) with_kpl(std::integral_constant<int, 0>{});
