@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include "error.hpp"
 
@@ -36,6 +37,17 @@ GPUOPT_HD T apply_activation(T v, Activation act) {
             return std::tanh(v);
 #endif
         default: return v;
+    }
+}
+
+// Calls f(std::integral_constant<Activation, ACT>) for the run-time activation, so a kernel is instantiated once
+// per activation with ACT a compile-time constant (host side, in launchers).
+template <class F>
+void with_activation(Activation act, F&& f) {
+    switch (act) {
+        case Activation::Relu: f(std::integral_constant<Activation, Activation::Relu>{}); break;
+        case Activation::Tanh: f(std::integral_constant<Activation, Activation::Tanh>{}); break;
+        default: f(std::integral_constant<Activation, Activation::None>{}); break;
     }
 }
 

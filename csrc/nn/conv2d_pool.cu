@@ -31,22 +31,6 @@ namespace gpuopt::nn {
 
 namespace {
 
-// w (K, C, R, S) -> wt[K / cpb blocks][C][R][S][cpb], zero past K.
-__global__ void arrange_filters(const float* __restrict__ w, float* __restrict__ wt, int K, int C, int RS, int cpb,
-                                std::int64_t total) {
-    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
-         i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-        const int kk = static_cast<int>(i % cpb);
-        std::int64_t rest = i / cpb;
-        const int tap = static_cast<int>(rest % RS);
-        rest /= RS;
-        const int c = static_cast<int>(rest % C);
-        const int kb = static_cast<int>(rest / C);
-        const int k = kb * cpb + kk;
-        wt[i] = k < K ? w[(static_cast<std::int64_t>(k) * C + c) * RS + tap] : 0.f;
-    }
-}
-
 constexpr int kMaxThreads = 512;          // block size bound (__launch_bounds__: <= 128 registers a thread)
 constexpr int kMaxThreadsCpt4 = 384;      // with 4 channels a thread: two blocks an SM (<= 85 registers)
 constexpr int kTargetThreads = 256;       // images per block chosen to reach about this many threads

@@ -1,5 +1,5 @@
-// What the fused conv2d_pool kernels share (conv2d_pool.cu, conv2d_pool_skip.cu): the 2x2 window's activation and
-// pool in the CPU reference's order.
+// What the fused conv2d_pool kernels share (conv2d_pool.cu, conv2d_pool_skip.cu): the filters rearranged so a block's
+// output maps are contiguous a tap, and the 2x2 window's activation and pool in the CPU reference's order.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,22 @@
 
 namespace gpuopt::nn {
 namespace {
+
+// w (K, C, R, S) -> wt[K / cpb blocks][C][R][S][cpb], zero past K.
+__global__ void arrange_filters(const float* __restrict__ w, float* __restrict__ wt, int K, int C, int RS, int cpb,
+                                std::int64_t total) {
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+         i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+        const int kk = static_cast<int>(i % cpb);
+        std::int64_t rest = i / cpb;
+        const int tap = static_cast<int>(rest % RS);
+        rest /= RS;
+        const int c = static_cast<int>(rest % C);
+        const int kb = static_cast<int>(rest / C);
+        const int k = kb * cpb + kk;
+        wt[i] = k < K ? w[(static_cast<std::int64_t>(k) * C + c) * RS + tap] : 0.f;
+    }
+}
 
 template <Activation ACT, PoolKind POOL>
 __device__ __forceinline__ float pool4(float a, float b, float c, float d) {

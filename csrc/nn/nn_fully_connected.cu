@@ -100,17 +100,6 @@ void check_fc(const float* x, const float* w, const float* y, i64 N, i64 I, i64 
     GPUOPT_REQUIRE(x != nullptr && w != nullptr && y != nullptr, std::string("fully_connected ") + what + ": null pointer");
 }
 
-// Calls f(std::integral_constant<Activation, ACT>) for the run-time activation, so each kernel is
-// instantiated once per activation with ACT a compile-time constant.
-template <class F>
-void with_activation(Activation act, F&& f) {
-    switch (act) {
-        case Activation::Relu: f(std::integral_constant<Activation, Activation::Relu>{}); break;
-        case Activation::Tanh: f(std::integral_constant<Activation, Activation::Tanh>{}); break;
-        default: f(std::integral_constant<Activation, Activation::None>{}); break;
-    }
-}
-
 void bias_activation(float* y, const float* bias, i64 N, i64 O, Activation act) {
     if (bias == nullptr && act == Activation::None) return;
     with_activation(act, [&](auto a) {
