@@ -24,7 +24,6 @@
 // one is swept (1.15 ms); and the ballots replace the votes (1.06 ms).
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <iterator>
 #include <string>
 
@@ -64,18 +63,7 @@ std::int64_t skip_shared_bytes(std::int64_t C, std::int64_t RS, int kpl, int row
     return (C * RS * 32 * kpl + std::int64_t{kSkipWarps} * 2 * row_floats) * 4;
 }
 
-__global__ void arrange_filters_lanes(const float* __restrict__ w, float* __restrict__ wt, int K, int C, int RS,
-                                      int kpl, std::int64_t total) {  // TEMP A/B: the pre-fold layout
-    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
-         i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-        const int k = static_cast<int>(i % kpl), lane = static_cast<int>(i / kpl % 32);
-        const std::int64_t ct = i / (32 * kpl);
-        const int kk = 32 * k + lane, c = static_cast<int>(ct / RS), tap = static_cast<int>(ct % RS);
-        wt[i] = kk < K ? w[(static_cast<std::int64_t>(kk) * C + c) * RS + tap] : 0.f;
-    }
-}
-
-template <int H, int W, int R, int S, int KPL, Activation ACT, PoolKind POOL, bool OLDMAP>
+template <int H, int W, int R, int S, int KPL, Activation ACT, PoolKind POOL>
 __global__ void __launch_bounds__(kSkipWarps * 32, 1) conv_pool_skip(const float* __restrict__ x,
                                                                     const float* __restrict__ wt,
                                                                     const float* __restrict__ bias,
@@ -187,7 +175,7 @@ __global__ void __launch_bounds__(kSkipWarps * 32, 1) conv_pool_skip(const float
         constexpr int PW = OW / 2;
 #pragma unroll
         for (int k = 0; k < KPL; ++k) {
-            const int kk = OLDMAP ? 32 * k + lane : KPL * lane + k;
+            const int kk = KPL * lane + k;
             if (kk >= K) continue;
             const float b = bias ? __ldg(bias + kk) : 0.f;
             float* out = y + ((n * K + kk) * (OH / 2) + g * (kRows / 2)) * PW;
@@ -203,7 +191,7 @@ __global__ void __launch_bounds__(kSkipWarps * 32, 1) conv_pool_skip(const float
 
 template <int H, int W, int R, int S, int KPL, Activation ACT, PoolKind POOL>
 void launch(const float* x, const float* wt, const float* bias, float* y, std::int64_t n, int C, int K) {
-    const auto kernel = std::getenv("GPUOPT_SKIP_OLDMAP") ? conv_pool_skip<H, W, R, S, KPL, ACT, POOL, true> : conv_pool_skip<H, W, R, S, KPL, ACT, POOL, false>;
+    const auto kernel = conv_pool_skip<H, W, R, S, KPL, ACT, POOL>;
     const std::int64_t bytes = skip_shared_bytes(C, R * S, KPL, SkipGeometry<H, W, R, S>::kRowFloats);
     require_shared_memory(kernel, static_cast<std::size_t>(bytes), "conv2d_pool zero_skip");
     const std::int64_t items = n * SkipGeometry<H, W, R, S>::G;
@@ -266,8 +254,7 @@ void conv2d_pool_skip(const float* x, const float* w, const float* bias, float* 
     const int kpl = K > 32 ? 2 : 1;
     const std::int64_t arranged = static_cast<std::int64_t>(C) * RS * 32 * kpl;
     DeviceBuffer<float> wt(static_cast<std::size_t>(arranged));  // pool memory; freed in stream order
-    if (std::getenv("GPUOPT_SKIP_OLDMAP")) arrange_filters_lanes<<<grid_for(arranged, 256), 256>>>(w, wt.data(), K, C, RS, kpl, arranged);
-    else arrange_filters<<<grid_for(arranged, 256), 256>>>(w, wt.data(), K, C, RS, 32 * kpl, arranged);  // one block of maps
+    arrange_filters<<<grid_for(arranged, 256), 256>>>(w, wt.data(), K, C, RS, 32 * kpl, arranged);  // one block of maps
     GPUOPT_CHECK_LAUNCH("arrange_filters");
     auto run = [&](auto shape, auto kp) {
         constexpr SkipShape c = kSkipShapes[decltype(shape)::value];
