@@ -416,7 +416,7 @@ void conv2d_pool_fused(const void* x, InputType input_type, float input_divisor,
     const int RS = static_cast<int>(s.R * s.S);
     const std::int64_t arranged = static_cast<std::int64_t>(ceil_div(L.K, L.cpb)) * L.C * RS * L.cpb;
     DeviceBuffer<float> wt(static_cast<std::size_t>(arranged));  // pool memory; freed in stream order
-    arrange_filters<<<grid_for(arranged, 256), 256>>>(w, wt.data(), L.K, L.C, RS, L.cpb, arranged);
+    arrange_filters<<<grid_for(arranged, 256), 256>>>(w, wt.data(), L.K, L.C, RS, L.cpb, 1, arranged);
     GPUOPT_CHECK_LAUNCH("arrange_filters");
     if (s.R == 3)
         dispatch_act<3>(act, pool, x, input_type, input_divisor, wt.data(), bias, y, L, p, s.pool == 2);

@@ -2,7 +2,7 @@
 // input, so the zeros of a ReLU'd input cost a test and no FMAs. MNIST's conv2 reads conv1 after ReLU and average
 // pooling: 57% of its values are zero (and 44% of the dense FMAs touch them: the zeros lie at the digit's borders).
 //
-// A warp per (image, group of kRows output rows), its lanes the output maps (KPL maps a lane: KPL lane + k),
+// A warp per (image, group of kRows output rows), its lanes the output maps (KPL maps a lane, map k = 32 j + lane),
 // accumulators for the group's kRows x OW outputs of each map in registers. The group's input rows are swept in
 // (c, y, x) order; a (item, channel) pair's values are tested by ballots, 32 at a time (lane j tests value j), so a
 // value's test is a bit of a mask every lane holds (a uniform branch) and, where it is not zero, it is added into
@@ -17,7 +17,7 @@
 // What the H200 profiles changed (MNIST conv2 on the real conv1 output, 10,000 images; notes/ece408-reports.md): the
 // first version read the filters through L1 and tested each value by a warp vote: 1.42 ms, 15% of the warps' time
 // waiting on loads (the 205 KB filter bank does not stay in L1 beside the streamed input) and the vote-to-branch
-// latency on every value. Now each block keeps the whole filter bank in shared memory, arranged [C][R*S][32 KPL]
+// latency on every value. Now each block keeps the whole filter bank in shared memory, arranged [C][R*S][lane][KPL]
 // (arrange_filters) so a lane's KPL maps of a (channel, tap) are one 8-byte load, staged once; a block is 12 warps (the register file, 168
 // a thread) and the grid persistent, one block an SM; a warp walks its items' (item, channel) pairs with the next
 // pair's input rows (kRows + R - 1 of them, contiguous) copied by cp.async into the other of two buffers while this
@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(kSkipWarps * 32, 1) conv_pool_skip(const float
     constexpr int kRowFloats = Geo::kRowFloats;
     extern __shared__ __align__(16) float smem[];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    float* ws = smem;                                                        // [C][RS][32 KPL]
+    float* ws = smem;                                                        // [C][RS][32][KPL]
     float* xs = smem + static_cast<std::int64_t>(C) * RS * 32 * KPL + warp * 2 * kRowFloats;  // this warp's 2 buffers
 
     // Items (image, row group) go round the grid's warps, block-fastest, so a small batch spreads over the SMs. The
@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(kSkipWarps * 32, 1) conv_pool_skip(const float
         constexpr int PW = OW / 2;
 #pragma unroll
         for (int k = 0; k < KPL; ++k) {
-            const int kk = KPL * lane + k;
+            const int kk = 32 * k + lane;
             if (kk >= K) continue;
             const float b = bias ? __ldg(bias + kk) : 0.f;
             float* out = y + ((n * K + kk) * (OH / 2) + g * (kRows / 2)) * PW;
@@ -254,7 +254,7 @@ void conv2d_pool_skip(const float* x, const float* w, const float* bias, float* 
     const int kpl = K > 32 ? 2 : 1;
     const std::int64_t arranged = static_cast<std::int64_t>(C) * RS * 32 * kpl;
     DeviceBuffer<float> wt(static_cast<std::size_t>(arranged));  // pool memory; freed in stream order
-    arrange_filters<<<grid_for(arranged, 256), 256>>>(w, wt.data(), K, C, RS, 32 * kpl, arranged);  // one block of maps
+    arrange_filters<<<grid_for(arranged, 256), 256>>>(w, wt.data(), K, C, RS, 32 * kpl, kpl, arranged);  // one block
     GPUOPT_CHECK_LAUNCH("arrange_filters");
     auto run = [&](auto shape, auto kp) {
         constexpr SkipShape c = kSkipShapes[decltype(shape)::value];
