@@ -12,13 +12,13 @@ the C++ reference every GPU variant is tested against and works without a GPU.
 
 from __future__ import annotations
 
-try:
-    from . import _core
-except ImportError as _exc:  # pragma: no cover - only in a source tree without a build
-    raise ImportError(
-        f"gpuopt's compiled module is missing ({_exc}). Install the package with `pip install .` and import "
-        f"it from outside the source tree (this import found {__path__[0]})."
-    ) from None
+from pathlib import Path as _Path
+
+from ._compiled import compiled_files as _compiled_files, use_installed as _use_installed
+
+if "_core" not in _compiled_files(_Path(__file__).parent):  # a source checkout: the installed build's modules
+    _use_installed(_Path(__file__).parent)
+from . import _core  # noqa: E402
 
 from ._ext import build_info, cuda_available, cuda_unavailable_reason, device_info
 from .registry import ops, variants

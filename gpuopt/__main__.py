@@ -6,7 +6,8 @@
 * ``info``      what was compiled and which device is here;
 * ``variants``  every variant of every op (or of one op) with its parameters; ``--where`` adds where
                 each one lives: its kernel source and launcher, its test, the figures and tables that
-                show it (paths relative to the repository root);
+                show it (paths relative to the repository root); ``--markdown [--full]`` the README's
+                (docs/variants.md's) variant table, generated from the registry;
 * ``check``     runs every variant usable here on fresh random inputs, awkward sizes
                 included, against the CPU reference (and the CPU reference against
                 NumPy), and prints one line per variant. Exit status 1 on any mismatch.
@@ -136,12 +137,20 @@ def main(argv: list[str] | None = None) -> int:
     pv.add_argument("op", nargs="?", help="one op (default: all)")
     pv.add_argument("--where", action="store_true",
                     help="where each variant lives: kernel source and launcher, test file, figures and tables")
+    pv.add_argument("--markdown", action="store_true",
+                    help="the variant table of the README (Markdown, every op); with --full that of docs/variants.md")
+    pv.add_argument("--full", action="store_true", help="with --markdown: one table an op, every parameter")
     pc = sub.add_parser("check", help="check every usable variant against the references")
     pc.add_argument("--seed", type=int, default=None, help="random seed (default: fresh)")
     args = parser.parse_args(argv)
 
     if args.cmd == "info":
         print(json.dumps({"build": gpuopt.build_info(), "device": gpuopt.device_info()}, indent=2))
+        return 0
+    if args.cmd == "variants" and args.markdown:
+        from gpuopt.registry import markdown
+
+        print(markdown(full=args.full), end="")
         return 0
     if args.cmd == "variants":
         try:

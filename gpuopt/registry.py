@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-__all__ = ["Param", "Variant", "register", "variants", "ops", "resolve", "REPORTS"]
+__all__ = ["Param", "Variant", "register", "variants", "ops", "resolve", "REPORTS", "markdown"]
 
 #: Short keys of the reports variants come from (the texts are in ../shared/seeds/).
 REPORTS: Mapping[str, str] = MappingProxyType(
@@ -214,6 +214,31 @@ def variants(op: str | None = None) -> Mapping[str, Variant] | Mapping[str, Mapp
         return MappingProxyType({o: MappingProxyType(dict(t)) for o, t in _REGISTRY.items()})
     _check_op(op)
     return MappingProxyType(dict(_REGISTRY[op]))
+
+
+def markdown(full: bool = False) -> str:
+    """The variant tables as Markdown, from this registry: per op its variants simple to fast, GPU ones in bold
+    (``full=False``: one row an op, for the README); or one table an op with every variant's report, device,
+    parameters (default first) and description (``full=True``: ``docs/variants.md``). ``python -m gpuopt variants
+    --markdown [--full]`` prints them; a test keeps the committed copies current."""
+    if not full:
+        rows = ["| op | variants (**GPU**, simple to fast; `None` picks the fastest usable here) |", "| --- | --- |"]
+        for op, table in _REGISTRY.items():
+            names = ", ".join(f"**`{n}`**" if v.needs_cuda else f"`{n}`" for n, v in table.items())
+            rows.append(f"| `{op}` | {names} |")
+        return "\n".join(rows) + "\n"
+    out = []
+    for op, table in _REGISTRY.items():
+        out += [f"## `{op}`", "", "| variant | from | runs on | parameters (default first) | what it does |",
+                "| --- | --- | --- | --- | --- |"]
+        for name, v in table.items():
+            params = "; ".join(
+                f"`{q.name}` {q.default!r}" + (f" (of {', '.join(repr(a) for a in q.allowed if a != q.default)})"
+                                                 if len(q.allowed) > 1 else "") for q in v.params.values()) or "-"
+            desc = v.description.replace("|", "\\|")
+            out.append(f"| `{name}` | {v.report} | {'GPU' if v.needs_cuda else 'CPU'} | {params} | {desc} |")
+        out.append("")
+    return "\n".join(out)
 
 
 def _check_op(op: str) -> None:

@@ -21,8 +21,7 @@ def test_notebook_runs(path, data, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     if data == "absent":  # as in CI and on a user's machine without ../shared/data
         monkeypatch.setenv("GPUOPT_DATA_DIR", str(tmp_path / "no_data_here"))
-    # The committed H200 results the report notebooks read (an installed package does not carry them).
-    monkeypatch.setenv("GPUOPT_RESULTS_DIR", str(path.parent.parent / "benchmarks" / "results"))
+    monkeypatch.delenv("GPUOPT_RESULTS_DIR", raising=False)  # the installed package's own copy of the results
     cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
     assert cells, "notebook has no code"
     namespace: dict = {"__name__": "__notebook__"}
@@ -35,3 +34,5 @@ def test_notebook_runs(path, data, tmp_path, monkeypatch, capsys):
     if path.stem in REPORT_NOTEBOOKS:  # each tells its report's story from the results: the summary printed
         out = capsys.readouterr().out
         assert "verdict:" in out and "not found" not in out, out[-2000:]
+        shown = [line for line in out.splitlines() if line.startswith("figure: ")]
+        assert shown and all(Path(line[8:]).is_file() for line in shown), out[-2000:]  # every figure is there

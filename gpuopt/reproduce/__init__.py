@@ -2,8 +2,8 @@
 
 On a machine with a usable GPU it runs the studies behind the selected items (``gpuopt.bench``; a study whose
 results in ``--out`` already come from this commit and mode is not run again, so an interrupted run continues);
-without one it copies the committed H200 results (``--results``, the repository's ``benchmarks/results`` by
-default) and redraws their figures and tables, and every page says so. Then it writes ``reproduction.md`` (the
+without one it copies the committed H200 results (``--results``; by default the checkout's ``benchmarks/results``
+or the copy installed with the package, :func:`find_results`) and redraws their figures and tables, and every page says so. Then it writes ``reproduction.md`` (the
 PNGs beside it) and ``reproduction.html`` (one self-contained page) with, per item of :data:`items.ITEMS`: what
 the report printed, what was measured here (device, commit, date), the ratio, the figure and a one-line verdict.
 """
@@ -22,23 +22,36 @@ from typing import Any, Mapping, Sequence
 
 from .items import ITEMS, REPORT_TITLES, Finding, Item
 
-__all__ = ["main", "ITEMS", "REPORT_TITLES", "DEFAULT_RESULTS", "find_results", "summary", "write_report",
-           "studies_for"]
+__all__ = ["main", "ITEMS", "REPORT_TITLES", "DEFAULT_RESULTS", "PACKAGED_RESULTS", "find_results",
+           "results_candidates", "summary", "show", "write_report", "studies_for"]
+
+_PACKAGE = Path(__file__).resolve().parents[1]
 
 #: The committed results of a source checkout (the package sits in <repo>/gpuopt).
-DEFAULT_RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+DEFAULT_RESULTS = _PACKAGE.parent / "benchmarks" / "results"
 
+#: The same results as installed with the package (CMakeLists.txt copies them into the wheel).
+PACKAGED_RESULTS = _PACKAGE / "_results"
 
-#: Where else to look for the committed results (an installed package run outside the checkout).
+#: Where else to look for the committed results (a folder of one's own).
 RESULTS_ENV = "GPUOPT_RESULTS_DIR"
 
 
+def results_candidates() -> list[Path]:
+    """Where :func:`find_results` looks, in order: ``$GPUOPT_RESULTS_DIR`` when set, the source checkout's
+    ``benchmarks/results`` when this package is a checkout's, and the copy installed with the package."""
+    env = os.environ.get(RESULTS_ENV)
+    found = [Path(env)] if env else []
+    if (_PACKAGE.parent / "pyproject.toml").is_file():  # a checkout, not site-packages
+        found.append(DEFAULT_RESULTS)
+    return found + [PACKAGED_RESULTS]
+
+
 def find_results() -> Path | None:
-    """The committed H200 results: ``$GPUOPT_RESULTS_DIR``, the source checkout's ``benchmarks/results``, or
-    ``./benchmarks/results``; None when none of them exists."""
-    for path in (os.environ.get(RESULTS_ENV), DEFAULT_RESULTS, Path.cwd() / "benchmarks" / "results"):
-        if path and Path(path).is_dir():
-            return Path(path)
+    """The committed H200 results (see :func:`results_candidates`); None when none of those folders exists."""
+    for path in results_candidates():
+        if path.is_dir():
+            return path
     return None
 
 
@@ -49,13 +62,38 @@ def summary(report: str, results: str | os.PathLike | None = None) -> str:
     if report not in REPORT_TITLES:
         raise ValueError(f"report must be one of {list(REPORT_TITLES)}, got {report!r}")
     if folder is None:
-        return f"no committed results found (set {RESULTS_ENV} to a benchmarks/results folder)"
+        return f"no committed results found (looked in {', '.join(map(str, results_candidates()))})"
     lines = [REPORT_TITLES[report]]
     for item, finding, meta in _findings([i for i in ITEMS if i.report == report], folder):
         lines += [f"- {item.title}", f"    report:  {finding.printed}",
                   f"    here:    {finding.measured} ({_source_line(meta, 'the committed run')})",
                   f"    ratio:   {finding.ratio or '-'}", f"    verdict: {finding.verdict}"]
     return "\n".join(lines)
+
+
+def show(name: str, results: str | os.PathLike | None = None) -> Path | None:
+    """Show one committed figure or table (``name``: a file the studies write, e.g. ``"cs6235_fig1.png"`` or
+    ``"cs6235.md"``): a PNG inline under Jupyter (its path printed elsewhere), a table printed. Returns its path, or
+    None after printing ``<name>: not found`` and where it was looked for."""
+    folder = Path(results) if results is not None else find_results()
+    path = folder / name if folder is not None else None
+    if path is None or not path.is_file():
+        where = folder if folder is not None else ", ".join(map(str, results_candidates()))
+        print(f"{name}: not found in {where}")
+        return None
+    if name.endswith(".png"):
+        try:
+            from IPython import get_ipython
+            from IPython.display import Image, display
+        except ImportError:
+            get_ipython = None
+        if get_ipython is not None and get_ipython() is not None:
+            display(Image(filename=str(path)))
+        else:
+            print(f"figure: {path}")
+    else:
+        print(path.read_text(encoding="utf-8"))
+    return path
 
 
 def studies_for(items: Sequence[Item]) -> list[str]:
@@ -234,28 +272,29 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"only these reports' items, from {{{', '.join(REPORT_TITLES)}}}")
     parser.add_argument("--quick", action="store_true", help="with a GPU: the studies' quick sizes")
     parser.add_argument("--redraw", action="store_true", help="redraw the committed results even with a GPU")
-    parser.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR",
-                        help="the committed H200 results to redraw (default: %(default)s)")
+    parser.add_argument("--results", default=None, metavar="DIR",
+                        help="the committed H200 results to redraw (default: $GPUOPT_RESULTS_DIR, the checkout's "
+                             "benchmarks/results, or the copy installed with gpuopt)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines from the studies")
     parser.add_argument("--link-prefix", default="", metavar="PREFIX",
                         help="prefix of the figure and table links in reproduction.md (docs/reproduction.md is "
                              "written with ../benchmarks/results/)")
     args = parser.parse_args(argv)
-    out, results = Path(args.out), Path(args.results)
-    if args.results == str(DEFAULT_RESULTS) and not results.is_dir():
-        results = find_results() or results  # an installed package: $GPUOPT_RESULTS_DIR or ./benchmarks/results
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out)
+    results = Path(args.results) if args.results is not None else find_results()
     items = _selected(args.only)
     studies = studies_for(items)
     measure = gpuopt.cuda_available() and not args.redraw
     note = "" if measure else ("--redraw" if args.redraw else gpuopt.cuda_unavailable_reason())
-    if measure:
-        status = _measure(studies, out, results, args.quick, args.quiet)
+    if not measure and (results is None or not results.is_dir()):  # before anything is written
+        looked = [results] if results is not None else results_candidates()
+        print(f"[reproduce] no committed results in {', '.join(map(str, looked))}: pass --results DIR, a folder "
+              "holding the studies' .json files (a source checkout's benchmarks/results)", file=sys.stderr)
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    if measure:  # the committed run's elapsed times give the progress estimate, when there is one
+        status = _measure(studies, out, results or out, args.quick, args.quiet)
     else:
-        if not results.is_dir():
-            print(f"[reproduce] no committed results in {results} (a source checkout has them in "
-                  "benchmarks/results): pass --results DIR", file=sys.stderr)
-            return 2
         print(f"[reproduce] redrawing the committed results from {results} ({note})", flush=True)
         status = _redraw(studies, out, results)
     md_path, html_path = write_report(items, out, measured_here=measure, note=note, link_prefix=args.link_prefix)
