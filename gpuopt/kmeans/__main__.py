@@ -8,7 +8,7 @@
          -o             : output timing results (default no)
          -d             : enable debug mode (the delta of every loop)
          --variant V    : gpuopt's variant (default: cpu, seq_main's results bit for bit)
-         --max-iter N   : most loops (default 500, as Liao's loop cap)
+         --max-iter N   : at most N loops (default: Liao's cap, 501 loops)
          --init M       : initial centres: first (Liao's, default), random, kmeans++
          --seed S       : seed of random and kmeans++ (default 0)
 
@@ -16,7 +16,12 @@ As Liao's programs, it writes ``filename.cluster_centres`` and ``filename.member
 (his ``file_write`` formats) and with ``-o`` prints his block of results: input file, numObjs, numCoords,
 numClusters, threshold, loop iterations, I/O time (reading plus writing) and computation timing (the whole
 clustering call, transfers included, as his ``cuda_main`` times ``cuda_kmeans``), then one line with the
-device, driver, CUDA and gpuopt commit. The ``cpu`` variant reproduces ``seq_main`` bit for bit.
+device, driver, CUDA and gpuopt commit.
+
+The loop cap is his: ``do { ... } while (delta > threshold && loop++ < 500)`` runs at most 501 loops, and he
+prints ``loop + 1``: the loop the threshold stopped (1, 2, ...), or 502 when the cap stopped the run.
+``--max-iter N`` runs at most N loops and prints the loops run. The ``cpu`` variant reproduces ``seq_main`` bit
+for bit (centres, memberships, loop count).
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from ..registry import variants
 from .api import kmeans
 from .init import INIT_METHODS
 
+#: His loop test, ``loop++ < 500``, runs the loop body once more than this: 501 loops at most.
+_LIAO_LOOP_LIMIT = 500
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m gpuopt.kmeans", usage="%(prog)s [switches] -i filename -n num_clusters",
@@ -46,7 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-d", dest="debug", action="store_true", help="enable debug mode (the delta of every loop)")
     p.add_argument("--variant", choices=list(variants("kmeans")), default=None,
                    help="gpuopt's variant (default: cpu, seq_main's results bit for bit)")
-    p.add_argument("--max-iter", type=int, default=500, metavar="N", help="most loops (default 500)")
+    p.add_argument("--max-iter", type=int, default=None, metavar="N",
+                   help=f"at most N loops, the loops run printed (default: Liao's cap, {_LIAO_LOOP_LIMIT + 1} loops, "
+                        f"printed as {_LIAO_LOOP_LIMIT + 2} when it stops the run)")
     p.add_argument("--init", choices=INIT_METHODS, default="first",
                    help="initial centres: first (Liao's, default), random, kmeans++")
     p.add_argument("--seed", type=int, default=0, help="seed of random and kmeans++ (default 0)")
@@ -60,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"-n: number of clusters must be > 1 (Liao's rule), got {args.clusters}")
     if not np.isfinite(args.threshold) or args.threshold < 0:
         parser.error(f"-t: threshold must be finite and >= 0, got {args.threshold}")
-    if args.max_iter < 1:
+    if args.max_iter is not None and args.max_iter < 1:
         parser.error(f"--max-iter must be >= 1, got {args.max_iter}")
     if args.seed < 0:
         parser.error(f"--seed must be >= 0, got {args.seed}")
@@ -68,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"-i: no such file: {args.filename}")
     # Liao's programs' results by default: the op's own default (auto on a GPU) sums in another order.
     variant = args.variant or "cpu"
+    max_iter = _LIAO_LOOP_LIMIT + 1 if args.max_iter is None else args.max_iter
 
     start = time.perf_counter()
     try:
@@ -82,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.perf_counter()
     try:
-        result = kmeans(x, args.clusters, threshold=args.threshold, max_iter=args.max_iter, init=args.init,
+        result = kmeans(x, args.clusters, threshold=args.threshold, max_iter=max_iter, init=args.init,
                         seed=args.seed, variant=variant)
     except RuntimeError as exc:  # a GPU variant without a usable GPU, or a CUDA error
         print(f"python -m gpuopt.kmeans: error: {exc}", file=sys.stderr)
@@ -97,14 +107,20 @@ def main(argv: list[str] | None = None) -> int:
         for loop, delta in enumerate(result.delta.tolist()):
             print(f"loop {loop}: delta = {delta:.6f}")
     if args.timing:
+        if args.max_iter is None:
+            # His count is loop + 1 after "loop++ < 500": the stopping loop, or one more when the cap stopped it.
+            loops = result.iterations + (0 if result.converged else 1)
+        else:
+            loops = result.iterations
         version = "CUDA version" if variants("kmeans")[variant].needs_cuda else "sequential version"
         print(f"\nPerforming **** Regular Kmeans ({version}) ****")
         print(f"Input file:     {args.filename}")
         print(f"numObjs       = {x.shape[0]}")
         print(f"numCoords     = {x.shape[1]}")
         print(f"numClusters   = {args.clusters}")
-        print(f"threshold     = {args.threshold:.4f}")
-        print(f"Loop iterations    = {result.iterations}")
+        # His threshold is a float (float32), printed with %.4f.
+        print(f"threshold     = {float(np.float32(args.threshold)):.4f}")
+        print(f"Loop iterations    = {loops}")
         print(f"I/O time           = {io_s:10.4f} sec")
         print(f"Computation timing = {compute_s:10.4f} sec")
         print(f"(gpuopt kmeans/{variant}; {environment_line()})")

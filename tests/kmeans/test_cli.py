@@ -18,8 +18,43 @@ def blobs(tmp_path):
         datasets.write_liao(tmp_path / "blobs.bin", x, binary=True)
 
 
-def _expected(x, k, threshold=0.001, variant="cpu"):
-    return gpuopt.kmeans(x, k, threshold=threshold, variant=variant)
+def _expected(x, k, threshold=0.001, variant="cpu", max_iter=501):
+    return gpuopt.kmeans(x, k, threshold=threshold, variant=variant, max_iter=max_iter)
+
+
+def _one_switch_per_loop(m):
+    """1-D objects on which Liao's k-means with k = 2 and threshold 0 runs m + 2 loops: the first assigns every
+    object, each of the next m moves exactly one object of a chain to cluster 0, the last changes nothing.
+
+    Objects 0 and 1 (the initial centres) are 0 and the chain's first point p_1, then 1 and p_2 .. p_m. With
+    p_1 .. p_j in cluster 0, the boundary is b_j = (mean{0, p_1..p_j} + mean{1, p_(j+1)..p_m}) / 2, rising with j;
+    each p_i (i >= 2) sits midway between b_(i-2) and b_(i-1) (so the loop after state i-2 takes it, not before),
+    and p_1 below b_0: a fixed point of that rule, found by iterating it. Returns float32, shape (m + 2, 1)."""
+    p = np.linspace(0.2, 0.4, m)
+    for _ in range(5000):
+        s = np.concatenate(([0.0], np.cumsum(p)))  # the chain's sum in cluster 0, states j = 0..m
+        j = np.arange(m + 1)
+        b = (s / (1 + j) + (1.0 + s[-1] - s) / (1 + m - j)) / 2
+        new = np.concatenate(([0.75 * b[0]], (b[:-2] + b[1:-1]) / 2))
+        if np.abs(new - p).max() < 1e-12:
+            break
+        p = new
+    return np.concatenate(([0.0, p[0], 1.0], p[1:])).astype(np.float32)[:, None]
+
+
+@pytest.fixture
+def chain(tmp_path):
+    """(x, path of its binary file) for _one_switch_per_loop(m), m given by the test."""
+    def make(m):
+        x = _one_switch_per_loop(m)
+        ref = gpuopt.kmeans(x, 2, threshold=0.0, max_iter=10 * m, variant="cpu")
+        assert ref.iterations == m + 2 and (ref.delta[1:-1] * len(x) == 1).all()  # the construction held
+        return x, datasets.write_liao(tmp_path / f"chain{m}.bin", x, binary=True)
+    return make
+
+
+def _loop_count(out):
+    return int(next(line for line in out.splitlines() if line.startswith("Loop iterations")).split("=")[1])
 
 
 @pytest.mark.parametrize("binary", [False, True])
@@ -39,6 +74,36 @@ def test_files_and_timing_block_as_liao(blobs, capsys, binary):
     assert lines[8].startswith("I/O time           = ") and lines[8].endswith(" sec")
     assert lines[9].startswith("Computation timing = ") and float(lines[9].split()[3]) > 0
     assert lines[10].startswith("(gpuopt kmeans/cpu; gpuopt ")
+
+
+# ----------------------------------------------------------------------------- his loop cap and loop count
+
+
+@pytest.mark.parametrize("m,printed", [(600, 502), (500, 502), (499, 501), (20, 22)])
+def test_loop_cap_and_count_as_liao(chain, tmp_path, capsys, m, printed):
+    """His do-while "loop++ < 500" runs at most 501 loops and prints loop + 1: 502 when the cap stops the run (m >=
+    500 here: loop 501 still moves an object), the stopping loop otherwise (m = 499 stops at loop 501 exactly)."""
+    x, path = chain(m)
+    assert main(["-i", str(path), "-b", "-n", "2", "-t", "0", "-o"]) == 0
+    assert _loop_count(capsys.readouterr().out) == printed
+    ref = gpuopt.kmeans(x, 2, threshold=0.0, max_iter=501, variant="cpu")
+    assert ref.iterations == min(m + 2, 501)
+    expected = datasets.write_liao_output(tmp_path / "expected", ref.centroids, ref.membership)
+    assert open(f"{path}.cluster_centres").read() == expected[0].read_text()
+    assert open(f"{path}.membership").read() == expected[1].read_text()
+    if m >= 500:  # the 501st loop moved an object: 500 loops would have written other memberships
+        short = gpuopt.kmeans(x, 2, threshold=0.0, max_iter=500, variant="cpu")
+        assert (short.membership != ref.membership).sum() == 1
+
+
+def test_max_iter_prints_the_loops_run(chain, capsys):
+    x, path = chain(40)
+    assert main(["-i", str(path), "-b", "-n", "2", "-t", "0", "-o", "--max-iter", "10"]) == 0
+    assert _loop_count(capsys.readouterr().out) == 10
+    ref = gpuopt.kmeans(x, 2, threshold=0.0, max_iter=10, variant="cpu")
+    np.testing.assert_array_equal(datasets.read_liao_membership(f"{path}.membership"), ref.membership)
+    assert main(["-i", str(path), "-b", "-n", "2", "-t", "0", "-o", "--max-iter", "1000"]) == 0
+    assert _loop_count(capsys.readouterr().out) == 42  # stopped by the threshold: the loops run
 
 
 def test_quiet_without_o_and_debug_deltas(blobs, capsys):
