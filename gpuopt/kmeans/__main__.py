@@ -6,17 +6,23 @@
          -n num_clusters: number of clusters (K must > 1)
          -t threshold   : threshold value (default 0.0010)
          -o             : output timing results (default no)
-         -d             : enable debug mode (the delta of every loop)
+         -d             : enable debug mode
+         --out DIR      : write the two output files into DIR (default: beside the input, as Liao)
          --variant V    : gpuopt's variant (default: cpu, seq_main's results bit for bit)
          --max-iter N   : at most N loops (default: Liao's cap, 501 loops)
          --init M       : initial centres: first (Liao's, default), random, kmeans++
          --seed S       : seed of random and kmeans++ (default 0)
 
-As Liao's programs, it writes ``filename.cluster_centres`` and ``filename.membership`` beside the input
-(his ``file_write`` formats) and with ``-o`` prints his block of results: input file, numObjs, numCoords,
-numClusters, threshold, loop iterations, I/O time (reading plus writing) and computation timing (the whole
-clustering call, transfers included, as his ``cuda_main`` times ``cuda_kmeans``), then one line with the
-device, driver, CUDA and gpuopt commit.
+What it prints and writes is his programs', in his order:
+
+* with ``-d``, his reader's lines (``lineLen = ...`` for an ASCII file, then ``File ... numObjs   = ...`` and
+  ``File ... numCoords = ...``), then gpuopt's own ``loop i: delta = ...`` for every loop (his programs print none);
+* ``Writing coordinates of K=... cluster centers to file "..."`` and ``Writing membership of N=... data objects to
+  file "..."``, naming the files written: ``filename.cluster_centres`` and ``filename.membership`` beside the input
+  (his ``file_write`` formats), or inside ``--out DIR`` (created if missing) under the input's base name;
+* with ``-o``, his block of results: input file, numObjs, numCoords, numClusters, threshold, loop iterations, I/O
+  time (reading plus writing) and computation timing (the whole clustering call, transfers included, as his
+  ``cuda_main`` times ``cuda_kmeans``), then gpuopt's line with the device, driver, CUDA and gpuopt commit.
 
 The loop cap is his: ``do { ... } while (delta > threshold && loop++ < 500)`` runs at most 501 loops, and he
 prints ``loop + 1``: the loop the threshold stopped (1, 2, ...), or 502 when the cap stopped the run.
@@ -50,7 +56,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-n", dest="clusters", type=int, required=True, help="number of clusters (K must > 1)")
     p.add_argument("-t", dest="threshold", type=float, default=0.001, help="threshold value (default 0.0010)")
     p.add_argument("-o", dest="timing", action="store_true", help="output timing results (default no)")
-    p.add_argument("-d", dest="debug", action="store_true", help="enable debug mode (the delta of every loop)")
+    p.add_argument("-d", dest="debug", action="store_true",
+                   help="enable debug mode (his reader's lines, then gpuopt's delta of every loop)")
+    p.add_argument("--out", metavar="DIR", default=None,
+                   help="write filename's .cluster_centres and .membership into DIR, created if missing "
+                        "(default: beside the input, as Liao)")
     p.add_argument("--variant", choices=list(variants("kmeans")), default=None,
                    help="gpuopt's variant (default: cpu, seq_main's results bit for bit)")
     p.add_argument("--max-iter", type=int, default=None, metavar="N",
@@ -60,6 +70,22 @@ def _parser() -> argparse.ArgumentParser:
                    help="initial centres: first (Liao's, default), random, kmeans++")
     p.add_argument("--seed", type=int, default=0, help="seed of random and kmeans++ (default 0)")
     return p
+
+
+def _run_error(message: str) -> int:
+    print(f"python -m gpuopt.kmeans: error: {message}", file=sys.stderr)
+    return 1
+
+
+def _line_buffer(raw: bytes) -> int:
+    """The line buffer (bytes) his ASCII reader ends with, which ``-d`` prints as ``lineLen``: 128, grown by 128
+    while a line, its newline included, fills all but the buffer's last byte."""
+    *lines, last = raw.split(b"\n")
+    longest = max([len(line) + 1 for line in lines] + [len(last)])
+    size = 128
+    while longest >= size - 1:
+        size += 128
+    return size
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,11 +99,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--max-iter must be >= 1, got {args.max_iter}")
     if args.seed < 0:
         parser.error(f"--seed must be >= 0, got {args.seed}")
-    if not os.path.isfile(args.filename):
-        parser.error(f"-i: no such file: {args.filename}")
+    if args.out is not None and os.path.exists(args.out) and not os.path.isdir(args.out):
+        parser.error(f"--out {args.out}: exists and is not a folder")
     # Liao's programs' results by default: the op's own default (auto on a GPU) sums in another order.
     variant = args.variant or "cpu"
     max_iter = _LIAO_LOOP_LIMIT + 1 if args.max_iter is None else args.max_iter
+
+    if not os.path.isfile(args.filename):
+        parser.error(f"-i: no such file: {args.filename}")
 
     start = time.perf_counter()
     try:
@@ -90,22 +119,36 @@ def main(argv: list[str] | None = None) -> int:
     if args.clusters > x.shape[0]:
         parser.error(f"-n: {args.clusters} clusters for {x.shape[0]} objects")
 
+    if args.debug:  # his file_read's lines
+        if not args.binary:
+            with open(args.filename, "rb") as f:
+                print(f"lineLen = {_line_buffer(f.read())}")
+        print(f"File {args.filename} numObjs   = {x.shape[0]}")
+        print(f"File {args.filename} numCoords = {x.shape[1]}")
+
     start = time.perf_counter()
     try:
         result = kmeans(x, args.clusters, threshold=args.threshold, max_iter=max_iter, init=args.init,
                         seed=args.seed, variant=variant)
     except RuntimeError as exc:  # a GPU variant without a usable GPU, or a CUDA error
-        print(f"python -m gpuopt.kmeans: error: {exc}", file=sys.stderr)
-        return 1
+        return _run_error(str(exc))
     compute_s = time.perf_counter() - start  # the results are NumPy: the GPU work is done
 
-    start = time.perf_counter()
-    datasets.write_liao_output(args.filename, result.centroids, result.membership)
-    io_s += time.perf_counter() - start
-
-    if args.debug:
+    if args.debug:  # gpuopt's: his programs print nothing per loop
         for loop, delta in enumerate(result.delta.tolist()):
             print(f"loop {loop}: delta = {delta:.6f}")
+
+    start = time.perf_counter()
+    try:
+        datasets.write_liao_output(args.filename, result.centroids, result.membership, out_dir=args.out)
+    except OSError as exc:
+        return _run_error(f"cannot write the outputs ({exc})")
+    # His file_write names filename + suffix as given; with --out, the same inside DIR.
+    prefix = args.filename if args.out is None else os.path.join(args.out, os.path.basename(args.filename))
+    print(f'Writing coordinates of K={args.clusters} cluster centers to file "{prefix}.cluster_centres"')
+    print(f'Writing membership of N={x.shape[0]} data objects to file "{prefix}.membership"')
+    io_s += time.perf_counter() - start
+
     if args.timing:
         if args.max_iter is None:
             # His count is loop + 1 after "loop++ < 500": the stopping loop, or one more when the cap stopped it.

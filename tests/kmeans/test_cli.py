@@ -1,4 +1,5 @@
-"""python -m gpuopt.kmeans: Liao's switches, his output files and his timing block; bad input is a usage error."""
+"""python -m gpuopt.kmeans: Liao's switches, loop cap and loop count, his printed lines, output files and timing
+block; bad input is a usage error."""
 
 import subprocess
 import sys
@@ -8,7 +9,7 @@ import pytest
 
 import gpuopt
 from gpuopt import datasets
-from gpuopt.kmeans.__main__ import main
+from gpuopt.kmeans.__main__ import _line_buffer, main
 
 
 @pytest.fixture
@@ -20,6 +21,11 @@ def blobs(tmp_path):
 
 def _expected(x, k, threshold=0.001, variant="cpu", max_iter=501):
     return gpuopt.kmeans(x, k, threshold=threshold, variant=variant, max_iter=max_iter)
+
+
+def _writing_lines(prefix, k, n):
+    return [f'Writing coordinates of K={k} cluster centers to file "{prefix}.cluster_centres"',
+            f'Writing membership of N={n} data objects to file "{prefix}.membership"']
 
 
 def _one_switch_per_loop(m):
@@ -57,6 +63,9 @@ def _loop_count(out):
     return int(next(line for line in out.splitlines() if line.startswith("Loop iterations")).split("=")[1])
 
 
+# ----------------------------------------------------------------------------- printout and files
+
+
 @pytest.mark.parametrize("binary", [False, True])
 def test_files_and_timing_block_as_liao(blobs, capsys, binary):
     x, txt, binf = blobs
@@ -68,12 +77,64 @@ def test_files_and_timing_block_as_liao(blobs, capsys, binary):
     np.testing.assert_allclose(centres, ref.centroids, rtol=0, atol=1e-6)  # written with %f: 6 decimals
     np.testing.assert_array_equal(datasets.read_liao_membership(f"{path}.membership"), ref.membership)
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1] == "Performing **** Regular Kmeans (sequential version) ****"
-    assert lines[2:8] == [f"Input file:     {path}", "numObjs       = 500", "numCoords     = 6", "numClusters   = 4",
-                          "threshold     = 0.0010", f"Loop iterations    = {ref.iterations}"]
-    assert lines[8].startswith("I/O time           = ") and lines[8].endswith(" sec")
-    assert lines[9].startswith("Computation timing = ") and float(lines[9].split()[3]) > 0
-    assert lines[10].startswith("(gpuopt kmeans/cpu; gpuopt ")
+    # His order: file_write's two lines, then the -o block (it opens with a newline).
+    assert lines[:3] == [*_writing_lines(path, 4, 500), ""]
+    assert lines[3] == "Performing **** Regular Kmeans (sequential version) ****"
+    assert lines[4:10] == [f"Input file:     {path}", "numObjs       = 500", "numCoords     = 6", "numClusters   = 4",
+                           "threshold     = 0.0010", f"Loop iterations    = {ref.iterations}"]
+    assert lines[10].startswith("I/O time           = ") and lines[10].endswith(" sec")
+    assert lines[11].startswith("Computation timing = ") and float(lines[11].split()[3]) > 0
+    assert lines[12].startswith("(gpuopt kmeans/cpu; gpuopt ") and len(lines) == 13
+
+
+def test_writing_lines_name_the_file_as_given(blobs, tmp_path, monkeypatch, capsys):
+    """His file_write prints filename + suffix verbatim: a relative "./name" stays so."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["-i", "./blobs.txt", "-n", "3"]) == 0
+    assert capsys.readouterr().out.splitlines() == _writing_lines("./blobs.txt", 3, 500)
+    assert (tmp_path / "blobs.txt.cluster_centres").is_file() and (tmp_path / "blobs.txt.membership").is_file()
+
+
+def test_out_dir_writes_there_and_nothing_beside_the_input(blobs, tmp_path, capsys):
+    _, txt, _ = blobs
+    assert main(["-i", str(txt), "-n", "4"]) == 0
+    beside = [open(f"{txt}{suffix}").read() for suffix in (".cluster_centres", ".membership")]
+    capsys.readouterr()
+    (tmp_path / "in").mkdir()
+    src = tmp_path / "in" / "blobs.txt"
+    src.write_bytes(txt.read_bytes())
+    out = tmp_path / "results" / "run1"  # missing, parents too: created
+    assert main(["-i", str(src), "-n", "4", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines() == _writing_lines(out / "blobs.txt", 4, 500)
+    assert sorted(p.name for p in out.iterdir()) == ["blobs.txt.cluster_centres", "blobs.txt.membership"]
+    assert [p.name for p in (tmp_path / "in").iterdir()] == ["blobs.txt"]  # nothing beside the input
+    assert [(out / f"blobs.txt{suffix}").read_text() for suffix in (".cluster_centres", ".membership")] == beside
+    assert main(["-i", str(src), "-n", "4", "--out", str(out)]) == 0  # an existing folder is fine
+
+
+def test_debug_prints_his_reader_lines_then_gpuopts_deltas(blobs, capsys):
+    x, txt, binf = blobs
+    assert main(["-i", str(txt), "-n", "3", "-t", "0.05"]) == 0
+    assert capsys.readouterr().out.splitlines() == _writing_lines(txt, 3, 500)
+    assert main(["-i", str(txt), "-n", "3", "-t", "0.05", "-d"]) == 0
+    ref = _expected(datasets.read_liao(txt), 3, 0.05)
+    out = capsys.readouterr().out.splitlines()
+    assert out[:3] == ["lineLen = 128", f"File {txt} numObjs   = 500", f"File {txt} numCoords = 6"]
+    assert out[3:-2] == [f"loop {i}: delta = {d:.6f}" for i, d in enumerate(ref.delta.tolist())]
+    assert out[3] == "loop 0: delta = 1.000000" and out[-2:] == _writing_lines(txt, 3, 500)
+    assert main(["-i", str(binf), "-n", "3", "-b", "-d"]) == 0  # binary: no line buffer to report
+    assert capsys.readouterr().out.splitlines()[:3] == [f"File {binf} numObjs   = 500", f"File {binf} numCoords = 6",
+                                                        "loop 0: delta = 1.000000"]
+
+
+def test_line_buffer_grows_as_his_reader():
+    """fgets into 128 bytes, grown by 128 while a line (newline included) fills all but the last byte."""
+    assert _line_buffer(b"1 2 3\n") == 128
+    assert _line_buffer(b"x" * 125 + b"\n") == 128  # 126 bytes fit
+    assert _line_buffer(b"x" * 126 + b"\n") == 256  # 127 fill the buffer: he grows it
+    assert _line_buffer(b"1 2\n" + b"x" * 126) == 128  # a last line without newline: 126 fit
+    assert _line_buffer(b"1 2\n" + b"x" * 127) == 256
+    assert _line_buffer(b"x" * 254 + b"\n1 2\n") == 384
 
 
 # ----------------------------------------------------------------------------- his loop cap and loop count
@@ -106,14 +167,27 @@ def test_max_iter_prints_the_loops_run(chain, capsys):
     assert _loop_count(capsys.readouterr().out) == 42  # stopped by the threshold: the loops run
 
 
-def test_quiet_without_o_and_debug_deltas(blobs, capsys):
-    x, txt, _ = blobs
-    assert main(["-i", str(txt), "-n", "3", "-t", "0.05"]) == 0
-    assert capsys.readouterr().out == ""
-    assert main(["-i", str(txt), "-n", "3", "-t", "0.05", "-d"]) == 0
-    ref = _expected(datasets.read_liao(txt), 3, 0.05)
-    out = capsys.readouterr().out.splitlines()
-    assert len(out) == ref.iterations and out[0] == "loop 0: delta = 1.000000"
+@pytest.mark.data
+@pytest.mark.parametrize("name,binary,line_buffer", [("color100.txt", False, 128), ("texture100.txt", False, 256),
+                                                     ("edge17695.bin", True, None)])
+def test_liao_data(tmp_path, capsys, name, binary, line_buffer):
+    """His reference files (copied: the outputs go beside the input)."""
+    src = datasets.data_path("kmeans_liao", name, required=False)
+    if src is None:
+        pytest.skip(f"reference data kmeans_liao/{name} not found")
+    path = tmp_path / name
+    path.write_bytes(src.read_bytes())
+    x = datasets.read_liao(path, binary=binary)
+    assert main(["-i", str(path), "-n", "4", "-o", "-d", *(["-b"] if binary else [])]) == 0
+    out = capsys.readouterr().out
+    ref = _expected(x, 4)
+    assert _loop_count(out) == ref.iterations and ref.converged
+    if line_buffer:
+        assert out.startswith(f"lineLen = {line_buffer}\n")
+    assert _writing_lines(path, 4, len(x))[1] + "\n\nPerforming" in out
+    expected = datasets.write_liao_output(tmp_path / "expected", ref.centroids, ref.membership)
+    assert open(f"{path}.cluster_centres").read() == expected[0].read_text()
+    assert open(f"{path}.membership").read() == expected[1].read_text()
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -131,6 +205,7 @@ def test_quiet_without_o_and_debug_deltas(blobs, capsys):
     (["-i", "{txt}", "-n", "3", "--variant", "nope"], "invalid choice"),
     (["-i", "{txt}", "-n", "3", "--init", "nope"], "invalid choice"),
     (["-i", "{txt}", "-n", "3", "--init", "random", "--seed", "-2"], "--seed must be >= 0"),
+    (["-i", "{txt}", "-n", "3", "--out", "{txt}"], "exists and is not a folder"),
 ])
 def test_bad_arguments_are_usage_errors(blobs, tmp_path, capsys, argv, message):
     _, txt, binf = blobs
@@ -158,11 +233,15 @@ def test_init_and_seed(blobs):
 
 def test_runs_as_a_module(blobs, tmp_path):
     _, txt, _ = blobs
-    # (cwd: not the checkout, whose gpuopt/ folder has no compiled modules and would shadow the installed package)
-    run = subprocess.run([sys.executable, "-m", "gpuopt.kmeans", "-i", str(txt), "-n", "2", "-o"], capture_output=True,
-                         text=True, cwd=tmp_path)
-    assert run.returncode == 0, run.stderr
-    assert "Performing **** Regular Kmeans" in run.stdout
+
+    def run(*argv):
+        # (cwd: not the checkout, whose gpuopt/ folder has no compiled modules and would shadow the installed package)
+        return subprocess.run([sys.executable, "-m", "gpuopt.kmeans", *argv], capture_output=True, text=True,
+                              cwd=tmp_path)
+
+    done = run("-i", str(txt), "-n", "2", "-o")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Writing coordinates of K=2") and "Performing **** Regular Kmeans" in done.stdout
 
 
 @pytest.mark.gpu
