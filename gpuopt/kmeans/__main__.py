@@ -28,6 +28,14 @@ The loop cap is his: ``do { ... } while (delta > threshold && loop++ < 500)`` ru
 prints ``loop + 1``: the loop the threshold stopped (1, 2, ...), or 502 when the cap stopped the run.
 ``--max-iter N`` runs at most N loops and prints the loops run. The ``cpu`` variant reproduces ``seq_main`` bit
 for bit (centres, memberships, loop count).
+
+Exit status, as his programs: 0 on success; 255 for a usage error, ``-h`` included (his ``usage()`` prints the
+switches and calls ``exit(-1)``): an unknown switch or one without its value, no ``-i``, ``-n`` not an integer > 1
+(or more clusters than objects), ``-t`` not a finite number >= 0 (his ``atof`` reads a non-number as 0), a bad
+gpuopt switch, ``--out`` naming a file; 1 when the input cannot be read (his ``file_read`` fails and ``main`` calls
+``exit(1)``): a missing or unreadable file, or one that is not a k-means file in the encoding asked for; 1 also for
+a GPU variant without a usable GPU or a CUDA error (his ``checkCuda`` exits 1) and for outputs that cannot be
+written. Nothing is written when it fails before the outputs.
 """
 
 from __future__ import annotations
@@ -45,16 +53,61 @@ from ..registry import variants
 from .api import kmeans
 from .init import INIT_METHODS
 
+#: Exit status of a usage error: his usage() ends with exit(-1), which the shell sees as 255.
+USAGE_ERROR = 255
+#: Exit status when the input cannot be read (his main: file_read returned NULL, exit(1)), the GPU fails or the
+#: outputs cannot be written.
+RUN_ERROR = 1
+
 #: His loop test, ``loop++ < 500``, runs the loop body once more than this: 501 loops at most.
 _LIAO_LOOP_LIMIT = 500
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m gpuopt.kmeans", usage="%(prog)s [switches] -i filename -n num_clusters",
-                                description=__doc__.split("\n")[0])
-    p.add_argument("-i", dest="filename", required=True, help="file containing data to be clustered")
+_EPILOG = f"""\
+defaults, as Liao's seq_main / cuda_main:
+  at most {_LIAO_LOOP_LIMIT + 1} loops (his "loop++ < {_LIAO_LOOP_LIMIT}"); "Loop iterations" printed as he prints
+  it: the loop the threshold stopped, or {_LIAO_LOOP_LIMIT + 2} when the cap stopped the run;
+  filename.cluster_centres and filename.membership written beside the input.
+
+exit status, as his:
+  0    done
+  {USAGE_ERROR}  usage error, -h included (his usage() calls exit(-1))
+  {RUN_ERROR}    input file missing, unreadable or not a k-means file (his file_read
+       fails: exit(1)); GPU error; outputs not written
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with his usage() exit status (argparse exits 2)."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message} (-h lists the switches)\n")
+
+
+class _Help(argparse.Action):
+    """-h: the switches on stderr and exit 255, as his usage() (his getopt knows no -h)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.print_help(sys.stderr)
+        parser.exit(USAGE_ERROR)
+
+
+def _parser() -> _Parser:
+    p = _Parser(prog="python -m gpuopt.kmeans", usage="%(prog)s [switches] -i filename -n num_clusters",
+                description=__doc__.split("\n")[0], epilog=_EPILOG, add_help=False,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-h", "--help", action=_Help,
+                   help=f"show the switches (on stderr) and exit {USAGE_ERROR}, as his usage()")
+    p.add_argument("-i", dest="filename", metavar="filename", required=True,
+                   help="file containing data to be clustered")
     p.add_argument("-b", dest="binary", action="store_true", help="input file is in binary format (default no)")
-    p.add_argument("-n", dest="clusters", type=int, required=True, help="number of clusters (K must > 1)")
-    p.add_argument("-t", dest="threshold", type=float, default=0.001, help="threshold value (default 0.0010)")
+    p.add_argument("-n", dest="clusters", metavar="num_clusters", type=int, required=True,
+                   help="number of clusters (K must > 1)")
+    p.add_argument("-t", dest="threshold", metavar="threshold", type=float, default=0.001,
+                   help="threshold value (default 0.0010)")
     p.add_argument("-o", dest="timing", action="store_true", help="output timing results (default no)")
     p.add_argument("-d", dest="debug", action="store_true",
                    help="enable debug mode (his reader's lines, then gpuopt's delta of every loop)")
@@ -74,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run_error(message: str) -> int:
     print(f"python -m gpuopt.kmeans: error: {message}", file=sys.stderr)
-    return 1
+    return RUN_ERROR
 
 
 def _line_buffer(raw: bytes) -> int:
@@ -89,6 +142,8 @@ def _line_buffer(raw: bytes) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line on ``argv`` (default ``sys.argv[1:]``); returns the exit status, or raises SystemExit
+    with status 255 for a usage error."""
     parser = _parser()
     args = parser.parse_args(argv)
     if args.clusters <= 1:
@@ -105,19 +160,23 @@ def main(argv: list[str] | None = None) -> int:
     variant = args.variant or "cpu"
     max_iter = _LIAO_LOOP_LIMIT + 1 if args.max_iter is None else args.max_iter
 
-    if not os.path.isfile(args.filename):
-        parser.error(f"-i: no such file: {args.filename}")
-
     start = time.perf_counter()
+    if os.path.isdir(args.filename):
+        return _run_error(f"-i {args.filename}: a folder, not a data file")
+    if not os.path.isfile(args.filename):
+        return _run_error(f"-i {args.filename}: no such file")
     try:
         x = datasets.read_liao(args.filename, binary=args.binary)
+    except OSError as exc:  # unreadable (permissions, a vanished file)
+        return _run_error(f"-i {args.filename}: cannot read the file ({exc.strerror or exc})")
     except ValueError as exc:
         if not args.binary and "binary contents" in str(exc):
-            parser.error(f"-i {args.filename}: not an ASCII k-means file (binary contents); a binary file needs -b")
-        parser.error(f"-i {args.filename}: {exc}")
+            return _run_error(f"-i {args.filename}: not an ASCII k-means file (binary contents); "
+                              "a binary file needs -b")
+        return _run_error(f"-i {args.filename}: not a k-means file: {exc}")
     io_s = time.perf_counter() - start
     if args.clusters > x.shape[0]:
-        parser.error(f"-n: {args.clusters} clusters for {x.shape[0]} objects")
+        parser.error(f"-n: {args.clusters} clusters for {x.shape[0]} objects in {args.filename} (K must be <= numObjs)")
 
     if args.debug:  # his file_read's lines
         if not args.binary:

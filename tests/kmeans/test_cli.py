@@ -1,5 +1,5 @@
-"""python -m gpuopt.kmeans: Liao's switches, loop cap and loop count, his printed lines, output files and timing
-block; bad input is a usage error."""
+"""python -m gpuopt.kmeans: Liao's switches, loop cap and loop count, his printed lines, output files, timing block
+and exit statuses (his seq_main / cuda_main: usage() exits 255, a file file_read cannot read exits 1)."""
 
 import subprocess
 import sys
@@ -190,37 +190,79 @@ def test_liao_data(tmp_path, capsys, name, binary, line_buffer):
     assert open(f"{path}.membership").read() == expected[1].read_text()
 
 
+# ----------------------------------------------------------------------------- exit statuses, nothing written
+
+
+@pytest.mark.parametrize("argv", [["-h"], ["--help"], ["-i", "{txt}", "-n", "3", "-h"]])
+def test_help_exits_255_on_stderr_as_his_usage(blobs, capsys, argv):
+    _, txt, _ = blobs
+    with pytest.raises(SystemExit) as e:
+        main([a.format(txt=txt) for a in argv])
+    captured = capsys.readouterr()
+    assert e.value.code == 255 and captured.out == ""
+    for text in ("-i filename", "-n num_clusters", "--out DIR", "--max-iter N", "501 loops", "502", "255"):
+        assert text in captured.err
+
+
 @pytest.mark.parametrize("argv,message", [
     (["-n", "3"], "the following arguments are required: -i"),
     (["-i", "{txt}"], "the following arguments are required: -n"),
     (["-i", "{txt}", "-n", "1"], "number of clusters must be > 1"),
     (["-i", "{txt}", "-n", "x"], "invalid int value"),
+    (["-i", "{txt}", "-n"], "expected one argument"),
     (["-i", "{txt}", "-n", "501"], "501 clusters for 500 objects"),
+    (["-i", "{txt}", "-n", "3", "-t", "x"], "argument -t: invalid float value"),
     (["-i", "{txt}", "-n", "3", "-t", "-1"], "threshold must be finite and >= 0"),
     (["-i", "{txt}", "-n", "3", "-t", "nan"], "threshold must be finite and >= 0"),
+    (["-i", "{txt}", "-n", "3", "-q"], "unrecognized arguments: -q"),
     (["-i", "{txt}", "-n", "3", "--max-iter", "0"], "--max-iter must be >= 1"),
-    (["-i", "{missing}", "-n", "3"], "no such file"),
-    (["-i", "{bin}", "-n", "3"], "a binary file needs -b"),
-    (["-i", "{txt}", "-n", "3", "-b"], "-i "),
     (["-i", "{txt}", "-n", "3", "--variant", "nope"], "invalid choice"),
     (["-i", "{txt}", "-n", "3", "--init", "nope"], "invalid choice"),
     (["-i", "{txt}", "-n", "3", "--init", "random", "--seed", "-2"], "--seed must be >= 0"),
     (["-i", "{txt}", "-n", "3", "--out", "{txt}"], "exists and is not a folder"),
 ])
-def test_bad_arguments_are_usage_errors(blobs, tmp_path, capsys, argv, message):
-    _, txt, binf = blobs
-    argv = [a.format(txt=txt, bin=binf, missing=tmp_path / "missing.txt") for a in argv]
+def test_usage_errors_exit_255_and_write_nothing(blobs, tmp_path, capsys, argv, message):
+    _, txt, _ = blobs
+    before = sorted(tmp_path.iterdir())
+    argv = [a.format(txt=txt) for a in argv]
+    if "--out" not in argv:
+        argv += ["--out", str(tmp_path / "out")]
     with pytest.raises(SystemExit) as e:
         main(argv)
-    assert e.value.code == 2 and message in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert e.value.code == 255 and message in captured.err and captured.out == ""
+    assert sorted(tmp_path.iterdir()) == before  # no outputs, no --out folder
 
 
-def test_gpu_variant_without_gpu_is_an_error_not_a_traceback(blobs, capsys):
+@pytest.mark.parametrize("argv,message", [
+    (["-i", "{missing}", "-n", "3"], "-i {missing}: no such file"),
+    (["-i", "{tmp}", "-n", "3"], "a folder, not a data file"),
+    (["-i", "{bin}", "-n", "3"], "a binary file needs -b"),
+    (["-i", "{txt}", "-n", "3", "-b"], "not a k-means file"),
+    (["-i", "{text}", "-n", "3"], "not a k-means file"),
+    (["-i", "{empty}", "-n", "3"], "not a k-means file"),
+])
+def test_unreadable_input_exits_1_and_writes_nothing(blobs, tmp_path, capsys, argv, message):
+    _, txt, binf = blobs
+    (tmp_path / "notes.txt").write_text("object one: red\nobject two: blue\n")
+    (tmp_path / "empty.txt").write_text("")
+    names = dict(txt=txt, bin=binf, missing=tmp_path / "missing.txt", tmp=tmp_path, text=tmp_path / "notes.txt",
+                 empty=tmp_path / "empty.txt")
+    before = sorted(tmp_path.iterdir())
+    assert main([a.format(**names) for a in argv] + ["--out", str(tmp_path / "out")]) == 1
+    captured = capsys.readouterr()
+    assert message.format(**names) in captured.err and captured.out == ""
+    assert sorted(tmp_path.iterdir()) == before
+
+
+def test_gpu_variant_without_gpu_is_an_error_not_a_traceback(blobs, tmp_path, capsys):
     if gpuopt.cuda_available():
         pytest.skip("a GPU is present")
     _, txt, _ = blobs
+    before = sorted(tmp_path.iterdir())
     assert main(["-i", str(txt), "-n", "3", "--variant", "liao"]) == 1
     assert "needs a CUDA GPU" in capsys.readouterr().err
+    assert sorted(tmp_path.iterdir()) == before
 
 
 def test_init_and_seed(blobs):
@@ -242,6 +284,10 @@ def test_runs_as_a_module(blobs, tmp_path):
     done = run("-i", str(txt), "-n", "2", "-o")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Writing coordinates of K=2") and "Performing **** Regular Kmeans" in done.stdout
+    # The statuses the shell sees, as his: usage() exit(-1) is 255, a file file_read cannot open exit(1).
+    assert run("-h").returncode == 255
+    assert run("-i", str(txt), "-n", "1").returncode == 255
+    assert run("-i", str(tmp_path / "missing.txt"), "-n", "2").returncode == 1
 
 
 @pytest.mark.gpu
