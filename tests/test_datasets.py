@@ -388,6 +388,24 @@ class TestLiao:
         got = D.read_liao_membership(m_path)
         assert got.dtype == np.int32 and got.tolist() == membership.tolist()
 
+    def test_output_into_a_folder(self, tmp_path):
+        centres = np.array([[1.0, 2.5], [-3.0, 0.125]], np.float32)
+        membership = np.array([0, 1, 1])
+        (tmp_path / "in").mkdir()
+        beside = D.write_liao_output(tmp_path / "in" / "edge100.txt", centres, membership)
+        folder = tmp_path / "new" / "deeper"  # created, parents included
+        c_path, m_path = D.write_liao_output(tmp_path / "in" / "edge100.txt", centres, membership, out_dir=folder)
+        assert (c_path, m_path) == (folder / "edge100.txt.cluster_centres", folder / "edge100.txt.membership")
+        assert [p.read_text() for p in (c_path, m_path)] == [p.read_text() for p in beside]
+        assert sorted(p.name for p in folder.iterdir()) == ["edge100.txt.cluster_centres", "edge100.txt.membership"]
+        with pytest.raises(ValueError, match="membership"):  # rejected before the folder is made
+            D.write_liao_output(tmp_path / "p", centres, np.array([0, 2]), out_dir=tmp_path / "never")
+        assert not (tmp_path / "never").exists()
+        with pytest.raises(OSError):
+            D.write_liao_output(tmp_path / "p", centres, membership, out_dir=c_path)  # a file, not a folder
+        with pytest.raises(TypeError, match="out_dir"):
+            D.write_liao_output(tmp_path / "p", centres, membership, out_dir=3)  # type: ignore[arg-type]
+
     def test_output_validation(self, tmp_path):
         centres = np.zeros((2, 3))
         with pytest.raises(ValueError, match="membership"):

@@ -233,7 +233,11 @@ def write_liao(path: PathLike, x: np.ndarray, *, binary: bool) -> Path:
 
 
 def write_liao_output(
-    prefix: PathLike, centroids: np.ndarray, membership: np.ndarray
+    prefix: PathLike,
+    centroids: np.ndarray,
+    membership: np.ndarray,
+    *,
+    out_dir: PathLike | None = None,
 ) -> tuple[Path, Path]:
     """Write clustering results exactly as the package's ``file_write()`` does.
 
@@ -247,28 +251,40 @@ def write_liao_output(
     membership : array_like
         Integer cluster index of every object, shape (numObjs,), values in
         0..k-1.
+    out_dir : str or os.PathLike, optional
+        Folder for the two files, created (with its parents) if missing; the
+        files are named after the last component of ``prefix``.  None
+        (default): beside ``prefix``, where the package writes them.
 
     Returns
     -------
     centres_path, membership_path : pathlib.Path
         ``{prefix}.cluster_centres`` (lines ``"%d " % i`` + ``"%f "`` per
         coordinate + newline, i from 0) and ``{prefix}.membership`` (lines
-        ``"%d %d\\n" % (i, membership[i])``).
+        ``"%d %d\\n" % (i, membership[i])``); with ``out_dir``, the same
+        names inside ``out_dir``.
 
     Raises
     ------
     TypeError
-        Non-numeric centroids or non-integer membership.
+        Non-numeric centroids or non-integer membership; a prefix or out_dir
+        that is not path-like.
     ValueError
         Wrong ndims, empty centroids, values outside float32 or membership
         outside 0..k-1.
+    OSError
+        ``out_dir`` or a file cannot be created (e.g. ``out_dir`` is a file).
     """
     base = _as_path(prefix, "prefix")
+    folder = None if out_dir is None else _as_path(out_dir, "out_dir")
     c = _real_array(centroids, "centroids", ndim=2)
     if c.shape[0] < 1 or c.shape[1] < 1:
         raise ValueError(f"centroids must be non-empty (k, numCoords), got shape {c.shape}")
     c32 = _to_float32(c, "centroids")
     m = _int_array(membership, "membership", ndim=1, low=0, high=c.shape[0] - 1)
+    if folder is not None:
+        base = folder / base.name
+        folder.mkdir(parents=True, exist_ok=True)  # after the checks: a rejected call creates nothing
     centres_path = Path(f"{base}.cluster_centres")
     membership_path = Path(f"{base}.membership")
     fmt = "%d " + "%f " * c32.shape[1] + "\n"
