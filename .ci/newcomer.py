@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A newcomer's first hour, as CI: every command of the README run as typed, and every notebook executed.
 
-    python .ci/newcomer.py CHECKOUT --elsewhere DIR [--gpu] [--installed] [--no-notebooks]
+    python .ci/newcomer.py CHECKOUT --elsewhere DIR [--gpu] [--installed] [--no-notebooks] [--except REGEX]
 
 The README's fenced blocks say where their commands run (README.md, "Install" and below):
 
@@ -126,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu", action="store_true", help="also run the README's GPU blocks")
     ap.add_argument("--installed", action="store_true", help="skip the pip install lines (gpuopt is installed)")
     ap.add_argument("--no-notebooks", action="store_true", help="do not execute the notebooks")
+    ap.add_argument("--except", dest="skip", action="append", default=[], metavar="REGEX",
+                    help="skip the commands this matches (e.g. what a GPU machine runs apart: the whole test suite)")
     args = ap.parse_args(argv)
     checkout, elsewhere = args.checkout.resolve(), args.elsewhere.resolve()
     elsewhere.mkdir(parents=True, exist_ok=True)
@@ -137,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if args.installed and re.match(r"\s*(python3? -m )?pip install", cmd):
             print(f"\n(not run, --installed: README.md:{line}: {cmd.strip()})")
+            continue
+        if any(re.search(rx, cmd) for rx in args.skip):
+            print(f"\n(not run, --except: README.md:{line}: {cmd.strip()})")
             continue
         for cwd in [checkout] + ([elsewhere] if kind in ("anywhere", "gpu") else []):
             if not run(cmd, language, cwd, env, line):

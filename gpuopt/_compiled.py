@@ -22,12 +22,12 @@ import sys
 import warnings
 from pathlib import Path
 
-__all__ = ["COMPILED", "compiled_files", "find_installed", "use_installed", "sources_digest"]
+__all__ = ["COMPILED", "compiled_files", "find_installed", "use_installed", "sources_digest", "build_record"]
 
 #: The extension modules a build installs beside the Python sources (``_cuda`` only when CUDA was built).
 COMPILED = ("_core", "_cuda")
 
-#: Written by the build beside the compiled modules: ``{"sources_digest": ..., "version": ...}``.
+#: Written by the build beside the compiled modules: ``{"version", "sources_digest", "commit"}``.
 BUILD_RECORD = "_build.json"
 
 
@@ -96,11 +96,19 @@ def use_installed(source: Path) -> Path:
     return installed
 
 
-def _warn_if_stale(checkout: Path, installed: Path) -> None:
+def build_record(folder: Path) -> dict:
+    """What the build installed in ``folder`` recorded (``version``, ``sources_digest``, ``commit``: the
+    checkout's ``git rev-parse --short HEAD``, ``-dirty`` when it had changes, "unknown" outside git); {} when
+    ``folder`` holds no record (a checkout's source folder)."""
     try:
-        built = json.loads((installed / BUILD_RECORD).read_text(encoding="utf-8")).get("sources_digest")
+        record = json.loads((folder / BUILD_RECORD).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        built = None
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _warn_if_stale(checkout: Path, installed: Path) -> None:
+    built = build_record(installed).get("sources_digest")
     here = sources_digest(checkout)
     if built and here and built != here:
         warnings.warn(f"gpuopt: the compiled modules in {installed} were built from other C++ sources than this "

@@ -3,11 +3,12 @@
 # machine stays warm), run the GPU tests, optionally the
 # quick benchmarks and a compute-sanitizer pass, and gather logs and results under $OUT.
 #
-#   bash scripts/device_run.sh [tests[=FILE,...]] [sanitizer] [bench[=NAME,...]] [full] [tune[=LAYER,...]]
+#   bash scripts/device_run.sh [tests[=FILE,...]] [sanitizer] [bench[=NAME,...]] [full] [tune[=LAYER,...]] [readme]
 #
 # With no arguments: tests (all of them; tests=FILE,... runs those files). tune: the conv2d auto
 # sweep (the opt-in study tune_conv_auto; tune=LAYER,... runs those layers), its files
-# (tune_conv_auto.csv/.json/.log) and the console log packed in $OUT/tune.tgz.
+# (tune_conv_auto.csv/.json/.log) and the console log packed in $OUT/tune.tgz. readme: every README command
+# as typed (.ci/newcomer.py --gpu --installed), its log in $OUT/readme.log.
 # Results are recorded with the commit in $GPUOPT_COMMIT (the
 # copy on the device has no .git). The machine has no network: the build uses the Python
 # packages already there (pip install --no-build-isolation --no-deps). Real data travels
@@ -26,9 +27,9 @@ status=0
 echo "== device"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/nvidia-smi.csv"
 
-echo "== build (sm_90)"
+echo "== build (GPUOPT_CUDA_ARCHITECTURES=${GPUOPT_CUDA_ARCHITECTURES:-auto}: this GPU's architecture)"
 start=$(date +%s)
-if ! GPUOPT_CUDA_ARCHITECTURES=${GPUOPT_CUDA_ARCHITECTURES:-90} GPUOPT_PTXAS_VERBOSE=ON \
+if ! GPUOPT_CUDA_ARCHITECTURES=${GPUOPT_CUDA_ARCHITECTURES:-auto} GPUOPT_PTXAS_VERBOSE=ON \
      python3 -m pip install --no-build-isolation --no-deps -Cbuild-dir=build/device -v . >"$OUT/build.log" 2>&1; then
     tail -60 "$OUT/build.log"
     exit 1
@@ -74,6 +75,14 @@ for step in "${steps[@]}"; do
         python3 benchmarks/run_all.py ${names:+${names//,/ }} $quick --out "$OUT/bench" || status=1
         # Only 8 files come back from the device: ship the results folder as one archive.
         tar -czf "$OUT/bench.tgz" -C "$OUT" bench && rm -rf "$OUT/bench"
+        ;;
+    readme)
+        echo "== the README's commands as typed (GPU blocks too; the test suite and the hour-long reproduce apart)"
+        nb=--no-notebooks
+        python3 -c "import nbclient, ipykernel" 2>/dev/null && nb=
+        python3 .ci/newcomer.py . --elsewhere /tmp/gpuopt-elsewhere --gpu --installed $nb \
+            --except '^python -m pytest' --except '^python -m gpuopt reproduce' 2>&1 | tee "$OUT/readme.log"
+        [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
         ;;
     full) ;;
     *) echo "unknown step $step"; status=2 ;;

@@ -7,8 +7,8 @@ import secrets
 import sys
 from pathlib import Path
 
-# Test the installed package, not the source tree: `python -m pytest` puts the repo root
-# on sys.path, where gpuopt/ has no compiled modules.
+# Test the installed package, as users get it (its wheel's files, its compiled modules), not the checkout's
+# gpuopt/ folder that `python -m pytest` would find first on sys.path.
 REPO = Path(__file__).resolve().parent.parent  # the checkout: sources the layout tests read
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != REPO]
 

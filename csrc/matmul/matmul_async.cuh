@@ -31,6 +31,14 @@ __global__ void __launch_bounds__(T::THREADS, T::MIN_BLOCKS) matmul_async_kernel
                                                                                 const float* __restrict__ b,
                                                                                 float* __restrict__ c, int M, int N,
                                                                                 int K) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    // Split-k takes thread-block clusters (sm_90): the host never launches it below, where it compiles to a trap
+    // and not to a whole pipeline per (tile, stages, split), two thirds of this file's work for such a target.
+    if constexpr (SPLIT > 1) {
+        __trap();
+        return;
+    }
+#endif
     constexpr int BM = T::BM, BN = T::BN, BK = T::BK, THREADS = T::THREADS;
     constexpr int STAGE_FLOATS = T::A_FLOATS + T::B_FLOATS;  // a_t then b_s, per stage
     static_assert(STAGES >= 2, "a pipeline needs two stages");

@@ -54,7 +54,10 @@ def _commit() -> str:
             continue
         status = _git(["status", "--porcelain"], root)
         return head + ("-dirty" if status else "")
-    return "unknown"
+    # An installed package run outside any checkout: the commit its build recorded (gpuopt/_build.json).
+    from gpuopt._compiled import build_record
+
+    return build_record(package).get("commit") or "unknown"
 
 
 def _version_str(v: Any) -> str | None:
