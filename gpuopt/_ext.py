@@ -13,13 +13,13 @@ import functools
 import importlib
 import sys
 from types import ModuleType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 from . import _core
 
-__all__ = ["cuda_available", "cuda_unavailable_reason", "require_cuda", "build_info", "device_info", "cuda_module",
-           "cuda_host_module", "launcher", "planner", "host_check", "kernel_limits", "DriverProbe", "probe_driver",
-           "no_device_reason"]
+__all__ = ["cuda_available", "cuda_unavailable_reason", "require_cuda", "cpu_choices_hint", "build_info",
+           "device_info", "cuda_module", "cuda_host_module", "launcher", "planner", "host_check", "kernel_limits",
+           "DriverProbe", "probe_driver", "no_device_reason"]
 
 #: The NVIDIA driver's user-space library, which the (statically linked) CUDA runtime loads at its first call.
 LIBCUDA = "libcuda.so.1"
@@ -122,11 +122,23 @@ def cuda_unavailable_reason() -> str:
     return _load_cuda()[1]
 
 
-def require_cuda(what: str) -> ModuleType:
-    """The CUDA module, or RuntimeError saying why ``what`` cannot run here."""
+def cpu_choices_hint(choices: Sequence[str], argument: str = "variant") -> str:
+    """The sentence pointing to the values of ``argument`` that run on the CPU ("" when there are none):
+    `` Use variant='cpu' to run it on the CPU.``, or for a command-line option (``"--variant"``)
+    `` Use --variant cpu to run it on the CPU.``"""
+    options = [f"{argument} {c}" if argument.startswith("-") else f"{argument}={c!r}" for c in choices]
+    return f" Use {' or '.join(options)} to run it on the CPU." if options else ""
+
+
+def require_cuda(what: str, cpu_choices: Sequence[str] = (), argument: str = "variant") -> ModuleType:
+    """The CUDA module, or RuntimeError saying why ``what`` cannot run here.
+
+    ``cpu_choices``: the values of the caller's ``argument`` that run on the CPU instead (an op's CPU variants,
+    a network's CPU stages), named in the message; none where the call has no CPU alternative.
+    """
     mod, reason = _load_cuda()
     if mod is None:
-        raise RuntimeError(f"{what} needs a CUDA GPU, but {reason}. Use variant='cpu' for the CPU reference.")
+        raise RuntimeError(f"{what} needs a CUDA GPU, but {reason}.{cpu_choices_hint(cpu_choices, argument)}")
     return mod
 
 
@@ -159,7 +171,9 @@ def launcher(variant: Any) -> Any:
     if variant.binding is None:
         raise ValueError(f"{variant.op}/{variant.name} has no launcher of its own")
     mod = _load_cuda()[0]  # on every call's path: the message is only built when there is no module
-    return getattr(mod if mod is not None else require_cuda(f"{variant.op}/{variant.name}"), variant.binding)
+    if mod is None:
+        mod = require_cuda(f"{variant.op}/{variant.name}", getattr(variant, "cpu_alternatives", ()))
+    return getattr(mod, variant.binding)
 
 
 def planner(variant: Any) -> Any:

@@ -53,11 +53,25 @@ def _check_shape(arr: np.ndarray, name: str, ndim: int, layout: str) -> None:
         raise ValueError(f"{name} must not have an empty dimension {layout}; got shape {arr.shape}")
 
 
+def _convert_hint(a: Any, name: str, dtype: Any) -> str:
+    """How to convert ``a`` to ``dtype``, in the words of its own library (gpuopt's DeviceArray has no astype:
+    through the host; a PyTorch tensor has ``.to``; CuPy, NumPy and other array types ``astype``; anything else
+    ``np.asarray``)."""
+    dt = np.dtype(dtype).name
+    if type(a) is DeviceArray:
+        return f"gpuopt.to_device({name}.numpy().astype(np.{dt}))"
+    if type(a).__module__.split(".")[0] == "torch":
+        return f"{name}.to(torch.{dt})"
+    if hasattr(a, "astype"):
+        return f"{name}.astype(np.{dt})"
+    return f"np.asarray({name}, dtype=np.{dt})"
+
+
 def _device_array(a: Any, name: str, ndim: int, layout: str, dtype: Any):
     arr = a if type(a) is DeviceArray else as_device_array(a, name)
     if arr.dtype != dtype:
         raise TypeError(f"{name} is a device array of dtype {arr.dtype}; gpuopt's kernels take {np.dtype(dtype).name} "
-                        f"device arrays (convert on the device first, e.g. {name}.astype('{np.dtype(dtype).name}'))")
+                        f"device arrays (convert it first, e.g. {_convert_hint(a, name, dtype)})")
     _check_shape(arr, name, ndim, layout)  # type: ignore[arg-type]
     return arr
 
@@ -71,7 +85,7 @@ def float_array(a: Any, name: str, ndim: int, layout: str = ""):
         return _device_array(a, name, ndim, layout, _FLOAT32)
     arr = _as_array(a, name)
     if arr.dtype.kind != "f":
-        hint = f" (convert explicitly, e.g. {name}.astype(np.float32))" if arr.dtype.kind in "iub" else ""
+        hint = f" (convert explicitly, e.g. {_convert_hint(a, name, _FLOAT32)})" if arr.dtype.kind in "iub" else ""
         raise TypeError(f"{name} must be a floating-point array; got {_describe(arr)}{hint}")
     _check_shape(arr, name, ndim, layout)
     return np.ascontiguousarray(arr, dtype=np.float32)

@@ -27,10 +27,10 @@ import numpy as np
 
 from .. import nn
 from .._ext import cuda_available, require_cuda
-from .._validate import _as_array
+from .._validate import _as_array, _convert_hint
 from ..conv import conv2d
 from ..cuda import DeviceArray, as_device_array, synchronize, to_device
-from .stages import Stage, get_stage, missing, stages
+from .stages import Stage, cpu_stages, get_stage, missing, stages
 from .timing import ForwardTiming, Recorder
 
 __all__ = ["Network", "LayerSpec", "prepare_images", "check_finite_images", "prepare_labels",
@@ -102,7 +102,7 @@ def prepare_images(images: Any, side: int, name: str = "images", *, check_finite
         a = a.astype(np.float32, copy=False)
     else:
         raise TypeError(f"{name} must be float (values in [0, 1]) or uint8 (raw pixels 0-255); got dtype {a.dtype}"
-                        + (" (convert explicitly, e.g. images.astype(np.uint8) for raw pixels)"
+                        + (f" (convert explicitly, e.g. {_convert_hint(images, name, np.uint8)} for raw pixels)"
                            if a.dtype.kind in "iu" else ""))
     n = _check_image_shape(a.shape, side, name)
     a = np.ascontiguousarray(a).reshape(n, 1, side, side)
@@ -277,7 +277,7 @@ class Network:
             raise RuntimeError(f"{self.network} stage {stage.name!r} needs {', '.join(absent)}, which this build of "
                                "gpuopt does not register (they arrive with the layer-op kernels)")
         if stage.gpu:
-            require_cuda(f"{self.network} stage {stage.name!r}")
+            require_cuda(f"{self.network} stage {stage.name!r}", cpu_stages(self.network))
         return stage
 
     def _device_weights(self) -> dict[str, DeviceArray]:

@@ -103,7 +103,8 @@ def conv2d_pool(x, w, bias=None, *, activation: str = "none", pool: str = "max",
     if input_divisor <= 0:
         raise ValueError(f"input_divisor must be > 0, got {input_divisor}")
     if x.dtype != np.uint8 and input_divisor != 1.0:
-        raise ValueError("input_divisor applies to uint8 images only; scale float32 input yourself or pass 1.0")
+        raise ValueError("input_divisor applies to uint8 images only; scale float32 input yourself or pass "
+                         "input_divisor=1.0")
     _, _, h, wd = x.shape
     r, s = w.shape[2:]
     if h - r + 1 < pool_size or wd - s + 1 < pool_size:
