@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import nn
 from .._ext import cuda_available, require_cuda
-from .._validate import _as_array, _convert_hint
+from .._validate import Buffer, _as_array, _convert_hint, check_memory
 from ..conv import conv2d
 from ..cuda import DeviceArray, as_device_array, synchronize, to_device
 from .stages import Stage, cpu_stages, get_stage, missing, stages
@@ -280,6 +280,20 @@ class Network:
             require_cuda(f"{self.network} stage {stage.name!r}", cpu_stages(self.network))
         return stage
 
+    def _check_chunk(self, stage: Stage, size: int, max_batch: int | None) -> None:
+        """ValueError naming ``max_batch`` and ``memory_budget_bytes`` when one chunk of ``size`` images needs
+        more activation memory (:meth:`activation_bytes_per_image`, what the chunks are budgeted by) than the
+        machine has: the host's for stages that pass NumPy between layers, the GPU's for device-resident ones."""
+        per_image = self.activation_bytes_per_image()
+        batch = self.max_batch if max_batch is None else max_batch
+        check_memory(f"{self.network} stage {stage.name!r}",
+                     lambda: f"a chunk of {size:,} images (max_batch={batch}, memory_budget_bytes="
+                             f"{self.memory_budget_bytes})",
+                     [Buffer(lambda: f"the chunk's activations (input and every layer's output, float32, "
+                                     f"{per_image:,} bytes an image)", size * per_image,
+                             "device" if stage.resident else "host")],
+                     gpu=stage.gpu, device_result=stage.resident)
+
     def _device_weights(self) -> dict[str, DeviceArray]:
         """The weights on the device, uploaded on the first call and kept for this network's lifetime."""
         if self._device is None:
@@ -296,6 +310,7 @@ class Network:
             check_finite_images(imgs.data)
         n = imgs.n
         size = min(n, self.chunk_images(max_batch) or n)
+        self._check_chunk(stage, size, max_batch)
         rec = Recorder(timing)
         weights = self._device_weights() if stage.resident else self._weights
         chain = stage.chain(head)
@@ -365,7 +380,10 @@ class Network:
         Raises
         ------
         TypeError, ValueError
-            Bad images (see :func:`prepare_images`) or an unknown stage.
+            Bad images (see :func:`prepare_images`) or an unknown stage; ValueError also when one chunk's
+            activations (``max_batch`` images, or as many as ``memory_budget_bytes`` holds; all of them when
+            both are None) need more memory than the machine has (the host's, or the GPU's for
+            device-resident stages).
         RuntimeError
             The stage needs a GPU or op variants this build does not have.
         """
