@@ -8,15 +8,88 @@ on first use, never at ``import gpuopt``.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import importlib
+import sys
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple, Sequence
 
 from . import _core
 
-__all__ = ["cuda_available", "cuda_unavailable_reason", "require_cuda", "build_info", "device_info", "cuda_module",
-           "cuda_host_module", "launcher", "planner", "host_check", "kernel_limits"]
+__all__ = ["cuda_available", "cuda_unavailable_reason", "require_cuda", "cpu_choices_hint", "build_info",
+           "device_info", "cuda_module", "cuda_host_module", "launcher", "planner", "host_check", "kernel_limits",
+           "DriverProbe", "probe_driver", "no_device_reason"]
+
+#: The NVIDIA driver's user-space library, which the (statically linked) CUDA runtime loads at its first call.
+LIBCUDA = "libcuda.so.1"
+
+
+class DriverProbe(NamedTuple):
+    """What loading the NVIDIA driver library with ctypes found.
+
+    ``loaded``: whether :data:`LIBCUDA` could be loaded; ``error``: the loader's message when it could not;
+    ``version``: its ``cuDriverGetVersion`` (the newest CUDA the driver supports, 1000 * major + 10 * minor,
+    e.g. 12040 = CUDA 12.4), None where it could not be read.
+    """
+
+    loaded: bool
+    error: str = ""
+    version: int | None = None
+
+
+def probe_driver() -> DriverProbe | None:
+    """Load :data:`LIBCUDA` with ctypes and ask its driver version; None off Linux (not probed there).
+
+    Only called once no device is usable, to say why. Never raises.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        lib = ctypes.CDLL(LIBCUDA)
+    except OSError as exc:
+        return DriverProbe(False, str(exc) or "the dynamic loader gave no reason")
+    try:  # callable before cuInit: the version this driver supports, without touching a GPU
+        version = ctypes.c_int(0)
+        if lib.cuDriverGetVersion(ctypes.byref(version)) == 0 and version.value > 0:
+            return DriverProbe(True, "", int(version.value))
+    except Exception:  # a library without the symbol, or one that misbehaves: the version stays unknown
+        pass
+    return DriverProbe(True)
+
+
+def _cuda_text(version: int) -> str:
+    """A driver API version (12040) as CUDA's "12.4"."""
+    return f"{version // 1000}.{version % 1000 // 10}"
+
+
+def no_device_reason(runtime_reason: str, probe: DriverProbe | None, build_cuda: str | None) -> str:
+    """Why no CUDA device is usable, in words: the runtime's reason (``unavailable_reason()`` of the CUDA module,
+    e.g. "cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version") read
+    with what :func:`probe_driver` found and the CUDA version this build was compiled with (``"13.0.88"``).
+
+    The CUDA runtime reports a missing driver library as an insufficient driver; with no library to load this
+    says so, and it keeps the driver-version message for a driver that loads but is older than the build needs.
+    """
+    if probe is not None and not probe.loaded:
+        return f"no NVIDIA driver found ({LIBCUDA} could not be loaded: {probe.error})"
+    if "InsufficientDriver" in runtime_reason:
+        version = probe.version if probe is not None else None
+        parts = (build_cuda or "").split(".")
+        major = int(parts[0]) if len(parts) >= 2 and parts[0].isdigit() else None
+        # The runtime runs on any driver of its major version or newer (CUDA's minor version compatibility).
+        need = (f"this build of gpuopt uses the CUDA {build_cuda} runtime, which needs a driver for CUDA {major}.0 or "
+                "newer" if major is not None else "")
+        if version is None:
+            found = "the NVIDIA driver found is too old" + (f": {need}" if need else " for this build of gpuopt")
+        elif major is None or version // 1000 < major:
+            found = f"the NVIDIA driver found supports CUDA up to {_cuda_text(version)}"
+            found += f", but {need}" if need else ""
+        else:  # a driver new enough by its version: the runtime's word stands, with what was found
+            found = (f"the CUDA runtime ({build_cuda}) rejected the NVIDIA driver found, which supports CUDA up to "
+                     f"{_cuda_text(version)}")
+        return f"{found} ({runtime_reason}); upgrade the NVIDIA driver"
+    return f"no usable CUDA device: {runtime_reason}"
 
 
 @functools.lru_cache(maxsize=None)
@@ -28,7 +101,11 @@ def _load_cuda() -> tuple[ModuleType | None, str]:
     except ImportError as exc:  # e.g. cuBLAS/cuDNN shared libraries missing on this machine
         return None, f"the CUDA module of gpuopt could not be loaded: {exc}"
     if mod.device_count() == 0:
-        return None, f"no usable CUDA device: {mod.unavailable_reason()}"
+        runtime_reason = mod.unavailable_reason()
+        try:
+            return None, no_device_reason(runtime_reason, probe_driver(), _core.build_info()["cuda_version"])
+        except Exception:  # cuda_available() never raises: the runtime's own words then
+            return None, f"no usable CUDA device: {runtime_reason}"
     return mod, ""
 
 
@@ -45,11 +122,23 @@ def cuda_unavailable_reason() -> str:
     return _load_cuda()[1]
 
 
-def require_cuda(what: str) -> ModuleType:
-    """The CUDA module, or RuntimeError saying why ``what`` cannot run here."""
+def cpu_choices_hint(choices: Sequence[str], argument: str = "variant") -> str:
+    """The sentence pointing to the values of ``argument`` that run on the CPU ("" when there are none):
+    `` Use variant='cpu' to run it on the CPU.``, or for a command-line option (``"--variant"``)
+    `` Use --variant cpu to run it on the CPU.``"""
+    options = [f"{argument} {c}" if argument.startswith("-") else f"{argument}={c!r}" for c in choices]
+    return f" Use {' or '.join(options)} to run it on the CPU." if options else ""
+
+
+def require_cuda(what: str, cpu_choices: Sequence[str] = (), argument: str = "variant") -> ModuleType:
+    """The CUDA module, or RuntimeError saying why ``what`` cannot run here.
+
+    ``cpu_choices``: the values of the caller's ``argument`` that run on the CPU instead (an op's CPU variants,
+    a network's CPU stages), named in the message; none where the call has no CPU alternative.
+    """
     mod, reason = _load_cuda()
     if mod is None:
-        raise RuntimeError(f"{what} needs a CUDA GPU, but {reason}. Use variant='cpu' for the CPU reference.")
+        raise RuntimeError(f"{what} needs a CUDA GPU, but {reason}.{cpu_choices_hint(cpu_choices, argument)}")
     return mod
 
 
@@ -82,7 +171,9 @@ def launcher(variant: Any) -> Any:
     if variant.binding is None:
         raise ValueError(f"{variant.op}/{variant.name} has no launcher of its own")
     mod = _load_cuda()[0]  # on every call's path: the message is only built when there is no module
-    return getattr(mod if mod is not None else require_cuda(f"{variant.op}/{variant.name}"), variant.binding)
+    if mod is None:
+        mod = require_cuda(f"{variant.op}/{variant.name}", getattr(variant, "cpu_alternatives", ()))
+    return getattr(mod, variant.binding)
 
 
 def planner(variant: Any) -> Any:

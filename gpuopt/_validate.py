@@ -11,13 +11,18 @@ Rules (the same for every public function):
 * Device arrays (anything with ``__cuda_array_interface__``) are used in place, never
   copied or converted: they must already have the kernel's dtype (float32, or int16 for
   the sparse layer) and be C-contiguous. Their values are not scanned on the host.
+* Sizes: an output (or a padded, unrolled or expanded copy of an input the chosen variant
+  makes) larger than the memory that would hold it raises ValueError naming the arguments
+  that set its size, before anything is allocated or copied (:func:`check_memory`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
-from typing import Any
+import os
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -25,7 +30,8 @@ from .cuda import DeviceArray, as_device_array
 
 _FLOAT32 = np.dtype(np.float32)
 
-__all__ = ["float_array", "int_array", "integer", "real", "pair", "choice"]
+__all__ = ["float_array", "int_array", "integer", "real", "pair", "choice", "Buffer", "check_memory",
+           "host_memory_bytes", "device_memory_bytes", "runs_on_gpu", "format_bytes"]
 
 
 def _describe(a: Any) -> str:
@@ -53,11 +59,25 @@ def _check_shape(arr: np.ndarray, name: str, ndim: int, layout: str) -> None:
         raise ValueError(f"{name} must not have an empty dimension {layout}; got shape {arr.shape}")
 
 
+def _convert_hint(a: Any, name: str, dtype: Any) -> str:
+    """How to convert ``a`` to ``dtype``, in the words of its own library (gpuopt's DeviceArray has no astype:
+    through the host; a PyTorch tensor has ``.to``; CuPy, NumPy and other array types ``astype``; anything else
+    ``np.asarray``)."""
+    dt = np.dtype(dtype).name
+    if type(a) is DeviceArray:
+        return f"gpuopt.to_device({name}.numpy().astype(np.{dt}))"
+    if type(a).__module__.split(".")[0] == "torch":
+        return f"{name}.to(torch.{dt})"
+    if hasattr(a, "astype"):
+        return f"{name}.astype(np.{dt})"
+    return f"np.asarray({name}, dtype=np.{dt})"
+
+
 def _device_array(a: Any, name: str, ndim: int, layout: str, dtype: Any):
     arr = a if type(a) is DeviceArray else as_device_array(a, name)
     if arr.dtype != dtype:
         raise TypeError(f"{name} is a device array of dtype {arr.dtype}; gpuopt's kernels take {np.dtype(dtype).name} "
-                        f"device arrays (convert on the device first, e.g. {name}.astype('{np.dtype(dtype).name}'))")
+                        f"device arrays (convert it first, e.g. {_convert_hint(a, name, dtype)})")
     _check_shape(arr, name, ndim, layout)  # type: ignore[arg-type]
     return arr
 
@@ -71,7 +91,7 @@ def float_array(a: Any, name: str, ndim: int, layout: str = ""):
         return _device_array(a, name, ndim, layout, _FLOAT32)
     arr = _as_array(a, name)
     if arr.dtype.kind != "f":
-        hint = f" (convert explicitly, e.g. {name}.astype(np.float32))" if arr.dtype.kind in "iub" else ""
+        hint = f" (convert explicitly, e.g. {_convert_hint(a, name, _FLOAT32)})" if arr.dtype.kind in "iub" else ""
         raise TypeError(f"{name} must be a floating-point array; got {_describe(arr)}{hint}")
     _check_shape(arr, name, ndim, layout)
     return np.ascontiguousarray(arr, dtype=np.float32)
@@ -157,3 +177,118 @@ def bias_vector(bias: Any, size: int, layout: str):
     if bias.shape[0] != size:
         raise ValueError(f"bias must have shape ({size},) {layout}, got {tuple(bias.shape)}")
     return bias
+
+
+# ------------------------------------------------------------------------------------------ sizes
+
+#: Buffers up to this many bytes in all are not checked against the machine (every machine gpuopt runs on has far
+#: more): on the common path the check is a few multiplications.
+UNCHECKED_BYTES = 64 << 20
+
+
+class Buffer(NamedTuple):
+    """A buffer an op call would allocate, for :func:`check_memory`.
+
+    ``what`` names it with its shape and dtype ("the output y (N, K, P, Q) = (1, 1, 9, 9) float32"), or is a
+    function giving that text (called for a message only: on the common path nothing is formatted); ``nbytes``
+    is its size. ``where``: ``"output"`` (the result: allocated on the device by a GPU variant and on the host by
+    a CPU one; a NumPy caller gets it on the host, a device-array caller on the device), ``"host"`` or
+    ``"device"`` (scratch of the chosen variant).
+    """
+
+    what: str | Callable[[], str]
+    nbytes: int
+    where: str = "output"
+
+
+def _text(v: str | Callable[[], str]) -> str:
+    return v() if callable(v) else v
+
+
+def format_bytes(n: int) -> str:
+    """``n`` bytes in binary units: "14.6 TiB"."""
+    value, unit = float(n), "bytes"
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if value < 1024 or unit == "EiB":
+            break
+        value /= 1024
+    return f"{int(value)} bytes" if unit == "bytes" else f"{value:.3g} {unit}"
+
+
+@functools.lru_cache(maxsize=None)
+def host_memory_bytes() -> int | None:
+    """This machine's physical memory in bytes (``SC_PAGE_SIZE * SC_PHYS_PAGES``), None where unknown."""
+    try:
+        n = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows) or no such name
+        return None
+    return n if n > 0 else None
+
+
+_DEVICE_MEMORY: dict[tuple, int | None] = {}
+
+
+def device_memory_bytes() -> int | None:
+    """Total memory in bytes of the current CUDA device (``device_info()["total_memory_bytes"]``), None without
+    a usable GPU; read once per device."""
+    from ._ext import _load_cuda
+
+    mod = _load_cuda()[0]
+    if mod is None:
+        return None
+    try:
+        index = int(mod.current_device())
+    except Exception:  # a module without devices to choose from
+        index = 0
+    key = (id(mod), index)
+    if key not in _DEVICE_MEMORY:
+        try:
+            _DEVICE_MEMORY[key] = int(mod.device_info(index)["total_memory_bytes"]) or None
+        except Exception:  # no answer: no device bound (the allocation then says what failed)
+            _DEVICE_MEMORY[key] = None
+    return _DEVICE_MEMORY[key]
+
+
+def runs_on_gpu(op: str, variant: str | None) -> bool:
+    """Whether ``op`` called with ``variant`` (None: the op's default here) runs on the GPU; False for a name the
+    registry does not know (rejected later, by the variant lookup)."""
+    from .registry import default_variant, variants
+
+    try:
+        v = variants(op).get(default_variant(op) if variant is None else variant)
+    except (ValueError, TypeError):
+        return False
+    return v is not None and v.needs_cuda
+
+
+def check_memory(op: str, arguments: str | Callable[[], str], buffers: Sequence[Buffer], *,
+                 gpu: bool | Callable[[], bool], device_result: bool) -> None:
+    """ValueError when ``buffers`` cannot be allocated: more bytes than this machine's physical memory on the
+    host side, or than the GPU's total memory on the device side. Nothing is allocated.
+
+    Parameters
+    ----------
+    op : str
+        The call, for the message ("conv2d").
+    arguments : str, or a function giving it (called for a message only)
+        The arguments that set the sizes, with their values ("padding=(1000000, 1000000) with x (N, C, H, W) =
+        (1, 1, 8, 8), ..."): what the message tells the caller to change.
+    buffers : sequence of :class:`Buffer`
+    gpu : bool, or a function giving it
+        Whether the variant runs on the GPU (called only when the buffers exceed :data:`UNCHECKED_BYTES`).
+    device_result : bool
+        Whether the result stays on the device (device-array inputs).
+    """
+    if sum(b.nbytes for b in buffers) <= UNCHECKED_BYTES:
+        return
+    on_gpu = gpu() if callable(gpu) else bool(gpu)
+    host = [b for b in buffers if b.where == "host" or (b.where == "output" and not (on_gpu and device_result))]
+    device = [b for b in buffers if b.where == "device" or (b.where == "output" and (on_gpu or device_result))]
+    for side, needed, limit, of in (("host", host, host_memory_bytes(), "this machine's physical memory"),
+                                    ("device", device, device_memory_bytes() if device else None,
+                                     "the GPU's total memory")):
+        total = sum(b.nbytes for b in needed)
+        if limit is not None and total > limit:
+            parts = "; ".join(f"{_text(b.what)}: {format_bytes(b.nbytes)}" for b in needed)
+            raise ValueError(f"{op}: {_text(arguments)} would need {format_bytes(total)} of {side} memory ({parts}), "
+                             f"more than the {format_bytes(limit)} of {of}; nothing was allocated")

@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-__all__ = ["Param", "Variant", "register", "variants", "ops", "resolve", "REPORTS", "markdown"]
+__all__ = ["Param", "Variant", "register", "variants", "ops", "resolve", "cpu_variants", "REPORTS", "markdown"]
 
 #: Short keys of the reports variants come from (the texts are in ../shared/seeds/).
 REPORTS: Mapping[str, str] = MappingProxyType(
@@ -135,6 +135,12 @@ class Variant:
 
         return cuda_available()
 
+    @property
+    def cpu_alternatives(self) -> list[str]:
+        """The variants of this variant's op that run on the CPU (:func:`cpu_variants`): what a message about a
+        missing GPU points to."""
+        return cpu_variants(self.op)
+
     def defaults(self) -> dict[str, Any]:
         return {p.name: p.default for p in self.params.values()}
 
@@ -246,6 +252,13 @@ def _check_op(op: str) -> None:
         raise ValueError(f"unknown op {op!r}; ops with variants: {ops()}")
 
 
+def cpu_variants(op: str) -> list[str]:
+    """The variants of ``op`` that run on the CPU (no GPU needed), in registration order: what a message
+    about a missing GPU points to."""
+    _check_op(op)
+    return [name for name, v in _REGISTRY[op].items() if not v.needs_cuda]
+
+
 def default_variant(op: str) -> str:
     """The variant ``op`` runs when called with ``variant=None``."""
     _check_op(op)
@@ -306,5 +319,5 @@ def resolve(op: str, variant: str | None, params: Mapping[str, Any], *,
     if v.needs_cuda and require_device:
         from ._ext import require_cuda
 
-        require_cuda(where)
+        require_cuda(where, cpu_variants(op))
     return v, resolved

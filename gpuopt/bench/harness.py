@@ -111,7 +111,7 @@ def _resolve_device(device: str | None) -> str:
     if device not in ("gpu", "cpu"):
         raise ValueError(f"device must be 'gpu', 'cpu' or None, got {device!r}")
     if device == "gpu":
-        gpuopt._ext.require_cuda("measure(device='gpu')")
+        gpuopt._ext.require_cuda("measure(device='gpu')", ("cpu",), "device")
     return device
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from .. import _plan
 from .._exec import dispatch, dispatch_planned
 from ..registry import default_variant, variants
-from .problem import Conv2dProblem, validate
+from .problem import Conv2dProblem, check_sizes, validate
 
 __all__ = ["conv2d"]
 
@@ -54,7 +54,9 @@ def conv2d(x, w, *, stride=1, padding=0, bias=None, activation=None, variant: st
     ValueError
         Wrong ndim, empty dimensions, channel mismatch, filter larger than the padded
         input, negative padding, stride < 1, bad bias shape, unknown activation,
-        unknown variant or parameter.
+        unknown variant or parameter; an output (with the chosen variant's scratch) larger than
+        the memory that would hold it, e.g. from a huge padding (the message names the arguments
+        and the bytes; nothing is allocated).
     RuntimeError
         A CUDA variant without a usable GPU, or a CUDA error.
 
@@ -82,6 +84,7 @@ def conv2d(x, w, *, stride=1, padding=0, bias=None, activation=None, variant: st
     p = validate(x, w, stride, padding, bias, activation)
     if variant is None and not params:  # (parameters name the registry default's: it stays the one that runs)
         variant = default_for(p)
+    check_sizes(p, variant)
     if key is None:
         return dispatch("conv2d", variant, params, timing, (p.x, p.w, p.bias), p)
     stride_hw, pad_hw, act = p.stride, p.padding, p.activation

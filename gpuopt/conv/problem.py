@@ -7,12 +7,16 @@ shapes given as tuples with the same rules (:func:`check_shapes`).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
-from .._validate import activation_name, bias_vector, float_array, integer, pair
+from .. import _core
+from .._ext import kernel_limits
+from ..cuda import DeviceArray
+from .._validate import Buffer, activation_name, bias_vector, check_memory, float_array, integer, pair, runs_on_gpu
 
-__all__ = ["Conv2dProblem", "conv2d_output_shape", "check_shapes", "validate"]
+__all__ = ["Conv2dProblem", "conv2d_output_shape", "check_shapes", "validate", "check_sizes"]
 
 
 @dataclass(frozen=True)
@@ -44,8 +48,13 @@ class Conv2dProblem:
 
 
 def conv2d_output_shape(x_shape, w_shape, stride=1, padding=0) -> tuple[int, int, int, int]:
-    """Shape (N, K, P, Q) of ``conv2d`` output, P = (H + 2*ph - R) // u + 1, Q likewise."""
-    return _output_shape(x_shape, w_shape, pair(stride, "stride", 1), pair(padding, "padding", 0))
+    """Shape (N, K, P, Q) of ``conv2d`` output, P = (H + 2*ph - R) // u + 1, Q likewise.
+
+    The shapes are checked as :func:`gpuopt.conv2d` checks arrays (ValueError for a filter larger than the
+    padded input, ...); nothing is allocated, so a shape too large to allocate is not an error here.
+    """
+    x_shape, w_shape, stride_hw, pad_hw = check_shapes(x_shape, w_shape, stride, padding)
+    return _output_shape(x_shape, w_shape, stride_hw, pad_hw)
 
 
 def _output_shape(x_shape, w_shape, stride: tuple[int, int], padding: tuple[int, int]) -> tuple[int, int, int, int]:
@@ -88,3 +97,43 @@ def check_shapes(x_shape, w_shape, stride, padding):
     (u, v), (ph, pw) = pair(stride, "stride", 1), pair(padding, "padding", 0)
     _check_window(h, w, r, s, ph, pw)
     return (n, c, h, w), (k, c, r, s), (u, v), (ph, pw)
+
+
+
+@functools.lru_cache(maxsize=None)
+def _cpu_threads() -> int:
+    return max(1, int(_core.build_info()["cpu_threads"]))
+
+
+def check_sizes(p: Conv2dProblem, variant: str | None) -> None:
+    """ValueError naming the arguments when the output of ``p``, (N, K, P, Q) float32, with the scratch that
+    ``variant`` (None: the op's default) allocates for it, is larger than the memory that would hold it
+    (:func:`gpuopt._validate.check_memory`; nothing is allocated): a padding of 10**6 on an 8x8 image asks for
+    2000006 x 2000006 outputs per map. Scratch counted: the CPU reference's per-thread P*Q float64 accumulators,
+    and ``unroll``'s unrolled input and GEMM output of one chunk of images (at least one image)."""
+    n, c, _, _, k, r, s, u, v, ph, pw = p.dims
+    _, _, pp, q = out = p.output_shape
+    buffers = [Buffer(lambda: f"the output y (N, K, P, Q) = {out} float32", 4 * n * k * pp * q)]
+    if variant is None:
+        from ..registry import default_variant
+
+        variant = default_variant("conv2d")
+    if variant == "cpu":
+        threads = _cpu_threads()
+        buffers.append(Buffer(lambda: f"the CPU reference's accumulators (P*Q float64 per thread, {threads} threads)",
+                              8 * pp * q * threads, "host"))
+    elif variant == "unroll":  # its launcher's chunk rule (conv2d_gemm.cu: unroll_chunk)
+        per_image = 4 * (c * r * s + k) * pp * q
+        images = min(n, max(1, kernel_limits()["conv2d_unroll_scratch_bytes"] // per_image))
+        buffers.append(Buffer(lambda: f"unroll's scratch for {images} image(s) ((C*R*S + K) * P*Q float32 each)",
+                              images * per_image, "device"))
+
+    def arguments() -> str:
+        shapes = f"x (N, C, H, W) = {tuple(p.x.shape)}, w (K, C, R, S) = {tuple(p.w.shape)}"
+        if (u, v) != (1, 1):
+            shapes += f", stride={(u, v)}"
+        # Padding is what turns a small call into a huge one: named first where there is some.
+        return f"padding={(ph, pw)} with {shapes}" if (ph, pw) != (0, 0) else shapes
+
+    check_memory("conv2d", arguments, buffers, gpu=lambda: runs_on_gpu("conv2d", variant),
+                 device_result=any(isinstance(a, DeviceArray) for a in (p.x, p.w, p.bias)))

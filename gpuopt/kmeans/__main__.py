@@ -49,7 +49,8 @@ import numpy as np
 
 from .. import datasets
 from ..bench.results import environment_line
-from ..registry import variants
+from .._ext import cpu_choices_hint, cuda_available, cuda_unavailable_reason
+from ..registry import cpu_variants, variants
 from .api import kmeans
 from .init import INIT_METHODS
 
@@ -185,6 +186,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"File {args.filename} numObjs   = {x.shape[0]}")
         print(f"File {args.filename} numCoords = {x.shape[1]}")
 
+    if variants("kmeans")[variant].needs_cuda and not cuda_available():  # the hint in the command line's words
+        print(f"python -m gpuopt.kmeans: error: --variant {variant} needs a CUDA GPU, but {cuda_unavailable_reason()}."
+              f"{cpu_choices_hint(cpu_variants('kmeans'), '--variant')}", file=sys.stderr)
+        return 1
     start = time.perf_counter()
     try:
         result = kmeans(x, args.clusters, threshold=args.threshold, max_iter=max_iter, init=args.init,

@@ -6,7 +6,8 @@ from typing import Any
 
 from .. import _plan
 from .._exec import dispatch, dispatch_planned
-from .._validate import float_array
+from .._validate import Buffer, check_memory, float_array, runs_on_gpu
+from ..cuda import DeviceArray
 from ..registry import default_variant, variants
 
 __all__ = ["matmul"]
@@ -38,7 +39,8 @@ def matmul(a, b, *, variant: str | None = None, timing: bool = False, **params: 
     TypeError
         Non-float arrays.
     ValueError
-        Not 2-D, empty, inner dimensions differ, unknown variant or parameter.
+        Not 2-D, empty, inner dimensions differ, an output (M, N) larger than the memory that would hold it,
+        unknown variant or parameter.
     RuntimeError
         A CUDA variant without a usable GPU, or a CUDA error.
 
@@ -66,6 +68,11 @@ def matmul(a, b, *, variant: str | None = None, timing: bool = False, **params: 
         raise ValueError(f"inner dimensions differ: a is {a.shape} (M, K) but b is {b.shape} (K, N)")
     if variant is None and not params:  # (parameters name the registry default's: it stays the one that runs)
         variant = default_for(a.shape, b.shape)
+    (m, _), n = a.shape, b.shape[1]
+    check_memory("matmul", lambda: f"a (M, K) = {tuple(a.shape)} and b (K, N) = {tuple(b.shape)}",
+                 [Buffer(lambda: f"the output c (M, N) = ({m}, {n}) float32", 4 * m * n)],
+                 gpu=lambda: runs_on_gpu("matmul", variant),
+                 device_result=isinstance(a, DeviceArray) or isinstance(b, DeviceArray))
     if key is None:
         return dispatch("matmul", variant, params, timing, (a, b), a, b)
     return dispatch_planned(key, "matmul", variant, params, (a, b), (a, b), lambda a, b: (a, b))

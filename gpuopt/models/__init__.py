@@ -33,8 +33,8 @@ from .fashion import FASHION_KEYS, FashionCNN, synthetic_images
 from .mnist import REFERENCE_ACCURACY, MnistCNN
 from .network import DEFAULT_MEMORY_BUDGET, LayerSpec, Network
 from .timing import ForwardTiming, LayerTime
-from .stages import STAGES, Stage, Step, get_stage, missing, stages
+from .stages import STAGES, Stage, Step, cpu_stages, get_stage, missing, stages
 
-__all__ = ["MnistCNN", "FashionCNN", "Network", "STAGES", "Stage", "Step", "stages", "get_stage", "missing",
-           "ForwardTiming", "LayerTime", "LayerSpec", "REFERENCE_ACCURACY", "FASHION_KEYS",
+__all__ = ["MnistCNN", "FashionCNN", "Network", "STAGES", "Stage", "Step", "stages", "cpu_stages", "get_stage",
+           "missing", "ForwardTiming", "LayerTime", "LayerSpec", "REFERENCE_ACCURACY", "FASHION_KEYS",
            "synthetic_images", "DEFAULT_MEMORY_BUDGET"]

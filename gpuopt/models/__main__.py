@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from .._ext import cuda_available, cuda_unavailable_reason
+from .._ext import cpu_choices_hint, cuda_available, cuda_unavailable_reason
 from ..bench.results import environment_line
 from .fashion import FashionCNN, synthetic_images
 from .mnist import REFERENCE_ACCURACY, MnistCNN
 from .network import DEFAULT_MEMORY_BUDGET, Network
-from .stages import STAGES, missing
+from .stages import STAGES, cpu_stages, missing
 
 
 def _int_at_least(minimum: int):
@@ -125,7 +125,8 @@ def _check_stage(parser: argparse.ArgumentParser, network: str, variant: str | N
     if absent:
         parser.error(f"stage {variant!r} needs {', '.join(absent)}, not registered in this build of gpuopt")
     if stage.gpu and not cuda_available():
-        parser.error(f"stage {variant!r} needs a CUDA GPU: {cuda_unavailable_reason()}")
+        parser.error(f"stage {variant!r} needs a CUDA GPU, but {cuda_unavailable_reason()}."
+                     f"{cpu_choices_hint(cpu_stages(network), '--variant')}")
     return variant
 
 

@@ -27,10 +27,10 @@ import numpy as np
 
 from .. import nn
 from .._ext import cuda_available, require_cuda
-from .._validate import _as_array
+from .._validate import Buffer, _as_array, _convert_hint, check_memory
 from ..conv import conv2d
 from ..cuda import DeviceArray, as_device_array, synchronize, to_device
-from .stages import Stage, get_stage, missing, stages
+from .stages import Stage, cpu_stages, get_stage, missing, stages
 from .timing import ForwardTiming, Recorder
 
 __all__ = ["Network", "LayerSpec", "prepare_images", "check_finite_images", "prepare_labels",
@@ -102,7 +102,7 @@ def prepare_images(images: Any, side: int, name: str = "images", *, check_finite
         a = a.astype(np.float32, copy=False)
     else:
         raise TypeError(f"{name} must be float (values in [0, 1]) or uint8 (raw pixels 0-255); got dtype {a.dtype}"
-                        + (" (convert explicitly, e.g. images.astype(np.uint8) for raw pixels)"
+                        + (f" (convert explicitly, e.g. {_convert_hint(images, name, np.uint8)} for raw pixels)"
                            if a.dtype.kind in "iu" else ""))
     n = _check_image_shape(a.shape, side, name)
     a = np.ascontiguousarray(a).reshape(n, 1, side, side)
@@ -277,8 +277,22 @@ class Network:
             raise RuntimeError(f"{self.network} stage {stage.name!r} needs {', '.join(absent)}, which this build of "
                                "gpuopt does not register (they arrive with the layer-op kernels)")
         if stage.gpu:
-            require_cuda(f"{self.network} stage {stage.name!r}")
+            require_cuda(f"{self.network} stage {stage.name!r}", cpu_stages(self.network))
         return stage
+
+    def _check_chunk(self, stage: Stage, size: int, max_batch: int | None) -> None:
+        """ValueError naming ``max_batch`` and ``memory_budget_bytes`` when one chunk of ``size`` images needs
+        more activation memory (:meth:`activation_bytes_per_image`, what the chunks are budgeted by) than the
+        machine has: the host's for stages that pass NumPy between layers, the GPU's for device-resident ones."""
+        per_image = self.activation_bytes_per_image()
+        batch = self.max_batch if max_batch is None else max_batch
+        check_memory(f"{self.network} stage {stage.name!r}",
+                     lambda: f"a chunk of {size:,} images (max_batch={batch}, memory_budget_bytes="
+                             f"{self.memory_budget_bytes})",
+                     [Buffer(lambda: f"the chunk's activations (input and every layer's output, float32, "
+                                     f"{per_image:,} bytes an image)", size * per_image,
+                             "device" if stage.resident else "host")],
+                     gpu=stage.gpu, device_result=stage.resident)
 
     def _device_weights(self) -> dict[str, DeviceArray]:
         """The weights on the device, uploaded on the first call and kept for this network's lifetime."""
@@ -296,6 +310,7 @@ class Network:
             check_finite_images(imgs.data)
         n = imgs.n
         size = min(n, self.chunk_images(max_batch) or n)
+        self._check_chunk(stage, size, max_batch)
         rec = Recorder(timing)
         weights = self._device_weights() if stage.resident else self._weights
         chain = stage.chain(head)
@@ -365,7 +380,10 @@ class Network:
         Raises
         ------
         TypeError, ValueError
-            Bad images (see :func:`prepare_images`) or an unknown stage.
+            Bad images (see :func:`prepare_images`) or an unknown stage; ValueError also when one chunk's
+            activations (``max_batch`` images, or as many as ``memory_budget_bytes`` holds; all of them when
+            both are None) need more memory than the machine has (the host's, or the GPU's for
+            device-resident stages).
         RuntimeError
             The stage needs a GPU or op variants this build does not have.
         """

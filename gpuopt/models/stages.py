@@ -54,7 +54,7 @@ from typing import Any, Mapping
 
 from ..registry import ops, variants
 
-__all__ = ["Step", "Stage", "STAGES", "REPORT_SETTING", "stages", "get_stage", "missing"]
+__all__ = ["Step", "Stage", "STAGES", "REPORT_SETTING", "stages", "cpu_stages", "get_stage", "missing"]
 
 #: What the reports' times (``Step.report_ms``) measured, per network.
 REPORT_SETTING = {
@@ -102,7 +102,10 @@ class Step:
 
     @property
     def gpu(self) -> bool:
-        return self.variant != "cpu"  # every CPU reference of gpuopt is the variant "cpu"
+        """Whether the step's variant runs on the GPU (the registry's word; an op or variant this build does not
+        register counts as GPU unless it is named "cpu", the name of every CPU reference of gpuopt)."""
+        v = variants(self.op).get(self.variant) if self.op in ops() else None
+        return v.needs_cuda if v is not None else self.variant != "cpu"
 
 
 @dataclass(frozen=True)
@@ -294,6 +297,12 @@ def stages(network: str) -> Mapping[str, Stage]:
     if network not in STAGES:
         raise ValueError(f"unknown network {network!r}; networks: {list(STAGES)}")
     return STAGES[network]
+
+
+def cpu_stages(network: str) -> list[str]:
+    """The stages of ``network`` that run on the CPU alone (no step needs a GPU): what a message about a
+    missing GPU points to."""
+    return [name for name, stage in stages(network).items() if not stage.gpu]
 
 
 def get_stage(network: str, name: str) -> Stage:

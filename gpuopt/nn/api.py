@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from .._exec import dispatch
-from .._validate import _as_array, activation_name, bias_vector, float_array, integer
+from .._validate import (Buffer, _as_array, activation_name, bias_vector, check_memory, float_array, integer,
+                         runs_on_gpu)
+from ..cuda import DeviceArray
 
 __all__ = ["relu", "tanh", "max_pool2d", "avg_pool2d", "fully_connected", "argmax", "softmax"]
 
@@ -75,6 +77,12 @@ def fully_connected(x, w, bias=None, *, activation: str | None = None, variant: 
     if w.shape[0] != x.shape[1]:
         raise ValueError(f"w must be (in_features, out_features) = ({x.shape[1]}, O), got {w.shape}")
     bias = bias_vector(bias, w.shape[1], "(out_features,)")
+    (n, _), o = x.shape, w.shape[1]
+    check_memory("fully_connected", lambda: f"x (N, in_features) = {tuple(x.shape)} and w (in_features, "
+                 f"out_features) = {tuple(w.shape)}",
+                 [Buffer(lambda: f"the output (N, out_features) = ({n}, {o}) float32", 4 * n * o)],
+                 gpu=lambda: runs_on_gpu("fully_connected", variant),
+                 device_result=any(isinstance(a, DeviceArray) for a in (x, w, bias)))
     return dispatch("fully_connected", variant, params, timing, (x, w, bias), x, w, bias, activation_name(activation))
 
 

@@ -22,9 +22,10 @@ import numpy as np
 from .. import _core
 from .._exec import ExecContext, check_before_copy, dispatch
 from .._ext import cuda_host_module, launcher
-from .._validate import (_as_array, _check_shape, _device_array, activation_name, bias_vector, choice, float_array,
-                         integer, real)
-from ..registry import Param, register
+from .._validate import (Buffer, _as_array, _check_shape, _device_array, activation_name, bias_vector, check_memory,
+                         choice, float_array, integer, real, runs_on_gpu)
+from ..cuda import DeviceArray
+from ..registry import Param, default_variant, register
 
 __all__ = ["conv2d_pool"]
 
@@ -103,14 +104,36 @@ def conv2d_pool(x, w, bias=None, *, activation: str = "none", pool: str = "max",
     if input_divisor <= 0:
         raise ValueError(f"input_divisor must be > 0, got {input_divisor}")
     if x.dtype != np.uint8 and input_divisor != 1.0:
-        raise ValueError("input_divisor applies to uint8 images only; scale float32 input yourself or pass 1.0")
+        raise ValueError("input_divisor applies to uint8 images only; scale float32 input yourself or pass "
+                         "input_divisor=1.0")
     _, _, h, wd = x.shape
     r, s = w.shape[2:]
     if h - r + 1 < pool_size or wd - s + 1 < pool_size:
         raise ValueError(f"the convolution output ({h - r + 1}x{wd - s + 1} for a {h}x{wd} input and {r}x{s} filters) "
                          f"does not fill one {pool_size}x{pool_size} pooling window")
     p = ConvPoolProblem(x, w, bias, activation, pool, pool_size, input_divisor)
+    check_sizes(p, variant)
     return dispatch("conv2d_pool", variant, params, timing, (x, w, bias), p)
+
+
+def check_sizes(p: ConvPoolProblem, variant: str | None) -> None:
+    """ValueError naming the arguments when the pooled output of ``p`` (N, K, P, Q) float32, with what
+    ``variant`` (None: the op's default) allocates on the way, is larger than the memory that would hold it
+    (:func:`gpuopt._validate.check_memory`; nothing is allocated). The CPU reference (``cpu``) makes the
+    unpooled convolution output (N, K, H - R + 1, W - S + 1) float32 first, and a float32 copy of uint8 images;
+    the GPU variants store only the pooled output."""
+    n, c, h, w, k, r, s, size = p.dims
+    out = p.output_shape
+    buffers = [Buffer(lambda: f"the output (N, K, P, Q) = {out} float32", 4 * out[0] * out[1] * out[2] * out[3])]
+    if (default_variant("conv2d_pool") if variant is None else variant) == "cpu":
+        buffers.append(Buffer(lambda: f"the unpooled convolution (N, K, H - R + 1, W - S + 1) = ({n}, {k}, "
+                              f"{h - r + 1}, {w - s + 1}) float32", 4 * n * k * (h - r + 1) * (w - s + 1), "host"))
+        if p.x.dtype == np.uint8:
+            buffers.append(Buffer(lambda: f"x (N, C, H, W) = {tuple(p.x.shape)} as float32", 4 * n * c * h * w,
+                                  "host"))
+    check_memory("conv2d_pool", lambda: f"x (N, C, H, W) = {tuple(p.x.shape)}, w (K, C, R, S) = {tuple(p.w.shape)} "
+                 f"and pool_size={size}", buffers, gpu=lambda: runs_on_gpu("conv2d_pool", variant),
+                 device_result=any(isinstance(a, DeviceArray) for a in (p.x, p.w, p.bias)))
 
 
 @register("conv2d_pool", "cpu", description="CPU reference: conv2d's CPU reference (float64 accumulation), then "

@@ -8,7 +8,9 @@ from typing import Any
 import numpy as np
 
 from .._exec import dispatch
-from .._validate import int_array
+from .._validate import Buffer, check_memory, int_array, runs_on_gpu
+from ..cuda import DeviceArray
+from ..registry import default_variant
 from .formats import COOFilters, FASTFilters, to_coo, to_dense, to_fast
 from .neurons import SparseNeurons
 
@@ -76,5 +78,30 @@ def sparse_conv2d(x, w, *, variant: str | None = None, timing: bool = False, **p
         raise ValueError(f"filters must have odd sides for 'same' padding, got {r}x{s}")
     if x.shape[1] < 2 or x.shape[2] < 2:
         raise ValueError(f"x maps must be at least 2x2 for the 2x2 max pool, got {x.shape[1]}x{x.shape[2]}")
-    return dispatch("sparse_conv2d", variant, params, timing, (x, filters),
-                    SparseConvProblem(x, filters, shape, neurons))
+    p = SparseConvProblem(x, filters, shape, neurons)
+    check_sizes(p, variant)
+    return dispatch("sparse_conv2d", variant, params, timing, (x, filters), p)
+
+
+#: The variants that read the filters as a dense (M, C, R, S) int16 array, expanding COO or FAST filters to it.
+_DENSE_READERS = ("cpu", "dense")
+
+
+def check_sizes(p: SparseConvProblem, variant: str | None) -> None:
+    """ValueError naming the arguments when the output of ``p``, (M, H // 2, W // 2) int32, or the dense filters
+    (M, C, R, S) int16 that ``cpu`` and ``dense`` expand COO or FAST filters to (a COO filter of declared side
+    10**6 + 1 holds no more values than a 3x3 one, but expands to 10**12 taps a slice), is larger than the memory
+    that would hold it (:func:`gpuopt._validate.check_memory`; nothing is allocated)."""
+    m, c, r, s = p.shape
+    _, h, w = p.x.shape
+    buffers = [Buffer(lambda: f"the output (M, H // 2, W // 2) = ({m}, {h // 2}, {w // 2}) int32",
+                      4 * m * (h // 2) * (w // 2))]
+    expanded = isinstance(p.filters, (COOFilters, FASTFilters))
+    name = default_variant("sparse_conv2d") if variant is None else variant
+    if expanded and name in _DENSE_READERS:
+        dense = Buffer(lambda: f"the dense filters (M, C, R, S) = {(m, c, r, s)} int16", 2 * m * c * r * s, "host")
+        buffers += [dense] if name == "cpu" else [dense, dense._replace(where="device")]
+    kind = type(p.filters).__name__ if expanded else "w"
+    check_memory("sparse_conv2d", lambda: f"x (C, H, W) = {(c, h, w)} and {kind} (M, C, R, S) = {(m, c, r, s)}",
+                 buffers, gpu=lambda: runs_on_gpu("sparse_conv2d", variant),
+                 device_result=any(isinstance(a, DeviceArray) for a in (p.x, p.filters)))
