@@ -3,11 +3,12 @@
 
     python .ci/newcomer.py CHECKOUT --elsewhere DIR [--gpu] [--installed] [--no-notebooks] [--except REGEX]
 
-The README's fenced blocks say where their commands run (README.md, "Install" and below):
+The README's fenced blocks say where their commands run, by the words after the language:
 
 * ``bash``              from the checkout's root, then again from DIR (another folder);
 * ``bash checkout``     from the checkout's root only (the install, the tests, paths into the checkout);
-* ``bash gpu``          on a GPU machine only (run with ``--gpu``);
+* ``bash gpu``          on a GPU machine only (run with ``--gpu``), from both folders (``bash gpu checkout``: the
+                        root only);
 * ``bash interactive``  not run (``jupyter lab``): the notebooks are executed below instead;
 * ``python``            as a script, from the checkout's root and from DIR.
 
@@ -28,8 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-KINDS = {"bash": "anywhere", "bash checkout": "checkout", "bash gpu": "gpu", "bash interactive": "interactive",
-         "python": "anywhere"}
+WORDS = {"checkout", "gpu", "interactive"}  # what may follow the language in a block's info string
 BAD = re.compile(r"not found|Traceback \(most recent call last\)", re.IGNORECASE)
 
 
@@ -50,21 +50,24 @@ def blocks(readme: Path) -> list[tuple[str, str, int]]:
     return found
 
 
-def commands(readme: Path) -> list[tuple[str, str, str, int]]:
-    """(kind, language, command, README line) in README order: a bash block gives one command a line (comments
-    and blank lines skipped), a python block one script."""
+def commands(readme: Path) -> list[tuple[frozenset[str], str, str, int]]:
+    """(words, language, command, README line) in README order: a bash block gives one command a line (comments
+    and blank lines skipped), a python block one script; ``words`` are the block's (``checkout``, ``gpu``,
+    ``interactive``). SystemExit on a bash or python block with another word."""
     out = []
     for info, text, line in blocks(readme):
-        if info not in KINDS:
-            if info.split(" ")[0] in ("bash", "python", "sh", "console"):
-                raise SystemExit(f"README.md:{line}: block '{info}' has no known kind; use one of {sorted(KINDS)}")
+        language, *rest = info.split() or [""]
+        if language not in ("bash", "python", "sh", "console"):
             continue
-        if info == "python":
-            out.append((KINDS[info], "python", text, line))
+        words = frozenset(rest)
+        if language not in ("bash", "python") or not words <= WORDS or (language == "python" and words):
+            raise SystemExit(f"README.md:{line}: block '{info}' is not bash [{' '.join(sorted(WORDS))}] or python")
+        if language == "python":
+            out.append((words, "python", text, line))
             continue
         for k, cmd in enumerate(text.splitlines()):
             if cmd.strip() and not cmd.lstrip().startswith("#"):
-                out.append((KINDS[info], "bash", cmd, line + k))
+                out.append((words, "bash", cmd, line + k))
     return out
 
 
@@ -133,9 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     elsewhere.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUOPT_")}  # as a newcomer has it
     failed = []
-    for kind, language, cmd, line in commands(checkout / "README.md"):
-        if kind == "interactive" or (kind == "gpu" and not args.gpu):
-            print(f"\n(not run: README.md:{line}, {kind}: {cmd.strip()})")
+    for words, language, cmd, line in commands(checkout / "README.md"):
+        if "interactive" in words or ("gpu" in words and not args.gpu):
+            print(f"\n(not run: README.md:{line}, {' '.join(sorted(words))}: {cmd.strip()})")
             continue
         if args.installed and re.match(r"\s*(python3? -m )?pip install", cmd):
             print(f"\n(not run, --installed: README.md:{line}: {cmd.strip()})")
@@ -143,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         if any(re.search(rx, cmd) for rx in args.skip):
             print(f"\n(not run, --except: README.md:{line}: {cmd.strip()})")
             continue
-        for cwd in [checkout] + ([elsewhere] if kind in ("anywhere", "gpu") else []):
+        for cwd in [checkout] + ([elsewhere] if "checkout" not in words else []):
             if not run(cmd, language, cwd, env, line):
                 failed.append(f"README.md:{line} in {cwd}: {cmd.strip().splitlines()[0]}")
     if not args.no_notebooks:

@@ -55,30 +55,31 @@ def test_every_variant_is_in_the_readme_table():
 
 def test_every_readme_block_says_where_it_runs_and_its_python_compiles():
     newcomer = _newcomer()
-    cmds = newcomer.commands(README)  # raises on a bash/python block of an unknown kind
-    kinds = {kind for kind, *_ in cmds}
-    assert {"anywhere", "checkout", "gpu", "interactive"} <= kinds
-    for kind, language, cmd, line in cmds:
+    cmds = newcomer.commands(README)  # raises on a bash/python block with an unknown word
+    kinds = {words for words, *_ in cmds}
+    assert {frozenset(), frozenset({"checkout"}), frozenset({"gpu"}), frozenset({"interactive"})} <= kinds
+    for words, language, cmd, line in cmds:
         if language == "python":
             compile(cmd, f"README.md:{line}", "exec")
-    install = [c for k, _, c, _ in cmds if "pip install" in c and k == "checkout"]
+    install = [c for w, _, c, _ in cmds if "pip install" in c and w == {"checkout"}]
     assert install and install[0].startswith("pip install -v "), "the install shows the build's progress"
 
 
-def test_newcomer_reads_block_kinds(tmp_path):
+def test_newcomer_reads_block_words(tmp_path):
     newcomer = _newcomer()
-    (tmp_path / "README.md").write_text("x\n```bash\na  # c\n# only a comment\n\nb\n```\n```bash gpu\nc\n```\n"
+    (tmp_path / "README.md").write_text("x\n```bash\na  # c\n# only a comment\n\nb\n```\n```bash gpu checkout\nc\n```\n"
                                         "```text\nnot a command\n```\n```python\nprint(1)\n```\n")
+    none, gpu_root = frozenset(), frozenset({"gpu", "checkout"})
     assert newcomer.commands(tmp_path / "README.md") == [
-        ("anywhere", "bash", "a  # c", 3), ("anywhere", "bash", "b", 6), ("gpu", "bash", "c", 9),
-        ("anywhere", "python", "print(1)\n", 15)]
-    (tmp_path / "README.md").write_text("```bash nowhere\nx\n```\n")
-    try:
-        newcomer.commands(tmp_path / "README.md")
-    except SystemExit as exc:
-        assert "no known kind" in str(exc)
-    else:
-        raise AssertionError("an unknown block kind must be refused")
+        (none, "bash", "a  # c", 3), (none, "bash", "b", 6), (gpu_root, "bash", "c", 9), (none, "python", "print(1)\n", 15)]
+    for bad in ("```bash nowhere\nx\n```\n", "```sh\nx\n```\n", "```python gpu\nx\n```\n"):
+        (tmp_path / "README.md").write_text(bad)
+        try:
+            newcomer.commands(tmp_path / "README.md")
+        except SystemExit as exc:
+            assert "is not bash" in str(exc)
+        else:
+            raise AssertionError(f"{bad!r} must be refused")
 
 
 def test_readme_names_no_missing_file():
