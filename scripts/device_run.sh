@@ -78,6 +78,8 @@ for step in "${steps[@]}"; do
         ;;
     readme)
         echo "== the README's commands as typed (GPU blocks too; the test suite and the hour-long reproduce apart)"
+        # The README's data path is ../shared/data beside the checkout: here it is the carried _device/data.
+        [ -e ../shared/data ] || { mkdir -p ../shared && ln -s "$PWD/_device/data" ../shared/data; }
         nb=--no-notebooks
         python3 -c "import nbclient, ipykernel" 2>/dev/null && nb=
         python3 .ci/newcomer.py . --elsewhere /tmp/gpuopt-elsewhere --gpu --installed $nb \
