@@ -12,7 +12,7 @@ The README's fenced blocks say where their commands run, by the words after the 
 * ``bash interactive``  not run (``jupyter lab``): the notebooks are executed below instead;
 * ``python``            as a script, from the checkout's root and from DIR.
 
-Every command must exit 0 and print no "not found" and no traceback. ``--installed`` skips the ``pip install``
+Every command must exit 0 and print no "not found" and no traceback (an install: exit 0). ``--installed`` skips the ``pip install``
 lines (a machine without a network, gpuopt already installed). Then each notebook of ``notebooks/`` is executed
 by a Jupyter kernel started in ``notebooks/`` (as ``jupyter lab`` opens it, needs nbclient and ipykernel), with
 no gpuopt environment variable set: a cell's error, a "not found" in any output, or a cell that shows a committed
@@ -72,14 +72,20 @@ def commands(readme: Path) -> list[tuple[frozenset[str], str, str, int]]:
 
 
 def run(cmd: str, language: str, cwd: Path, env: dict[str, str], line: int) -> bool:
+    """Run one command, its output streamed as it comes; True when it exited 0 and printed nothing bad. An install
+    is judged by its exit status alone: CMake's probes print "not found" for what a build can do without."""
     argv = [sys.executable, "-c", cmd] if language == "python" else ["bash", "-c", cmd]
     shown = cmd if language == "bash" else f"<python block of README.md:{line}>"
     print(f"\n$ (cd {cwd} && {shown})", flush=True)
     t0 = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    out = proc.stdout
-    print(out[-4000:] if len(out) > 4000 else out, end="")
-    bad = BAD.search(out)
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = []
+    for text in proc.stdout:
+        out.append(text)
+        print(text, end="", flush=True)
+    proc.wait()
+    install = re.match(r"\s*(python3? -m )?pip install", cmd) is not None
+    bad = None if install else BAD.search("".join(out))
     ok = proc.returncode == 0 and bad is None
     print(f"  -> exit {proc.returncode}, {time.perf_counter() - t0:.1f} s"
           + ("" if bad is None else f", printed {bad.group(0)!r}") + ("" if ok else "  FAILED"), flush=True)
