@@ -68,6 +68,15 @@ def test_only_and_bad_arguments(tmp_path):
                            str(tmp_path / "none"), "--out", str(tmp_path / "o")], cwd=tmp_path, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 2 and "no committed results" in proc.stderr
+    assert not (tmp_path / "o").exists()  # nothing written before the error
+
+
+def test_installed_package_carries_the_committed_results():
+    from gpuopt.reproduce import PACKAGED_RESULTS, find_results
+
+    assert find_results() is not None
+    for s in studies_for(ITEMS):  # the installed copy is the committed one
+        assert (PACKAGED_RESULTS / f"{s}.json").read_bytes() == (RESULTS / f"{s}.json").read_bytes(), s
 
 
 def test_a_study_already_measured_at_this_commit_is_not_run_again(tmp_path):
