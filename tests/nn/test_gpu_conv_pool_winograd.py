@@ -31,7 +31,7 @@ def test_matches_cpu(rng, m, shape, activation, pool):
 
 
 def test_large_batch_mnist_conv2_close_to_fused(rng):
-    """Issue 10's layer: many blocks of 16 tiles spanning images; within the fast stage's line of fused."""
+    """The MNIST winograd stage's conv2 layer: many blocks of 16 tiles spanning images; within the fast stage's line of fused."""
     x, w, b = _case(rng, (403, 32, 12, 12, 64, 5))
     x = np.maximum(x, 0)
     out = nn.conv2d_pool(x, w, b, activation="relu", pool="avg", variant=VARIANT)
