@@ -5,7 +5,7 @@
 * :mod:`.launch`   how a GPU variant runs (its launcher and host-side checks, by the binding rule)
 * :mod:`.baseline` ``cpu`` (the reference), ``basic`` (both reports' first kernel), ``cudnn``
 * :mod:`.unroll_jam`, :mod:`.constmem`, :mod:`.tiled`, :mod:`.gemm`, :mod:`.direct`, :mod:`.winograd`,
-  :mod:`.auto`: the families, one module per technique, registered in this order (simple to fast), mirroring
+  :mod:`.auto`: the families, one module per technique, registered in this order (simplest to fastest), mirroring
   csrc/conv/; the report a variant reproduces is its ``report`` (``gpuopt.variants("conv2d")[name].report``).
   :mod:`.winograd` holds the fast-algorithm ``winograd`` variant, which only ``auto(algorithms="fast")`` picks.
 * :mod:`.winograd_math` F(m x m, r x r): exact transforms and a NumPy reference of the algorithm (its float32
