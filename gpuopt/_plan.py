@@ -1,5 +1,5 @@
 """The plan cache: a repeated op call with the same problem skips the checks, the variant resolution and the
-argument packing (issue 13's cheap call).
+argument packing (the per-call cost targets of notes/overhead.md).
 
 An op's public function first builds a key from what decides how a call is checked and run -- per array its
 kind (gpuopt device array, foreign ``__cuda_array_interface__`` array, NumPy), shape, dtype, strides and

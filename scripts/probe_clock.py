@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Run on a GPU machine after `pip install .`, from outside the checkout: python3 scripts/probe_clock.py
-# Issue 10: the SM clock and power the H200 holds under sustained FFMA work (cuBLAS SGEMM, the MNIST `fast` stage),
+# The MNIST stage timings (notes/ece408-reports.md): the SM clock and power the H200 holds under sustained FFMA work (cuBLAS SGEMM, the MNIST `fast` stage),
 # so the strict-FP32 floor can be stated at the clock the chip really runs, not the datasheet's boost clock.
 import subprocess, time, numpy as np, torch, gpuopt
 from gpuopt.models import MnistCNN

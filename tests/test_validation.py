@@ -133,7 +133,7 @@ def small_machine(monkeypatch):
     monkeypatch.setattr(_validate, "device_memory_bytes", lambda: 1 << 30)
 
 
-def _fast_and_allocating_nothing(call, match):
+def _quick_and_allocating_nothing(call, match):
     """``call`` raises ValueError matching ``match`` within a second, having allocated under 16 MiB."""
     import time
     import tracemalloc
@@ -153,14 +153,14 @@ def _fast_and_allocating_nothing(call, match):
 @pytest.mark.parametrize("variant", ["cpu", None])
 @pytest.mark.parametrize("padding", [10**6, (0, 10**10), 10**30])  # over any host or GPU memory
 def test_conv2d_padding_too_large_to_allocate(variant, padding):
-    message = _fast_and_allocating_nothing(
+    message = _quick_and_allocating_nothing(
         lambda: gpuopt.conv2d(X4, W4, padding=padding, variant=variant), r"^conv2d: padding=\(")
     assert "the output y (N, K, P, Q)" in message and "nothing was allocated" in message
     assert "physical memory" in message or "GPU's total memory" in message
 
 
 def test_conv2d_size_message_names_the_sizes():
-    message = _fast_and_allocating_nothing(lambda: gpuopt.conv2d(X4, W4, padding=10**6, variant="cpu"), "padding")
+    message = _quick_and_allocating_nothing(lambda: gpuopt.conv2d(X4, W4, padding=10**6, variant="cpu"), "padding")
     assert "(1, 3, 2000003, 2000003) float32: 43.7 TiB" in message  # 4 * 3 * 2000003**2 bytes
     assert "x (N, C, H, W) = (1, 2, 5, 5), w (K, C, R, S) = (3, 2, 3, 3)" in message
     assert "accumulators" in message  # the CPU reference's per-thread P*Q float64
@@ -192,7 +192,7 @@ def test_large_padding_that_fits_still_runs():
      r"^conv2d_pool: .*the output \(N, K, P, Q\) = \(100, 1000000, 14, 14\)"),
 ])
 def test_outputs_too_large_to_allocate(call, match, small_machine):
-    _fast_and_allocating_nothing(call, match)
+    _quick_and_allocating_nothing(call, match)
 
 
 def _huge_coo():
@@ -204,7 +204,7 @@ def _huge_coo():
 
 
 def test_sparse_filters_too_large_to_expand():
-    message = _fast_and_allocating_nothing(
+    message = _quick_and_allocating_nothing(
         lambda: gpuopt.sparse_conv2d(np.ones((1, 8, 8), np.int16), _huge_coo(), variant="cpu"),
         r"^sparse_conv2d: x \(C, H, W\) = \(1, 8, 8\) and COOFilters \(M, C, R, S\) = \(1, 1, 1000001, 1000001\)")
     assert "the dense filters (M, C, R, S) = (1, 1, 1000001, 1000001) int16: 1.82 TiB" in message
@@ -218,14 +218,14 @@ def test_sparse_output_too_large_to_allocate(small_machine):
     many = COOFilters((m, 1, 3, 3), np.zeros((m, 1), np.int32), *(np.zeros(0, np.int16),) * 3)
     assert gpuopt.sparse_conv2d(np.ones((1, 8, 8), np.int16), w, variant="cpu").shape == (1, 4, 4)
     x = np.ones((1, 4000, 4000), np.int16)
-    _fast_and_allocating_nothing(lambda: gpuopt.sparse_conv2d(x, many),
+    _quick_and_allocating_nothing(lambda: gpuopt.sparse_conv2d(x, many),
                                  r"the output \(M, H // 2, W // 2\) = \(1000000, 2000, 2000\) int32")
 
 
 def test_network_chunk_too_large_for_the_machine(small_machine):
     net = gpuopt.models.MnistCNN.random(0, memory_budget_bytes=None)
     images = np.zeros((10_000, 28, 28), np.uint8)  # 2.1 GB of activations in one chunk
-    message = _fast_and_allocating_nothing(lambda: net.forward(images, variant="serial"),
+    message = _quick_and_allocating_nothing(lambda: net.forward(images, variant="serial"),
                                            r"^mnist stage 'serial': a chunk of 10,000 images \(max_batch=None, "
                                            r"memory_budget_bytes=None\) would need 1.97 GiB of host memory")
     assert "1 GiB of this machine's physical memory" in message

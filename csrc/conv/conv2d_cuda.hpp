@@ -202,7 +202,7 @@ std::vector<matmul::KernelInfo> conv2d_gemm_kernel_info();
 namespace gpuopt::conv {
 
 // What conv2d_direct_regblock runs for a shape (host only; validates like the launcher).
-struct DirectRegblockPlan {
+struct DirectRegblockLaunch {
     int k_tile = 16;                     // maps per thread (8 or 16)
     int pixels = 4;                      // output pixels per thread (1, 2 or 4)
     std::int64_t runs = 0;               // runs of <= 128 * pixels output pixels per image (blocks along x per image)
@@ -218,7 +218,7 @@ struct DirectRegblockPlan {
 
 // k_tile: 0 (auto: 8 when K <= 8, else 16), 8 or 16. pixels: 0 (auto: 2, or 4 when K <= 8; fewer when the last
 // run per image (or row) would waste more than 1/8 of its slots), 1, 2 or 4. multiprocessors: the GPU's, for the maps-per-block choice.
-DirectRegblockPlan conv2d_direct_regblock_plan(const Conv2dShape& s, int k_tile, int pixels, int multiprocessors);
+DirectRegblockLaunch conv2d_direct_regblock_plan(const Conv2dShape& s, int k_tile, int pixels, int multiprocessors);
 
 // y = act(conv(x, w) + bias); any shape, stride and padding whose single staged channel fits the GPU's shared
 // memory (else InvalidArgument naming the limit), positions inside an image < 2^31.

@@ -54,7 +54,7 @@ using ConvDesc =
     Descriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
 
 // Everything a forward call of one shape needs, built and benchmarked once.
-struct Plan {
+struct ForwardSetup {
     TensorDesc x_desc, y_desc;
     FilterDesc w_desc;
     ConvDesc conv_desc;
@@ -63,9 +63,9 @@ struct Plan {
 };
 
 // N, C, H, W, K, R, S, u, v, ph, pw, algorithm set.
-using PlanKey = std::array<std::int64_t, 12>;
+using SetupKey = std::array<std::int64_t, 12>;
 
-PlanKey key_of(const Conv2dShape& s, CudnnAlgorithms algorithms) {
+SetupKey key_of(const Conv2dShape& s, CudnnAlgorithms algorithms) {
     return {s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.stride_h, s.stride_w, s.pad_h, s.pad_w, static_cast<int>(algorithms)};
 }
 
@@ -75,12 +75,12 @@ bool is_transform_algorithm(cudnnConvolutionFwdAlgo_t algo) {
            algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD || algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
 }
 
-// Process-wide state behind one mutex: the plan cache, the workspace, and the use of the
+// Process-wide state behind one mutex: the setup cache, the workspace, and the use of the
 // shared cuDNN handle (a handle must not be used by two threads at once). Held for a whole
 // call: the work is only queued on stream 0, except the one-off algorithm search.
 struct State {
     std::mutex mutex;
-    std::map<PlanKey, Plan> plans;
+    std::map<SetupKey, ForwardSetup> setups;
     DeviceBuffer<char> workspace;  // grown, never shrunk: the pool caches the old block anyway
 };
 
@@ -108,7 +108,7 @@ const char* algo_name(cudnnConvolutionFwdAlgo_t algo) {
 // The fastest of cuDNN's candidates by the median of 7 event-timed runs each (after 2 warm-up runs), on
 // scratch input and filters filled with a nonzero pattern (0x3C3C3C3C, ~0.0115: never time on zeros);
 // a one-off per shape. Ties keep cuDNN's order.
-const cudnnConvolutionFwdAlgoPerf_t& retime_candidates(const Plan& plan, const Conv2dShape& s,
+const cudnnConvolutionFwdAlgoPerf_t& retime_candidates(const ForwardSetup& setup, const Conv2dShape& s,
                                                        const std::vector<cudnnConvolutionFwdAlgoPerf_t>& candidates) {
     constexpr int kWarmup = 2, kRuns = 7;
     DeviceBuffer<float> x(static_cast<std::size_t>(s.N * s.C * s.H * s.W));
@@ -128,10 +128,10 @@ const cudnnConvolutionFwdAlgoPerf_t& retime_candidates(const Plan& plan, const C
         std::array<float, kRuns> ms{};
         for (int run = -kWarmup; run < kRuns; ++run) {
             timer.start();
-            GPUOPT_CUDNN_CHECK(cudnnConvolutionForward(cudnn_handle(), &alpha, plan.x_desc.get(), x.data(),
-                                                       plan.w_desc.get(), w.data(), plan.conv_desc.get(), c.algo,
+            GPUOPT_CUDNN_CHECK(cudnnConvolutionForward(cudnn_handle(), &alpha, setup.x_desc.get(), x.data(),
+                                                       setup.w_desc.get(), w.data(), setup.conv_desc.get(), c.algo,
                                                        c.memory ? workspace.data() : nullptr, c.memory, &beta,
-                                                       plan.y_desc.get(), y.data()));
+                                                       setup.y_desc.get(), y.data()));
             timer.stop();
             const float t = timer.elapsed_ms();
             if (run >= 0) ms[static_cast<std::size_t>(run)] = t;
@@ -144,30 +144,30 @@ const cudnnConvolutionFwdAlgoPerf_t& retime_candidates(const Plan& plan, const C
 }
 
 // Descriptors for shape s and the fastest strict-FP32 algorithm cuDNN finds for it.
-void build_plan(Plan& plan, const Conv2dShape& s, CudnnAlgorithms algorithms) {
+void build_setup(ForwardSetup& setup, const Conv2dShape& s, CudnnAlgorithms algorithms) {
     const std::int64_t P = s.P(), Q = s.Q();
-    GPUOPT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan.x_desc.get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, as_int(s.N),
+    GPUOPT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(setup.x_desc.get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, as_int(s.N),
                                                   as_int(s.C), as_int(s.H), as_int(s.W)));
-    GPUOPT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan.w_desc.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, as_int(s.K),
+    GPUOPT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(setup.w_desc.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, as_int(s.K),
                                                   as_int(s.C), as_int(s.R), as_int(s.S)));
     // Cross-correlation (no filter flip), as every report and the CPU reference compute.
-    GPUOPT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(plan.conv_desc.get(), as_int(s.pad_h), as_int(s.pad_w),
+    GPUOPT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(setup.conv_desc.get(), as_int(s.pad_h), as_int(s.pad_w),
                                                        as_int(s.stride_h), as_int(s.stride_w), 1, 1,
                                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     // FMA math keeps the products and sums in FP32. CUDNN_DEFAULT_MATH would let cuDNN use
     // TF32 tensor cores on Ampere and later (10-bit mantissa inputs, ~1e-3 relative error),
     // which would make the baseline both inexact and an unfair speed target for FP32 kernels.
-    GPUOPT_CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv_desc.get(), CUDNN_FMA_MATH));
+    GPUOPT_CUDNN_CHECK(cudnnSetConvolutionMathType(setup.conv_desc.get(), CUDNN_FMA_MATH));
 
     int out_n = 0, out_k = 0, out_p = 0, out_q = 0;
-    GPUOPT_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan.conv_desc.get(), plan.x_desc.get(),
-                                                             plan.w_desc.get(), &out_n, &out_k, &out_p, &out_q));
+    GPUOPT_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(setup.conv_desc.get(), setup.x_desc.get(),
+                                                             setup.w_desc.get(), &out_n, &out_k, &out_p, &out_q));
     if (out_n != s.N || out_k != s.K || out_p != P || out_q != Q)
         throw CudaError("conv2d cudnn: cuDNN's output shape " + std::to_string(out_n) + "x" + std::to_string(out_k) +
                         "x" + std::to_string(out_p) + "x" + std::to_string(out_q) + " differs from gpuopt's " +
                         std::to_string(s.N) + "x" + std::to_string(s.K) + "x" + std::to_string(P) + "x" +
                         std::to_string(Q));
-    GPUOPT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan.y_desc.get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, out_n,
+    GPUOPT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(setup.y_desc.get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, out_n,
                                                   out_k, out_p, out_q));
 
     // cudnnFind benchmarks every algorithm once, on scratch buffers of its own, fastest first: one
@@ -180,8 +180,8 @@ void build_plan(Plan& plan, const Conv2dShape& s, CudnnAlgorithms algorithms) {
     GPUOPT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(cudnn_handle(), &max_algos));
     std::vector<cudnnConvolutionFwdAlgoPerf_t> results(static_cast<std::size_t>(max_algos > 0 ? max_algos : 1));
     int returned = 0;
-    GPUOPT_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(cudnn_handle(), plan.x_desc.get(), plan.w_desc.get(),
-                                                            plan.conv_desc.get(), plan.y_desc.get(),
+    GPUOPT_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(cudnn_handle(), setup.x_desc.get(), setup.w_desc.get(),
+                                                            setup.conv_desc.get(), setup.y_desc.get(),
                                                             static_cast<int>(results.size()), &returned,
                                                             results.data()));
     std::vector<cudnnConvolutionFwdAlgoPerf_t> candidates;
@@ -193,9 +193,9 @@ void build_plan(Plan& plan, const Conv2dShape& s, CudnnAlgorithms algorithms) {
     }
     if (!candidates.empty()) {
         const cudnnConvolutionFwdAlgoPerf_t& best =
-            candidates.size() == 1 ? candidates[0] : retime_candidates(plan, s, candidates);
-        plan.algo = best.algo;
-        plan.workspace_bytes = best.memory;
+            candidates.size() == 1 ? candidates[0] : retime_candidates(setup, s, candidates);
+        setup.algo = best.algo;
+        setup.workspace_bytes = best.memory;
         return;
     }
     throw CudaError("conv2d cudnn: cuDNN found no FP32 (FMA math) forward algorithm for N=" + std::to_string(s.N) +
@@ -214,18 +214,18 @@ void check_cudnn_limits(const Conv2dShape& s) {
                    "(cuDNN's descriptors use int strides)");
 }
 
-// The cached plan of s, built on first use. Caller holds st.mutex.
-const Plan& plan_for(State& st, const Conv2dShape& s, CudnnAlgorithms algorithms) {
-    const PlanKey key = key_of(s, algorithms);
-    auto it = st.plans.find(key);
-    if (it != st.plans.end()) return it->second;
-    // Built in place (Plan is not movable); removed again if the search fails, so a later
-    // call retries instead of finding a half-built plan.
-    auto inserted = st.plans.emplace(std::piecewise_construct, std::forward_as_tuple(key), std::forward_as_tuple());
+// The cached setup of s, built on first use. Caller holds st.mutex.
+const ForwardSetup& setup_for(State& st, const Conv2dShape& s, CudnnAlgorithms algorithms) {
+    const SetupKey key = key_of(s, algorithms);
+    auto it = st.setups.find(key);
+    if (it != st.setups.end()) return it->second;
+    // Built in place (ForwardSetup is not movable); removed again if the search fails, so a later
+    // call retries instead of finding a half-built setup.
+    auto inserted = st.setups.emplace(std::piecewise_construct, std::forward_as_tuple(key), std::forward_as_tuple());
     try {
-        build_plan(inserted.first->second, s, algorithms);
+        build_setup(inserted.first->second, s, algorithms);
     } catch (...) {
-        st.plans.erase(inserted.first);
+        st.setups.erase(inserted.first);
         throw;
     }
     return inserted.first->second;
@@ -244,15 +244,15 @@ void conv2d_cudnn(const float* x, const float* w, const float* bias, float* y, c
     GPUOPT_REQUIRE(x != nullptr && w != nullptr && y != nullptr, "conv2d cudnn: x, w and y must be device pointers");
     State& st = state();
     std::lock_guard<std::mutex> lock(st.mutex);
-    const Plan& plan = plan_for(st, s, algorithms);
-    if (plan.workspace_bytes > st.workspace.size()) st.workspace = DeviceBuffer<char>(plan.workspace_bytes);
+    const ForwardSetup& setup = setup_for(st, s, algorithms);
+    if (setup.workspace_bytes > st.workspace.size()) st.workspace = DeviceBuffer<char>(setup.workspace_bytes);
 
     // beta = 0: y is written without being read, so its old (poisoned) contents do not matter.
     const float alpha = 1.f, beta = 0.f;
-    GPUOPT_CUDNN_CHECK(cudnnConvolutionForward(cudnn_handle(), &alpha, plan.x_desc.get(), x, plan.w_desc.get(), w,
-                                               plan.conv_desc.get(), plan.algo,
-                                               plan.workspace_bytes ? st.workspace.data() : nullptr,
-                                               plan.workspace_bytes, &beta, plan.y_desc.get(), y));
+    GPUOPT_CUDNN_CHECK(cudnnConvolutionForward(cudnn_handle(), &alpha, setup.x_desc.get(), x, setup.w_desc.get(), w,
+                                               setup.conv_desc.get(), setup.algo,
+                                               setup.workspace_bytes ? st.workspace.data() : nullptr,
+                                               setup.workspace_bytes, &beta, setup.y_desc.get(), y));
 
     if (bias == nullptr && act == Activation::None) return;
     const std::int64_t plane = s.P() * s.Q();
@@ -266,7 +266,7 @@ std::string conv2d_cudnn_algorithm(const Conv2dShape& s, CudnnAlgorithms algorit
     check_cudnn_limits(s);
     State& st = state();
     std::lock_guard<std::mutex> lock(st.mutex);
-    return algo_name(plan_for(st, s, algorithms).algo);
+    return algo_name(setup_for(st, s, algorithms).algo);
 }
 
 }  // namespace gpuopt::conv

@@ -283,7 +283,7 @@ DirectKernel select_kernel(int k_tile, int pixels, i64 R, i64 S) {
 
 }  // namespace
 
-DirectRegblockPlan conv2d_direct_regblock_plan(const Conv2dShape& s, int k_tile, int pixels, int multiprocessors) {
+DirectRegblockLaunch conv2d_direct_regblock_plan(const Conv2dShape& s, int k_tile, int pixels, int multiprocessors) {
     s.validate();
     const std::string what = "conv2d direct_regblock";
     GPUOPT_REQUIRE(k_tile == 0 || k_tile == 8 || k_tile == 16,
@@ -300,7 +300,7 @@ DirectRegblockPlan conv2d_direct_regblock_plan(const Conv2dShape& s, int k_tile,
                    what + ": a dimension is too large for 32-bit positions (N, K, C, R*S, P*Q and the padded image "
                           "plus a run of pixels must be < 2^31)");
 
-    DirectRegblockPlan plan;
+    DirectRegblockLaunch plan;
     plan.k_tile = k_tile;
     // Runs: rows narrower than a run are covered whole (runs cross rows); wider rows are cut into
     // segments of at most one run each.
@@ -372,7 +372,7 @@ void conv2d_direct_regblock(const float* x, const float* w, const float* bias, f
     s.validate();
     GPUOPT_REQUIRE(x != nullptr && w != nullptr && y != nullptr,
                    "conv2d direct_regblock: x, w and y must be device pointers");
-    const DirectRegblockPlan plan = conv2d_direct_regblock_plan(s, k_tile, pixels, multiprocessor_count());
+    const DirectRegblockLaunch plan = conv2d_direct_regblock_plan(s, k_tile, pixels, multiprocessor_count());
     const std::string what = "conv2d direct_regblock (k_tile=" + std::to_string(plan.k_tile) + ", pixels=" +
                              std::to_string(plan.pixels) + ", " + std::to_string(plan.channels_per_chunk) +
                              " channel(s) staged)";

@@ -323,7 +323,7 @@ ConvParams conv_params(const Conv2dShape& s, Activation act, const std::string& 
 }
 
 // What a tiled variant launches on a shape: the kernels' parameters and the block geometry.
-struct TiledPlan {
+struct TiledLaunch {
     TiledParams params{};
     int bw = 0, bh = 0, Z = 1;
     i64 tiles = 0, smem_floats = 0;
@@ -333,10 +333,10 @@ struct TiledPlan {
 // Validates shape and parameters and plans one tiled variant: host only (no CUDA call), so it is also the
 // variant's check before anything is copied to the device.
 template <WeightStaging kStaging, bool kAtomic>
-TiledPlan plan_tiled(const Conv2dShape& s, Activation act, int tile_width, int channels_per_block, const char* name) {
+TiledLaunch tiled_launch(const Conv2dShape& s, Activation act, int tile_width, int channels_per_block, const char* name) {
     s.validate();
-    TiledPlan plan;
-    std::string& what = plan.what;
+    TiledLaunch launch;
+    std::string& what = launch.what;
     what = std::string("conv2d ") + name + " (tile_width=" + std::to_string(tile_width) +
            (kAtomic ? ", channels_per_block=" + std::to_string(channels_per_block) : std::string()) + ")";
     GPUOPT_REQUIRE(tile_width >= 1, what + ": tile_width must be >= 1");
@@ -347,7 +347,7 @@ TiledPlan plan_tiled(const Conv2dShape& s, Activation act, int tile_width, int c
                        (kAtomic ? " x " + std::to_string(channels_per_block) : std::string()) + " = " +
                        std::to_string(threads) + " threads; the limit is 1024 threads per block");
 
-    TiledParams& params = plan.params;
+    TiledParams& params = launch.params;
     static_cast<ConvParams&>(params) = conv_params(s, act, what);
     const i64 P = params.P, Q = params.Q;
     // The tile never exceeds the output map.
@@ -379,26 +379,26 @@ TiledPlan plan_tiled(const Conv2dShape& s, Activation act, int tile_width, int c
     params.TH = static_cast<int>(TH);
     params.TW = static_cast<int>(TW);
     params.tiles_q = static_cast<int>(tiles_q);
-    plan.bw = bw, plan.bh = bh, plan.Z = Z;
-    plan.tiles = tiles;
-    plan.smem_floats = smem_floats;
-    return plan;
+    launch.bw = bw, launch.bh = bh, launch.Z = Z;
+    launch.tiles = tiles;
+    launch.smem_floats = smem_floats;
+    return launch;
 }
 
 // Checks, plans and launches one tiled variant.
 template <bool kFast, WeightStaging kStaging, bool kAtomic>
 void launch_tiled(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s, Activation act,
                   int tile_width, int channels_per_block, const char* name) {
-    const TiledPlan plan = plan_tiled<kStaging, kAtomic>(s, act, tile_width, channels_per_block, name);
+    const TiledLaunch launch = tiled_launch<kStaging, kAtomic>(s, act, tile_width, channels_per_block, name);
     require_pointers(x, w, y, name);
     const auto kernel = select_tiled_kernel<kFast, kStaging, kAtomic>(s.R, s.S);
-    const std::size_t smem = static_cast<std::size_t>(plan.smem_floats) * sizeof(float);
-    require_shared_memory(kernel, smem, plan.what.c_str());
+    const std::size_t smem = static_cast<std::size_t>(launch.smem_floats) * sizeof(float);
+    require_shared_memory(kernel, smem, launch.what.c_str());
 
-    const dim3 block(static_cast<unsigned>(plan.bw), static_cast<unsigned>(plan.bh), static_cast<unsigned>(plan.Z));
-    const dim3 grid(static_cast<unsigned>(plan.tiles), static_cast<unsigned>(std::min<i64>(s.K, kMaxGridYZ)),
+    const dim3 block(static_cast<unsigned>(launch.bw), static_cast<unsigned>(launch.bh), static_cast<unsigned>(launch.Z));
+    const dim3 grid(static_cast<unsigned>(launch.tiles), static_cast<unsigned>(std::min<i64>(s.K, kMaxGridYZ)),
                     static_cast<unsigned>(std::min<i64>(s.N, kMaxGridYZ)));
-    const TiledParams& params = plan.params;
+    const TiledParams& params = launch.params;
     const i64 PQ = static_cast<i64>(params.P) * params.Q, total = s.N * s.K * PQ;
 
     if constexpr (kAtomic) {
@@ -494,19 +494,19 @@ void launch_unroll_constmem(const float* x, const float* bias, float* y, const C
 }  // namespace
 
 void conv2d_tiled_check(const Conv2dShape& s, int tile_width) {
-    plan_tiled<WeightStaging::PerChannel, false>(s, Activation::None, tile_width, 1, "tiled");
+    tiled_launch<WeightStaging::PerChannel, false>(s, Activation::None, tile_width, 1, "tiled");
 }
 
 void conv2d_tiled_unrolled_check(const Conv2dShape& s, int tile_width) {
-    plan_tiled<WeightStaging::PerChannel, false>(s, Activation::None, tile_width, 1, "tiled_unrolled");
+    tiled_launch<WeightStaging::PerChannel, false>(s, Activation::None, tile_width, 1, "tiled_unrolled");
 }
 
 void conv2d_tiled_channels_check(const Conv2dShape& s, int tile_width, int channels_per_block) {
-    plan_tiled<WeightStaging::PerChannel, true>(s, Activation::None, tile_width, channels_per_block, "tiled_channels");
+    tiled_launch<WeightStaging::PerChannel, true>(s, Activation::None, tile_width, channels_per_block, "tiled_channels");
 }
 
 void conv2d_tiled_corner_turn_check(const Conv2dShape& s, int tile_width) {
-    plan_tiled<WeightStaging::CornerTurn, false>(s, Activation::None, tile_width, 1, "tiled_corner_turn");
+    tiled_launch<WeightStaging::CornerTurn, false>(s, Activation::None, tile_width, 1, "tiled_corner_turn");
 }
 
 void conv2d_tiled(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s, Activation act,

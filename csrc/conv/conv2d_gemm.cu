@@ -571,7 +571,7 @@ struct FastLaunch {
 };
 
 template <class T>
-FastLaunch fast_plan(bool vec_w, i64 K, i64 NPQ) {
+FastLaunch fast_launch(bool vec_w, i64 K, i64 NPQ) {
     FastLaunch l;
     l.kernel = vec_w ? implicit_gemm_fast_kernel<T, WeightTileVec4<T>, Im2colTileAsync<T>>
                      : implicit_gemm_fast_kernel<T, WeightTileAsync4<T>, Im2colTileAsync<T>>;
@@ -584,12 +584,12 @@ FastLaunch fast_plan(bool vec_w, i64 K, i64 NPQ) {
 
 const char* const kFastTiles[] = {"64x64x8", "128x128x8", "128x64x8", "64x128x8", "32x128x8"};
 
-FastLaunch fast_plan(const std::string& tile, bool vec_w, i64 K, i64 NPQ) {
-    if (tile == "64x64x8") return fast_plan<FastTiling64x64x8>(vec_w, K, NPQ);
-    if (tile == "128x128x8") return fast_plan<FastTiling128x128x8>(vec_w, K, NPQ);
-    if (tile == "128x64x8") return fast_plan<FastTiling128x64x8>(vec_w, K, NPQ);
-    if (tile == "64x128x8") return fast_plan<FastTiling64x128x8>(vec_w, K, NPQ);
-    if (tile == "32x128x8") return fast_plan<FastTiling32x128x8>(vec_w, K, NPQ);
+FastLaunch fast_launch(const std::string& tile, bool vec_w, i64 K, i64 NPQ) {
+    if (tile == "64x64x8") return fast_launch<FastTiling64x64x8>(vec_w, K, NPQ);
+    if (tile == "128x128x8") return fast_launch<FastTiling128x128x8>(vec_w, K, NPQ);
+    if (tile == "128x64x8") return fast_launch<FastTiling128x64x8>(vec_w, K, NPQ);
+    if (tile == "64x128x8") return fast_launch<FastTiling64x128x8>(vec_w, K, NPQ);
+    if (tile == "32x128x8") return fast_launch<FastTiling32x128x8>(vec_w, K, NPQ);
     ::gpuopt::detail::fail_argument(
         __FILE__, __LINE__,
         "conv2d implicit_gemm_fast: tile must be one of 64x64x8, 128x128x8, 128x64x8, 64x128x8, 32x128x8; got '" +
@@ -675,14 +675,14 @@ void check_fast_grid(const FastLaunch& l) {
 
 void conv2d_implicit_gemm_fast_check(const Conv2dShape& s, const std::string& tile) {
     check_gemm_shape(s, "implicit_gemm_fast", true);
-    check_fast_grid(fast_plan(tile, true, s.K, s.N * s.P() * s.Q()));
+    check_fast_grid(fast_launch(tile, true, s.K, s.N * s.P() * s.Q()));
 }
 
 void conv2d_implicit_gemm_fast(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
                                Activation act, const std::string& tile) {
     const GemmConv g = make_gemm_conv(x, w, bias, y, s, act, "implicit_gemm_fast", true);
     const bool vec_w = g.CRS % 4 == 0 && matmul::aligned16(w);
-    const FastLaunch l = fast_plan(tile, vec_w, g.K, g.NPQ);
+    const FastLaunch l = fast_launch(tile, vec_w, g.K, g.NPQ);
     check_fast_grid(l);
     check_block_threads(l.threads, true);
     require_shared_memory(l.kernel, l.shared_bytes, l.name.c_str());
@@ -702,7 +702,7 @@ std::vector<matmul::KernelInfo> conv2d_gemm_kernel_info() {
     out.push_back(info(implicit_gemm_kernel<32>, "implicit_gemm<32>", 1024, 0));
     for (const char* tile : kFastTiles)
         for (bool vec_w : {true, false}) {
-            const FastLaunch l = fast_plan(tile, vec_w, 1, 1);
+            const FastLaunch l = fast_launch(tile, vec_w, 1, 1);
             out.push_back(info(l.kernel, l.name, l.threads, l.shared_bytes));
         }
     return out;

@@ -1,4 +1,4 @@
-// "device_persistent": the whole k-means run in ONE cooperative launch (issue 11 line (a)). The grid is at most the
+// "device_persistent": the whole k-means run in ONE cooperative launch (notes/kmeans.md, round 6). The grid is at most the
 // co-resident block count (occupancy API; a cooperative launch that cannot be co-resident fails: RuntimeError), and
 // every loop of the call runs inside it until the device-side stop; the host reads the loop count and the delta
 // history once, at the end. Per loop, each block over its own contiguous whole chunks (kSumChunk objects):
@@ -419,7 +419,7 @@ __global__ void __launch_bounds__(kThreads) barrier_only(GridBarrier* bar, int c
 
 // The grid of one run: the co-resident blocks (occupancy API at this shared memory), at most one a chunk and at most
 // blocks_wanted; resident where the blocks' chunks fit (the most blocks an SM for which they do), else x from global.
-struct PersistPlan {
+struct PersistentLaunch {
     unsigned grid = 0;
     int chunks_per_block = 1;
     bool resident = false;
@@ -447,10 +447,10 @@ int resident_blocks_per_sm(std::int64_t d, bool resident, std::size_t shared) {
     return per_sm;
 }
 
-PersistPlan plan_persistent(std::int64_t n, std::int64_t d, std::int64_t k, int blocks_wanted, bool allow_resident) {
+PersistentLaunch persistent_launch(std::int64_t n, std::int64_t d, std::int64_t k, int blocks_wanted, bool allow_resident) {
     const std::int64_t chunks = (n + kChunk - 1) / kChunk, sms = multiprocessor_count();
     auto capped = [&](std::int64_t g) { return std::min<std::int64_t>(blocks_wanted > 0 ? blocks_wanted : g, g); };
-    PersistPlan p;
+    PersistentLaunch p;
     if (allow_resident) {
         for (int per_sm = 4; per_sm >= 1; --per_sm) {
             const std::int64_t grid = capped(std::min(chunks, sms * per_sm));
@@ -471,7 +471,7 @@ PersistPlan plan_persistent(std::int64_t n, std::int64_t d, std::int64_t k, int 
 
 // What every call of a device reuses, made once (a few host API calls each, otherwise part of every call's fixed
 // cost): the loop's counters, the host-visible result, the event the host waits on, the kernels' opt-ins.
-// Calls are serialised by `mutex` from the plan to the host's read of the result, so no two runs share them.
+// Calls are serialised by `mutex` from the launch to the host's read of the result, so no two runs share them.
 //  * The counters are zeroed when allocated and not by any call: no memset a call. The group arrival counters are 0
 //    after every loop (each group's last block resets its own). The done counter only grows (mod 2^32): a run adds
 //    groups x loops, so the host passes the value it left (done_base) to the next run; a run that did not report its
@@ -494,7 +494,7 @@ struct DeviceState {
     std::map<const void*, std::size_t> opt_in;  // the dynamic shared memory each loop kernel is set to allow
 };
 
-std::mutex mutex;  // every call, plan to result
+std::mutex mutex;  // every call, launch to result
 std::atomic<bool> use_mapped{true};
 
 DeviceState& device_state(int device) {
@@ -554,16 +554,16 @@ int* mapped_result(DeviceState& st, int device, std::int64_t max_iter) {
     return st.mapped_result;
 }
 
-// The plan of a shape, made once per device (its occupancy queries and shared-memory opt-in are host API calls: a few
+// The launch of a shape, made once per device (its occupancy queries and shared-memory opt-in are host API calls: a few
 // µs of every call's fixed cost otherwise). Making one sets kernels' opt-ins (require_shared_memory): forgotten.
-PersistPlan cached_plan(DeviceState& st, int device, std::int64_t n, std::int64_t d, std::int64_t k,
+PersistentLaunch cached_launch(DeviceState& st, int device, std::int64_t n, std::int64_t d, std::int64_t k,
                         int blocks_wanted, bool allow_resident) {
-    static std::map<std::tuple<int, std::int64_t, std::int64_t, std::int64_t, int, bool>, PersistPlan> plans;
+    static std::map<std::tuple<int, std::int64_t, std::int64_t, std::int64_t, int, bool>, PersistentLaunch> launches;
     const auto key = std::make_tuple(device, (n + kChunk - 1) / kChunk, d, k, blocks_wanted, allow_resident);
-    auto it = plans.find(key);
-    if (it == plans.end()) {
+    auto it = launches.find(key);
+    if (it == launches.end()) {
         st.opt_in.clear();
-        it = plans.emplace(key, plan_persistent(n, d, k, blocks_wanted, allow_resident)).first;
+        it = launches.emplace(key, persistent_launch(n, d, k, blocks_wanted, allow_resident)).first;
     }
     return it->second;
 }
@@ -593,7 +593,7 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
     GPUOPT_CUDA_CHECK(cudaGetDevice(&device));
     std::lock_guard<std::mutex> lock(mutex);
     DeviceState& st = device_state(device);
-    const PersistPlan plan = cached_plan(st, device, n, d, k, cfg.blocks, !cfg.global_x);
+    const PersistentLaunch launch = cached_launch(st, device, n, d, k, cfg.blocks, !cfg.global_x);
     const std::int64_t chunks = (n + kChunk - 1) / kChunk, groups = (chunks + kGroup - 1) / kGroup;
     const int row = row_len(static_cast<int>(k), static_cast<int>(d));
     prepare_counters(st, groups);
@@ -606,22 +606,22 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
     PersistArgs args{x_dev, n, static_cast<int>(d), static_cast<int>(k), threshold, static_cast<int>(max_iter),
                      init_dev ? init_dev : centroids_dev, centroids_dev, membership_dev, rows.data(),
                      rows.data() + chunks * row, st.arrivals, st.done_counter, st.done_base,
-                     reinterpret_cast<float*>(rows.data() + (chunks + 2 * groups) * row), result, plan.chunks_per_block};
+                     reinterpret_cast<float*>(rows.data() + (chunks + 2 * groups) * row), result, launch.chunks_per_block};
     void* params[] = {&args};
-    with_kernel(d, plan.resident, [&](auto kernel) {
-        // The kernel's shared-memory opt-in is per kernel, not per plan: another shape's plan may have set it lower
+    with_kernel(d, launch.resident, [&](auto kernel) {
+        // The kernel's shared-memory opt-in is per kernel, not per launch: another shape's launch may have set it lower
         // (H200 call 2: cudaErrorCooperativeLaunchTooLarge), so it is raised where this launch needs more than the
-        // kernel was last set to here (forgotten whenever a plan is made: planning sets it too).
+        // kernel was last set to here (forgotten whenever a launch is made: planning sets it too).
         const void* fn = reinterpret_cast<const void*>(kernel);
         std::size_t& allowed = st.opt_in[fn];
-        if (allowed < plan.shared) {
+        if (allowed < launch.shared) {
             GPUOPT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   static_cast<int>(plan.shared)));
-            allowed = plan.shared;
+                                                   static_cast<int>(launch.shared)));
+            allowed = launch.shared;
         }
         // Fails (RuntimeError) rather than deadlock where the grid cannot be co-resident.
         st.in_doubt = true;  // until the run's loop count is read
-        GPUOPT_CUDA_CHECK(cudaLaunchCooperativeKernel(fn, dim3(plan.grid), dim3(kThreads), params, plan.shared, nullptr));
+        GPUOPT_CUDA_CHECK(cudaLaunchCooperativeKernel(fn, dim3(launch.grid), dim3(kThreads), params, launch.shared, nullptr));
     });
     KMeansStats stats;
     auto ended = [&](int loops) {  // the counters as the run left them

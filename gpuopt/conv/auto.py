@@ -26,7 +26,7 @@ reports' eight layers, so treat it as a starting point; ``autotune=True`` measur
 7. Otherwise ``implicit_gemm_fast``, its tile by the number of output maps: 32x128x8 up to
    32 maps, 64x128x8 above.
 
-Two precision classes (issue 13). By default (``algorithms="precise"``) auto chooses among the
+Two precision classes (docs/glossary.md, "fast"). By default (``algorithms="precise"``) auto chooses among the
 exact-order variants above, whose sums are the reference's products in some order. With
 ``algorithms="fast"`` it may also choose the fast-algorithm ``winograd`` (transforms that round:
 about 1e-6 relative error on 5x5 layers instead of 1e-7) and the 3xTF32 tensor-core

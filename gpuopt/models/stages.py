@@ -6,7 +6,7 @@ the tests (and a benchmark study) use (``variant=`` of :meth:`~gpuopt.models.Mni
 ========== ======================================================================================
 mnist      ``serial`` (Table 2), ``basic`` (Table 3), ``optimized`` (Table 4), ``hybrid`` (Table 5,
            the report's final design), ``fast`` (gpuopt's fastest strict-FP32 forward),
-           ``winograd`` (issue 10's fast-algorithm stage: conv2 by fused Winograd F(4x4, 5x5))
+           ``winograd`` (gpuopt's fast-algorithm stage: conv2 by fused Winograd F(4x4, 5x5))
 fashion    ``serial`` (Milestone 2), ``basic`` (Milestone 3), ``optimized`` (the report's final
            convolution), ``fast``, ``winograd``
 ========== ======================================================================================
@@ -232,7 +232,7 @@ def _mnist() -> dict[str, Stage]:
                       {"predict": _s("Arg Max", "argmax", "warp")}),
     }
     table["winograd"] = _with_step(
-        table["fast"], "winograd", "issue 10's fast-algorithm stage: 'fast' with conv2 + ReLU + 2x2 average pool by "
+        table["fast"], "winograd", "gpuopt's fast-algorithm stage: 'fast' with conv2 + ReLU + 2x2 average pool by "
         "fused Winograd F(4x4, 5x5) (6.25x fewer multiplies; transforms that round, ~1e-6 relative); conv1 (one input "
         "channel, where Winograd does not pay) as in 'fast'", 1,
         _s("Winograd Convolution + ReLU + Average Pool (2)", "conv2d_pool", "winograd", w="conv2", params=_MNIST_POOL))

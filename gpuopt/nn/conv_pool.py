@@ -219,7 +219,7 @@ def _run_gpu(ctx: ExecContext, p: ConvPoolProblem, **launch: Any) -> Any:
     return ctx.finish(dy)
 
 
-def _plan_shape(x_shape, w_shape, pool_size) -> tuple[int, ...]:
+def _binding_shape(x_shape, w_shape, pool_size) -> tuple[int, ...]:
     """(N, C, H, W, K, R, S, pool_size): the shape tuple the plan bindings take."""
     n, c, h, w = (int(v) for v in x_shape)
     k, _, r, s = (int(v) for v in w_shape)
@@ -231,7 +231,7 @@ def conv2d_pool_plan(x_shape, w_shape, pool_size: int = 2, *, channels_per_block
     """The launch ``fused`` makes for x (N, C, H, W) and w (K, C, R, S) shapes: block tile, images and
     channels per block, input channels per shared-memory chunk, threads, shared bytes, blocks (host only;
     ValueError for a shape it cannot run)."""
-    return dict(cuda_host_module("conv2d_pool").conv2d_pool_plan(_plan_shape(x_shape, w_shape, pool_size),
+    return dict(cuda_host_module("conv2d_pool").conv2d_pool_plan(_binding_shape(x_shape, w_shape, pool_size),
                                                                   channels_per_block=channels_per_block, images=images,
                                                                   channels_per_thread=channels_per_thread))
 
@@ -240,5 +240,5 @@ def conv2d_pool_smallc_plan(x_shape, w_shape, pool_size: int = 2, *, images: int
     """The launch ``direct_smallc`` makes for x (N, C, H, W) and w (K, C, R, S) shapes: images and maps per block,
     4x4 patches an image, threads, the staged plane, shared bytes, blocks (host only; ValueError for a shape it
     cannot run)."""
-    return dict(cuda_host_module("conv2d_pool").conv2d_pool_smallc_plan(_plan_shape(x_shape, w_shape, pool_size),
+    return dict(cuda_host_module("conv2d_pool").conv2d_pool_smallc_plan(_binding_shape(x_shape, w_shape, pool_size),
                                                                         images=images, maps=maps))

@@ -242,12 +242,6 @@ def _nctu_density(meta, rows: Rows) -> Finding:
                                                     for d, n in edge.items()) + " (0: never)")
 
 
-def _not_built(issue: int, what: str) -> Callable[[Mapping[str, Any], Rows], Finding]:
-    def finding(meta, rows: Rows) -> Finding:
-        return Finding("(see the report)", f"not built yet: {what} is issue {issue}'s", None, "not reproduced yet")
-    return finding
-
-
 # ----------------------------------------------------------------------------------------------- beyond
 
 def _matmul_ladder(meta, rows: Rows) -> Finding:
@@ -278,7 +272,7 @@ def _conv_auto(meta, rows: Rows) -> Finding:
                       if fast else ""),
                    f"lowest {vs[low]:.2f}x cuDNN precise, same run ({low})" if low else None,
                    "auto beats cuDNN's precise algorithms on every layer" if vs and min(vs.values()) >= 1.0
-                   else "below cuDNN on some layers (issue 13)")
+                   else "below cuDNN on some layers (notes/ece408-reports.md)")
 
 
 def _overhead(meta, rows: Rows) -> Finding:
@@ -293,7 +287,7 @@ def _overhead(meta, rows: Rows) -> Finding:
                                                                  f"{_g(torch.get(op))}" for op in sorted(best)),
                    "per-call time over PyTorch's (same run): "
                    + ", ".join(f"{op} {best[op] / torch[op]:.2f}x" for op in sorted(best) if torch.get(op)),
-                   "calls cost more than PyTorch's (issue 13)" if any(best[o] > torch.get(o, 1e9) for o in best)
+                   "calls cost more than PyTorch's (notes/overhead.md)" if any(best[o] > torch.get(o, 1e9) for o in best)
                    else "calls no dearer than PyTorch's")
 
 

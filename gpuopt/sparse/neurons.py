@@ -1,4 +1,4 @@
-"""Sparse neurons (issue 12, round 6): input maps held as the per-(channel, row) lists of their non-zeros that
+"""Sparse neurons (notes/sparse.md, round 6): input maps held as the per-(channel, row) lists of their non-zeros that
 ``fast_sparse_input``'s planes kernel reads, built once, so a call with them queues that kernel alone.
 
 The lists (csrc/sparse/sparse_conv_cuda.hpp, ``sparse_neurons_compact``): per channel c its non-zeros in raster

@@ -9,7 +9,7 @@ import pytest
 import gpuopt
 from conftest import conv_call, cuda_build, needs_cuda_build
 from gpuopt._ext import kernel_limits
-from gpuopt.conv import cs6235 as cs
+from gpuopt.conv import unroll_jam as cs
 
 BLOCK_SIZES = [32, 64, 128, 256, 512, 1024]
 

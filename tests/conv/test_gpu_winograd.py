@@ -2,7 +2,7 @@
 conftest.
 
 Error bounds (relative Frobenius error of the float32 output against the float64-accumulated reference, inputs
-uniform in [0, 1], filters N(0, 1/(C*r*r)), the reports' layers; gpuopt.conv.fast.ERROR_BOUNDS):
+uniform in [0, 1], filters N(0, 1/(C*r*r)), the reports' layers; gpuopt.conv.winograd.ERROR_BOUNDS):
 F(2,3) <= 1e-6, F(4,3) <= 4e-6, F(2,5) <= 4e-6, F(4,5) <= 6e-6 -- a few times the NumPy float32 measurement
 of the same algorithm (notes/winograd.md: 1.3e-7, 7e-7, 7e-7, 1.2e-6), far above FP32 direct's ~1e-7 yet far
 below a wrong index. Awkward shapes (ragged tiles, padding, C not a multiple of the 8-channel chunk, K not a
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import gpuopt
-from gpuopt.conv.fast import ERROR_BOUNDS
+from gpuopt.conv.winograd import ERROR_BOUNDS
 from conftest import conv_call
 from .cases import (ECE408, LAUNCH_GOOD, check_against_cpu, check_launcher_rejects_bad_arguments, check_shape,
                     misaligned_copy, misaligned_empty, run_and_check, uniform)

@@ -1,4 +1,4 @@
-"""Winograd F(m x m, r x r) (gpuopt.conv.winograd): exact transforms, the algorithm exact in float64, and its
+"""Winograd F(m x m, r x r) (gpuopt.conv.winograd_math): exact transforms, the algorithm exact in float64, and its
 float32 error against float64 bounded per tile size (the numbers notes/winograd.md records)."""
 
 from fractions import Fraction
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import oracles
-from gpuopt.conv.winograd import conv2d_winograd, winograd_points, winograd_transforms
+from gpuopt.conv.winograd_math import conv2d_winograd, winograd_points, winograd_transforms
 
 SIZES = [(2, 3), (4, 3), (6, 3), (2, 5), (4, 5), (3, 2), (1, 1), (5, 1)]
 

@@ -71,7 +71,7 @@ def test_duplicate_centres_at_every_fragment_distance(rng, step):
 
 
 def test_uniform_10m_like_data_matches_ffma_and_gemm(rng):
-    # issue 11's shape at 1/25 the points: the screen's gap test passes ~99% of the points here.
+    # the kmeans study's 10M x 16 shape at 1/25 the points: the screen's gap test passes ~99% of the points here.
     x = rng.uniform(0, 1, (400_000, 16)).astype(np.float32)
     base = gpuopt.kmeans(x, 256, threshold=0.0, max_iter=3, variant="device_gemm")
     for products in ("tf32x3", "auto"):

@@ -31,7 +31,7 @@ def test_matches_cpu(rng, m, shape, activation, pool):
 
 
 def test_large_batch_mnist_conv2_close_to_fused(rng):
-    """Issue 10's layer: many blocks of 16 tiles spanning images; within the fast stage's line of fused."""
+    """The MNIST winograd stage's conv2 layer: many blocks of 16 tiles spanning images; within the fast stage's line of fused."""
     x, w, b = _case(rng, (403, 32, 12, 12, 64, 5))
     x = np.maximum(x, 0)
     out = nn.conv2d_pool(x, w, b, activation="relu", pool="avg", variant=VARIANT)
@@ -86,8 +86,8 @@ def test_products_both_ways_match_cpu(rng, products, shape):
 def test_tf32x3_within_the_winograd_bound_of_float64(rng, c):
     """3xTF32 keeps FP32-level products: MNIST conv2 (inputs in [0, 1] as after conv1's ReLU; C = 32: the resident-V
     block, and C = 128: the chunked one, 16 chunks accumulated in the tensor cores) within F(4,5)'s bound against
-    float64 (gpuopt.conv.fast.ERROR_BOUNDS), and within 4e-6 relative of the FFMA products."""
-    from gpuopt.conv.fast import ERROR_BOUNDS
+    float64 (gpuopt.conv.winograd.ERROR_BOUNDS), and within 4e-6 relative of the FFMA products."""
+    from gpuopt.conv.winograd import ERROR_BOUNDS
 
     x = rng.uniform(0, 1, (64, c, 12, 12)).astype(np.float32)
     w = (rng.standard_normal((64, c, 5, 5)) / np.sqrt(c * 25)).astype(np.float32)
