@@ -259,7 +259,8 @@ def run_points(plan: Plan, res: StudyResult, reps: Mapping[str, Any],
                     rows[i] = {**base, **prob.fields(), "label": e.label, "variant": e.variant, **e.extra, **m}
                     if is_reference(e.variant, m["params"]) and finite_number(m.get("median_ms")):
                         cudnn_ms[pk] = m["median_ms"]
-                    elif e.variant == "cudnn" and m["params"].get("algorithms") == "any" and finite_number(m.get("median_ms")):
+                    elif (e.variant == "cudnn" and m["params"].get("algorithms") == "any"
+                          and finite_number(m.get("median_ms"))):
                         cudnn_any_ms[pk] = m["median_ms"]
             finally:
                 points.release()

@@ -95,7 +95,7 @@ def readable_log(fig) -> None:
 
 
 def finish_axes(fig, ax, meta: Mapping[str, Any], title: str, path: Path, grid: bool = True,
-            legend: Mapping[str, Any] | None = None) -> Path:
+                legend: Mapping[str, Any] | None = None) -> Path:
     """One-axes figure: title with the run line, grid (none on a heat map), legend (``legend``: keywords
     over the defaults), saved."""
     where = "\n".join(textwrap.wrap(run_line(meta), 110))
@@ -140,8 +140,8 @@ def short_number(v: float) -> str:
 
 
 def grouped_bars(ax, groups: list[str], series: list[str], value: Callable[[str, str], float | None],
-                  label: Callable[[str, str], str] | None = None,
-                  names: Mapping[str, str] | None = None, compact: bool = False) -> list[float]:
+                 label: Callable[[str, str], str] | None = None,
+                 names: Mapping[str, str] | None = None, compact: bool = False) -> list[float]:
     """A bar per series in each group (``value(group, series)``, missing ones left out), labelled by ``label``
     (vertical, on one line, from 4 series a group on: side by side they would overlap; the legend then goes
     beside the axes), the legend naming each series ``names.get(s, s)``; returns the values drawn.
@@ -249,7 +249,7 @@ def series_label(row: Mapping[str, Any]) -> str:
 
 #: Axis labels of the swept parameters (CS6235 lines, ECE408 TILE_WIDTH).
 X_LABELS = {"block_size": "threads per block (block_size)", "unroll": "unroll factor",
-             "tile_width": "TILE_WIDTH (block of TILE_WIDTH x TILE_WIDTH threads)"}
+            "tile_width": "TILE_WIDTH (block of TILE_WIDTH x TILE_WIDTH threads)"}
 
 
 def drawable(v: Any) -> bool:
@@ -258,7 +258,7 @@ def drawable(v: Any) -> bool:
 
 
 def bar_series(ax, groups: Sequence[str], series: Sequence[tuple[str, Callable[[str], float | None], dict]]
-                ) -> list[float]:
+               ) -> list[float]:
     """Grouped bars with per-series style: ``series`` = (legend label, value per group, bar keywords)."""
     width = 0.84 / max(len(series), 1)
     values = []

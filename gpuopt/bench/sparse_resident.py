@@ -30,7 +30,8 @@ SPARSE_NEURONS_ROW = "fast_sparse_input[sparse neurons]"
 CUDNN_ROWS = {"cudnn_fp32_precise": "precise", "cudnn_fp32_any": "any"}
 #: measure() keywords of the device-resident kernel times (L2 flushed before every run, as the conv studies).
 RESIDENT_REPEATS: dict[Any, dict[str, Any]] = per_level(
-    gpu_full=repeats(5, 50, 1.0, flush_l2=True), gpu_quick=repeats(2, 10, 0.3, flush_l2=True), tiny=repeats(1, 2, 0.1, flush_l2=True))
+    gpu_full=repeats(5, 50, 1.0, flush_l2=True), gpu_quick=repeats(2, 10, 0.3, flush_l2=True),
+    tiny=repeats(1, 2, 0.1, flush_l2=True))
 
 
 def resident_layer(name: str, x, w) -> tuple[Callable[[], Any], Callable[[], np.ndarray]]:

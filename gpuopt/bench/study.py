@@ -205,7 +205,7 @@ def release_gpu_cache(plan: Plan) -> None:
 
 
 def timed_calls(fn: Callable[[], tuple[Any, Any]], *, warmup: int, repeat: int,
-                 max_time_s: float) -> tuple[list[Any], list[float], Any]:
+                max_time_s: float) -> tuple[list[Any], list[float], Any]:
     """Run ``fn`` (returning ``(result, Timing)``) ``warmup`` + up to ``repeat`` times.
 
     Returns the recorded Timings, the wall time of each recorded call (ms) and the

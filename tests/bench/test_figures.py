@@ -1,4 +1,4 @@
-"""The figures' readability rules (issue 14), checked on the drawn matplotlib figures rather than by eye: no two
+"""The figures' readability rules, checked on the drawn matplotlib figures rather than by eye: no two
 point or bar labels overlap, no legend sits on a label, no linear axis spans over 1.5 decades, narrow log axes get
 labels to read from, and the reports' printed numbers are drawn beside the H200's."""
 

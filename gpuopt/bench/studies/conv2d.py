@@ -56,7 +56,7 @@ def run_conv2d(plan: Plan) -> StudyResult:
     # (label, variant, params): cuDNN twice, restricted to the precise algorithms (the
     # baseline) and free to pick FFT/Winograd (what a framework's benchmark mode gets).
     # auto twice too: "auto" (exact-order variants) beside cuDNN precise, "auto-fast" (may pick winograd) beside
-    # cuDNN any (issue 13's two precision classes).
+    # cuDNN any (two precision classes: exact-order FP32, and fast algorithms that round differently).
     entries = [(name, name, {}) for name in names]
     if "auto" in names:
         entries.append(("auto-fast", "auto", {"algorithms": "fast"}))
@@ -88,7 +88,7 @@ def run_conv2d(plan: Plan) -> StudyResult:
                                            variant=name, device="gpu" if gpu else "cpu")
                 if variant == "cudnn":
                     row["algorithm"] = cudnn_algorithm(x.shape, wt.shape, (u, v), (0, 0),
-                                                        params.get("algorithms", "precise"))
+                                                       params.get("algorithms", "precise"))
                 try:
                     ins = dev_in if gpu else (x, wt)
                     fn = lambda ins=ins, variant=variant, params=params, u=u, v=v: gpuopt.conv2d(  # noqa: E731
@@ -124,7 +124,8 @@ def run_conv2d(plan: Plan) -> StudyResult:
 
 def table_conv2d(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
     """Per configuration and variant: ms, GFLOP/s, x cuDNN, rel.err, cuDNN's algorithm."""
-    # Results with cuDNN-any ratios (issue 13) say which cuDNN each "vs" divides by; older results keep one column.
+    # Results with cuDNN-any ratios (speedup_vs_cudnn_any) say which cuDNN each "vs" divides by; older results keep
+    # one column.
     both = any(r.get("speedup_vs_cudnn_any") is not None for r in rows)
     body = [[r["conf"], f"{r['N']}x{r['C']}x{r['H']}x{r['W']} * {r['K']}x{r['R']}x{r['S']} /{r['u']}", r["variant"],
              "n/a" if r.get("skipped") else fmt_cell(r.get("median_ms"), ".4g"), fmt_cell(r.get("gflops"), ".1f"),

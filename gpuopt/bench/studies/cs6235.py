@@ -229,7 +229,7 @@ def table_cs6235(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = No
 def cs6235_markdown(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
     """One table per figure, as Markdown."""
     return sections_markdown("conv2d: the CS6235 report's figures, reproduced", meta,
-                              _cs6235_sections(rows, meta))
+                             _cs6235_sections(rows, meta))
 
 
 def _conf_tick(conf: str, rows: Sequence[Mapping[str, Any]]) -> str:

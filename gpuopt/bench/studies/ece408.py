@@ -239,7 +239,7 @@ def ece408_work(plan: Plan, notes: list[str]) -> tuple[list[tuple[dict[str, Any]
         key = problem(layer, spec, big)
         work += [({"part": "tile_width", "layer": layer, "B": big}, key, e) for e in tile_entries]
     mnist_entries = (usable_entries(_ece408_step_entries(with_cpu=big <= ECE408_CPU_MAX_B), plan, notes,
-                                     "ece408 mnist") if plan.gpu else cpu_only)
+                                    "ece408 mnist") if plan.gpu else cpu_only)
     for layer, spec in MNIST_LAYERS.items():
         key = problem(layer, spec, big)
         work += [({"part": "mnist", "layer": layer, "B": big}, key, e) for e in mnist_entries]
@@ -295,7 +295,8 @@ def _ece408_sections(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] 
     labels = [lb for lb, *_ in ECE408_STEPS]
     labels += [lb for lb in dict.fromkeys(row_label(r) for r in op) if lb not in labels]
     steps = {lb: step for lb, _, _, step in ECE408_STEPS}
-    # Results with cuDNN-any ratios (issue 13) name which cuDNN each "x" divides by; older ones keep one column.
+    # Results with cuDNN-any ratios (speedup_vs_cudnn_any) name which cuDNN each "x" divides by; older ones keep one
+    # column.
     both = any(r.get("speedup_vs_cudnn_any") is not None for r in op)
     for layer, (c, h, w, k, r_, s) in ECE408_LAYERS.items():
         body = []
@@ -391,7 +392,7 @@ def table_ece408(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = No
 def ece408_markdown(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
     """The Op Time tables (with the report's numbers), TILE_WIDTH, MNIST layers, as Markdown."""
     return sections_markdown("conv2d: the ECE408 reports' Op Time table, TILE_WIDTH sweep and MNIST layers", meta,
-                              _ece408_sections(rows, meta))
+                             _ece408_sections(rows, meta))
 
 
 def _step_bars(ax, labels, series, steps_table) -> None:
@@ -476,8 +477,8 @@ def _ece408_tile_fig(plt, meta, rows, dev: str):
         best = {v: min((r for r in lr if r["variant"] == v and r.get("x") is not None),
                        key=lambda r: r["median_ms"])["x"] for v in variants}  # the fastest tile width of each
         vals = grouped_bars(ax, [str(w) for w in widths], variants,
-                             lambda g, v: by[(g, v)]["median_ms"] if (g, v) in by else None,
-                             lambda g, v: f"{by[(g, v)]['median_ms']:.3g}" + ("\nbest" if best[v] == int(g) else ""))
+                            lambda g, v: by[(g, v)]["median_ms"] if (g, v) in by else None,
+                            lambda g, v: f"{by[(g, v)]['median_ms']:.3g}" + ("\nbest" if best[v] == int(g) else ""))
         for ref in (r for r in lr if r.get("x") is None):
             ax.axhline(ref["median_ms"], ls="--", lw=1.2, color="black",
                        label=f"{row_label(ref)} ({ref['median_ms']:.3g} ms)")
@@ -517,14 +518,14 @@ def plot_ece408(meta, rows, path: Path) -> list[Path]:
             "and are drawn in ms. Each group is one of its optimisations (gpuopt variant, the report's step), then "
             "gpuopt's own variants and cuDNN; a missing bar: not measured in this run (or not printed by the report).")
     op_path = finish_report_figure(fig, meta, f"conv2d: the ECE408 reports' Op Time table, {dev} vs the reports' GPUs "
-                                 "(lower is better)", note, path.with_name("ece408_op_time.png"), top=0.975)
+                                   "(lower is better)", note, path.with_name("ece408_op_time.png"), top=0.975)
     fig = _ece408_tile_fig(plt, meta, rows, dev)
     note = (f"The report ({ECE408_GPU}) swept TILE_WIDTH 4..32 in steps of 4 at 10,000 images (Optimisation 9) but "
             "printed no numbers: its table and chart (Figure 27) are not in the text; its reading is quoted above "
             "each panel.")
     tile_path = finish_report_figure(fig, meta, f"conv2d: the ECE408 TILE_WIDTH sweep (tiled, tiled_unrolled) vs cuDNN, "
-                                   f"{dev}, median kernel time (lower is better)",
-                                   note, path.with_name("ece408_tile_width.png"))
+                                     f"{dev}, median kernel time (lower is better)",
+                                     note, path.with_name("ece408_tile_width.png"))
     return [op_path, tile_path]
 
 

@@ -150,8 +150,9 @@ def run_kmeans(plan: Plan) -> StudyResult:
 def table_kmeans(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
     """Per data set and variant: iterations, computation time, loop / transfer breakdown, = cpu."""
     body = [[r["dataset"], f"{r['N']}x{r['D']}", r["variant"], fmt_cell(r.get("iterations")),
-             fmt_cell(r.get("computation_ms"), ".4g"), fmt_cell(r.get("kernel_ms"), ".4g"), fmt_cell(r.get("h2d_ms"), ".3g"),
-             fmt_cell(r.get("d2h_ms"), ".3g"), fmt_cell(r.get("match_cpu")), fmt_cell(r.get("differ_liao"))] for r in rows]
+             fmt_cell(r.get("computation_ms"), ".4g"), fmt_cell(r.get("kernel_ms"), ".4g"),
+             fmt_cell(r.get("h2d_ms"), ".3g"), fmt_cell(r.get("d2h_ms"), ".3g"), fmt_cell(r.get("match_cpu")),
+             fmt_cell(r.get("differ_liao"))] for r in rows]
     return (f"k={rows[0]['k'] if rows else KMEANS_K}, threshold {KMEANS_THRESHOLD}; computation = wall time of the "
             "call (median); '= cpu': memberships, iterations and centres equal to cpu's (cpu(summation='chunked') "
             f"for {', '.join(KMEANS_CHUNKED)}); 'differ from Liao': memberships not those of the Liao-exact cpu\n"
@@ -175,8 +176,8 @@ def plot_kmeans(meta, rows, path: Path) -> Path:
     variants = list(dict.fromkeys(r["variant"] for r in good))
     by = {(r["dataset"], r["variant"]): r for r in good}
     values = grouped_bars(ax, sets, variants,
-                           lambda d, v: by[(d, v)]["computation_ms"] if (d, v) in by else None,
-                           lambda d, v: f"{by[(d, v)]['computation_ms']:.3g}\n{by[(d, v)]['iterations']} it")
+                          lambda d, v: by[(d, v)]["computation_ms"] if (d, v) in by else None,
+                          lambda d, v: f"{by[(d, v)]['computation_ms']:.3g}\n{by[(d, v)]['iterations']} it")
     first = {r["dataset"]: r for r in rows}
     ax.set_xticklabels([f"{d}\n{first[d]['N']}x{first[d]['D']}" for d in sets], fontsize=8)
     log = log_if_wide(ax, values, 20)

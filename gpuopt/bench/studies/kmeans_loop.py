@@ -1,5 +1,5 @@
 """kmeans_loop: the k-means loop per iteration on device-resident points, beside a five-line PyTorch Lloyd loop
-and the floor -> kmeans_loop.csv/.json/.png (issue 11's performance lines).
+and the floor -> kmeans_loop.csv/.json/.png (time per iteration against the memory and compute floors).
 
 The points are uniform in [0, 1)^D (no cluster structure: memberships keep changing, so threshold 0 runs all
 ``LOOP_ITERS`` loops, max_iter = LOOP_ITERS, Liao's first-k initialisation); the time of
@@ -39,7 +39,7 @@ from ..tables import errors_note, fmt_cell, format_table, skipped_note
 
 __all__ = ["STUDY"]
 
-#: (label, N, D, k): the CMU report's largest set (kmeans04) and issue 11's two large ones.
+#: (label, N, D, k): the CMU report's largest set (kmeans04) and two large synthetic sets (1M x 16, 10M x 16).
 LOOP_SHAPES = (("kmeans04", 488_565, 8, 3), ("1M x 16", 1_000_000, 16, 64), ("10M x 16", 10_000_000, 16, 256))
 LOOP_ITERS = 10
 LOOP_VARIANTS = ("liao", "liao_occupancy", "liao_aos", "liao_vec", "device", "device_fused", "device_gemm",
@@ -208,7 +208,8 @@ def table_kmeans_loop(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None
     body = [[r["dataset"], f"{r['N']}x{r['D']}", r["k"], r["variant"], fmt_cell(r.get("us_per_iter"), ".4g"),
              fmt_cell(r.get("marginal_us_per_iter"), ".4g"),
              fmt_cell(r.get("memory_floor_us"), ".3g"), fmt_cell(r.get("compute_floor_us"), ".3g"),
-             fmt_cell(r.get("dot_floor_us"), ".3g"), fmt_cell(r.get("host_floor_us"), ".3g"), fmt_cell(r.get("x_floor"), ".3g"),
+             fmt_cell(r.get("dot_floor_us"), ".3g"), fmt_cell(r.get("host_floor_us"), ".3g"),
+             fmt_cell(r.get("x_floor"), ".3g"),
              fmt_cell(r.get("x_pytorch"), ".3g"), fmt_cell(r.get("x_in_memory"), ".3g"), fmt_cell(r.get("differ_liao"))]
             for r in rows]
     return (f"{(meta or {}).get('iterations', LOOP_ITERS)} loops a call, device-resident points; 'x PyTorch' = the "
@@ -233,9 +234,9 @@ def plot_kmeans_loop(meta, rows, path: Path) -> Path:
     variants = list(dict.fromkeys(r["variant"] for r in good))
     by = {(r["dataset"], r["variant"]): r for r in good}
     values = grouped_bars(ax, sets, variants,
-                           lambda s, v: by[(s, v)]["us_per_iter"] if (s, v) in by else None,
-                           lambda s, v: short_number(by[(s, v)]["us_per_iter"]),
-                           names={"predict": "predict (one pass)", "pytorch": "PyTorch Lloyd loop"})
+                          lambda s, v: by[(s, v)]["us_per_iter"] if (s, v) in by else None,
+                          lambda s, v: short_number(by[(s, v)]["us_per_iter"]),
+                          names={"predict": "predict (one pass)", "pytorch": "PyTorch Lloyd loop"})
     first = {r["dataset"]: r for r in rows}
 
     def floor_text(r):

@@ -1,9 +1,9 @@
-"""kmeans_map (opt-in, GPU only): the k x D map of issue 11. At N = 1,000,000 points (uniform in (0, 1], seeded,
-never zero), k in 3..1024 and D in 2..128: the time per loop iteration of the fastest loop-on-the-GPU variant
-for the shape (``auto``'s pick and every other of ``device``, ``device_fused``, ``device_gemm``, ``device_tiled``,
-``device_persistent`` that takes it, device-resident, threshold 0, a fixed number of loops), over its floor, max(one pass's bytes / the
-HBM bandwidth measured in the same run, 2 N k D FLOP / the FP32 peak) -> kmeans_map.csv/.json/.png (a heat map of
-time/floor).
+"""kmeans_map (opt-in, GPU only): how close the k-means loop gets to its floor over k x D. At N = 1,000,000 points
+(uniform in (0, 1], seeded, never zero), k in 3..1024 and D in 2..128: the time per loop iteration of the fastest
+loop-on-the-GPU variant for the shape (``auto``'s pick and every other of ``device``, ``device_fused``,
+``device_gemm``, ``device_tiled``, ``device_persistent`` that takes it, device-resident, threshold 0, a fixed number
+of loops), over its floor, max(one pass's bytes / the HBM bandwidth measured in the same run, 2 N k D FLOP / the
+FP32 peak) -> kmeans_map.csv/.json/.png (a heat map of time/floor).
 
 The time per iteration is the marginal loop, (a call of ``MAP_ITERS`` loops - a call of one) / (MAP_ITERS - 1):
 the call's fixed costs (launch, the stop-flag copy, the initial centres) taken out, as kmeans_loop's marginal
@@ -126,7 +126,8 @@ def run_kmeans_map(plan: Plan) -> StudyResult:
 def table_kmeans_map(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
     """Per (k, D): the fastest variant, its µs per loop, the floor and which bound it is, time/floor."""
     body = [[r["k"], r["D"], r.get("best_variant") or "-", r.get("auto_variant") or "-",
-             fmt_cell(r.get("us_per_iter"), ".4g"), fmt_cell(r.get("floor_us"), ".3g"), r.get("bound") or "-", fmt_cell(r.get("ratio"), ".3g"),
+             fmt_cell(r.get("us_per_iter"), ".4g"), fmt_cell(r.get("floor_us"), ".3g"), r.get("bound") or "-",
+             fmt_cell(r.get("ratio"), ".3g"),
              r.get("skipped") or ""] for r in rows]
     head = (f"N = {(meta or {}).get('N', rows[0]['N'] if rows else '?')}, marginal µs per loop of the fastest "
             "loop-on-the-GPU variant; floor = max(memory, compute)\n")

@@ -216,14 +216,15 @@ def matmul_ladder(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] | N
     at = [r for r in rows if r.get("n") == n]
     at = [r for r in at if r.get("variant") not in REFERENCES] + [r for v in REFERENCES for r in at
                                                                     if r.get("variant") == v]
-    cublas = next((finite_number(r.get("gflops")) for r in at if r.get("variant") == "cublas" and finite_number(r.get("gflops"))),
-                  None)
+    cublas = next((finite_number(r.get("gflops")) for r in at
+                   if r.get("variant") == "cublas" and finite_number(r.get("gflops"))), None)
     steps, prev = [], None
     for r in at:
         g = finite_number(r.get("gflops"))
         is_ref = r.get("variant") in REFERENCES
         step: dict[str, Any] = {
-            "step": "ref" if is_ref else _ladder_step(r.get("variant")), "label": row_label(r), "variant": r.get("variant"), "gflops": g,
+            "step": "ref" if is_ref else _ladder_step(r.get("variant")), "label": row_label(r),
+            "variant": r.get("variant"), "gflops": g,
             "pct_cublas": 100.0 * g / cublas if g and cublas else None,
             "pct_peak": 100.0 * g / peak if g and peak else None,
             "x_prev": g / prev if g and prev and not is_ref else None,
@@ -266,7 +267,8 @@ LADDER_HEADERS = ("step", "kernel", "GFLOP/s", "% cuBLAS", "% FP32 peak", "x pre
 
 
 def _ladder_body(steps: Sequence[Mapping[str, Any]]) -> list[list[str]]:
-    return [["-" if s["step"] is None else str(s["step"]), str(s["label"]), gflops_cell(s.get("gflops")) if s.get("gflops") else "failed",
+    return [["-" if s["step"] is None else str(s["step"]), str(s["label"]),
+             gflops_cell(s.get("gflops")) if s.get("gflops") else "failed",
              _pct(s.get("pct_cublas")), _pct(s.get("pct_peak")),
              "-" if s.get("x_prev") is None else f"{s['x_prev']:.2f}x",
              _int_cell(s.get("registers")), _smem_cell(s), _int_cell(s.get("local_bytes")),
@@ -311,7 +313,7 @@ def table_matmul(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = No
     n, steps = matmul_ladder(rows, meta)
     if steps:
         text += "\n\n" + sections_text([(_ladder_caption(n, steps, meta), LADDER_HEADERS, _ladder_body(steps),
-                                          "rl" + "r" * 9 + "l")])
+                                         "rl" + "r" * 9 + "l")])
     return text + errors_note(rows)
 
 

@@ -260,7 +260,7 @@ def table_matmul_report(rows: list[dict[str, Any]], meta: Mapping[str, Any] | No
 def report_markdown(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
     """The report-layout tables as Markdown."""
     return sections_markdown("matmul: the CMU 18-645 report's harness, reproduced", meta,
-                              _report_sections(rows, meta))
+                             _report_sections(rows, meta))
 
 
 def plot_matmul_report(meta, rows, path: Path) -> Path:

@@ -278,7 +278,7 @@ def _op_cases(net, images=None) -> list[tuple[str, str, Callable[[str], Any], fl
          lambda v: nn.conv2d_pool(x2, w["conv2"], activation="relu", pool="avg", variant=v),
          (n * 32 * 144 + n * 64 * 16) * b, 2.0 * n * 64 * 64 * 800,
          {**_conv_pool_baselines(x2, w["conv2"]),  # winograd's auto is the resident-V 3xTF32 block here; beside it
-          "winograd products=fma (chunked FFMA block)":  # the block it replaced (notes/winograd.md, round 4)
+          "winograd products=fma (chunked FFMA block)":  # the block it replaced (notes/winograd.md)
           lambda: nn.conv2d_pool(x2, w["conv2"], activation="relu", pool="avg", variant="winograd", products="fma")}),
     ]
 
@@ -362,9 +362,11 @@ def _sections(meta: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> list[tu
                 same_batch = r["images"] == TABLE_IMAGES  # the reports' times are for 10,000 images
                 speed = fmt_cell(k80 / r["kernel_ms"], ".3g") if k80 and r.get("kernel_ms") and same_batch else "-"
                 body.append([r["layer"], f"{r['op']}/{r['variant']}", fmt_cell(r.get("kernel_ms"), ".4g"),
-                             fmt_cell(r.get("h2d_ms"), ".4g"), fmt_cell(r.get("d2h_ms"), ".4g"), fmt_cell(k80, ".4g"), speed])
+                             fmt_cell(r.get("h2d_ms"), ".4g"), fmt_cell(r.get("d2h_ms"), ".4g"), fmt_cell(k80, ".4g"),
+                             speed])
             total = sum(r.get("kernel_ms") or 0.0 for r in layer_rows)
-            body.append(["sum of the kernels", "", fmt_cell(total, ".4g"), "", "", fmt_cell(st.report_total_ms, ".4g"), ""])
+            body.append(["sum of the kernels", "", fmt_cell(total, ".4g"), "", "", fmt_cell(st.report_total_ms, ".4g"),
+                         ""])
             caption = (f"{name} '{stage}' ({st.table}), {layer_rows[0]['images']:,} images: kernel ms per layer "
                        f"(CUDA events), copies apart; report ms: {REPORT_SETTING[name]}")
             out.append((caption, ["layer", "op/variant", "kernel ms", "h2d ms", "d2h ms", "report ms",
@@ -392,7 +394,8 @@ def _sections(meta: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> list[tu
                          "device uint8 ms", "x PyTorch (device)", "accuracy", "= serial", "logit diff", ""], body))
     op_rows = _rows(rows, kind="op")
     if op_rows:
-        body = [[r["op"], r["variant"], r["shape"], fmt_cell(r.get("kernel_ms"), ".4g"), fmt_cell(r.get("floor_ms"), ".3g"),
+        body = [[r["op"], r["variant"], r["shape"], fmt_cell(r.get("kernel_ms"), ".4g"),
+                 fmt_cell(r.get("floor_ms"), ".3g"),
                  fmt_cell(r["floor_ms"] / r["kernel_ms"] * 100, ".3g") if r.get("kernel_ms") else "failed"]
                 for r in op_rows]
         out.append((f"The layer ops at the MNIST network's shapes, device-resident, L2 flushed; "
@@ -472,7 +475,7 @@ def plot_networks(meta, rows, path: Path) -> Path:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     return finish_figure(fig, meta, "The reports' networks end to end: time per forward pass (predict), every stage, "
-                       "with the report's whole-run times where it printed them", path)
+                         "with the report's whole-run times where it printed them", path)
 
 
 STUDY = Study("networks", "conv2d_pool", "The reports' CNNs end to end",

@@ -157,14 +157,14 @@ def plot_overhead(meta, rows, path: Path) -> Path:
     series = list(dict.fromkeys(r["variant"] for r in good))
     by = {(f"{r['op']}\n{r['caller']}", r["variant"]): r["us_per_call"] for r in good}
     values = grouped_bars(ax, groups, series, lambda g, s: by.get((g, s)), lambda g, s: f"{by[(g, s)]:.0f}",
-                           compact=True)
+                          compact=True)
     headroom(ax, values)
     ax.set_xlabel("op and how it is called (device: gpuopt device arrays; torch: CUDA tensors; numpy: NumPy in "
                   "and out)")
     ax.set_ylabel("host wall time per call (µs, median)")
     problems = "; ".join(f"{op} {problem}" for op, problem, _ in OVERHEAD_OPS)
     return finish_axes(fig, ax, meta, f"Cost of one call on a tiny problem ({problems}): gpuopt vs PyTorch, "
-                   "host µs per call", path, legend=dict(title="implementation / variant", title_fontsize=8))
+                       "host µs per call", path, legend=dict(title="implementation / variant", title_fontsize=8))
 
 
 def _variants() -> tuple[str, ...]:

@@ -126,8 +126,8 @@ def _resident_rows(res: StudyResult, x, w, ref, one_pass: list[str], reps: Mappi
 
 def table_sparse(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
     """Per variant: filter format, kernel / transfer / total ms, speed-up over cpu, exactness."""
-    body = [[r["variant"], r["filter_format"], fmt_cell(r.get("kernel_ms"), ".4g"), fmt_cell(r.get("transfer_ms"), ".4g"),
-             fmt_cell(r.get("total_ms"), ".4g"), fmt_cell(r.get("speedup_vs_cpu"), ".1f"),
+    body = [[r["variant"], r["filter_format"], fmt_cell(r.get("kernel_ms"), ".4g"),
+             fmt_cell(r.get("transfer_ms"), ".4g"), fmt_cell(r.get("total_ms"), ".4g"), fmt_cell(r.get("speedup_vs_cpu"), ".1f"),
              "reference" if r["variant"] == "cpu" else fmt_cell(r.get("exact_vs_cpu"))] for r in rows]
     head = (f"{rows[0]['C']} maps {rows[0]['H']}x{rows[0]['W']}, {rows[0]['M']} filters ({SPARSE_FILTER_NOTE})\n"
             if rows else "")
@@ -203,7 +203,7 @@ def plot_sparse(meta, rows, path: Path) -> Path:
                   "CPU reference; the lab's: a serial loop)", fontsize=9)
     ax.set_ylabel("time (ms" + (", log scale" if log else "") + "): kernels + transfers")
     return finish_axes(fig, ax, meta, title, path,
-                   legend=dict(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.27), ncol=2))
+                       legend=dict(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.27), ncol=2))
 
 
 def lab_markdown(meta: Mapping[str, Any], rows: list[dict[str, Any]]) -> str:
@@ -235,8 +235,8 @@ def lab_markdown(meta: Mapping[str, Any], rows: list[dict[str, Any]]) -> str:
         "operands (CUDA events, L2 flushed, median), beside cuDNN's dense FP32 layer (conv + ReLU + 2x2 max pool "
         "on float32 copies, precise and any algorithms); vs cuDNN = the faster cuDNN time over the variant's.", "",
         md_table(["variant", "filters", "lab CPU ms", "lab GPU ms", "lab speed-up", "H200 CPU ms",
-                   "H200 kernel ms", "H200 GPU total ms", "speed-up", "filter arrays", "filter bytes sent",
-                   "h2d calls", "h2d bytes", "resident kernel µs", "vs cuDNN FP32", "exact"], body), ""])
+                  "H200 kernel ms", "H200 GPU total ms", "speed-up", "filter arrays", "filter bytes sent",
+                  "h2d calls", "h2d bytes", "resident kernel µs", "vs cuDNN FP32", "exact"], body), ""])
 
 
 STUDY = Study("sparse", "sparse_conv2d", "NCTU sparse convolution layer",

@@ -2,7 +2,7 @@
 3x3 filters) with 1..9 filter non-zeros per slice x input density (5%, the real inNeu's ~20%, 50%, 100%):
 kernel time of the best one-pass sparse variant on device-resident operands over cuDNN's dense FP32 layer
 (conv + ReLU + 2x2 max pool) measured in the same run, and the zero-skipping fast_sparse_input's time with dense
-and with sparse neurons in (round 6) -> sparse_density.csv/.json/.png (a heat map).
+and with sparse neurons in (SparseNeurons' lists) -> sparse_density.csv/.json/.png (a heat map).
 """
 
 from __future__ import annotations
