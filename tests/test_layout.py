@@ -160,7 +160,8 @@ def test_no_module_over_800_lines():
 
 STUDIES = "gpuopt.bench.studies"
 #: The bench kit: the modules of gpuopt/bench/ the studies build on (the command line aside).
-KIT = {m for m in MODULES if m.startswith("gpuopt.bench.") and not m.startswith(STUDIES) and m != "gpuopt.bench.__main__"}
+KIT = {m for m in MODULES
+       if m.startswith("gpuopt.bench.") and not m.startswith(STUDIES) and m != "gpuopt.bench.__main__"}
 
 #: Underscore names imported from a module of another package, each with why it cannot be public yet.
 PRIVATE_ACROSS_PACKAGES = {
