@@ -28,9 +28,7 @@ CONV_CONFS: dict[str, tuple[int, ...]] = {
     "conf4": (128, 832, 128, 7, 7, 1, 1, 1, 1),
 }
 # Largest batch N run per plan (None: the report's N).
-CONV_MAX_N: dict[Any, int | None] = {
-    ("gpu", "full"): None, ("gpu", "quick"): None, ("cpu", "full"): 32, ("cpu", "quick"): 8, "tiny": 1,
-}
+CONV_MAX_N: dict[Any, int | None] = per_level(gpu_full=None, gpu_quick=None, cpu_full=32, cpu_quick=8, tiny=1)
 
 
 # --------------------------------------------------------------------------- the report studies' points

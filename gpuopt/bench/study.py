@@ -122,13 +122,16 @@ class Study:
         return (f"{self.name}.csv", f"{self.name}.json", *(o.file for o in self.outputs))
 
 
-def per_level(*, gpu_full: Any, gpu_quick: Any, tiny: Any, cpu_full: Any = None, cpu_quick: Any = None
+_ABSENT = object()  # a level a per_level table has no value for (None is a value: "no cap")
+
+
+def per_level(*, gpu_full: Any, gpu_quick: Any, tiny: Any, cpu_full: Any = _ABSENT, cpu_quick: Any = _ABSENT
               ) -> dict[Any, Any]:
     """A table :meth:`Plan.pick` reads: a value per (mode, level) and one for ``tiny``; a GPU-only study leaves the CPU
-    ones out (None)."""
+    ones out."""
     table = {("gpu", "full"): gpu_full, ("gpu", "quick"): gpu_quick, ("cpu", "full"): cpu_full,
              ("cpu", "quick"): cpu_quick, "tiny": tiny}
-    return {key: value for key, value in table.items() if value is not None}
+    return {key: value for key, value in table.items() if value is not _ABSENT}
 
 
 def repeats(warmup: int, repeat: int, max_time_s: float | None = None, *, flush_l2: bool = False) -> dict[str, Any]:

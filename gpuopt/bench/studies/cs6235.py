@@ -17,7 +17,7 @@ from ..conv_points import (CONV_CHECK_ELEMS, CONV_CONFS, CONV_MAX_N, REPORT_CONV
                            is_reference, run_points, usable_entries)
 from ..figures import (X_LABELS, drawable, drawable_rows, empty_axes, finish_report_figure, grouped_bars, headroom,
                        log_if_wide, pyplot, series_label)
-from ..study import Output, Plan, Study, StudyResult, add_note, entry_label, finite_number, row_label
+from ..study import Output, Plan, Study, StudyResult, add_note, entry_label, finite_number, per_level, row_label
 from ..tables import (Section, device_short, errors_note, extras_file, ms_cell, sections_markdown, sections_text,
                       skipped_note)
 
@@ -30,20 +30,14 @@ CS6235_GPU_NOTE = ("the report's numbers came from node kp359 of Utah's CHPC clu
 CS6235_SOURCE = "../shared/seeds/cs6235-cnn-gpu-conv-report.txt"
 CS6235_CONFS = tuple(CONV_CONFS)
 #: Block sizes of Fig 2 (the report: 32 .. 1024).
-CS6235_BLOCK_SIZES: dict[Any, tuple[int, ...]] = {
-    ("gpu", "full"): (32, 64, 128, 256, 512, 1024), ("gpu", "quick"): (32, 128, 1024),
-    ("cpu", "full"): (), ("cpu", "quick"): (), "tiny": (64, 128),
-}
+CS6235_BLOCK_SIZES: dict[Any, tuple[int, ...]] = per_level(
+    gpu_full=(32, 64, 128, 256, 512, 1024), gpu_quick=(32, 128, 1024), cpu_full=(), cpu_quick=(), tiny=(64, 128))
 #: k unroll factors of Figs 3 and 8 (the report: 2, 4, 8, 16).
-CS6235_K_UNROLLS: dict[Any, tuple[int, ...]] = {
-    ("gpu", "full"): (2, 4, 8, 16), ("gpu", "quick"): (2, 8, 16), ("cpu", "full"): (), ("cpu", "quick"): (),
-    "tiny": (2, 8),
-}
+CS6235_K_UNROLLS: dict[Any, tuple[int, ...]] = per_level(
+    gpu_full=(2, 4, 8, 16), gpu_quick=(2, 8, 16), cpu_full=(), cpu_quick=(), tiny=(2, 8))
 #: c unroll factors of Fig 4 (the report: 0, 2, 4, 8, 16; 0 = no unrolling).
-CS6235_C_UNROLLS: dict[Any, tuple[int, ...]] = {
-    ("gpu", "full"): (0, 2, 4, 8, 16), ("gpu", "quick"): (0, 4, 16), ("cpu", "full"): (), ("cpu", "quick"): (),
-    "tiny": (0, 4),
-}
+CS6235_C_UNROLLS: dict[Any, tuple[int, ...]] = per_level(
+    gpu_full=(0, 2, 4, 8, 16), gpu_quick=(0, 4, 16), cpu_full=(), cpu_quick=(), tiny=(0, 4))
 #: Fig 3's block size: "These results were obtained at Blocksize = 512" (Sec. 3.1, l.58).
 CS6235_FIG3_BLOCK = 512
 #: Fig 5's unroll factor: the report's unroll_k8 (crs) vs unroll_k8_rsc folders (l.364).

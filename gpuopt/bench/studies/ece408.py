@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 from ..conv_points import CONV_CHECK_ELEMS, REPORT_CONV_REPEATS, ConvEntry, ConvProblem, run_points, usable_entries
 from ..figures import (X_LABELS, bar_series, drawable_rows, empty_axes, finish_report_figure, grouped_bars, headroom,
                        log_if_wide, pyplot)
-from ..study import Output, Plan, Study, StudyResult, add_note, entry_label, finite_number, row_label
+from ..study import Output, Plan, Study, StudyResult, add_note, entry_label, finite_number, per_level, row_label
 from ..tables import (Section, device_short, errors_note, extras_file, fmt_cell, gflops_cell, ms_cell,
                       sections_markdown, sections_text, skipped_note)
 
@@ -36,19 +36,13 @@ MNIST_LAYERS: dict[str, tuple[int, ...]] = {"mnist_conv1": (1, 28, 28, 32, 5, 5)
                                              "mnist_conv2": (32, 12, 12, 64, 5, 5)}
 #: The report's image counts.
 ECE408_REPORT_BATCHES = (10, 100, 10000)
-ECE408_BATCHES: dict[Any, tuple[int, ...]] = {
-    ("gpu", "full"): (10, 100, 10000), ("gpu", "quick"): (10, 100, 10000), ("cpu", "full"): (10, 100),
-    ("cpu", "quick"): (10,), "tiny": (10,),
-}
+ECE408_BATCHES: dict[Any, tuple[int, ...]] = per_level(
+    gpu_full=(10, 100, 10000), gpu_quick=(10, 100, 10000), cpu_full=(10, 100), cpu_quick=(10,), tiny=(10,))
 #: Images of the TILE_WIDTH sweep and of the MNIST layers (the reports: 10,000).
-ECE408_BIG_BATCH: dict[Any, int] = {
-    ("gpu", "full"): 10000, ("gpu", "quick"): 10000, ("cpu", "full"): 100, ("cpu", "quick"): 10, "tiny": 10,
-}
+ECE408_BIG_BATCH: dict[Any, int] = per_level(gpu_full=10000, gpu_quick=10000, cpu_full=100, cpu_quick=10, tiny=10)
 #: Optimisation 9's TILE_WIDTH sweep: 4 to 32 in steps of 4 (l.716).
-ECE408_TILE_WIDTHS: dict[Any, tuple[int, ...]] = {
-    ("gpu", "full"): (4, 8, 12, 16, 20, 24, 28, 32), ("gpu", "quick"): (8, 16, 32), ("cpu", "full"): (),
-    ("cpu", "quick"): (), "tiny": (8, 16),
-}
+ECE408_TILE_WIDTHS: dict[Any, tuple[int, ...]] = per_level(
+    gpu_full=(4, 8, 12, 16, 20, 24, 28, 32), gpu_quick=(8, 16, 32), cpu_full=(), cpu_quick=(), tiny=(8, 16))
 ECE408_TILE_VARIANTS = ("tiled", "tiled_unrolled")
 #: On the GPU the cpu variant (the report's Milestone 2 sequential code) runs up to this many images.
 ECE408_CPU_MAX_B = 100

@@ -19,7 +19,8 @@ from gpuopt import datasets
 from ..figures import bar_series, drawable_rows, empty_axes, finish_figure, grouped_bars, headroom, log_if_wide, pyplot
 from ..harness import Progress, measure, median_timing
 from ..results import format_metadata
-from ..study import CALL_REPEATS, Output, Plan, Study, StudyResult, error_text, select_variants, timed_calls, to_host
+from ..study import (CALL_REPEATS, Output, Plan, Study, StudyResult, error_text, per_level, select_variants,
+                     timed_calls, to_host)
 from ..tables import device_short, errors_note, extras_file, fmt_cell, format_table, md_table
 
 __all__ = ["STUDY"]
@@ -49,9 +50,8 @@ KMEANS_REPORT_TABLES = {
 # In GPU quick mode the cpu variant runs only on sets with N*D up to this.
 KMEANS_SMALL = 1_000_000
 # Most objects per data set (None: all).
-KMEANS_MAX_N: dict[Any, int | None] = {
-    ("gpu", "full"): None, ("gpu", "quick"): None, ("cpu", "full"): None, ("cpu", "quick"): 50_000, "tiny": 2_000,
-}
+KMEANS_MAX_N: dict[Any, int | None] = per_level(
+    gpu_full=None, gpu_quick=None, cpu_full=None, cpu_quick=50_000, tiny=2_000)
 KMEANS_COLUMNS = ("dataset", "source", "N", "D", "k", "threshold", "variant", "iterations", "converged",
                   "computation_ms", "computation_min_ms", "computation_max_ms", "repeats", "h2d_ms", "kernel_ms",
                   "d2h_ms", "transfer_ms", "total_ms", "timing_repeats", "timing_device", "details", "match_cpu",

@@ -46,8 +46,8 @@ LOOP_VARIANTS = ("liao", "liao_occupancy", "liao_aos", "liao_vec", "device", "de
                  "device_tiled", "device_persistent", "stream", "auto")
 LOOP_SEED = 0
 # Most objects per set, and the timing repeats, per plan.
-LOOP_MAX_N: dict[Any, int | None] = {("gpu", "full"): None, ("gpu", "quick"): 1_000_000, ("cpu", "full"): 100_000,
-                                     ("cpu", "quick"): 20_000, "tiny": 2_000}
+LOOP_MAX_N: dict[Any, int | None] = per_level(
+    gpu_full=None, gpu_quick=1_000_000, cpu_full=100_000, cpu_quick=20_000, tiny=2_000)
 LOOP_REPEATS: dict[Any, dict[str, Any]] = per_level(gpu_full=repeats(2, 10, 10.0), gpu_quick=repeats(1, 3, 3.0),
     cpu_full=repeats(1, 3, 10.0), cpu_quick=repeats(0, 1), tiny=repeats(0, 1))
 LOOP_COLUMNS = ("dataset", "N", "D", "k", "variant", "iterations", "us_per_iter", "call_ms", "call_min_ms",

@@ -35,8 +35,7 @@ MAP_D = (2, 4, 8, 16, 32, 64, 128)
 MAP_VARIANTS = ("device", "device_fused", "device_gemm", "device_tiled", "device_persistent")
 MAP_ITERS = 6
 MAP_SEED = 0
-MAP_N: dict[Any, int] = {("gpu", "full"): 1_000_000, ("gpu", "quick"): 200_000, ("cpu", "full"): 20_000,
-                         ("cpu", "quick"): 5_000, "tiny": 2_000}
+MAP_N: dict[Any, int] = per_level(gpu_full=1_000_000, gpu_quick=200_000, cpu_full=20_000, cpu_quick=5_000, tiny=2_000)
 MAP_REPEATS: dict[Any, dict[str, Any]] = per_level(gpu_full=repeats(1, 3, 1.0), gpu_quick=repeats(1, 2, 0.5),
     cpu_full=repeats(0, 1), cpu_quick=repeats(0, 1), tiny=repeats(0, 1))
 #: bytes of the device-to-device copy that measures the HBM bandwidth (read + write counted)

@@ -92,13 +92,9 @@ def _rel_err_to(out: np.ndarray, ref64: np.ndarray, ref_norm: float) -> float:
 
 # --------------------------------------------------------------------------- matmul (the ladder)
 
-MATMUL_SIZES: dict[Any, tuple[int, ...]] = {
-    ("gpu", "full"): (128, 256, 512, 1000, 1024, 2048, 4096, 8192),
-    ("gpu", "quick"): (128, 256, 512, 1000, 1024, 2048),
-    ("cpu", "full"): (128, 256, 512, 1000, 1024),
-    ("cpu", "quick"): (128, 256, 512),
-    "tiny": (32, 64),
-}
+MATMUL_SIZES: dict[Any, tuple[int, ...]] = per_level(
+    gpu_full=(128, 256, 512, 1000, 1024, 2048, 4096, 8192), gpu_quick=(128, 256, 512, 1000, 1024, 2048),
+    cpu_full=(128, 256, 512, 1000, 1024), cpu_quick=(128, 256, 512), tiny=(32, 64))
 #: measure() keywords per plan. Long kernels are capped by the time budget (naive at 8192
 #: takes ~0.22 s a run: ~5 warm-up + ~10 recorded), so the full GPU study of the whole
 #: ladder (14 rows x 8 sizes) should take about 1-2 minutes on an H200 (estimated).

@@ -62,13 +62,9 @@ REPORT_TABLES: tuple[dict[str, Any], ...] = (
               {"version": "TILE_SZ = 4",
                "gflops": [0.00385745, 0.00762532, 0.26353, 0.281782, 206.939], "total": 207.5}]},
 )
-REPORT_SIZES: dict[Any, tuple[int, ...]] = {
-    ("gpu", "full"): (4, 5, 8, 10, 32, 33, 128, 1000, 1024),
-    ("gpu", "quick"): (4, 5, 8, 10, 32, 33, 128, 1000, 1024),
-    ("cpu", "full"): (4, 5, 8, 10, 32, 33, 128, 1000, 1024),
-    ("cpu", "quick"): (4, 5, 8, 10, 32, 33, 128),
-    "tiny": (4, 5, 8, 10, 32, 33),
-}
+REPORT_SIZES: dict[Any, tuple[int, ...]] = per_level(
+    gpu_full=(4, 5, 8, 10, 32, 33, 128, 1000, 1024), gpu_quick=(4, 5, 8, 10, 32, 33, 128, 1000, 1024),
+    cpu_full=(4, 5, 8, 10, 32, 33, 128, 1000, 1024), cpu_quick=(4, 5, 8, 10, 32, 33, 128), tiny=(4, 5, 8, 10, 32, 33))
 #: The report's 30 repetitions per case (median reported); quick keeps 30 with a smaller budget.
 REPORT_REPEATS: dict[Any, dict[str, Any]] = per_level(gpu_full=repeats(3, 30, 5.0), gpu_quick=repeats(2, 30, 0.5),
     cpu_full=repeats(1, 30, 3.0), cpu_quick=repeats(1, 10, 0.5), tiny=repeats(1, 3, 0.2))

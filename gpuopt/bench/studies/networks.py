@@ -32,14 +32,13 @@ from ..figures import empty_axes, finish_figure, pyplot
 from ..floors import dram_bandwidth, fp32_peak
 from ..harness import Progress, measure
 from ..results import format_metadata
-from ..study import CALL_REPEATS, Output, Plan, Study, StudyResult, add_note, error_text
+from ..study import CALL_REPEATS, Output, Plan, Study, StudyResult, add_note, error_text, per_level
 from ..tables import fmt_cell, format_table, md_table
 
 __all__ = ["STUDY"]
 
-NETWORK_IMAGES: dict[Any, tuple[int, ...]] = {
-    ("gpu", "full"): (10, 100, 10000), ("gpu", "quick"): (10, 100, 10000), ("cpu", "full"): (10, 100),
-    ("cpu", "quick"): (10,), "tiny": (6,)}
+NETWORK_IMAGES: dict[Any, tuple[int, ...]] = per_level(
+    gpu_full=(10, 100, 10000), gpu_quick=(10, 100, 10000), cpu_full=(10, 100), cpu_quick=(10,), tiny=(6,))
 #: The batch the per-layer tables (the report's Tables 2-5) are measured on.
 TABLE_IMAGES = 10000
 FASHION_SEED = 0
