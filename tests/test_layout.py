@@ -40,24 +40,30 @@ def _type_checking_only(node: ast.If) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(module: str, path: Path) -> set[str]:
-    """The gpuopt modules ``module`` imports, at module level or inside functions (TYPE_CHECKING blocks aside)."""
+def _imported(module: str, path: Path, reads: bool = False) -> list[tuple[str, str | None, int]]:
+    """What ``module`` imports from gpuopt, at module level or inside functions (TYPE_CHECKING blocks aside): one
+    ``(module, name, line)`` per imported thing, ``name`` None for a module itself ("import X.Y", "from X import Y"
+    where X.Y is a module) and the name otherwise ("from X import name"). With ``reads``, a name read through an
+    imported gpuopt module (``gpuopt.registry._REGISTRY``, ``auto._fits``) counts as an import of that name."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     compiled = _compiled_modules()
-    found: set[str] = set()
+    found: list[tuple[str, str | None, int]] = []
+    aliases: dict[str, str] = {}  # local name -> the gpuopt module it is bound to
 
-    def target(name: str) -> None:
+    def target(name: str, what: str | None, line: int) -> None:
         if name in compiled or not name.startswith("gpuopt"):
             return
         assert name in MODULES, f"{module} imports {name}, which is not a module of gpuopt/"
-        found.add(name)
+        found.append((name, what, line))
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, ast.If) and _type_checking_only(node):
             return
         if isinstance(node, ast.Import):
             for alias in node.names:
-                target(alias.name)
+                target(alias.name, None, node.lineno)
+                if alias.name.startswith("gpuopt"):
+                    aliases[alias.asname or alias.name.split(".")[0]] = alias.asname and alias.name or "gpuopt"
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
@@ -68,13 +74,33 @@ def _imports(module: str, path: Path) -> set[str]:
             for alias in node.names:
                 sub = f"{source}.{alias.name}"
                 # "from X import Y" imports module X.Y when there is one, else a name of X (X runs first).
-                target(sub if sub in MODULES or sub in compiled else source)
+                if sub in MODULES or sub in compiled:
+                    target(sub, None, node.lineno)
+                    aliases[alias.asname or alias.name] = sub
+                else:
+                    target(source, alias.name, node.lineno)
         for child in ast.iter_child_nodes(node):
             visit(child)
 
-    visit(ast.parse(path.read_text(), str(path)))
-    found.discard(module)
+    tree = ast.parse(path.read_text(), str(path))
+    visit(tree)
+    for node in ast.walk(tree) if reads else ():  # a module's name read through the module: "gpuopt.registry._REGISTRY"
+        if isinstance(node, ast.Attribute) and not isinstance(getattr(node, "ctx", None), ast.Store):
+            chain, inner = [node.attr], node.value
+            while isinstance(inner, ast.Attribute):
+                chain.append(inner.attr)
+                inner = inner.value
+            if isinstance(inner, ast.Name) and inner.id in aliases:
+                dotted = ".".join([aliases[inner.id], *reversed(chain)])
+                owner, _, name = dotted.rpartition(".")
+                if owner in MODULES and dotted not in MODULES and dotted not in compiled:
+                    found.append((owner, name, node.lineno))
     return found
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    """The gpuopt modules ``module`` imports, at module level or inside functions (TYPE_CHECKING blocks aside)."""
+    return {m for m, _, _ in _imported(module, path)} - {module}
 
 
 def test_no_import_circle_in_gpuopt():
@@ -128,6 +154,110 @@ def _plant(tmp_path: Path, source: str) -> Path:
 def test_no_module_over_800_lines():
     long = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+# ----------------------------------------------------------------------------------------- who imports what
+
+STUDIES = "gpuopt.bench.studies"
+#: The bench kit: the modules of gpuopt/bench/ the studies build on (the command line aside).
+KIT = {m for m in MODULES
+       if m.startswith("gpuopt.bench.") and not m.startswith(STUDIES) and m != "gpuopt.bench.__main__"}
+
+#: Underscore names imported from a module of another package, each with why it cannot be public yet.
+PRIVATE_ACROSS_PACKAGES = {
+    # gpuopt/_validate.py's array helpers are the infrastructure's argument checks, shared by the layer ops and the
+    # networks; giving them public names means editing gpuopt/nn/api.py, which the Op-object refactor rewrites.
+    ("gpuopt.nn.api", "gpuopt._validate", "_as_array"),
+    ("gpuopt.nn.conv_pool", "gpuopt._validate", "_as_array"),
+    ("gpuopt.nn.conv_pool", "gpuopt._validate", "_check_shape"),
+    ("gpuopt.nn.conv_pool", "gpuopt._validate", "_device_array"),
+    ("gpuopt.models.network", "gpuopt._validate", "_as_array"),
+    ("gpuopt.models.network", "gpuopt._validate", "_convert_hint"),
+}
+
+
+def _package(module: str) -> str:
+    return module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+
+
+def _public_names(module: str) -> set[str] | None:
+    """``module``'s ``__all__`` as written in its source (None without one)."""
+    for node in ast.parse(MODULES[module].read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    return None
+
+
+def test_no_study_imports_another_study():
+    """What studies share lives in the bench kit (gpuopt/bench/*.py); only the registry (studies/__init__.py)
+    names the study modules."""
+    studies = {m: p for m, p in MODULES.items() if m.startswith(STUDIES + ".")}
+    assert len(studies) >= 10
+    offenders = [f"{m}:{line} imports {target}" for m, p in studies.items() for target, _, line in _imported(m, p)
+                 if target.startswith(STUDIES) and target != m]
+    assert not offenders, offenders
+
+
+def test_private_names_stay_in_their_package():
+    """An underscore name is used by the modules of its own package only. Underscore modules of gpuopt/ (the
+    compiled _core/_cuda, _ext, _exec, _plan, _validate, _runinfo) are the infrastructure layer and may be imported;
+    their underscore names may not."""
+    seen, offenders = set(), []
+    for m, p in MODULES.items():
+        for target, name, line in _imported(m, p, reads=True):
+            if name and name.startswith("_") and not name.startswith("__") and _package(target) != _package(m):
+                if (m, target, name) in PRIVATE_ACROSS_PACKAGES:
+                    seen.add((m, target, name))
+                else:
+                    offenders.append(f"{m}:{line} uses {target}.{name}")
+    assert not offenders, offenders
+    assert seen == PRIVATE_ACROSS_PACKAGES, f"allowed but no longer used: {PRIVATE_ACROSS_PACKAGES - seen}"
+
+
+def test_studies_use_the_kit_by_its_public_names():
+    """Every name a study takes from the kit is in that kit module's __all__; every public function and class of
+    the kit is listed there and has a docstring."""
+    offenders = []
+    for m, p in MODULES.items():
+        if m.startswith(STUDIES):
+            offenders += [f"{m}:{line} takes {name} from {target}, not in its __all__"
+                          for target, name, line in _imported(m, p, reads=True)
+                          if target in KIT and name is not None and name not in (_public_names(target) or ())]
+    for m in sorted(KIT):
+        public = _public_names(m)
+        assert public is not None, f"{m} has no __all__"
+        for node in ast.parse(MODULES[m].read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+                if node.name not in public:
+                    offenders.append(f"{m}.{node.name} is public but not in __all__")
+                if not ast.get_docstring(node):
+                    offenders.append(f"{m}.{node.name} has no docstring")
+    assert not offenders, offenders
+
+
+def test_the_private_name_reader_sees_reads_through_a_module(tmp_path):
+    """A private name read through an imported module (``auto._fits(...)``) is found, as "from X import _y" is."""
+    path = _plant(tmp_path, "from gpuopt.kmeans import auto\n\ndef f():\n    return auto._fits('device', 1, 2, 3)\n")
+    assert ("gpuopt.kmeans.auto", "_fits", 4) in _imported("gpuopt.bench.studies.kmeans_map", path, reads=True)
+    path = _plant(tmp_path, "def f():\n    from ...kmeans.auto import _fits\n")
+    assert ("gpuopt.kmeans.auto", "_fits", 2) in _imported("gpuopt.bench.studies.kmeans_map", path)
+
+
+def test_op_family_commands_do_not_import_the_bench():
+    """``python -m gpuopt.kmeans`` and ``python -m gpuopt.models`` sit below the benchmarks: nothing they import,
+    directly or through other modules, is in gpuopt.bench (their run metadata comes from gpuopt._runinfo)."""
+    commands = sorted(m for m in MODULES if m.endswith(".__main__") and m.count(".") == 2
+                      and not m.startswith("gpuopt.bench"))
+    assert {"gpuopt.kmeans.__main__", "gpuopt.models.__main__"} <= set(commands)
+    for command in commands:
+        reached, todo = set(), [command]
+        while todo:
+            m = todo.pop()
+            for dep in _imports(m, MODULES[m]) - reached:
+                reached.add(dep)
+                todo.append(dep)
+        bench = sorted(m for m in reached if m == "gpuopt.bench" or m.startswith("gpuopt.bench."))
+        assert not bench, f"{command} imports {bench}"
 
 
 # ----------------------------------------------------------------------------------------- each fact once

@@ -1,10 +1,16 @@
 """Benchmarks: the measuring harness and the studies that regenerate the reports' figures.
 
+The bench kit (every helper a public, documented name in its module's ``__all__``):
+
 * :mod:`.harness`: :func:`measure` and its :class:`Stats`, :func:`median_timing`, :class:`Progress`;
-* :mod:`.results`: run :func:`metadata`, :func:`write_results` / :func:`read_results`;
-* :mod:`.study`: what a study is (:class:`~.study.Study`, :class:`~.study.Plan`) and the
-  machinery the studies share; :mod:`.tables` and :mod:`.figures`: their shared table and
-  figure helpers;
+* :mod:`.results`: :func:`write_results` / :func:`read_results`, and run :func:`metadata` (from
+  ``gpuopt._runinfo``);
+* :mod:`.study`: what a study is (:class:`~.study.Study`, :class:`~.study.Plan`, the per-level
+  tables :func:`~.study.per_level` / :func:`~.study.repeats`) and the machinery the studies share;
+  :mod:`.tables` and :mod:`.figures`: their shared table and figure helpers;
+* :mod:`.floors` (FP32 peak, DRAM bandwidth, time floors), :mod:`.baselines` (strict-FP32 PyTorch,
+  cuDNN's algorithm), and what the studies of one family share: :mod:`.conv_points`,
+  :mod:`.matmul_runs`, :mod:`.sparse_resident`;
 * :mod:`.studies`: one module per study (matmul, matmul_report, conv2d, cs6235, ece408,
   kmeans, sparse; opt-in: tune_conv_auto), collected in ``studies.STUDIES``;
 * the command line: ``python -m gpuopt.bench`` (or ``python benchmarks/run_all.py``).

@@ -13,7 +13,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 from .study import row_label
 
-__all__ = ["matplotlib_available"]
+__all__ = ["matplotlib_available", "pyplot", "run_line", "drawable_rows", "drawable", "headroom", "save_figure",
+           "readable_log", "finish_axes", "finish_figure", "finish_report_figure", "empty_axes", "log_if_wide",
+           "short_number", "grouped_bars", "bar_series", "MARKERS", "label_colors", "size_ticks", "series_label",
+           "X_LABELS"]
 
 
 def matplotlib_available() -> bool:
@@ -25,7 +28,7 @@ def matplotlib_available() -> bool:
     return True
 
 
-def _pyplot():
+def pyplot():
     """pyplot on the Agg backend: no display needed."""
     import matplotlib
 
@@ -35,7 +38,7 @@ def _pyplot():
     return plt
 
 
-def _where(meta: Mapping[str, Any]) -> str:
+def run_line(meta: Mapping[str, Any]) -> str:
     """The run line under every title: device, gpuopt version and commit, time, level."""
     gpu = meta.get("gpu")
     plan = meta.get("plan") or {}
@@ -47,33 +50,33 @@ def _where(meta: Mapping[str, Any]) -> str:
     return " | ".join(b for b in bits if b)
 
 
-def _ok(rows: Sequence[Mapping[str, Any]], key: str) -> list[Mapping[str, Any]]:
+def drawable_rows(rows: Sequence[Mapping[str, Any]], key: str) -> list[Mapping[str, Any]]:
     """The rows whose ``key`` is a positive finite number (what can be drawn)."""
-    return [r for r in rows if _num_ok(r.get(key))]
+    return [r for r in rows if drawable(r.get(key))]
 
 
-def _headroom(ax, values: Sequence[float], factor: float = 1.3) -> None:
+def headroom(ax, values: Sequence[float], factor: float = 1.3) -> None:
     """Room above the tallest bar for its label (multiplicative on a log axis)."""
     vals = [v for v in values if v and v > 0]
     if not vals:
         return
     top = max(vals)
-    vertical = getattr(ax, "_gpuopt_vertical_labels", False)  # taller labels (see _grouped_bars)
+    vertical = getattr(ax, "_gpuopt_vertical_labels", False)  # taller labels (see grouped_bars)
     if ax.get_yscale() == "log":
         ax.set_ylim(top=top * factor ** (8 if vertical else 4))
     else:
         ax.set_ylim(bottom=0, top=top * (factor + 0.3 if vertical else factor))
 
 
-def _save(fig, path: Path, **savefig: Any) -> Path:
+def save_figure(fig, path: Path, **savefig: Any) -> Path:
     """Write ``fig`` as a 120 dpi PNG (folders made) and close it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, **savefig)
-    _pyplot().close(fig)
+    pyplot().close(fig)
     return path
 
 
-def _readable_log(fig) -> None:
+def readable_log(fig) -> None:
     """Log axes showing fewer than three powers of ten get 1-2-5 ticks with plain labels (0.02, 0.05, 0.1):
     the default labels only the powers of ten, which leaves such an axis one or two labels to read values from.
     Axes with ticks of their own (a colour bar's) are left alone."""
@@ -91,17 +94,17 @@ def _readable_log(fig) -> None:
                 axis.set_minor_formatter(NullFormatter())
 
 
-def _finish(fig, ax, meta: Mapping[str, Any], title: str, path: Path, grid: bool = True,
-            legend: Mapping[str, Any] | None = None) -> Path:
+def finish_axes(fig, ax, meta: Mapping[str, Any], title: str, path: Path, grid: bool = True,
+                legend: Mapping[str, Any] | None = None) -> Path:
     """One-axes figure: title with the run line, grid (none on a heat map), legend (``legend``: keywords
     over the defaults), saved."""
-    where = "\n".join(textwrap.wrap(_where(meta), 110))
+    where = "\n".join(textwrap.wrap(run_line(meta), 110))
     ax.set_title(f"{title}\n{where}", fontsize=9)
     if grid:
         ax.grid(True, which="major", axis="y", alpha=0.3)
     else:
         ax.grid(False)
-    _readable_log(fig)
+    readable_log(fig)
     if ax.get_legend_handles_labels()[0]:
         if getattr(ax, "_gpuopt_vertical_labels", False):  # many bars a group: the legend beside, not over them
             kw = dict(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -109,17 +112,17 @@ def _finish(fig, ax, meta: Mapping[str, Any], title: str, path: Path, grid: bool
             kw = dict(fontsize=9)
         ax.legend(**{**kw, **(legend or {})})
     fig.tight_layout()
-    return _save(fig, path, bbox_inches="tight")  # a legend beside or under the axes stays whole
+    return save_figure(fig, path, bbox_inches="tight")  # a legend beside or under the axes stays whole
 
 
-def _empty(ax, text: str) -> None:
+def empty_axes(ax, text: str) -> None:
     """An axes that only says why it is empty."""
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=11, wrap=True)
     ax.set_xticks([])
     ax.set_yticks([])
 
 
-def _log_if_wide(ax, values: Sequence[float], ratio: float = 20.0) -> bool:
+def log_if_wide(ax, values: Sequence[float], ratio: float = 20.0) -> bool:
     """Log y when the values span more than ``ratio``; says whether it did."""
     vals = [v for v in values if v and v > 0]
     if vals and max(vals) / min(vals) > ratio:
@@ -136,9 +139,9 @@ def short_number(v: float) -> str:
     return f"{v:.3g}"
 
 
-def _grouped_bars(ax, groups: list[str], series: list[str], value: Callable[[str, str], float | None],
-                  label: Callable[[str, str], str] | None = None,
-                  names: Mapping[str, str] | None = None, compact: bool = False) -> list[float]:
+def grouped_bars(ax, groups: list[str], series: list[str], value: Callable[[str, str], float | None],
+                 label: Callable[[str, str], str] | None = None,
+                 names: Mapping[str, str] | None = None, compact: bool = False) -> list[float]:
     """A bar per series in each group (``value(group, series)``, missing ones left out), labelled by ``label``
     (vertical, on one line, from 4 series a group on: side by side they would overlap; the legend then goes
     beside the axes), the legend naming each series ``names.get(s, s)``; returns the values drawn.
@@ -151,7 +154,7 @@ def _grouped_bars(ax, groups: list[str], series: list[str], value: Callable[[str
     ax._gpuopt_vertical_labels = vertical
     values = []
     # Default colours only past 10 series: tab10's would repeat (kmeans_loop's 11 series).
-    colors = _colors(series) if len(series) > 10 else {}
+    colors = label_colors(series) if len(series) > 10 else {}
     for i, s in enumerate(series):
         xs, ys = [], []
         for j, g in enumerate(groups):
@@ -175,10 +178,10 @@ def _grouped_bars(ax, groups: list[str], series: list[str], value: Callable[[str
 
 
 #: Line markers, one per row label in order.
-_MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "<", ">", "h", "p", "d")
+MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "<", ">", "h", "p", "d")
 
 
-def _colors(labels: Sequence[str]) -> dict[str, Any]:
+def label_colors(labels: Sequence[str]) -> dict[str, Any]:
     """A distinct colour per row label (cuBLAS black), the same order -> the same colours in both matmul figures."""
     import matplotlib
 
@@ -196,7 +199,7 @@ def _colors(labels: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def _size_ticks(ax, sizes: Sequence[int]) -> None:
+def size_ticks(ax, sizes: Sequence[int]) -> None:
     """Ticks at every size on a log x axis; labels of close sizes (32/33, 1000/1024) on separate lines."""
     sizes = sorted(set(sizes))
     lo, hi = math.log2(sizes[0]), math.log2(sizes[-1])
@@ -217,45 +220,45 @@ def _size_ticks(ax, sizes: Sequence[int]) -> None:
     ax.minorticks_off()
 
 
-def _finish_fig(fig, meta: Mapping[str, Any], title: str, path: Path) -> Path:
+def finish_figure(fig, meta: Mapping[str, Any], title: str, path: Path) -> Path:
     """Several-axes figure: a title with the run line over all of them, saved."""
-    where = "\n".join(textwrap.wrap(_where(meta), 140))
+    where = "\n".join(textwrap.wrap(run_line(meta), 140))
     fig.suptitle(f"{title}\n{where}", fontsize=9)
-    _readable_log(fig)
+    readable_log(fig)
     fig.tight_layout(rect=(0, 0, 1, 0.99))  # a little air between the run line and the panels' titles
-    return _save(fig, path, bbox_inches="tight")  # legends beside a panel stay whole
+    return save_figure(fig, path, bbox_inches="tight")  # legends beside a panel stay whole
 
 
-def _finish_report_fig(fig, meta: Mapping[str, Any], title: str, note: str, path: Path, top: float = 0.99) -> Path:
+def finish_report_figure(fig, meta: Mapping[str, Any], title: str, note: str, path: Path, top: float = 0.99) -> Path:
     """Title and run line on top, the report's note under the axes; saved with a tight box. (tight_layout
     already keeps the panels under the suptitle: ``top`` only adds air.)"""
-    where = "\n".join(textwrap.wrap(_where(meta), 150))
+    where = "\n".join(textwrap.wrap(run_line(meta), 150))
     fig.suptitle(f"{title}\n{where}", fontsize=9.5)
-    _readable_log(fig)
+    readable_log(fig)
     fig.tight_layout(rect=(0, 0, 1, top))
     if note:
         fig.text(0.01, -0.005, "\n".join(textwrap.wrap(note, 170)), fontsize=7.5, color="dimgrey", ha="left",
                  va="top")
-    return _save(fig, path, bbox_inches="tight")
+    return save_figure(fig, path, bbox_inches="tight")
 
 
-def _series(row: Mapping[str, Any]) -> str:
+def series_label(row: Mapping[str, Any]) -> str:
     """A row's legend entry: its ``series``, else its label."""
     return str(row.get("series") or row_label(row))
 
 
 #: Axis labels of the swept parameters (CS6235 lines, ECE408 TILE_WIDTH).
-_X_LABELS = {"block_size": "threads per block (block_size)", "unroll": "unroll factor",
-             "tile_width": "TILE_WIDTH (block of TILE_WIDTH x TILE_WIDTH threads)"}
+X_LABELS = {"block_size": "threads per block (block_size)", "unroll": "unroll factor",
+            "tile_width": "TILE_WIDTH (block of TILE_WIDTH x TILE_WIDTH threads)"}
 
 
-def _num_ok(v: Any) -> bool:
+def drawable(v: Any) -> bool:
     """A positive finite number (a value that can be drawn, also on a log axis)."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
-def _bar_series(ax, groups: Sequence[str], series: Sequence[tuple[str, Callable[[str], float | None], dict]]
-                ) -> list[float]:
+def bar_series(ax, groups: Sequence[str], series: Sequence[tuple[str, Callable[[str], float | None], dict]]
+               ) -> list[float]:
     """Grouped bars with per-series style: ``series`` = (legend label, value per group, bar keywords)."""
     width = 0.84 / max(len(series), 1)
     values = []

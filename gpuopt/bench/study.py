@@ -22,7 +22,9 @@ import numpy as np
 
 import gpuopt
 
-__all__ = ["Plan", "Output", "Study", "StudyResult", "CALL_REPEATS", "entry_label", "row_label"]
+__all__ = ["Plan", "Output", "Study", "StudyResult", "per_level", "repeats", "CALL_REPEATS", "select_variants",
+           "error_text", "relative_error", "to_host", "release_gpu_cache", "timed_calls", "finite_number",
+           "entry_label", "row_label", "add_note"]
 
 
 @dataclass(frozen=True)
@@ -37,19 +39,22 @@ class Plan:
 
     @property
     def mode(self) -> str:
+        """"gpu" or "cpu"."""
         return "gpu" if self.gpu else "cpu"
 
     @property
     def level(self) -> str:
+        """"tiny", "quick" or "full"."""
         return "tiny" if self.tiny else "quick" if self.quick else "full"
 
     def pick(self, table: Mapping[Any, Any]) -> Any:
-        """``table["tiny"]`` in tiny mode, else ``table[(mode, "quick"|"full")]``."""
+        """``table["tiny"]`` in tiny mode, else ``table[(mode, "quick"|"full")]`` (a :func:`per_level` table)."""
         if self.tiny:
             return table["tiny"]
         return table[(self.mode, self.level)]
 
     def as_dict(self) -> dict[str, Any]:
+        """The plan as the results' ``meta["plan"]``."""
         return {"mode": self.mode, "level": self.level, "quick": self.quick, "tiny": self.tiny, "seed": self.seed}
 
 
@@ -117,20 +122,39 @@ class Study:
         return (f"{self.name}.csv", f"{self.name}.json", *(o.file for o in self.outputs))
 
 
+_ABSENT = object()  # a level a per_level table has no value for (None is a value: "no cap")
+
+
+def per_level(*, gpu_full: Any, gpu_quick: Any, tiny: Any, cpu_full: Any = _ABSENT, cpu_quick: Any = _ABSENT
+              ) -> dict[Any, Any]:
+    """A table :meth:`Plan.pick` reads: a value per (mode, level) and one for ``tiny``; a GPU-only study leaves the CPU
+    ones out."""
+    table = {("gpu", "full"): gpu_full, ("gpu", "quick"): gpu_quick, ("cpu", "full"): cpu_full,
+             ("cpu", "quick"): cpu_quick, "tiny": tiny}
+    return {key: value for key, value in table.items() if value is not _ABSENT}
+
+
+def repeats(warmup: int, repeat: int, max_time_s: float | None = None, *, flush_l2: bool = False) -> dict[str, Any]:
+    """:func:`~gpuopt.bench.harness.measure`'s keywords of one plan level: warm-up calls, recorded calls, time
+    budget (s, left out when None), L2 flushed before each call (left out when False)."""
+    out: dict[str, Any] = dict(warmup=warmup, repeat=repeat)
+    if max_time_s is not None:
+        out["max_time_s"] = max_time_s
+    if flush_l2:
+        out["flush_l2"] = True
+    return out
+
+
 # Repeats of whole calls on NumPy input (kmeans, sparse): warm-up, runs, time budget (s).
-CALL_REPEATS: dict[Any, dict[str, Any]] = {
-    ("gpu", "full"): dict(warmup=2, repeat=10, max_time_s=10.0),
-    ("gpu", "quick"): dict(warmup=1, repeat=5, max_time_s=3.0),
-    ("cpu", "full"): dict(warmup=1, repeat=5, max_time_s=5.0),
-    ("cpu", "quick"): dict(warmup=1, repeat=3, max_time_s=2.0),
-    "tiny": dict(warmup=1, repeat=2, max_time_s=0.5),
-}
+CALL_REPEATS: dict[Any, dict[str, Any]] = per_level(
+    gpu_full=repeats(2, 10, 10.0), gpu_quick=repeats(1, 5, 3.0), cpu_full=repeats(1, 5, 5.0),
+    cpu_quick=repeats(1, 3, 2.0), tiny=repeats(1, 2, 0.5))
 
 
 # --------------------------------------------------------------------------- helpers
 
 
-def _select(op: str, gpu_names: Sequence[str], plan: Plan, notes: list[str]) -> list[str]:
+def select_variants(op: str, gpu_names: Sequence[str], plan: Plan, notes: list[str]) -> list[str]:
     """The variants of ``op`` to run: ``gpu_names`` on a GPU, ``cpu`` without; missing ones noted."""
     table = gpuopt.variants(op)
     if plan.gpu:
@@ -153,12 +177,14 @@ def _select(op: str, gpu_names: Sequence[str], plan: Plan, notes: list[str]) -> 
     return chosen
 
 
-def _error(exc: BaseException) -> str:
+def error_text(exc: BaseException) -> str:
+    """An exception as a row's ``error`` / ``skipped`` text: its type and message, cut at 500 characters."""
     msg = f"{type(exc).__name__}: {exc}".strip()
     return msg if len(msg) <= 500 else msg[:497] + "..."
 
 
-def _rel_err(out: np.ndarray, ref: np.ndarray) -> float:
+def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
+    """||out - ref|| / ||ref|| in float64 (inf when the shapes differ)."""
     out64, ref64 = np.asarray(out, np.float64), np.asarray(ref, np.float64)
     if out64.shape != ref64.shape:
         return math.inf
@@ -166,11 +192,13 @@ def _rel_err(out: np.ndarray, ref: np.ndarray) -> float:
     return float(np.linalg.norm(out64 - ref64) / (denom if denom > 0 else 1.0))
 
 
-def _host(out: Any) -> np.ndarray:
+def to_host(out: Any) -> np.ndarray:
+    """A result as a NumPy array (a :class:`gpuopt.DeviceArray` copied back)."""
     return out.numpy() if isinstance(out, gpuopt.DeviceArray) else np.asarray(out)
 
 
-def _release_gpu_cache(plan: Plan) -> None:
+def release_gpu_cache(plan: Plan) -> None:
+    """On a GPU run: wait for the device and give gpuopt's cached device memory back (between big problems)."""
     if plan.gpu:
         try:
             gpuopt.cuda.synchronize()
@@ -179,8 +207,8 @@ def _release_gpu_cache(plan: Plan) -> None:
             pass
 
 
-def _timed_calls(fn: Callable[[], tuple[Any, Any]], *, warmup: int, repeat: int,
-                 max_time_s: float) -> tuple[list[Any], list[float], Any]:
+def timed_calls(fn: Callable[[], tuple[Any, Any]], *, warmup: int, repeat: int,
+                max_time_s: float) -> tuple[list[Any], list[float], Any]:
     """Run ``fn`` (returning ``(result, Timing)``) ``warmup`` + up to ``repeat`` times.
 
     Returns the recorded Timings, the wall time of each recorded call (ms) and the
@@ -200,7 +228,7 @@ def _timed_calls(fn: Callable[[], tuple[Any, Any]], *, warmup: int, repeat: int,
     return timings, walls, result
 
 
-def _num(value: Any) -> float | None:
+def finite_number(value: Any) -> float | None:
     """A finite number as a float, else None (missing cells, NaN, booleans, text)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -217,6 +245,7 @@ def row_label(row: Mapping[str, Any]) -> str:
     return str(row.get("label") or row.get("variant"))
 
 
-def _note(notes: list[str], text: str) -> None:
+def add_note(notes: list[str], text: str) -> None:
+    """Append ``text`` to ``notes`` unless it is there already."""
     if text not in notes:
         notes.append(text)

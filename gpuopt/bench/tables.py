@@ -9,15 +9,16 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from .results import format_metadata
-from .study import _num, row_label
+from .study import finite_number, row_label
 
-__all__ = ["format_table", "extras_file"]
+__all__ = ["Section", "fmt_cell", "gflops_cell", "format_table", "errors_note", "md_table", "device_short",
+           "skipped_note", "ms_cell", "sections_text", "sections_markdown", "extras_file"]
 
 #: A captioned table: (caption, headers, body, alignment of the leading columns).
 Section = tuple[str, Sequence[str], Sequence[Sequence[str]], str]
 
 
-def _fmt(value: Any, spec: str = ".3g") -> str:
+def fmt_cell(value: Any, spec: str = ".3g") -> str:
     """A cell: None/NaN "-", booleans "yes"/"NO", floats with ``spec``."""
     if value is None:
         return "-"
@@ -30,20 +31,20 @@ def _fmt(value: Any, spec: str = ".3g") -> str:
     return str(value)
 
 
-def _g(value: Any) -> str:
+def gflops_cell(value: Any) -> str:
     """A GFLOP/s cell: 4 significant digits (small values keep theirs)."""
-    v = _num(value)
+    v = finite_number(value)
     if v is None:
         return "-"
     return f"{v:.4g}" if abs(v) < 1e4 else f"{v:.0f}"
 
 
 def format_table(headers: Sequence[str], body: Sequence[Sequence[Any]], align: str = "") -> str:
-    """A plain fixed-width text table (values already formatted or formatted with ``_fmt``).
+    """A plain fixed-width text table (values already formatted or formatted with ``fmt_cell``).
 
     ``align``: one letter per leading column, ``l`` (left) or ``r`` (right); the rest right.
     """
-    cells = [[str(h) for h in headers]] + [[c if isinstance(c, str) else _fmt(c) for c in row] for row in body]
+    cells = [[str(h) for h in headers]] + [[c if isinstance(c, str) else fmt_cell(c) for c in row] for row in body]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     just = [(align[i] if i < len(align) else "r") for i in range(len(headers))]
     lines = ["  ".join(c.ljust(w) if j == "l" else c.rjust(w) for c, w, j in zip(r, widths, just)).rstrip()
@@ -52,7 +53,7 @@ def format_table(headers: Sequence[str], body: Sequence[Sequence[Any]], align: s
     return "\n".join(lines)
 
 
-def _errors(rows: Sequence[Mapping[str, Any]]) -> str:
+def errors_note(rows: Sequence[Mapping[str, Any]]) -> str:
     """The failed rows, listed under a table."""
     def where(r: Mapping[str, Any]) -> str:
         key = next((k for k in ("n", "conf", "dataset") if k in r), None)
@@ -62,7 +63,7 @@ def _errors(rows: Sequence[Mapping[str, Any]]) -> str:
     return ("\nerrors:\n" + "\n".join(bad)) if bad else ""
 
 
-def _md_table(headers: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+def md_table(headers: Sequence[str], body: Sequence[Sequence[str]]) -> str:
     """A Markdown table (``|`` in cells escaped)."""
     def cell(c: Any) -> str:
         return str(c).replace("|", "\\|")
@@ -73,7 +74,7 @@ def _md_table(headers: Sequence[str], body: Sequence[Sequence[str]]) -> str:
     return "\n".join(out)
 
 
-def _device_short(meta: Mapping[str, Any] | None) -> str:
+def device_short(meta: Mapping[str, Any] | None) -> str:
     """The run's device for captions and legends: "H200" (vendor dropped), or "CPU"."""
     gpu = (meta or {}).get("gpu")
     if not gpu:
@@ -81,7 +82,7 @@ def _device_short(meta: Mapping[str, Any] | None) -> str:
     return str(gpu.get("name") or "GPU").replace("NVIDIA ", "")
 
 
-def _skipped(rows: Sequence[Mapping[str, Any]]) -> str:
+def skipped_note(rows: Sequence[Mapping[str, Any]]) -> str:
     """The rows a variant rejected up front (shape limits), listed under a table."""
     def where(r: Mapping[str, Any]) -> str:
         bits = [f"{k}={r[k]}" for k in ("figure", "part", "conf", "layer", "B") if r.get(k) is not None]
@@ -91,7 +92,7 @@ def _skipped(rows: Sequence[Mapping[str, Any]]) -> str:
     return ("\nnot applicable (the variant rejects the shape up front):\n" + "\n".join(seen)) if seen else ""
 
 
-def _ms_cell(row: Mapping[str, Any] | None) -> str:
+def ms_cell(row: Mapping[str, Any] | None) -> str:
     """A time cell: the median ms, "n/a" (the variant rejects the shape), "failed" or "-"."""
     if row is None:
         return "-"
@@ -99,20 +100,20 @@ def _ms_cell(row: Mapping[str, Any] | None) -> str:
         return "n/a"
     if row.get("error"):
         return "failed"
-    return _fmt(_num(row.get("median_ms")), ".4g")
+    return fmt_cell(finite_number(row.get("median_ms")), ".4g")
 
 
-def _sections_text(sections: Sequence[Section]) -> str:
+def sections_text(sections: Sequence[Section]) -> str:
     """Captioned tables as text (captions wrapped at 120 columns)."""
     return "\n\n".join(textwrap.fill(caption, 120, break_on_hyphens=False) + "\n" + format_table(headers, body, align)
                        for caption, headers, body, align in sections)
 
 
-def _sections_markdown(title: str, meta: Mapping[str, Any], sections: Sequence[Section]) -> str:
+def sections_markdown(title: str, meta: Mapping[str, Any], sections: Sequence[Section]) -> str:
     """Captioned tables as Markdown, under a title and where they were measured."""
     lines = [f"### {title}", "", f"Measured with {format_metadata(meta)}.", ""]
     for caption, headers, body, _ in sections:
-        lines += [caption.rstrip(".") + ".", "", _md_table(headers, body), ""]
+        lines += [caption.rstrip(".") + ".", "", md_table(headers, body), ""]
     return "\n".join(lines)
 
 

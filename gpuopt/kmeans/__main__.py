@@ -48,7 +48,7 @@ import time
 import numpy as np
 
 from .. import datasets
-from ..bench.results import environment_line
+from .._runinfo import environment_line
 from .._ext import cpu_choices_hint, cuda_available, cuda_unavailable_reason
 from ..registry import cpu_variants, variants
 from .api import kmeans

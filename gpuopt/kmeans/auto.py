@@ -37,13 +37,17 @@ from .api import KMeansProblem
 SMALL_LOOP_SUMS = 65_536
 
 
-def _fits(name: str, n: int, d: int, k: int) -> bool:
+def fits(name: str, n: int, d: int, k: int) -> bool:
+    """Whether k-means variant ``name`` takes N objects of D coordinates and k clusters (its host-side checks pass)."""
     v, params = resolve("kmeans", name, {}, require_device=False)
     try:
         host_check(v)(n, d, k, **params)
     except ValueError:  # past this variant's limits
         return False
     return True
+
+
+_fits = fits  # the name auto_choice below calls it by
 
 
 def auto_choice(n: int, d: int, k: int) -> str:

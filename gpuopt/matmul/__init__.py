@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from .api import matmul
+from .api import default_for, matmul
 from .kernels import ladder, ladder_step, matmul_kernel_info
 
-__all__ = ["matmul", "matmul_kernel_info", "ladder", "ladder_step"]
+__all__ = ["matmul", "matmul_kernel_info", "ladder", "ladder_step", "default_for"]

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .._ext import cpu_choices_hint, cuda_available, cuda_unavailable_reason
-from ..bench.results import environment_line
+from .._runinfo import environment_line
 from .fashion import FashionCNN, synthetic_images
 from .mnist import REFERENCE_ACCURACY, MnistCNN
 from .network import DEFAULT_MEMORY_BUDGET, Network

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import gpuopt
-from gpuopt.bench.studies import _conv, conv2d, matmul, matmul_report
+from gpuopt.bench import conv_points
+from gpuopt.bench.studies import conv2d, matmul, matmul_report
 
 from .support import H200, fake_conv_table, measure_on_cpu
 
@@ -91,5 +92,5 @@ def fake_conv_gpu(monkeypatch):
     monkeypatch.setattr(gpuopt, "conv2d", fake_conv2d)
     monkeypatch.setattr(gpuopt, "to_device", lambda x: x)
     monkeypatch.setattr(gpuopt.conv, "cudnn_algorithm", lambda *a, **k: "IMPLICIT_PRECOMP_GEMM")
-    measure_on_cpu(monkeypatch, _conv, conv2d)
+    measure_on_cpu(monkeypatch, conv_points, conv2d)
     return calls

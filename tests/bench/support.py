@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import gpuopt
 from gpuopt import bench
-from gpuopt.bench.studies import STUDIES, _conv, ece408
+from gpuopt.bench import conv_points
+from gpuopt.bench.studies import STUDIES, ece408
 from gpuopt.bench.study import Plan
 
 SWEEP_NAMES = ["matmul", "matmul_report", "conv2d", "cs6235", "ece408", "kmeans", "kmeans_loop", "sparse", "networks",
@@ -63,7 +64,7 @@ def fake_conv_table():
     return table
 
 
-class ModelPoints(_conv._ConvPoints):
+class ModelPoints(conv_points.ConvPoints):
     """Synthetic H200-like kernel times (no data, nothing run): for the tables and figures at full size."""
 
     RATE = {"basic": 2500, "unroll": 1800, "unroll_constmem": 2000, "tiled": 4500, "tiled_unrolled": 5200,
@@ -98,7 +99,7 @@ class ModelPoints(_conv._ConvPoints):
                 out.update(median_ms=ms, min_ms=ms * 0.97, max_ms=ms * 1.1, mean_ms=ms * 1.01, std_ms=ms * 0.02,
                            repeats=30, gflops=prob.flops / (ms * 1e6), spin_us=200.0 if gpu else None,
                            overhead_hidden=True)
-                if not _conv._is_reference(e.variant, params):
+                if not conv_points.is_reference(e.variant, params):
                     out.update(rel_err=2e-7, reference="cudnn")
             self.cache[ck] = out
         return dict(self.cache[ck])
@@ -119,7 +120,7 @@ def synthetic_report_results(monkeypatch, out, name):
     table = fake_conv_table()
     monkeypatch.setattr(gpuopt, "variants", lambda op=None: table)
     monkeypatch.setattr(gpuopt.registry.Variant, "available", property(lambda self: True))
-    monkeypatch.setattr(_conv, "_ConvPoints", ModelPoints)
+    monkeypatch.setattr(conv_points, "ConvPoints", ModelPoints)
     meta = {"gpu": {**H200, "compute_capability": "9.0"}, "plan": {"mode": "gpu", "level": "full"},
             "gpuopt_version": "0", "commit": "abc", "timestamp_utc": "2026-01-01T00:00:00Z"}
     res = STUDIES[name].run(Plan(gpu=True, progress=False))

@@ -21,7 +21,8 @@ def test_conv2d_study_runs_every_gpu_variant(fake_conv_gpu):
 
 
 def test_conv2d_study_divides_by_both_cudnns(fake_conv_gpu):
-    """Issue 13: auto beside cuDNN precise, auto-fast beside cuDNN any; the table says which each ratio divides by."""
+    """Each precision class beside its cuDNN: auto beside cuDNN precise, auto-fast beside cuDNN any; the table
+    says which each ratio divides by."""
     res = STUDIES["conv2d"].run(Plan(gpu=True, tiny=True, progress=False))
     by = {(r["conf"], r["variant"]): r for r in res.rows}
     assert by[("conf1", "cudnn-any")].get("speedup_vs_cudnn_any") == 1.0, by[("conf1", "cudnn-any")]

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from gpuopt.bench.__main__ import main
-from gpuopt.bench.studies import STUDIES, _conv, cs6235, ece408
+from gpuopt.bench import conv_points
+from gpuopt.bench.studies import STUDIES, cs6235, ece408
 from gpuopt.bench.study import Plan
 
 from .support import H200, PNG_MAGIC, figures, synthetic_report_results
@@ -21,7 +22,7 @@ def test_cs6235_figure_specs():
     assert cs6235.CS6235_BLOCK_SIZES[("gpu", "full")] == (32, 64, 128, 256, 512, 1024)
     assert cs6235.CS6235_K_UNROLLS[("gpu", "full")] == (2, 4, 8, 16)
     assert cs6235.CS6235_C_UNROLLS[("gpu", "full")] == (0, 2, 4, 8, 16)
-    assert all(_conv.REPORT_CONV_REPEATS[("gpu", lv)]["flush_l2"] for lv in ("full", "quick"))
+    assert all(conv_points.REPORT_CONV_REPEATS[("gpu", lv)]["flush_l2"] for lv in ("full", "quick"))
     assert cs6235.CS6235_FIG3_BLOCK == 512 and ece408.ECE408_TILE_WIDTHS[("gpu", "full")] == tuple(range(4, 33, 4))
     for f in figs.values():
         assert f["report"].startswith(f"Fig {f['figure'][3:]} (Sec.")
@@ -47,7 +48,7 @@ def test_cs6235_gpu_path(fake_conv_gpu):
     by = {(r["figure"], r["conf"], r["label"]): r for r in rows}
     assert by[("fig2", "conf2", "general block_size=128")]["median_ms"] == by[("fig1", "conf2", "general")][
         "median_ms"]
-    for conf in _conv.CONV_CONFS:
+    for conf in conv_points.CONV_CONFS:
         ref = by[("fig1", conf, "cudnn")]
         assert ref["speedup_vs_cudnn"] == pytest.approx(1.0) and ref.get("rel_err") is None
         assert ref["algorithm"] == "IMPLICIT_PRECOMP_GEMM" and ref["device"] == "gpu"

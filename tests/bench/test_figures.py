@@ -1,4 +1,4 @@
-"""The figures' readability rules (issue 14), checked on the drawn matplotlib figures rather than by eye: no two
+"""The figures' readability rules, checked on the drawn matplotlib figures rather than by eye: no two
 point or bar labels overlap, no legend sits on a label, no linear axis spans over 1.5 decades, narrow log axes get
 labels to read from, and the reports' printed numbers are drawn beside the H200's."""
 
@@ -30,17 +30,17 @@ def drawn(monkeypatch):
         figs[Path(path).name] = fig
         return path
 
-    monkeypatch.setattr(figures, "_save", keep)
-    monkeypatch.setattr(matmul_report, "_save", keep)  # saves its own figure (legend beside the axes)
+    monkeypatch.setattr(figures, "save_figure", keep)
+    monkeypatch.setattr(matmul_report, "save_figure", keep)  # saves its own figure (legend beside the axes)
     yield figs
-    plt = figures._pyplot()
+    plt = figures.pyplot()
     for fig in figs.values():
         plt.close(fig)
 
 
 def _draw(name: str) -> None:
     meta, rows = read_results(RESULTS / f"{name}.json")
-    STUDIES[name].figures(meta, rows, RESULTS / f"{name}.png")  # _save is patched: nothing is written
+    STUDIES[name].figures(meta, rows, RESULTS / f"{name}.png")  # save_figure is patched: nothing is written
 
 
 def _committed() -> list[str]:
@@ -91,7 +91,7 @@ def test_committed_figures_are_readable(drawn, name):
 
 
 def test_narrow_log_axes_get_plain_1_2_5_labels(drawn):
-    plt = figures._pyplot()
+    plt = figures.pyplot()
     fig, (narrow, wide, fixed) = plt.subplots(1, 3)
     narrow.set_yscale("log")
     narrow.set_ylim(0.011, 2.0)  # one power of ten inside: the default would label 0.1 and 1 only
@@ -100,7 +100,7 @@ def test_narrow_log_axes_get_plain_1_2_5_labels(drawn):
     fixed.set_yscale("log")
     fixed.set_ylim(0.3, 3)
     fixed.set_yticks([0.5, 1, 2])
-    figures._readable_log(fig)
+    figures.readable_log(fig)
     fig.canvas.draw()
     shown = [t.get_text() for t in narrow.get_yticklabels() if 0.011 <= t.get_position()[1] <= 2.0]
     assert {"0.02", "0.05", "0.1", "0.2", "0.5", "1", "2"} <= set(shown), shown
@@ -110,10 +110,10 @@ def test_narrow_log_axes_get_plain_1_2_5_labels(drawn):
 
 
 def test_compact_groups_centre_their_own_bars():
-    plt = figures._pyplot()
+    plt = figures.pyplot()
     fig, ax = plt.subplots()
     value = {("conv", "a"): 1.0, ("conv", "torch"): 2.0, ("mm", "torch"): 3.0, ("mm", "b"): 4.0}
-    figures._grouped_bars(ax, ["conv", "mm"], ["a", "torch", "b"], lambda g, s: value.get((g, s)), compact=True)
+    figures.grouped_bars(ax, ["conv", "mm"], ["a", "torch", "b"], lambda g, s: value.get((g, s)), compact=True)
     centres = sorted(round(p.get_x() + p.get_width() / 2, 6) for p in ax.patches)
     assert centres == [-0.2, 0.2, 0.8, 1.2]  # two bars around each tick, no gap for the series a group lacks
     plt.close(fig)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpuopt import bench
+from gpuopt.bench import floors
 from gpuopt.bench.studies import STUDIES, matmul
 from gpuopt.matmul import ladder, ladder_step
 from gpuopt.bench.study import Plan
@@ -15,19 +16,19 @@ from .support import H200, ladder_rows
 
 
 def test_fp32_peak():
-    peak, text = matmul.fp32_peak(H200)
+    peak, text = floors.fp32_peak(H200)
     assert peak == pytest.approx(2 * 132 * 128 * 1.98e9 / 1e9) and 66_000 < peak < 68_000
     assert "132 SMs" in text and "128 FP32 lanes" in text
-    assert matmul.fp32_peak({**H200, "compute_capability": "9.0"})[0] == peak  # meta["gpu"] spells it "9.0"
+    assert floors.fp32_peak({**H200, "compute_capability": "9.0"})[0] == peak  # meta["gpu"] spells it "9.0"
     a100 = {"multiprocessors": 108, "clock_rate_khz": 1410000, "compute_capability": "8.0"}
-    assert matmul.fp32_peak(a100)[0] == pytest.approx(19_491.84)  # 64 lanes per SM on an A100
-    assert matmul.fp32_peak(None)[0] is None and matmul.fp32_peak({"name": "x"})[0] is None
+    assert floors.fp32_peak(a100)[0] == pytest.approx(19_491.84)  # 64 lanes per SM on an A100
+    assert floors.fp32_peak(None)[0] is None and floors.fp32_peak({"name": "x"})[0] is None
 
 
 def test_matmul_ladder_table(tmp_path):
     rows = ladder_rows()
     meta = {"gpu": {**H200, "compute_capability": "9.0"}, "gpuopt_version": "0", "commit": "abc"}
-    peak = matmul.fp32_peak(H200)[0]
+    peak = floors.fp32_peak(H200)[0]
     n, steps = matmul.matmul_ladder(rows, meta)
     assert n == 4096
     # Steps are the variants' ladder steps (the registry's order); "broken" is on no ladder.
@@ -100,7 +101,7 @@ def test_matmul_study_gpu_path(fake_gpu, tmp_path):
     assert by[(64, "cublas")]["pct_cublas"] == pytest.approx(100.0) and "rel_err" not in by[(64, "cublas")]
     r = by[(64, "naive")]
     assert r["pct_cublas"] == pytest.approx(100 * r["gflops"] / by[(64, "cublas")]["gflops"])
-    assert r["pct_peak"] == pytest.approx(100 * r["gflops"] / matmul.fp32_peak(H200)[0])
+    assert r["pct_peak"] == pytest.approx(100 * r["gflops"] / floors.fp32_peak(H200)[0])
     assert r["reference"] == "cublas" and r["rel_err"] < 1e-6 and by[(64, "warptile")]["rel_err"] > 1e-3
     assert by[(64, "shared block=32")]["static_shared_bytes"] == 8192 and by[(64, "tile_buffer tile_sz=2")][
         "registers"] == 34
@@ -108,4 +109,4 @@ def test_matmul_study_gpu_path(fake_gpu, tmp_path):
     assert ("kernel_info", "naive", (64, 64, 64)) in fake_gpu  # at the ladder's size (tiny: the largest)
     assert by[(64, "warptile")]["kernel"] == "warptile<64>"
     assert ("coalesced", (("warp_layout", "column"),)) in fake_gpu
-    assert res.meta["fp32_peak_gflops"] == pytest.approx(matmul.fp32_peak(H200)[0])
+    assert res.meta["fp32_peak_gflops"] == pytest.approx(floors.fp32_peak(H200)[0])

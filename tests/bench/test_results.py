@@ -10,6 +10,7 @@ import pytest
 
 import gpuopt
 from gpuopt import bench
+from gpuopt import _runinfo
 from gpuopt.bench import results
 
 
@@ -37,11 +38,11 @@ def test_metadata_keys(monkeypatch):
 
 
 def test_lib_version_strings():
-    assert results._lib_version_str(130100) == "13.1.0"
-    assert results._lib_version_str(91900) == "9.19.0"
-    assert results._lib_version_str(8907) == "8.9.7"
-    assert results._lib_version_str(None) is None
-    assert results._version_str(12040) == "12.4"
+    assert _runinfo.lib_version_str(130100) == "13.1.0"
+    assert _runinfo.lib_version_str(91900) == "9.19.0"
+    assert _runinfo.lib_version_str(8907) == "8.9.7"
+    assert _runinfo.lib_version_str(None) is None
+    assert _runinfo.version_str(12040) == "12.4"
 
 
 def test_write_results_round_trip(tmp_path):

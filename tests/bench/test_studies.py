@@ -17,7 +17,7 @@ def test_studies_skip_missing_variants(monkeypatch):
     notes: list[str] = []
     plan = Plan(gpu=True, tiny=True)
     monkeypatch.setattr(gpuopt.registry.Variant, "available", property(lambda self: True))
-    chosen = study._select("conv2d", ("no_such_variant", "cpu"), plan, notes)
+    chosen = study.select_variants("conv2d", ("no_such_variant", "cpu"), plan, notes)
     assert chosen == ["cpu"]
     assert any("no_such_variant" in n and "not registered" in n for n in notes)
 

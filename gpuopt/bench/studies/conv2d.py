@@ -11,23 +11,21 @@ import numpy as np
 
 import gpuopt
 
-from ..figures import _colors, _empty, _finish, _finish_fig, _num_ok, _ok, _pyplot
+from ..baselines import cudnn_algorithm
+from ..conv_points import CONV_CONFS, CONV_MAX_N
+from ..figures import drawable, drawable_rows, empty_axes, finish_axes, finish_figure, label_colors, pyplot
 from ..harness import Progress, measure
-from ..study import Output, Plan, Study, StudyResult, _error, _host, _rel_err, _release_gpu_cache, _select
-from ..tables import _errors, _fmt, _skipped, format_table
-from ._conv import CONV_CONFS, CONV_MAX_N, _cudnn_algorithm
+from ..study import (Output, Plan, Study, StudyResult, error_text, per_level, relative_error, release_gpu_cache,
+                     repeats, select_variants, to_host)
+from ..tables import errors_note, fmt_cell, format_table, skipped_note
 
 __all__ = ["STUDY", "conv_gpu_variants"]
 
 
-# Repeats of the kernel-timed conv2d study: measure() keywords.
-KERNEL_REPEATS: dict[Any, dict[str, Any]] = {
-    ("gpu", "full"): dict(warmup=5, repeat=50, max_time_s=5.0, flush_l2=True),  # inputs fit the L2
-    ("gpu", "quick"): dict(warmup=3, repeat=20, max_time_s=1.0, flush_l2=True),
-    ("cpu", "full"): dict(warmup=2, repeat=10, max_time_s=3.0),
-    ("cpu", "quick"): dict(warmup=1, repeat=5, max_time_s=1.0),
-    "tiny": dict(warmup=1, repeat=3, max_time_s=0.2),
-}
+# Repeats of the kernel-timed conv2d study: measure() keywords (the L2 flushed on the GPU: the inputs fit it).
+KERNEL_REPEATS: dict[Any, dict[str, Any]] = per_level(gpu_full=repeats(5, 50, 5.0, flush_l2=True),
+    gpu_quick=repeats(3, 20, 1.0, flush_l2=True), cpu_full=repeats(2, 10, 3.0), cpu_quick=repeats(1, 5, 1.0),
+    tiny=repeats(1, 3, 0.2))
 
 #: The conv2d study's minimum (what every CUDA build has); the study runs every GPU conv2d
 #: variant registered (:func:`conv_gpu_variants`), each at its defaults, cuDNN last.
@@ -54,11 +52,11 @@ def _conv_listed() -> tuple[str, ...]:
 
 def run_conv2d(plan: Plan) -> StudyResult:
     res = StudyResult()
-    names = _select("conv2d", _conv_listed(), plan, res.notes)
+    names = select_variants("conv2d", _conv_listed(), plan, res.notes)
     # (label, variant, params): cuDNN twice, restricted to the precise algorithms (the
     # baseline) and free to pick FFT/Winograd (what a framework's benchmark mode gets).
     # auto twice too: "auto" (exact-order variants) beside cuDNN precise, "auto-fast" (may pick winograd) beside
-    # cuDNN any (issue 13's two precision classes).
+    # cuDNN any (two precision classes: exact-order FP32, and fast algorithms that round differently).
     entries = [(name, name, {}) for name in names]
     if "auto" in names:
         entries.append(("auto-fast", "auto", {"algorithms": "fast"}))
@@ -89,21 +87,21 @@ def run_conv2d(plan: Plan) -> StudyResult:
                 row: dict[str, Any] = dict(conf=conf, N=n, C=c, K=k, H=h, W=w, R=r, S=s, u=u, v=v, P=p, Q=q,
                                            variant=name, device="gpu" if gpu else "cpu")
                 if variant == "cudnn":
-                    row["algorithm"] = _cudnn_algorithm(x.shape, wt.shape, (u, v), (0, 0),
-                                                        params.get("algorithms", "precise"))
+                    row["algorithm"] = cudnn_algorithm(x.shape, wt.shape, (u, v), (0, 0),
+                                                       params.get("algorithms", "precise"))
                 try:
                     ins = dev_in if gpu else (x, wt)
                     fn = lambda ins=ins, variant=variant, params=params, u=u, v=v: gpuopt.conv2d(  # noqa: E731
                         *ins, stride=(u, v), padding=0, variant=variant, **params)
                     st = measure(fn, device=row["device"], **reps)
-                    outputs[name] = _host(fn())
+                    outputs[name] = to_host(fn())
                     row.update(st.row(), gflops=flops / (st.median_ms * 1e6), spin_us=st.spin_us,
                                overhead_hidden=st.overhead_hidden)
                 except ValueError as exc:  # the variant rejects this shape up front (e.g. constant memory)
-                    row["skipped"] = _error(exc)
+                    row["skipped"] = error_text(exc)
                     res.notes.append(f"conv2d {conf} {name}: not applicable: {row['skipped']}")
                 except Exception as exc:  # noqa: BLE001
-                    row["error"] = _error(exc)
+                    row["error"] = error_text(exc)
                     res.notes.append(f"conv2d {conf} {name}: {row['error']}")
                 conf_rows.append(row)
                 prog.update(f"{conf} {name}")
@@ -117,40 +115,41 @@ def run_conv2d(plan: Plan) -> StudyResult:
                 if t_any and row.get("median_ms"):
                     row["speedup_vs_cudnn_any"] = t_any / row["median_ms"]
                 if ref is not None and row["variant"] in outputs and row["variant"] != "cudnn":
-                    row["rel_err"], row["reference"] = _rel_err(outputs[row["variant"]], ref), "cudnn"
+                    row["rel_err"], row["reference"] = relative_error(outputs[row["variant"]], ref), "cudnn"
             res.rows.extend(conf_rows)
             del dev_in, outputs, ref
-            _release_gpu_cache(plan)
+            release_gpu_cache(plan)
     return res
 
 
 def table_conv2d(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
     """Per configuration and variant: ms, GFLOP/s, x cuDNN, rel.err, cuDNN's algorithm."""
-    # Results with cuDNN-any ratios (issue 13) say which cuDNN each "vs" divides by; older results keep one column.
+    # Results with cuDNN-any ratios (speedup_vs_cudnn_any) say which cuDNN each "vs" divides by; older results keep
+    # one column.
     both = any(r.get("speedup_vs_cudnn_any") is not None for r in rows)
     body = [[r["conf"], f"{r['N']}x{r['C']}x{r['H']}x{r['W']} * {r['K']}x{r['R']}x{r['S']} /{r['u']}", r["variant"],
-             "n/a" if r.get("skipped") else _fmt(r.get("median_ms"), ".4g"), _fmt(r.get("gflops"), ".1f"),
-             _fmt(r.get("speedup_vs_cudnn"), ".2f")]
-            + ([_fmt(r.get("speedup_vs_cudnn_any"), ".2f")] if both else [])
-            + [_fmt(r.get("rel_err"), ".1e"), r.get("algorithm") or "-"]
+             "n/a" if r.get("skipped") else fmt_cell(r.get("median_ms"), ".4g"), fmt_cell(r.get("gflops"), ".1f"),
+             fmt_cell(r.get("speedup_vs_cudnn"), ".2f")]
+            + ([fmt_cell(r.get("speedup_vs_cudnn_any"), ".2f")] if both else [])
+            + [fmt_cell(r.get("rel_err"), ".1e"), r.get("algorithm") or "-"]
             for r in rows]
     vs = ["vs cuDNN precise", "vs cuDNN any"] if both else ["vs cuDNN"]
     return format_table(["conf", "NxCxHxW * KxRxS /stride", "variant", "ms", "GFLOP/s", *vs, "rel.err",
-                         "cuDNN algorithm"], body) + _skipped(rows) + _errors(rows)
+                         "cuDNN algorithm"], body) + skipped_note(rows) + errors_note(rows)
 
 
 def plot_conv2d(meta, rows, path: Path) -> Path:
     """One panel per configuration: a horizontal bar per variant (cuDNN black), ms and speed vs cuDNN."""
-    plt = _pyplot()
-    good = _ok(rows, "median_ms")
+    plt = pyplot()
+    good = drawable_rows(rows, "median_ms")
     title = "conv2d: every variant vs cuDNN on the CS6235 configurations (median kernel time, lower is better)"
     if not good:
         fig, ax = plt.subplots(figsize=(9, 5.5))
-        _empty(ax, "no successful measurements")
-        return _finish(fig, ax, meta, "conv2d: CS6235 configurations", path)
+        empty_axes(ax, "no successful measurements")
+        return finish_axes(fig, ax, meta, "conv2d: CS6235 configurations", path)
     confs = list(dict.fromkeys(r["conf"] for r in rows))
     variants = list(dict.fromkeys(r["variant"] for r in rows))
-    colors = _colors(variants)
+    colors = label_colors(variants)
     by = {(r["conf"], r["variant"]): r for r in rows}
     ncols = 2 if len(confs) > 1 else 1
     nrows = math.ceil(len(confs) / ncols)
@@ -158,7 +157,7 @@ def plot_conv2d(meta, rows, path: Path) -> Path:
                              squeeze=False)
     for ax, conf in zip(axes.flat, confs):
         ys = list(range(len(variants)))
-        vals = [(_num_ok(by.get((conf, v), {}).get("median_ms")) and by[(conf, v)]["median_ms"]) or 0.0
+        vals = [(drawable(by.get((conf, v), {}).get("median_ms")) and by[(conf, v)]["median_ms"]) or 0.0
                 for v in variants]
         ax.barh(ys, vals, color=[colors[v] for v in variants], height=0.72)
         pos = [v for v in vals if v > 0]
@@ -171,11 +170,11 @@ def plot_conv2d(meta, rows, path: Path) -> Path:
                 text = "n/a (rejects the shape)"
             elif r.get("error"):
                 text = "failed"
-            elif not _num_ok(r.get("median_ms")):
+            elif not drawable(r.get("median_ms")):
                 text = "-"
             else:
                 text = f" {r['median_ms']:.3g}"
-                if _num_ok(r.get("speedup_vs_cudnn")) and not v.startswith("cudnn"):
+                if drawable(r.get("speedup_vs_cudnn")) and not v.startswith("cudnn"):
                     text += f"  {r['speedup_vs_cudnn']:.2f}x"
             x = vals[y] if vals[y] > 0 else (min(pos) if pos and ax.get_xscale() == "log" else 0.0)
             ax.annotate(text, (x, y), xytext=(2, 0), textcoords="offset points", va="center", fontsize=7)
@@ -191,7 +190,7 @@ def plot_conv2d(meta, rows, path: Path) -> Path:
         ax.grid(True, which="major", axis="x", alpha=0.3)
     for ax in list(axes.flat)[len(confs):]:
         ax.axis("off")
-    return _finish_fig(fig, meta, title, path)
+    return finish_figure(fig, meta, title, path)
 
 
 STUDY = Study("conv2d", "conv2d", "2-D convolution, CS6235 configurations",

@@ -13,13 +13,13 @@ from typing import Any, Mapping, Sequence
 
 import gpuopt
 
-from ..figures import (_X_LABELS, _empty, _finish_report_fig, _grouped_bars, _headroom, _log_if_wide, _num_ok,
-                       _ok, _pyplot, _series)
-from ..study import Output, Plan, Study, StudyResult, _note, _num, entry_label, row_label
-from ..tables import (Section, _device_short, _errors, _ms_cell, _sections_markdown, _sections_text, _skipped,
-                      extras_file)
-from ._conv import (CONV_CHECK_ELEMS, CONV_CONFS, CONV_MAX_N, REPORT_CONV_REPEATS, ConvEntry, ConvProblem,
-                    _is_reference, _run_points, _usable_entries)
+from ..conv_points import (CONV_CHECK_ELEMS, CONV_CONFS, CONV_MAX_N, REPORT_CONV_REPEATS, ConvEntry, ConvProblem,
+                           is_reference, run_points, usable_entries)
+from ..figures import (X_LABELS, drawable, drawable_rows, empty_axes, finish_report_figure, grouped_bars, headroom,
+                       log_if_wide, pyplot, series_label)
+from ..study import Output, Plan, Study, StudyResult, add_note, entry_label, finite_number, per_level, row_label
+from ..tables import (Section, device_short, errors_note, extras_file, ms_cell, sections_markdown, sections_text,
+                      skipped_note)
 
 __all__ = ["STUDY", "CS6235_FIGURES", "cs6235_entries", "cs6235_best_k"]
 
@@ -30,20 +30,14 @@ CS6235_GPU_NOTE = ("the report's numbers came from node kp359 of Utah's CHPC clu
 CS6235_SOURCE = "../shared/seeds/cs6235-cnn-gpu-conv-report.txt"
 CS6235_CONFS = tuple(CONV_CONFS)
 #: Block sizes of Fig 2 (the report: 32 .. 1024).
-CS6235_BLOCK_SIZES: dict[Any, tuple[int, ...]] = {
-    ("gpu", "full"): (32, 64, 128, 256, 512, 1024), ("gpu", "quick"): (32, 128, 1024),
-    ("cpu", "full"): (), ("cpu", "quick"): (), "tiny": (64, 128),
-}
+CS6235_BLOCK_SIZES: dict[Any, tuple[int, ...]] = per_level(
+    gpu_full=(32, 64, 128, 256, 512, 1024), gpu_quick=(32, 128, 1024), cpu_full=(), cpu_quick=(), tiny=(64, 128))
 #: k unroll factors of Figs 3 and 8 (the report: 2, 4, 8, 16).
-CS6235_K_UNROLLS: dict[Any, tuple[int, ...]] = {
-    ("gpu", "full"): (2, 4, 8, 16), ("gpu", "quick"): (2, 8, 16), ("cpu", "full"): (), ("cpu", "quick"): (),
-    "tiny": (2, 8),
-}
+CS6235_K_UNROLLS: dict[Any, tuple[int, ...]] = per_level(
+    gpu_full=(2, 4, 8, 16), gpu_quick=(2, 8, 16), cpu_full=(), cpu_quick=(), tiny=(2, 8))
 #: c unroll factors of Fig 4 (the report: 0, 2, 4, 8, 16; 0 = no unrolling).
-CS6235_C_UNROLLS: dict[Any, tuple[int, ...]] = {
-    ("gpu", "full"): (0, 2, 4, 8, 16), ("gpu", "quick"): (0, 4, 16), ("cpu", "full"): (), ("cpu", "quick"): (),
-    "tiny": (0, 4),
-}
+CS6235_C_UNROLLS: dict[Any, tuple[int, ...]] = per_level(
+    gpu_full=(0, 2, 4, 8, 16), gpu_quick=(0, 4, 16), cpu_full=(), cpu_quick=(), tiny=(0, 4))
 #: Fig 3's block size: "These results were obtained at Blocksize = 512" (Sec. 3.1, l.58).
 CS6235_FIG3_BLOCK = 512
 #: Fig 5's unroll factor: the report's unroll_k8 (crs) vs unroll_k8_rsc folders (l.364).
@@ -102,7 +96,7 @@ def _cs6235_panel(conf: str) -> str:
 def cs6235_entries(plan: Plan, notes: list[str]) -> dict[str, list[ConvEntry]]:
     """The entries (rows per configuration) of each figure; CPU mode: the ``cpu`` variant only."""
     if not plan.gpu:
-        _note(notes, "cs6235: no GPU, so every figure shows the cpu variant only (GPU variants not run here: "
+        add_note(notes, "cs6235: no GPU, so every figure shows the cpu variant only (GPU variants not run here: "
                      + ", ".join(CS6235_VARIANTS) + ")")
         return {f["figure"]: [ConvEntry("cpu", "cpu", {}, {"series": "cpu"})] for f in CS6235_FIGURES}
     table = gpuopt.variants("conv2d")
@@ -120,7 +114,7 @@ def cs6235_entries(plan: Plan, notes: list[str]) -> dict[str, list[ConvEntry]]:
     if "auto" in table:
         fig1.append(ConvEntry("auto", "auto", {}, {"series": "auto"}))
     else:
-        _note(notes, "cs6235 fig1: variant conv2d/auto is not registered in this build: Fig 1 shows general only")
+        add_note(notes, "cs6235 fig1: variant conv2d/auto is not registered in this build: Fig 1 shows general only")
     fig1 += [ref, ConvEntry("cudnn-any", "cudnn", {"algorithms": "any"}, {"series": "cuDNN (any algorithm)"})]
     fig5 = [k_unroll(order, CS6235_FIG5_UNROLL) for order in ("crs", "rsc")]
     plain = table.get("plain")
@@ -128,7 +122,7 @@ def cs6235_entries(plan: Plan, notes: list[str]) -> dict[str, list[ConvEntry]]:
         fig5 += [ConvEntry(entry_label("plain", {"loop_order": o}), "plain", {"loop_order": o},
                            {"series": f"plain {o}"}) for o in ("crs", "rsc")]
     else:
-        _note(notes, "cs6235 fig5: plain has no loop_order parameter (its loops are c,r,s), so Fig 5 compares the "
+        add_note(notes, "cs6235 fig5: plain has no loop_order parameter (its loops are c,r,s), so Fig 5 compares the "
                      f"loop orders on unroll_k (unroll {CS6235_FIG5_UNROLL}) only, as the report did")
     k_factors = plan.pick(CS6235_K_UNROLLS)
     entries = {
@@ -145,7 +139,7 @@ def cs6235_entries(plan: Plan, notes: list[str]) -> dict[str, list[ConvEntry]]:
         "fig8": [ConvEntry("unroll_nk", "unroll_nk", {}, {"series": "unroll_nk (n, k unrolled 4 x 4)"})]
                 + [k_unroll("rsc", f) for f in k_factors] + [ref],
     }
-    return {fig: _usable_entries(es, plan, notes, f"cs6235 {fig}") for fig, es in entries.items()}
+    return {fig: usable_entries(es, plan, notes, f"cs6235 {fig}") for fig, es in entries.items()}
 
 
 def cs6235_report_meta() -> dict[str, Any]:
@@ -176,19 +170,19 @@ def run_cs6235(plan: Plan) -> StudyResult:
                               f"||y - y_cudnn|| / ||y_cudnn|| over the first images (at most {CONV_CHECK_ELEMS} "
                               "outputs)",
                     figures={f["figure"]: [e.label for e in entries[f["figure"]]] for f in CS6235_FIGURES})
-    res.rows = _run_points(plan, res, reps, work, problems, "cs6235")
+    res.rows = run_points(plan, res, reps, work, problems, "cs6235")
     return res
 
 
 def cs6235_best_k(rows: Sequence[Mapping[str, Any]], conf: str) -> Mapping[str, Any] | None:
     """Fig 8's "best k unroll" at ``conf``: the fastest unroll_k row of fig8."""
     cands = [r for r in rows if r.get("figure") == "fig8" and r.get("conf") == conf and r.get("variant") == "unroll_k"
-             and _num(r.get("median_ms"))]
+             and finite_number(r.get("median_ms"))]
     return min(cands, key=lambda r: r["median_ms"]) if cands else None
 
 
 def _cs6235_sections(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] | None) -> list[Section]:
-    dev = _device_short(meta)
+    dev = device_short(meta)
     sections = []
     for f in CS6235_FIGURES:
         fr = [r for r in rows if r.get("figure") == f["figure"]]
@@ -199,8 +193,8 @@ def _cs6235_sections(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] 
             line = [label]
             for c in confs:
                 r = by.get((label, c))
-                cell = _ms_cell(r)
-                if r is not None and _num(r.get("speedup_vs_cudnn")) and not _is_reference(r["variant"], r.get(
+                cell = ms_cell(r)
+                if r is not None and finite_number(r.get("speedup_vs_cudnn")) and not is_reference(r["variant"], r.get(
                         "params") or {}):
                     cell += f" ({r['speedup_vs_cudnn']:.2f}x)"
                 line.append(cell)
@@ -223,13 +217,13 @@ def _cs6235_sections(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] 
 
 def table_cs6235(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
     """One table per figure: ms (and x cuDNN) per row and configuration, what the report found."""
-    return _sections_text(_cs6235_sections(rows, meta)) + _skipped(rows) + _errors(rows)
+    return sections_text(_cs6235_sections(rows, meta)) + skipped_note(rows) + errors_note(rows)
 
 
 def cs6235_markdown(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
     """One table per figure, as Markdown."""
-    return _sections_markdown("conv2d: the CS6235 report's figures, reproduced", meta,
-                              _cs6235_sections(rows, meta))
+    return sections_markdown("conv2d: the CS6235 report's figures, reproduced", meta,
+                             _cs6235_sections(rows, meta))
 
 
 def _conf_tick(conf: str, rows: Sequence[Mapping[str, Any]]) -> str:
@@ -243,7 +237,7 @@ def _conf_tick(conf: str, rows: Sequence[Mapping[str, Any]]) -> str:
 def _cs6235_bars(plt, f: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]):
     fig, ax = plt.subplots(figsize=(10.5, 5.8))
     confs = [c for c in f["confs"] if any(r.get("conf") == c for r in rows)] or list(f["confs"])
-    good = _ok(rows, "median_ms")
+    good = drawable_rows(rows, "median_ms")
     if f["figure"] == "fig8":
         rank = {"unroll_nk": 0, "best": 1}
         derived = [dict(r) for r in good if r.get("variant") != "unroll_k"]
@@ -251,26 +245,26 @@ def _cs6235_bars(plt, f: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]):
             best = cs6235_best_k(good, c)
             if best is not None:
                 derived.append({**best, "series": "best unroll_k (rsc loops)",
-                                "_note": f"unroll={(best.get('params') or {}).get('unroll')}", "_rank": 1})
+                                "add_note": f"unroll={(best.get('params') or {}).get('unroll')}", "_rank": 1})
         good = sorted(derived, key=lambda r: r.get("_rank", rank.get(r.get("variant"), 2)))
     if not good:
-        _empty(ax, "no successful measurements")
+        empty_axes(ax, "no successful measurements")
         return fig
-    series = list(dict.fromkeys(_series(r) for r in good))
-    by = {(r["conf"], _series(r)): r for r in good}
+    series = list(dict.fromkeys(series_label(r) for r in good))
+    by = {(r["conf"], series_label(r)): r for r in good}
 
     def label(c: str, s: str) -> str:
         r = by[(c, s)]
         text = f"{r['median_ms']:.3g}"
-        if _num_ok(r.get("speedup_vs_cudnn")) and not _is_reference(r["variant"], r.get("params") or {}):
+        if drawable(r.get("speedup_vs_cudnn")) and not is_reference(r["variant"], r.get("params") or {}):
             text += f"\n{r['speedup_vs_cudnn']:.2f}x"
-        if r.get("_note"):
-            text += f"\n{r['_note']}"
+        if r.get("add_note"):
+            text += f"\n{r['add_note']}"
         return text
 
-    values = _grouped_bars(ax, confs, series, lambda c, s: by[(c, s)]["median_ms"] if (c, s) in by else None, label)
-    log = _log_if_wide(ax, values, 10)  # N=1 and N=128 side by side differ by ~100x
-    _headroom(ax, values, 1.35)
+    values = grouped_bars(ax, confs, series, lambda c, s: by[(c, s)]["median_ms"] if (c, s) in by else None, label)
+    log = log_if_wide(ax, values, 10)  # N=1 and N=128 side by side differ by ~100x
+    headroom(ax, values, 1.35)
     ax.set_xticklabels([_conf_tick(c, rows) for c in confs], fontsize=8)
     ax.set_xlabel("configuration (no padding); bar labels: ms, and speed relative to cuDNN strict FP32 "
                   "(> 1: faster)", fontsize=8.5)
@@ -284,7 +278,7 @@ def _cs6235_lines(plt, f: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]):
     import matplotlib
 
     fig, axes = plt.subplots(1, 2, figsize=(13.5, 5.6))
-    good = _ok(rows, "median_ms")
+    good = drawable_rows(rows, "median_ms")
     confs = [c for c in f["confs"] if any(r.get("conf") == c for r in rows)] or list(f["confs"])
     palette = list(matplotlib.colormaps["tab10"].colors)
     color = {c: palette[i % len(palette)] for i, c in enumerate(CONV_CONFS)}
@@ -308,7 +302,7 @@ def _cs6235_lines(plt, f: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]):
         for c in pconfs:
             pts = lines[c]
             if pts:
-                series = _series(next(r for r in good if r["conf"] == c and r.get("x") is not None))
+                series = series_label(next(r for r in good if r["conf"] == c and r.get("x") is not None))
                 ax.plot([pos[x] for x, _ in pts], [y for _, y in pts], "-o", ms=5, lw=1.6, color=color[c],
                         label=f"{c}: {series}")
                 best = min(pts, key=lambda p: p[1])
@@ -325,12 +319,12 @@ def _cs6235_lines(plt, f: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]):
                 vals += [y for _, y in pts]
             for ref in (r for r in good if r["conf"] == c and r.get("x") is None):
                 ax.axhline(ref["median_ms"], ls="--", lw=1.1, color=color[c], alpha=0.75,
-                           label=f"{c}: {_series(ref)} ({ref['median_ms']:.3g} ms)")
+                           label=f"{c}: {series_label(ref)} ({ref['median_ms']:.3g} ms)")
                 vals.append(ref["median_ms"])
         if not vals:
-            _empty(ax, f"no successful measurements at {panel}")
+            empty_axes(ax, f"no successful measurements at {panel}")
             continue
-        log = _log_if_wide(ax, vals, 8)
+        log = log_if_wide(ax, vals, 8)
         lo, hi = min(vals), max(vals)  # room for the point labels above the highest and below the lowest
         pad = 0.12 * (hi - lo) or 0.1 * hi
         ax.set_ylim(*((lo / 1.35, hi * 1.35) if log else (lo - pad, hi + pad)))
@@ -340,7 +334,7 @@ def _cs6235_lines(plt, f: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]):
             ax.set_xlim(-0.5, len(xs) - 0.5)
         else:
             ax.set_xticks([])
-        ax.set_xlabel(_X_LABELS.get(str(f.get("x")), str(f.get("x"))) + ("" if xs else " (not swept here)"))
+        ax.set_xlabel(X_LABELS.get(str(f.get("x")), str(f.get("x"))) + ("" if xs else " (not swept here)"))
         ax.set_ylabel("median kernel time (ms" + (", log scale" if log else "") + ")")
         ax.set_title(f"({'ab'[i]}) {panel}: {', '.join(pconfs)}  (star: fastest)", fontsize=9)
         ax.grid(True, which="major", alpha=0.3)
@@ -351,8 +345,8 @@ def _cs6235_lines(plt, f: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]):
 
 def plot_cs6235(meta, rows, path: Path) -> list[Path]:
     """One PNG per figure of the CS6235 report: ``<stem>_fig1.png`` .. ``<stem>_fig8.png`` beside ``path``."""
-    plt = _pyplot()
-    dev = _device_short(meta)
+    plt = pyplot()
+    dev = device_short(meta)
     out = []
     for f in CS6235_FIGURES:
         fr = [r for r in rows if r.get("figure") == f["figure"]]
@@ -360,7 +354,7 @@ def plot_cs6235(meta, rows, path: Path) -> list[Path]:
         note = (f"Report: {CS6235_GPU} ({CS6235_GPU_NOTE}). It printed no numbers for this figure (its plots are "
                 f"not in the text); what it found: {f['report']}")
         title = f"CS6235 {f['title']}: {dev}, median kernel time (lower is better)"
-        out.append(_finish_report_fig(fig, meta, title, note, path.with_name(f"{path.stem}_{f['figure']}.png")))
+        out.append(finish_report_figure(fig, meta, title, note, path.with_name(f"{path.stem}_{f['figure']}.png")))
     return out
 
 

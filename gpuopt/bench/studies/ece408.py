@@ -14,12 +14,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..figures import (_X_LABELS, _bar_series, _empty, _finish_report_fig, _grouped_bars, _headroom,
-                       _log_if_wide, _ok, _pyplot)
-from ..study import Output, Plan, Study, StudyResult, _note, _num, entry_label, row_label
-from ..tables import (Section, _device_short, _fmt, _g, _ms_cell, _sections_markdown, _sections_text, _skipped,
-                      _errors, extras_file)
-from ._conv import CONV_CHECK_ELEMS, REPORT_CONV_REPEATS, ConvEntry, ConvProblem, _run_points, _usable_entries
+from ..conv_points import CONV_CHECK_ELEMS, REPORT_CONV_REPEATS, ConvEntry, ConvProblem, run_points, usable_entries
+from ..figures import (X_LABELS, bar_series, drawable_rows, empty_axes, finish_report_figure, grouped_bars, headroom,
+                       log_if_wide, pyplot)
+from ..study import Output, Plan, Study, StudyResult, add_note, entry_label, finite_number, per_level, row_label
+from ..tables import (Section, device_short, errors_note, extras_file, fmt_cell, gflops_cell, ms_cell,
+                      sections_markdown, sections_text, skipped_note)
 
 __all__ = ["STUDY", "ECE408_OP_TIMES", "ECE408_MNIST_TIMES", "ece408_report_ms", "ms_text"]
 
@@ -36,19 +36,13 @@ MNIST_LAYERS: dict[str, tuple[int, ...]] = {"mnist_conv1": (1, 28, 28, 32, 5, 5)
                                              "mnist_conv2": (32, 12, 12, 64, 5, 5)}
 #: The report's image counts.
 ECE408_REPORT_BATCHES = (10, 100, 10000)
-ECE408_BATCHES: dict[Any, tuple[int, ...]] = {
-    ("gpu", "full"): (10, 100, 10000), ("gpu", "quick"): (10, 100, 10000), ("cpu", "full"): (10, 100),
-    ("cpu", "quick"): (10,), "tiny": (10,),
-}
+ECE408_BATCHES: dict[Any, tuple[int, ...]] = per_level(
+    gpu_full=(10, 100, 10000), gpu_quick=(10, 100, 10000), cpu_full=(10, 100), cpu_quick=(10,), tiny=(10,))
 #: Images of the TILE_WIDTH sweep and of the MNIST layers (the reports: 10,000).
-ECE408_BIG_BATCH: dict[Any, int] = {
-    ("gpu", "full"): 10000, ("gpu", "quick"): 10000, ("cpu", "full"): 100, ("cpu", "quick"): 10, "tiny": 10,
-}
+ECE408_BIG_BATCH: dict[Any, int] = per_level(gpu_full=10000, gpu_quick=10000, cpu_full=100, cpu_quick=10, tiny=10)
 #: Optimisation 9's TILE_WIDTH sweep: 4 to 32 in steps of 4 (l.716).
-ECE408_TILE_WIDTHS: dict[Any, tuple[int, ...]] = {
-    ("gpu", "full"): (4, 8, 12, 16, 20, 24, 28, 32), ("gpu", "quick"): (8, 16, 32), ("cpu", "full"): (),
-    ("cpu", "quick"): (), "tiny": (8, 16),
-}
+ECE408_TILE_WIDTHS: dict[Any, tuple[int, ...]] = per_level(
+    gpu_full=(4, 8, 12, 16, 20, 24, 28, 32), gpu_quick=(8, 16, 32), cpu_full=(), cpu_quick=(), tiny=(8, 16))
 ECE408_TILE_VARIANTS = ("tiled", "tiled_unrolled")
 #: On the GPU the cpu variant (the report's Milestone 2 sequential code) runs up to this many images.
 ECE408_CPU_MAX_B = 100
@@ -219,12 +213,12 @@ def ece408_work(plan: Plan, notes: list[str]) -> tuple[list[tuple[dict[str, Any]
 
     cpu_only = [ConvEntry("cpu", "cpu", {}, {"step": "gpuopt's CPU reference (no GPU here)"})]
     if not plan.gpu:
-        _note(notes, "ece408: no GPU, so only the cpu variant runs (at "
+        add_note(notes, "ece408: no GPU, so only the cpu variant runs (at "
                      f"{', '.join(map(str, batches))} images; the TILE_WIDTH part shows it as a reference line)")
     for layer, spec in ECE408_LAYERS.items():
         for b in batches:
             entries = (_ece408_step_entries(with_cpu=b <= ECE408_CPU_MAX_B) if plan.gpu else cpu_only)
-            entries = _usable_entries(entries, plan, notes, "ece408 op_time")
+            entries = usable_entries(entries, plan, notes, "ece408 op_time")
             key = problem(layer, spec, b)
             work += [({"part": "op_time", "layer": layer, "B": b}, key, e) for e in entries]
     if plan.gpu:
@@ -232,19 +226,19 @@ def ece408_work(plan: Plan, notes: list[str]) -> tuple[list[tuple[dict[str, Any]
         tile_entries = [ConvEntry(entry_label(v, {"tile_width": t}), v, {"tile_width": t},
                                   {"x_name": "tile_width", "x": t, "step": "Opt 9: TILE_WIDTH sweep"})
                         for v in ECE408_TILE_VARIANTS for t in widths] + [ref]
-        tile_entries = _usable_entries(tile_entries, plan, notes, "ece408 tile_width")
+        tile_entries = usable_entries(tile_entries, plan, notes, "ece408 tile_width")
     else:
         tile_entries = cpu_only
     for layer, spec in ECE408_LAYERS.items():
         key = problem(layer, spec, big)
         work += [({"part": "tile_width", "layer": layer, "B": big}, key, e) for e in tile_entries]
-    mnist_entries = (_usable_entries(_ece408_step_entries(with_cpu=big <= ECE408_CPU_MAX_B), plan, notes,
-                                     "ece408 mnist") if plan.gpu else cpu_only)
+    mnist_entries = (usable_entries(_ece408_step_entries(with_cpu=big <= ECE408_CPU_MAX_B), plan, notes,
+                                    "ece408 mnist") if plan.gpu else cpu_only)
     for layer, spec in MNIST_LAYERS.items():
         key = problem(layer, spec, big)
         work += [({"part": "mnist", "layer": layer, "B": big}, key, e) for e in mnist_entries]
     if big < 10000:
-        _note(notes, f"ece408: the TILE_WIDTH sweep and the MNIST layers run at {big} images in this mode "
+        add_note(notes, f"ece408: the TILE_WIDTH sweep and the MNIST layers run at {big} images in this mode "
                      "(the reports: 10,000)")
     return work, problems
 
@@ -278,14 +272,14 @@ def run_ece408(plan: Plan) -> StudyResult:
                            "time of the call on NumPy input)",
                     reference=f"cuDNN strict FP32 (variant cudnn) in the same run; rel_err over the first images "
                               f"(at most {CONV_CHECK_ELEMS} outputs)")
-    res.rows = _run_points(plan, res, reps, work, problems, "ece408")
+    res.rows = run_points(plan, res, reps, work, problems, "ece408")
     for row in res.rows:
         _attach_ece408_report(row)
     return res
 
 
 def _ece408_sections(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] | None) -> list[Section]:
-    dev = _device_short(meta)
+    dev = device_short(meta)
     sections = []
     op = [r for r in rows if r.get("part") == "op_time"]
     measured_b = sorted({r["B"] for r in op})
@@ -295,7 +289,8 @@ def _ece408_sections(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] 
     labels = [lb for lb, *_ in ECE408_STEPS]
     labels += [lb for lb in dict.fromkeys(row_label(r) for r in op) if lb not in labels]
     steps = {lb: step for lb, _, _, step in ECE408_STEPS}
-    # Results with cuDNN-any ratios (issue 13) name which cuDNN each "x" divides by; older ones keep one column.
+    # Results with cuDNN-any ratios (speedup_vs_cudnn_any) name which cuDNN each "x" divides by; older ones keep one
+    # column.
     both = any(r.get("speedup_vs_cudnn_any") is not None for r in op)
     for layer, (c, h, w, k, r_, s) in ECE408_LAYERS.items():
         body = []
@@ -303,15 +298,15 @@ def _ece408_sections(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] 
             line = [steps.get(label, ""), label]
             for b in batches:
                 row = by.get((layer, b, label))
-                line.append(_ms_cell(row))
+                line.append(ms_cell(row))
                 if b in ECE408_REPORT_BATCHES:
                     sec, _ = ece408_report_seconds(label, layer, b)
                     line.append("-" if sec is None else ms_text(sec))
             rb = by.get((layer, big, label)) if big else None
-            line += [_g(rb.get("gflops")) if rb else "-",
-                     _fmt(_num(rb.get("speedup_vs_cudnn")), ".2f") if rb else "-"]
+            line += [gflops_cell(rb.get("gflops")) if rb else "-",
+                     fmt_cell(finite_number(rb.get("speedup_vs_cudnn")), ".2f") if rb else "-"]
             if both:
-                line.append(_fmt(_num(rb.get("speedup_vs_cudnn_any")), ".2f") if rb else "-")
+                line.append(fmt_cell(finite_number(rb.get("speedup_vs_cudnn_any")), ".2f") if rb else "-")
             body.append(line)
         headers = ["the report's step", "variant"]
         for b in batches:
@@ -338,17 +333,17 @@ def _ece408_sections(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] 
         widths = sorted({r["x"] for r in tw if r.get("x") is not None})
         series = [(layer, v) for layer in ECE408_LAYERS for v in dict.fromkeys(
             r["variant"] for r in tw if r.get("x") is not None)]
-        body = [[str(t), *[_ms_cell(by_t.get((layer, t, v))) for layer, v in series]] for t in widths]
+        body = [[str(t), *[ms_cell(by_t.get((layer, t, v))) for layer, v in series]] for t in widths]
         best = ["best"]
         for layer, v in series:
             cands = [(r["median_ms"], t) for (lay, t, vv), r in by_t.items() if lay == layer and vv == v
-                     and _num(r.get("median_ms"))]
+                     and finite_number(r.get("median_ms"))]
             best.append(f"{min(cands)[1]}" if cands else "-")
         body.append(best)
         refs = [r for r in tw if r.get("x") is None]
         for ref in refs:
             body.append([f"{row_label(ref)} ({ref['layer']})",
-                         *[_ms_cell(ref) if layer == ref["layer"] else "" for layer, _ in series]])
+                         *[ms_cell(ref) if layer == ref["layer"] else "" for layer, _ in series]])
         caption = (f"ECE408 Optimisation 9, the TILE_WIDTH sweep at B={tb}: {dev} median time in ms per tile "
                    f"width (cuDNN for reference). The report ({ECE408_GPU}) printed no numbers (its Figure 27 is not "
                    "in the text); it read: "
@@ -366,10 +361,10 @@ def _ece408_sections(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] 
             line = [steps.get(label, ""), label]
             for layer in MNIST_LAYERS:
                 row = by_m.get((layer, label))
-                line.append(_ms_cell(row))
+                line.append(ms_cell(row))
                 rep = ece408_mnist_report(label, layer)
                 line.append(" / ".join(f"{ms:g} [{tag}]" for ms, tag, _ in rep) if rep else "-")
-                line.append(_fmt(_num(row.get("speedup_vs_cudnn")), ".2f") if row else "-")
+                line.append(fmt_cell(finite_number(row.get("speedup_vs_cudnn")), ".2f") if row else "-")
             body.append(line)
         headers = ["step", "variant"]
         for layer in MNIST_LAYERS:
@@ -385,18 +380,18 @@ def _ece408_sections(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] 
 
 def table_ece408(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
     """The Op Time tables (this run next to the report's numbers), TILE_WIDTH, the MNIST layers."""
-    return _sections_text(_ece408_sections(rows, meta)) + _skipped(rows) + _errors(rows)
+    return sections_text(_ece408_sections(rows, meta)) + skipped_note(rows) + errors_note(rows)
 
 
 def ece408_markdown(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
     """The Op Time tables (with the report's numbers), TILE_WIDTH, MNIST layers, as Markdown."""
-    return _sections_markdown("conv2d: the ECE408 reports' Op Time table, TILE_WIDTH sweep and MNIST layers", meta,
-                              _ece408_sections(rows, meta))
+    return sections_markdown("conv2d: the ECE408 reports' Op Time table, TILE_WIDTH sweep and MNIST layers", meta,
+                             _ece408_sections(rows, meta))
 
 
 def _step_bars(ax, labels, series, steps_table) -> None:
     """Grouped bars per ECE408 step, x labels with the report's step names, log y."""
-    values = _bar_series(ax, labels, series)
+    values = bar_series(ax, labels, series)
     steps = {lb: step for lb, _, _, step in steps_table}
     # Anchored at the tick and the long step names wrapped: neighbouring labels do not run into each other.
     ax.set_xticklabels([f"{lb}\n" + "\n".join(textwrap.wrap(steps.get(lb, ""), 30)) for lb in labels], fontsize=7.5,
@@ -405,12 +400,12 @@ def _step_bars(ax, labels, series, steps_table) -> None:
         ax.set_yscale("log")
         ax.set_ylim(min(values) / 2, max(values) * 3)
     else:
-        _empty(ax, "no measurements")
+        empty_axes(ax, "no measurements")
 
 
 def _ece408_op_panel(ax, rows, layer: str, dev: str, colors: Mapping[int, Any]) -> None:
     op = [r for r in rows if r.get("part") == "op_time" and r.get("layer") == layer]
-    good = {(r["B"], row_label(r)): r for r in _ok(op, "median_ms")}
+    good = {(r["B"], row_label(r)): r for r in drawable_rows(op, "median_ms")}
     measured = sorted({r["B"] for r in op})
     batches = sorted(set(ECE408_REPORT_BATCHES) | set(measured))
     labels = [lb for lb, *_ in ECE408_STEPS if lb in ECE408_OP_TIMES or any(row_label(r) == lb for r in op)]
@@ -440,7 +435,7 @@ def _ece408_mnist_panel(ax, rows, dev: str) -> None:
     import matplotlib
 
     mn = [r for r in rows if r.get("part") == "mnist"]
-    good = {(r["layer"], row_label(r)): r for r in _ok(mn, "median_ms")}
+    good = {(r["layer"], row_label(r)): r for r in drawable_rows(mn, "median_ms")}
     b = max((r["B"] for r in mn), default=10000)
     reported = {v for v, *_ in ECE408_MNIST_TIMES}
     labels = [lb for lb, *_ in ECE408_STEPS if lb in reported or any(row_label(r) == lb for r in mn)]
@@ -466,7 +461,7 @@ def _ece408_mnist_panel(ax, rows, dev: str) -> None:
 def _ece408_tile_fig(plt, meta, rows, dev: str):
     fig, axes = plt.subplots(1, 2, figsize=(14, 5.6))
     tw = [r for r in rows if r.get("part") == "tile_width"]
-    good = _ok(tw, "median_ms")
+    good = drawable_rows(tw, "median_ms")
     for i, (ax, layer) in enumerate(zip(axes, ECE408_LAYERS)):
         lr = [r for r in good if r.get("layer") == layer]
         b = next((r["B"] for r in tw if r.get("layer") == layer), None)
@@ -475,21 +470,21 @@ def _ece408_tile_fig(plt, meta, rows, dev: str):
         by = {(str(r["x"]), r["variant"]): r for r in lr if r.get("x") is not None}
         best = {v: min((r for r in lr if r["variant"] == v and r.get("x") is not None),
                        key=lambda r: r["median_ms"])["x"] for v in variants}  # the fastest tile width of each
-        vals = _grouped_bars(ax, [str(w) for w in widths], variants,
-                             lambda g, v: by[(g, v)]["median_ms"] if (g, v) in by else None,
-                             lambda g, v: f"{by[(g, v)]['median_ms']:.3g}" + ("\nbest" if best[v] == int(g) else ""))
+        vals = grouped_bars(ax, [str(w) for w in widths], variants,
+                            lambda g, v: by[(g, v)]["median_ms"] if (g, v) in by else None,
+                            lambda g, v: f"{by[(g, v)]['median_ms']:.3g}" + ("\nbest" if best[v] == int(g) else ""))
         for ref in (r for r in lr if r.get("x") is None):
             ax.axhline(ref["median_ms"], ls="--", lw=1.2, color="black",
                        label=f"{row_label(ref)} ({ref['median_ms']:.3g} ms)")
             vals.append(ref["median_ms"])
         if not vals:
-            _empty(ax, "no successful measurements")
+            empty_axes(ax, "no successful measurements")
             continue
-        log = _log_if_wide(ax, vals, 20)
-        _headroom(ax, vals, 1.2)
+        log = log_if_wide(ax, vals, 20)
+        headroom(ax, vals, 1.2)
         if not widths:
             ax.set_xticks([])
-        ax.set_xlabel(_X_LABELS["tile_width"] + ("" if widths else " (not swept here)"))
+        ax.set_xlabel(X_LABELS["tile_width"] + ("" if widths else " (not swept here)"))
         ax.set_ylabel("median kernel time (ms" + (", log scale" if log else "") + ")")
         ax.set_title(f"({'ab'[i]}) {layer}, B={b}\nthe report: {ECE408_TILE_REPORT[layer]}",
                      fontsize=9)
@@ -503,8 +498,8 @@ def plot_ece408(meta, rows, path: Path) -> list[Path]:
     ``ece408_tile_width.png`` (the TILE_WIDTH sweep), beside ``path``."""
     import matplotlib
 
-    plt = _pyplot()
-    dev = _device_short(meta)
+    plt = pyplot()
+    dev = device_short(meta)
     rows = list(rows)
     batches = sorted(set(ECE408_REPORT_BATCHES) | {r["B"] for r in rows if r.get("B") is not None})
     palette = list(matplotlib.colormaps["tab10"].colors)
@@ -516,15 +511,15 @@ def plot_ece408(meta, rows, path: Path) -> list[Path]:
     note = (f"The Fashion-MNIST report's GPU: {ECE408_GPU} ({ECE408_GPU_NOTE}). Its Op Times were printed in seconds "
             "and are drawn in ms. Each group is one of its optimisations (gpuopt variant, the report's step), then "
             "gpuopt's own variants and cuDNN; a missing bar: not measured in this run (or not printed by the report).")
-    op_path = _finish_report_fig(fig, meta, f"conv2d: the ECE408 reports' Op Time table, {dev} vs the reports' GPUs "
-                                 "(lower is better)", note, path.with_name("ece408_op_time.png"), top=0.975)
+    op_path = finish_report_figure(fig, meta, f"conv2d: the ECE408 reports' Op Time table, {dev} vs the reports' GPUs "
+                                   "(lower is better)", note, path.with_name("ece408_op_time.png"), top=0.975)
     fig = _ece408_tile_fig(plt, meta, rows, dev)
     note = (f"The report ({ECE408_GPU}) swept TILE_WIDTH 4..32 in steps of 4 at 10,000 images (Optimisation 9) but "
             "printed no numbers: its table and chart (Figure 27) are not in the text; its reading is quoted above "
             "each panel.")
-    tile_path = _finish_report_fig(fig, meta, f"conv2d: the ECE408 TILE_WIDTH sweep (tiled, tiled_unrolled) vs cuDNN, "
-                                   f"{dev}, median kernel time (lower is better)",
-                                   note, path.with_name("ece408_tile_width.png"))
+    tile_path = finish_report_figure(fig, meta, f"conv2d: the ECE408 TILE_WIDTH sweep (tiled, tiled_unrolled) vs cuDNN, "
+                                     f"{dev}, median kernel time (lower is better)",
+                                     note, path.with_name("ece408_tile_width.png"))
     return [op_path, tile_path]
 
 

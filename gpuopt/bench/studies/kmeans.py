@@ -16,11 +16,12 @@ import numpy as np
 import gpuopt
 from gpuopt import datasets
 
-from ..figures import _bar_series, _empty, _finish_fig, _grouped_bars, _headroom, _log_if_wide, _ok, _pyplot
+from ..figures import bar_series, drawable_rows, empty_axes, finish_figure, grouped_bars, headroom, log_if_wide, pyplot
 from ..harness import Progress, measure, median_timing
-from ..study import CALL_REPEATS, Output, Plan, Study, StudyResult, _error, _host, _select, _timed_calls
 from ..results import format_metadata
-from ..tables import _device_short, _errors, _fmt, _md_table, extras_file, format_table
+from ..study import (CALL_REPEATS, Output, Plan, Study, StudyResult, error_text, per_level, select_variants,
+                     timed_calls, to_host)
+from ..tables import device_short, errors_note, extras_file, fmt_cell, format_table, md_table
 
 __all__ = ["STUDY"]
 
@@ -49,9 +50,8 @@ KMEANS_REPORT_TABLES = {
 # In GPU quick mode the cpu variant runs only on sets with N*D up to this.
 KMEANS_SMALL = 1_000_000
 # Most objects per data set (None: all).
-KMEANS_MAX_N: dict[Any, int | None] = {
-    ("gpu", "full"): None, ("gpu", "quick"): None, ("cpu", "full"): None, ("cpu", "quick"): 50_000, "tiny": 2_000,
-}
+KMEANS_MAX_N: dict[Any, int | None] = per_level(
+    gpu_full=None, gpu_quick=None, cpu_full=None, cpu_quick=50_000, tiny=2_000)
 KMEANS_COLUMNS = ("dataset", "source", "N", "D", "k", "threshold", "variant", "iterations", "converged",
                   "computation_ms", "computation_min_ms", "computation_max_ms", "repeats", "h2d_ms", "kernel_ms",
                   "d2h_ms", "transfer_ms", "total_ms", "timing_repeats", "timing_device", "details", "match_cpu",
@@ -87,7 +87,7 @@ def _kmeans_sets(plan: Plan, notes: list[str]) -> list[tuple[str, str, np.ndarra
 
 def run_kmeans(plan: Plan) -> StudyResult:
     res = StudyResult()
-    names = _select("kmeans", KMEANS_VARIANTS, plan, res.notes)
+    names = select_variants("kmeans", KMEANS_VARIANTS, plan, res.notes)
     sets = _kmeans_sets(plan, res.notes)
     reps = plan.pick(CALL_REPEATS)
     res.meta.update(k=KMEANS_K, threshold=KMEANS_THRESHOLD, blob_seed=KMEANS_BLOB_SEED,
@@ -117,7 +117,7 @@ def run_kmeans(plan: Plan) -> StudyResult:
                 try:
                     st = measure(lambda name=name: gpuopt.kmeans(x, KMEANS_K, threshold=KMEANS_THRESHOLD,
                                                                  variant=name), device="cpu", **reps)
-                    timings, _, result = _timed_calls(
+                    timings, _, result = timed_calls(
                         lambda name=name: gpuopt.kmeans(x, KMEANS_K, threshold=KMEANS_THRESHOLD, variant=name,
                                                         timing=True),
                         warmup=0, repeat=reps["repeat"], max_time_s=reps["max_time_s"])
@@ -127,7 +127,7 @@ def run_kmeans(plan: Plan) -> StudyResult:
                                computation_max_ms=st.max_ms, repeats=st.repeats, **median_timing(timings),
                                timing_repeats=len(timings))
                 except Exception as exc:  # noqa: BLE001
-                    row["error"] = _error(exc)
+                    row["error"] = error_text(exc)
                     res.notes.append(f"kmeans {label} {name}: {row['error']}")
                 set_rows.append(row)
                 prog.update(f"{label} {name}")
@@ -140,54 +140,55 @@ def run_kmeans(plan: Plan) -> StudyResult:
                 if ref is not None and out is not None and row["variant"] != "cpu":
                     same = chunked if row["variant"] in KMEANS_CHUNKED else ref
                     row["match_cpu"] = bool(out.iterations == same.iterations
-                                            and np.array_equal(_host(out.membership), _host(same.membership))
-                                            and np.array_equal(_host(out.centroids), same.centroids))
-                    row["differ_liao"] = int(np.count_nonzero(_host(out.membership) != ref.membership))
+                                            and np.array_equal(to_host(out.membership), to_host(same.membership))
+                                            and np.array_equal(to_host(out.centroids), same.centroids))
+                    row["differ_liao"] = int(np.count_nonzero(to_host(out.membership) != ref.membership))
             res.rows.extend(set_rows)
     return res
 
 
 def table_kmeans(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
     """Per data set and variant: iterations, computation time, loop / transfer breakdown, = cpu."""
-    body = [[r["dataset"], f"{r['N']}x{r['D']}", r["variant"], _fmt(r.get("iterations")),
-             _fmt(r.get("computation_ms"), ".4g"), _fmt(r.get("kernel_ms"), ".4g"), _fmt(r.get("h2d_ms"), ".3g"),
-             _fmt(r.get("d2h_ms"), ".3g"), _fmt(r.get("match_cpu")), _fmt(r.get("differ_liao"))] for r in rows]
+    body = [[r["dataset"], f"{r['N']}x{r['D']}", r["variant"], fmt_cell(r.get("iterations")),
+             fmt_cell(r.get("computation_ms"), ".4g"), fmt_cell(r.get("kernel_ms"), ".4g"),
+             fmt_cell(r.get("h2d_ms"), ".3g"), fmt_cell(r.get("d2h_ms"), ".3g"), fmt_cell(r.get("match_cpu")),
+             fmt_cell(r.get("differ_liao"))] for r in rows]
     return (f"k={rows[0]['k'] if rows else KMEANS_K}, threshold {KMEANS_THRESHOLD}; computation = wall time of the "
             "call (median); '= cpu': memberships, iterations and centres equal to cpu's (cpu(summation='chunked') "
             f"for {', '.join(KMEANS_CHUNKED)}); 'differ from Liao': memberships not those of the Liao-exact cpu\n"
             + format_table(["data set", "N x D", "variant", "iters", "computation ms", "loop ms", "h2d ms", "d2h ms",
-                            "= cpu", "differ from Liao"], body) + _errors(rows))
+                            "= cpu", "differ from Liao"], body) + errors_note(rows))
 
 
 def plot_kmeans(meta, rows, path: Path) -> Path:
     """Computation time per data set, a bar per variant (labels: ms and iterations); under it the CMU report's
     Table 3 (GTX 480, hatched) beside this run's same versions on the same shapes."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, (ax, bx) = plt.subplots(2, 1, figsize=(12, 10.5), gridspec_kw={"height_ratios": [1.15, 1]})
     k, thr = meta.get("k", "?"), meta.get("threshold", "?")
     title = f"k-means (k={k}, threshold {thr}): computation time of Liao's versions, device and cpu per data set"
-    good = _ok(rows, "computation_ms")
+    good = drawable_rows(rows, "computation_ms")
     if not good:
-        _empty(ax, "no successful measurements")
+        empty_axes(ax, "no successful measurements")
         bx.axis("off")
-        return _finish_fig(fig, meta, title, path)
+        return finish_figure(fig, meta, title, path)
     sets = list(dict.fromkeys(r["dataset"] for r in rows))
     variants = list(dict.fromkeys(r["variant"] for r in good))
     by = {(r["dataset"], r["variant"]): r for r in good}
-    values = _grouped_bars(ax, sets, variants,
-                           lambda d, v: by[(d, v)]["computation_ms"] if (d, v) in by else None,
-                           lambda d, v: f"{by[(d, v)]['computation_ms']:.3g}\n{by[(d, v)]['iterations']} it")
+    values = grouped_bars(ax, sets, variants,
+                          lambda d, v: by[(d, v)]["computation_ms"] if (d, v) in by else None,
+                          lambda d, v: f"{by[(d, v)]['computation_ms']:.3g}\n{by[(d, v)]['iterations']} it")
     first = {r["dataset"]: r for r in rows}
     ax.set_xticklabels([f"{d}\n{first[d]['N']}x{first[d]['D']}" for d in sets], fontsize=8)
-    log = _log_if_wide(ax, values, 20)
-    _headroom(ax, values)
+    log = log_if_wide(ax, values, 20)
+    headroom(ax, values)
     ax.set_xlabel("data set (objects x coordinates); labels: ms and loop iterations", fontsize=9)
     ax.set_ylabel("computation time (ms, wall time\nof the call" + (", log scale)" if log else ")"))
-    ax.set_title(f"(a) every variant, {_device_short(meta)} (this run)", fontsize=9)
+    ax.set_title(f"(a) every variant, {device_short(meta)} (this run)", fontsize=9)
     ax.grid(True, which="major", axis="y", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    _report_panel(bx, by, {v: f"C{i}" for i, v in enumerate(variants)}, _device_short(meta))
-    return _finish_fig(fig, meta, title, path)
+    _report_panel(bx, by, {v: f"C{i}" for i, v in enumerate(variants)}, device_short(meta))
+    return finish_figure(fig, meta, title, path)
 
 
 def _report_panel(ax, by: Mapping[tuple[str, str], Mapping[str, Any]], colour: Mapping[str, str], dev: str) -> None:
@@ -201,8 +202,8 @@ def _report_panel(ax, by: Mapping[tuple[str, str], Mapping[str, Any]], colour: M
                        lambda d, v=v: 1e3 * table[v][KMEANS_REPORT_SETS.index(d)],
                        dict(color=colour.get(v, "grey"), alpha=0.35, hatch="//", edgecolor=colour.get(v, "grey"),
                             lw=0.6)))
-    values = _bar_series(ax, list(KMEANS_REPORT_SETS), series)
-    width = 0.84 / len(series)  # where _bar_series puts each bar
+    values = bar_series(ax, list(KMEANS_REPORT_SETS), series)
+    width = 0.84 / len(series)  # where bar_series puts each bar
     for i, (_, value, _) in enumerate(series):  # each bar's ms, vertical (eight bars a group)
         for j, d in enumerate(KMEANS_REPORT_SETS):
             y = value(d)
@@ -248,18 +249,18 @@ def report_markdown(meta: Mapping[str, Any], rows: list[dict[str, Any]]) -> str:
         for variant, secs in table.items():
             mine, t_report, t_ours = ours(variant), total(secs), total(ours(variant))
             body.append([KMEANS_REPORT_VERSIONS[variant], f"`{variant}`",
-                         *[f"{s:.4f} / {_fmt(m, '.3g')}" for s, m in zip(secs, mine)],
-                         f"{t_report:.4f} / {_fmt(t_ours, '.3g')}",
+                         *[f"{s:.4f} / {fmt_cell(m, '.3g')}" for s, m in zip(secs, mine)],
+                         f"{t_report:.4f} / {fmt_cell(t_ours, '.3g')}",
                          f"{base_report / t_report:.2f}x / "
                          + (f"{base_ours / t_ours:.2f}x" if base_ours and t_ours else "-")])
         if title == "Table 3":  # beyond the report: the whole loop on the GPU
             mine = ours("device")
             t_ours = total(mine)
-            body.append(["(gpuopt, not in the report)", "`device`", *[f"- / {_fmt(m, '.3g')}" for m in mine],
-                         f"- / {_fmt(t_ours, '.3g')}",
+            body.append(["(gpuopt, not in the report)", "`device`", *[f"- / {fmt_cell(m, '.3g')}" for m in mine],
+                         f"- / {fmt_cell(t_ours, '.3g')}",
                          "- / " + (f"{base_ours / t_ours:.2f}x" if base_ours and t_ours else "-")])
         lines += [f"**{title}** (GTX 480 s / H200 ms)", "",
-                  _md_table(["version", "variant", *KMEANS_REPORT_SETS, "Total", "Total speedup"], body), ""]
+                  md_table(["version", "variant", *KMEANS_REPORT_SETS, "Total", "Total speedup"], body), ""]
     return "\n".join(lines)
 
 

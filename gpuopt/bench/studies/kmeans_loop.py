@@ -1,5 +1,5 @@
 """kmeans_loop: the k-means loop per iteration on device-resident points, beside a five-line PyTorch Lloyd loop
-and the floor -> kmeans_loop.csv/.json/.png (issue 11's performance lines).
+and the floor -> kmeans_loop.csv/.json/.png (time per iteration against the memory and compute floors).
 
 The points are uniform in [0, 1)^D (no cluster structure: memberships keep changing, so threshold 0 runs all
 ``LOOP_ITERS`` loops, max_iter = LOOP_ITERS, Liao's first-k initialisation); the time of
@@ -30,29 +30,26 @@ import numpy as np
 
 import gpuopt
 
-from ..figures import _empty, _finish, _grouped_bars, _headroom, _log_if_wide, _pyplot, short_number
+from ..baselines import strict_torch
+from ..figures import empty_axes, finish_axes, grouped_bars, headroom, log_if_wide, pyplot, short_number
+from ..floors import compute_floor_us, dram_bandwidth, fp32_peak, memory_floor_us
 from ..harness import Progress, measure
-from ..study import Output, Plan, Study, StudyResult, _error, _host, _release_gpu_cache
-from ..tables import _errors, _fmt, _skipped, format_table
-from .matmul import dram_bandwidth, fp32_peak
-from .networks import _strict_torch
+from ..study import Output, Plan, Study, StudyResult, error_text, per_level, release_gpu_cache, repeats, to_host
+from ..tables import errors_note, fmt_cell, format_table, skipped_note
 
 __all__ = ["STUDY"]
 
-#: (label, N, D, k): the CMU report's largest set (kmeans04) and issue 11's two large ones.
+#: (label, N, D, k): the CMU report's largest set (kmeans04) and two large synthetic sets (1M x 16, 10M x 16).
 LOOP_SHAPES = (("kmeans04", 488_565, 8, 3), ("1M x 16", 1_000_000, 16, 64), ("10M x 16", 10_000_000, 16, 256))
 LOOP_ITERS = 10
 LOOP_VARIANTS = ("liao", "liao_occupancy", "liao_aos", "liao_vec", "device", "device_fused", "device_gemm",
                  "device_tiled", "device_persistent", "stream", "auto")
 LOOP_SEED = 0
 # Most objects per set, and the timing repeats, per plan.
-LOOP_MAX_N: dict[Any, int | None] = {("gpu", "full"): None, ("gpu", "quick"): 1_000_000, ("cpu", "full"): 100_000,
-                                     ("cpu", "quick"): 20_000, "tiny": 2_000}
-LOOP_REPEATS: dict[Any, dict[str, Any]] = {
-    ("gpu", "full"): dict(warmup=2, repeat=10, max_time_s=10.0), ("gpu", "quick"): dict(warmup=1, repeat=3,
-                                                                                          max_time_s=3.0),
-    ("cpu", "full"): dict(warmup=1, repeat=3, max_time_s=10.0), ("cpu", "quick"): dict(warmup=0, repeat=1),
-    "tiny": dict(warmup=0, repeat=1)}
+LOOP_MAX_N: dict[Any, int | None] = per_level(
+    gpu_full=None, gpu_quick=1_000_000, cpu_full=100_000, cpu_quick=20_000, tiny=2_000)
+LOOP_REPEATS: dict[Any, dict[str, Any]] = per_level(gpu_full=repeats(2, 10, 10.0), gpu_quick=repeats(1, 3, 3.0),
+    cpu_full=repeats(1, 3, 10.0), cpu_quick=repeats(0, 1), tiny=repeats(0, 1))
 LOOP_COLUMNS = ("dataset", "N", "D", "k", "variant", "iterations", "us_per_iter", "call_ms", "call_min_ms",
                 "call_max_ms", "repeats", "marginal_us_per_iter", "memory_floor_us", "compute_floor_us",
                 "dot_floor_us", "host_floor_us", "x_floor", "x_pytorch", "x_in_memory", "differ_liao", "skipped",
@@ -61,7 +58,7 @@ LOOP_COLUMNS = ("dataset", "N", "D", "k", "variant", "iterations", "us_per_iter"
 
 def _torch_lloyd(x_np: np.ndarray, k: int, iters: int) -> Callable[[], Any] | None:
     """The five-line PyTorch Lloyd loop on device tensors (None without torch or a GPU)."""
-    torch = _strict_torch()
+    torch = strict_torch()
     if torch is None:
         return None
     x = torch.as_tensor(x_np, device="cuda")
@@ -88,16 +85,17 @@ def _floors(n: int, d: int, k: int) -> tuple[float | None, float | None, float |
         return None, None, None
     bw = dram_bandwidth(gpu)
     gflops, _ = fp32_peak(gpu)
-    memory = (n * d * 4 + n * 4 * 2) / bw * 1e6 if bw else None
-    compute = 3.0 * n * k * d / (gflops * 1e9 / 2) * 1e6 if gflops else None  # instructions / (FLOP/s / 2)
-    dot = 2.0 * n * k * d / (gflops * 1e9) * 1e6 if gflops else None  # one FMA (2 FLOP) per object, centre, coord
+    memory = memory_floor_us(n * d * 4 + n * 4 * 2, bw)
+    # Liao's unfused sub, mul, add: 3 N k D instructions at half the FLOP rate (an FMA is one instruction, 2 FLOP).
+    compute = compute_floor_us(3.0 * n * k * d, gflops / 2 if gflops else None)
+    dot = compute_floor_us(2.0 * n * k * d, gflops)  # one FMA (2 FLOP) per object, centre, coord
     return memory, compute, dot
 
 
 def host_to_device_bandwidth() -> float | None:
     """Pinned host-to-device bytes/s of this machine (256 MiB through PyTorch's pinned memory, median of 5), or None
     without PyTorch: the stream variant's floor."""
-    torch = _strict_torch()
+    torch = strict_torch()
     if torch is None:
         return None
     src = torch.empty(256 << 20, dtype=torch.uint8, pin_memory=True)
@@ -133,7 +131,7 @@ def run_kmeans_loop(plan: Plan) -> StudyResult:
                     pytorch="distances by x @ c.T (FP32, TF32 off), argmin, bincount, index_add_; same first-k start")
     if max_n is not None and any(n > max_n for _, n, _, _ in LOOP_SHAPES):
         res.notes.append(f"data sets cut to at most {max_n} objects in this mode (see the N column)")
-    torch_ok = plan.gpu and _strict_torch() is not None
+    torch_ok = plan.gpu and strict_torch() is not None
     host_bw = host_to_device_bandwidth() if torch_ok and "stream" in names else None
     res.meta["host_to_device_gbs"] = host_bw / 1e9 if host_bw else None
     if plan.gpu and not torch_ok:
@@ -168,7 +166,7 @@ def run_kmeans_loop(plan: Plan) -> StudyResult:
                         fn = (lambda name=name, src=src: gpuopt.kmeans(src, k, threshold=0.0, max_iter=LOOP_ITERS,
                                                                        variant=name))
                         out = fn()
-                        iters, memberships[name] = out.iterations, _host(out.membership)
+                        iters, memberships[name] = out.iterations, to_host(out.membership)
                     st = measure(fn, device="gpu" if plan.gpu else "cpu", flush_l2=plan.gpu, **reps)
                     row.update(iterations=iters, us_per_iter=st.median_ms * 1e3 / iters, call_ms=st.median_ms,
                                call_min_ms=st.min_ms, call_max_ms=st.max_ms, repeats=st.repeats,
@@ -180,10 +178,10 @@ def run_kmeans_loop(plan: Plan) -> StudyResult:
                                       device="gpu", flush_l2=True, **reps)
                         row["marginal_us_per_iter"] = (st.median_ms - one.median_ms) * 1e3 / (iters - 1)
                 except ValueError as exc:  # the variant rejects the shape up front (device: k*D > 1024)
-                    row["skipped"] = _error(exc)
+                    row["skipped"] = error_text(exc)
                     res.notes.append(f"kmeans_loop {label} {name}: not applicable: {row['skipped']}")
                 except Exception as exc:  # noqa: BLE001
-                    row["error"] = _error(exc)
+                    row["error"] = error_text(exc)
                     res.notes.append(f"kmeans_loop {label} {name}: {row['error']}")
                 rows.append(row)
                 prog.update(f"{label} {name}")
@@ -201,17 +199,18 @@ def run_kmeans_loop(plan: Plan) -> StudyResult:
                     row["differ_liao"] = int(np.count_nonzero(memberships[row["variant"]] != liao))
             res.rows.extend(rows)
             del x_in
-            _release_gpu_cache(plan)
+            release_gpu_cache(plan)
     return res
 
 
 def table_kmeans_loop(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
     """Per data set and variant: µs per iteration, over its floor, x PyTorch, memberships differing from liao."""
-    body = [[r["dataset"], f"{r['N']}x{r['D']}", r["k"], r["variant"], _fmt(r.get("us_per_iter"), ".4g"),
-             _fmt(r.get("marginal_us_per_iter"), ".4g"),
-             _fmt(r.get("memory_floor_us"), ".3g"), _fmt(r.get("compute_floor_us"), ".3g"),
-             _fmt(r.get("dot_floor_us"), ".3g"), _fmt(r.get("host_floor_us"), ".3g"), _fmt(r.get("x_floor"), ".3g"),
-             _fmt(r.get("x_pytorch"), ".3g"), _fmt(r.get("x_in_memory"), ".3g"), _fmt(r.get("differ_liao"))]
+    body = [[r["dataset"], f"{r['N']}x{r['D']}", r["k"], r["variant"], fmt_cell(r.get("us_per_iter"), ".4g"),
+             fmt_cell(r.get("marginal_us_per_iter"), ".4g"),
+             fmt_cell(r.get("memory_floor_us"), ".3g"), fmt_cell(r.get("compute_floor_us"), ".3g"),
+             fmt_cell(r.get("dot_floor_us"), ".3g"), fmt_cell(r.get("host_floor_us"), ".3g"),
+             fmt_cell(r.get("x_floor"), ".3g"),
+             fmt_cell(r.get("x_pytorch"), ".3g"), fmt_cell(r.get("x_in_memory"), ".3g"), fmt_cell(r.get("differ_liao"))]
             for r in rows]
     return (f"{(meta or {}).get('iterations', LOOP_ITERS)} loops a call, device-resident points; 'x PyTorch' = the "
             "PyTorch loop's time over this one (same run); 'marginal' = (a call's time - a one-loop call's) / (loops - "
@@ -220,24 +219,24 @@ def table_kmeans_loop(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None
             + format_table(["data set", "N x D", "k", "variant", "µs/iter", "marginal µs/iter", "mem floor µs",
                             "Liao compute floor µs", "dot floor µs", "host link floor µs", "x floor", "x PyTorch",
                             "x in-memory", "differ from liao"], body)
-            + _errors(rows) + _skipped(rows))
+            + errors_note(rows) + skipped_note(rows))
 
 
 def plot_kmeans_loop(meta, rows, path: Path) -> Path:
     """µs per iteration per data set, a bar per variant (log scale when wide), the floor in the labels."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(10, 5.5))
     good = [r for r in rows if r.get("us_per_iter")]
     if not good:
-        _empty(ax, "no successful measurements")
-        return _finish(fig, ax, meta, "k-means loop: time per iteration", path)
+        empty_axes(ax, "no successful measurements")
+        return finish_axes(fig, ax, meta, "k-means loop: time per iteration", path)
     sets = list(dict.fromkeys(r["dataset"] for r in rows))
     variants = list(dict.fromkeys(r["variant"] for r in good))
     by = {(r["dataset"], r["variant"]): r for r in good}
-    values = _grouped_bars(ax, sets, variants,
-                           lambda s, v: by[(s, v)]["us_per_iter"] if (s, v) in by else None,
-                           lambda s, v: short_number(by[(s, v)]["us_per_iter"]),
-                           names={"predict": "predict (one pass)", "pytorch": "PyTorch Lloyd loop"})
+    values = grouped_bars(ax, sets, variants,
+                          lambda s, v: by[(s, v)]["us_per_iter"] if (s, v) in by else None,
+                          lambda s, v: short_number(by[(s, v)]["us_per_iter"]),
+                          names={"predict": "predict (one pass)", "pytorch": "PyTorch Lloyd loop"})
     first = {r["dataset"]: r for r in rows}
 
     def floor_text(r):
@@ -249,11 +248,11 @@ def plot_kmeans_loop(meta, rows, path: Path) -> Path:
         return f"\nnot run: {', '.join(r['variant'] for r in gone)}{why}" if gone else ""
     ax.set_xticklabels([f"{s}\n{first[s]['N']}x{first[s]['D']}, k={first[s]['k']}{floor_text(first[s])}"
                         f"{missing_text(s)}" for s in sets], fontsize=8)
-    log = _log_if_wide(ax, values, 20)
-    _headroom(ax, values)
+    log = log_if_wide(ax, values, 20)
+    headroom(ax, values)
     ax.set_xlabel("data set (objects x coordinates, clusters)")
     ax.set_ylabel("time per loop iteration (µs)" + (", log scale" if log else ""))
-    return _finish(fig, ax, meta, f"k-means loop on device-resident points ({LOOP_ITERS} loops a call): "
+    return finish_axes(fig, ax, meta, f"k-means loop on device-resident points ({LOOP_ITERS} loops a call): "
                                   "time per iteration", path)
 
 

@@ -1,9 +1,9 @@
-"""kmeans_map (opt-in, GPU only): the k x D map of issue 11. At N = 1,000,000 points (uniform in (0, 1], seeded,
-never zero), k in 3..1024 and D in 2..128: the time per loop iteration of the fastest loop-on-the-GPU variant
-for the shape (``auto``'s pick and every other of ``device``, ``device_fused``, ``device_gemm``, ``device_tiled``,
-``device_persistent`` that takes it, device-resident, threshold 0, a fixed number of loops), over its floor, max(one pass's bytes / the
-HBM bandwidth measured in the same run, 2 N k D FLOP / the FP32 peak) -> kmeans_map.csv/.json/.png (a heat map of
-time/floor).
+"""kmeans_map (opt-in, GPU only): how close the k-means loop gets to its floor over k x D. At N = 1,000,000 points
+(uniform in (0, 1], seeded, never zero), k in 3..1024 and D in 2..128: the time per loop iteration of the fastest
+loop-on-the-GPU variant for the shape (``auto``'s pick and every other of ``device``, ``device_fused``,
+``device_gemm``, ``device_tiled``, ``device_persistent`` that takes it, device-resident, threshold 0, a fixed number
+of loops), over its floor, max(one pass's bytes / the HBM bandwidth measured in the same run, 2 N k D FLOP / the
+FP32 peak) -> kmeans_map.csv/.json/.png (a heat map of time/floor).
 
 The time per iteration is the marginal loop, (a call of ``MAP_ITERS`` loops - a call of one) / (MAP_ITERS - 1):
 the call's fixed costs (launch, the stop-flag copy, the initial centres) taken out, as kmeans_loop's marginal
@@ -21,11 +21,11 @@ import numpy as np
 
 import gpuopt
 
-from ..figures import _empty, _finish, _pyplot
+from ..figures import empty_axes, finish_axes, pyplot
+from ..floors import compute_floor_us, fp32_peak, memory_floor_us
 from ..harness import Progress, measure
-from ..study import Output, Plan, Study, StudyResult, _error, _release_gpu_cache
-from ..tables import _errors, _fmt, format_table
-from .matmul import fp32_peak
+from ..study import Output, Plan, Study, StudyResult, error_text, per_level, release_gpu_cache, repeats
+from ..tables import errors_note, fmt_cell, format_table
 
 __all__ = ["STUDY"]
 
@@ -35,13 +35,9 @@ MAP_D = (2, 4, 8, 16, 32, 64, 128)
 MAP_VARIANTS = ("device", "device_fused", "device_gemm", "device_tiled", "device_persistent")
 MAP_ITERS = 6
 MAP_SEED = 0
-MAP_N: dict[Any, int] = {("gpu", "full"): 1_000_000, ("gpu", "quick"): 200_000, ("cpu", "full"): 20_000,
-                         ("cpu", "quick"): 5_000, "tiny": 2_000}
-MAP_REPEATS: dict[Any, dict[str, Any]] = {
-    ("gpu", "full"): dict(warmup=1, repeat=3, max_time_s=1.0), ("gpu", "quick"): dict(warmup=1, repeat=2,
-                                                                                        max_time_s=0.5),
-    ("cpu", "full"): dict(warmup=0, repeat=1), ("cpu", "quick"): dict(warmup=0, repeat=1),
-    "tiny": dict(warmup=0, repeat=1)}
+MAP_N: dict[Any, int] = per_level(gpu_full=1_000_000, gpu_quick=200_000, cpu_full=20_000, cpu_quick=5_000, tiny=2_000)
+MAP_REPEATS: dict[Any, dict[str, Any]] = per_level(gpu_full=repeats(1, 3, 1.0), gpu_quick=repeats(1, 2, 0.5),
+    cpu_full=repeats(0, 1), cpu_quick=repeats(0, 1), tiny=repeats(0, 1))
 #: bytes of the device-to-device copy that measures the HBM bandwidth (read + write counted)
 BANDWIDTH_BYTES = 1 << 30
 MAP_COLUMNS = ("N", "D", "k", "best_variant", "auto_variant", "us_per_iter", "call_us_per_iter", "floor_us",
@@ -51,8 +47,8 @@ MAP_COLUMNS = ("N", "D", "k", "best_variant", "auto_variant", "us_per_iter", "ca
 def map_floor(n: int, d: int, k: int, bandwidth: float | None, gflops: float | None) -> dict[str, float | None]:
     """One loop's floors in µs: memory (N (D + 2) x 4 bytes at ``bandwidth`` bytes/s), compute (2 N k D FLOP at
     ``gflops``), their max and which one it is."""
-    memory = n * (d + 2) * 4 / bandwidth * 1e6 if bandwidth else None
-    compute = 2.0 * n * k * d / (gflops * 1e9) * 1e6 if gflops else None
+    memory = memory_floor_us(n * (d + 2) * 4, bandwidth)
+    compute = compute_floor_us(2.0 * n * k * d, gflops)
     floors = {"memory": memory, "compute": compute}
     bound = max((b for b in floors if floors[b] is not None), key=lambda b: floors[b], default=None)
     return dict(memory_floor_us=memory, compute_floor_us=compute, floor_us=floors[bound] if bound else None,
@@ -69,9 +65,9 @@ def measured_bandwidth(reps: Mapping[str, Any]) -> float:
 
 def candidates(n: int, d: int, k: int) -> tuple[str | None, list[str]]:
     """(auto's pick, the loop-on-the-GPU variants that take N x D with k clusters)."""
-    from ...kmeans.auto import _fits, auto_choice
+    from ...kmeans.auto import auto_choice, fits
 
-    return auto_choice(n, d, k), [v for v in MAP_VARIANTS if _fits(v, n, d, k)]
+    return auto_choice(n, d, k), [v for v in MAP_VARIANTS if fits(v, n, d, k)]
 
 
 def run_kmeans_map(plan: Plan) -> StudyResult:
@@ -117,24 +113,25 @@ def run_kmeans_map(plan: Plan) -> StudyResult:
                         if row["floor_us"] and row["us_per_iter"] > 0:
                             row["ratio"] = row["us_per_iter"] / row["floor_us"]
                 except Exception as exc:  # noqa: BLE001
-                    row["error"] = _error(exc)
+                    row["error"] = error_text(exc)
                     res.notes.append(f"kmeans_map k={k} D={d}: {row['error']}")
                 res.rows.append(row)
                 prog.update(f"k={k} D={d}")
             del x_dev
-            _release_gpu_cache(plan)
+            release_gpu_cache(plan)
     return res
 
 
 def table_kmeans_map(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
     """Per (k, D): the fastest variant, its µs per loop, the floor and which bound it is, time/floor."""
     body = [[r["k"], r["D"], r.get("best_variant") or "-", r.get("auto_variant") or "-",
-             _fmt(r.get("us_per_iter"), ".4g"), _fmt(r.get("floor_us"), ".3g"), r.get("bound") or "-", _fmt(r.get("ratio"), ".3g"),
+             fmt_cell(r.get("us_per_iter"), ".4g"), fmt_cell(r.get("floor_us"), ".3g"), r.get("bound") or "-",
+             fmt_cell(r.get("ratio"), ".3g"),
              r.get("skipped") or ""] for r in rows]
     head = (f"N = {(meta or {}).get('N', rows[0]['N'] if rows else '?')}, marginal µs per loop of the fastest "
             "loop-on-the-GPU variant; floor = max(memory, compute)\n")
     return head + format_table(["k", "D", "fastest", "auto picks", "µs/iter", "floor µs", "bound", "time/floor",
-                                "not run"], body) + _errors(rows)
+                                "not run"], body) + errors_note(rows)
 
 
 _SHORT = {"device": "dev", "device_fused": "fused", "device_gemm": "gemm", "device_tiled": "tiled",
@@ -144,7 +141,7 @@ _SHORT = {"device": "dev", "device_fused": "fused", "device_gemm": "gemm", "devi
 def plot_kmeans_map(meta, rows, path: Path) -> Path:
     """Heat map: k (x) x D (y), colour = time / floor on a log scale, the ratio and the fastest variant in each cell;
     shapes no variant takes hatched and labelled."""
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib.colors import LogNorm
     from matplotlib.patches import Rectangle
 
@@ -155,8 +152,8 @@ def plot_kmeans_map(meta, rows, path: Path) -> Path:
         f", {device}: fastest device-resident variant's time per iteration / its floor\n"
         "floor = max(one pass's bytes / HBM bandwidth measured in the run, 2 N k D FLOP / FP32 peak)")
     if not rows:
-        _empty(ax, "no measurements (placeholder until the H200 run: python benchmarks/run_all.py kmeans_map)")
-        return _finish(fig, ax, meta, title, path)
+        empty_axes(ax, "no measurements (placeholder until the H200 run: python benchmarks/run_all.py kmeans_map)")
+        return finish_axes(fig, ax, meta, title, path)
     ks = sorted({r["k"] for r in rows})
     ds = sorted({r["D"] for r in rows})
     grid = np.full((len(ds), len(ks)), np.nan)
@@ -181,7 +178,7 @@ def plot_kmeans_map(meta, rows, path: Path) -> Path:
     ax.set_xlabel("k (clusters)")
     ax.set_ylabel("D (coordinates)")
     fig.colorbar(im, ax=ax, label="time per iteration / floor (log)")
-    return _finish(fig, ax, meta, title, path)
+    return finish_axes(fig, ax, meta, title, path)
 
 
 STUDY = Study("kmeans_map", "kmeans", "k-means: the k x D map at N = 1M",

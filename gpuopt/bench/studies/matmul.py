@@ -12,93 +12,31 @@ import importlib
 import inspect
 import math
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 import gpuopt
-from gpuopt.matmul import ladder, ladder_step
+from gpuopt.matmul import ladder_step
 
-from ..figures import _MARKERS, _colors, _empty, _finish_fig, _ok, _pyplot, _size_ticks
+from ..figures import MARKERS, drawable_rows, empty_axes, finish_figure, label_colors, pyplot, size_ticks
+from ..floors import fp32_peak
 from ..harness import Progress, measure
+from ..matmul_runs import (MATMUL_PARAM_ROWS, REFERENCES, call_matmul, matmul_entries, matmul_gpu_variants,
+                           matmul_reference)
 from ..results import format_metadata
-from ..study import Output, Plan, Study, StudyResult, _error, _host, _num, _release_gpu_cache, entry_label, row_label
-from ..tables import _errors, _g, _md_table, _sections_text, format_table, extras_file
+from ..study import (Output, Plan, Study, StudyResult, error_text, finite_number, per_level, release_gpu_cache,
+                     repeats, row_label, to_host)
+from ..tables import errors_note, extras_file, format_table, gflops_cell, md_table, sections_text
 
-__all__ = ["STUDY", "fp32_peak", "matmul_ladder", "ladder_markdown", "matmul_gpu_variants"]
+__all__ = ["STUDY", "matmul_ladder", "ladder_markdown"]
 
 
-#: Variants measured once per value of one parameter, each value a separate row, in this
-#: order: ``coalesced`` with a warp down a column (strided, the uncoalesced counter-example)
-#: then along a row; ``shared`` at the report's 32x32 blocks ("Memory Shared Version") then
-#: its 16x16 occupancy fix ("Scheduling Throughput Maximized Version"); ``tile_buffer`` at
-#: TILE_SZ 1, 2, 4. Every other variant runs at its registered defaults.
-MATMUL_PARAM_ROWS: dict[str, tuple[str, tuple[Any, ...]]] = {
-    "coalesced": ("warp_layout", ("column", "row")),
-    "shared": ("block", (32, 16)),
-    "tile_buffer": ("tile_sz", (1, 2, 4)),
-}
 #: Keys of ``gpuopt.matmul.matmul_kernel_info(variant, **params)`` recorded per kernel
 #: (numbers), and the instantiation's name (``kernel``).
 KERNEL_INFO_KEYS = ("registers", "static_shared_bytes", "dynamic_shared_bytes", "local_bytes", "threads",
                     "max_blocks_per_sm")
 KERNEL_NAME_KEY = "kernel"
-#: FP32 lanes (CUDA cores) per SM where it is not 128 (Pascal GP100, Volta, Turing, A100).
-FP32_LANES_PER_SM: dict[tuple[int, int], int] = {(6, 0): 64, (7, 0): 64, (7, 2): 64, (7, 5): 64, (8, 0): 64}
-
-
-#: cuBLAS, the baselines (not steps): strict FP32 (the reference of every "% cuBLAS"), then with TF32 tensor cores
-#: allowed (the speed the 3xTF32 steps trade two thirds of for FP32 accuracy).
-REFERENCES = ("cublas", "cublas_tf32")
-
-
-def matmul_gpu_variants() -> tuple[str, ...]:
-    """The GPU matmul variants this study compares: the ladder (``gpuopt.matmul.ladder()``, its
-    one owner: the registry's order), then cuBLAS, the reference, when registered."""
-    table = gpuopt.variants("matmul")
-    return (*ladder(), *(name for name in REFERENCES if name in table))
-
-
-def _matmul_entries(plan: Plan, notes: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
-    """(label, variant, params) of every row to measure at each size.
-
-    GPU: the ladder's variants then cuBLAS (:func:`matmul_gpu_variants`), ``MATMUL_PARAM_ROWS`` expanded.
-    No GPU: the ``cpu`` variant only.
-    """
-    table = gpuopt.variants("matmul")
-    gpu_names = matmul_gpu_variants()
-    if not plan.gpu:
-        if gpu_names:
-            notes.append(f"matmul GPU variants not run here: {', '.join(gpu_names)}")
-        return [("cpu", "cpu", {})] if "cpu" in table else []
-    entries: list[tuple[str, str, dict[str, Any]]] = []
-    for name in gpu_names:
-        v = table[name]
-        if not v.available:
-            notes.append(f"variant matmul/{name} is not usable here ({gpuopt.cuda_unavailable_reason()}): skipped")
-            continue
-        spec = MATMUL_PARAM_ROWS.get(name)
-        if spec is None:
-            entries.append((name, name, {}))
-            continue
-        key, values = spec
-        if key not in v.params:
-            notes.append(f"matmul/{name} has no parameter {key!r} (has: {', '.join(v.params) or 'none'}): "
-                         "measured at its defaults only")
-            entries.append((name, name, {}))
-            continue
-        for value in values:
-            try:
-                value = v.params[key].check(value, f"matmul/{name}")
-            except ValueError as exc:
-                notes.append(f"{exc}: that row is skipped")
-                continue
-            entries.append((entry_label(name, {key: value}), name, {key: value}))
-    return entries
-
-
-def _call_matmul(ins: tuple[Any, Any], name: str, params: Mapping[str, Any]) -> Callable[[], Any]:
-    return lambda: gpuopt.matmul(*ins, variant=name, **params)
 
 
 def matmul_kernel_info(variant: str, params: Mapping[str, Any] | None = None, n: int | None = None
@@ -129,7 +67,7 @@ def matmul_kernel_info(variant: str, params: Mapping[str, Any] | None = None, n:
     try:
         info = fn(variant, **kwargs)
     except Exception as exc:  # noqa: BLE001 - informational only
-        return None, _error(exc)
+        return None, error_text(exc)
     if not isinstance(info, Mapping):
         return None, f"matmul_kernel_info returned {type(info).__name__}, not a dict"
     out = {k: info.get(k) for k in KERNEL_INFO_KEYS}
@@ -138,44 +76,11 @@ def matmul_kernel_info(variant: str, params: Mapping[str, Any] | None = None, n:
     return out, None
 
 
-def fp32_peak(gpu: Mapping[str, Any] | None) -> tuple[float | None, str]:
-    """FP32 peak in GFLOP/s of a GPU (``gpuopt.device_info()`` or ``meta["gpu"]``) and how it was computed.
-
-    peak = 2 (an FMA is two flops) x SMs x FP32 lanes per SM (128 from Ampere GA10x / Ada /
-    Hopper on; 64 on GP100, Volta, Turing and A100) x ``clock_rate_khz`` (the boost clock
-    the driver reports). An H200 SXM: 2 x 132 x 128 x 1.98 GHz = 66.9 TFLOP/s.
-    """
-    if not gpu:
-        return None, "no GPU"
-    sms, khz = gpu.get("multiprocessors"), gpu.get("clock_rate_khz")
-    if not sms or not khz:
-        return None, "unknown (device_info() has no multiprocessors / clock_rate_khz)"
-    cc = gpu.get("compute_capability")
-    try:
-        major, minor = (int(x) for x in (str(cc).split(".") if isinstance(cc, str) else cc))
-        lanes = FP32_LANES_PER_SM.get((major, minor), 128)
-    except (TypeError, ValueError):
-        lanes = 128
-    peak = 2.0 * int(sms) * lanes * float(khz) * 1e3 / 1e9
-    text = (f"2 x {int(sms)} SMs x {lanes} FP32 lanes x {float(khz) / 1e6:.3f} GHz (boost clock, "
-            f"gpuopt.device_info() clock_rate_khz) = {peak / 1e3:.1f} TFLOP/s")
-    return peak, text
-
-
-def dram_bandwidth(gpu: Mapping[str, Any]) -> float:
-    """DRAM bytes/s of a GPU from its properties: 2 (double data rate) x memory clock x bus width."""
-    return 2 * gpu.get("memory_clock_rate_khz", 0) * 1e3 * gpu.get("memory_bus_width_bits", 0) / 8
-
-
 def _peak_of(meta: Mapping[str, Any] | None) -> tuple[float | None, str]:
     meta = meta or {}
     if meta.get("fp32_peak_gflops"):
         return float(meta["fp32_peak_gflops"]), str(meta.get("fp32_peak_formula") or "")
     return fp32_peak(meta.get("gpu"))
-
-
-def _reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return a.astype(np.float64) @ b.astype(np.float64)
 
 
 def _rel_err_to(out: np.ndarray, ref64: np.ndarray, ref_norm: float) -> float:
@@ -187,26 +92,18 @@ def _rel_err_to(out: np.ndarray, ref64: np.ndarray, ref_norm: float) -> float:
 
 # --------------------------------------------------------------------------- matmul (the ladder)
 
-MATMUL_SIZES: dict[Any, tuple[int, ...]] = {
-    ("gpu", "full"): (128, 256, 512, 1000, 1024, 2048, 4096, 8192),
-    ("gpu", "quick"): (128, 256, 512, 1000, 1024, 2048),
-    ("cpu", "full"): (128, 256, 512, 1000, 1024),
-    ("cpu", "quick"): (128, 256, 512),
-    "tiny": (32, 64),
-}
+MATMUL_SIZES: dict[Any, tuple[int, ...]] = per_level(
+    gpu_full=(128, 256, 512, 1000, 1024, 2048, 4096, 8192), gpu_quick=(128, 256, 512, 1000, 1024, 2048),
+    cpu_full=(128, 256, 512, 1000, 1024), cpu_quick=(128, 256, 512), tiny=(32, 64))
 #: measure() keywords per plan. Long kernels are capped by the time budget (naive at 8192
 #: takes ~0.22 s a run: ~5 warm-up + ~10 recorded), so the full GPU study of the whole
 #: ladder (14 rows x 8 sizes) should take about 1-2 minutes on an H200 (estimated).
 #: On the GPU the L2 is flushed before every run: up to n = 2048 the three matrices fit in
 #: the H200's 60 MB L2, and back-to-back runs on one buffer would measure the cache (an
 #: ncu check at 1000^3: cuBLAS's 4-warps-per-SM kernel gains ~10% from a warm L2, ours ~2%).
-MATMUL_REPEATS: dict[Any, dict[str, Any]] = {
-    ("gpu", "full"): dict(warmup=5, repeat=50, max_time_s=2.0, flush_l2=True),
-    ("gpu", "quick"): dict(warmup=3, repeat=20, max_time_s=0.5, flush_l2=True),
-    ("cpu", "full"): dict(warmup=2, repeat=10, max_time_s=3.0),
-    ("cpu", "quick"): dict(warmup=1, repeat=5, max_time_s=1.0),
-    "tiny": dict(warmup=1, repeat=3, max_time_s=0.2),
-}
+MATMUL_REPEATS: dict[Any, dict[str, Any]] = per_level(
+    gpu_full=repeats(5, 50, 2.0, flush_l2=True), gpu_quick=repeats(3, 20, 0.5, flush_l2=True),
+    cpu_full=repeats(2, 10, 3.0), cpu_quick=repeats(1, 5, 1.0), tiny=repeats(1, 3, 0.2))
 #: The size of the ladder table (the largest measured size when it was not run).
 LADDER_N = 4096
 MATMUL_COLUMNS = ("n", "label", "variant", "params", "device", "median_ms", "min_ms", "max_ms", "mean_ms", "std_ms",
@@ -216,7 +113,7 @@ MATMUL_COLUMNS = ("n", "label", "variant", "params", "device", "median_ms", "min
 
 def run_matmul(plan: Plan) -> StudyResult:
     res = StudyResult()
-    entries = _matmul_entries(plan, res.notes)
+    entries = matmul_entries(plan, res.notes)
     table = gpuopt.variants("matmul")
     sizes = plan.pick(MATMUL_SIZES)
     reps = plan.pick(MATMUL_REPEATS)
@@ -255,11 +152,11 @@ def run_matmul(plan: Plan) -> StudyResult:
             ref64, ref_name = None, None
             if any(name == "cublas" for _, name, _ in entries):
                 try:
-                    ref64, ref_name = _host(gpuopt.matmul(*dev_in, variant="cublas")).astype(np.float64), "cublas"
+                    ref64, ref_name = to_host(gpuopt.matmul(*dev_in, variant="cublas")).astype(np.float64), "cublas"
                 except Exception as exc:  # noqa: BLE001 - its own row records the failure
-                    res.notes.append(f"matmul n={n}: no cuBLAS reference ({_error(exc)})")
+                    res.notes.append(f"matmul n={n}: no cuBLAS reference ({error_text(exc)})")
             if ref64 is None and n <= 2048:
-                ref64, ref_name = _reference(a, b), "numpy-float64"
+                ref64, ref_name = matmul_reference(a, b), "numpy-float64"
             ref_norm = float(np.linalg.norm(ref64)) if ref64 is not None else 0.0
             size_rows = []
             for label, name, params in entries:
@@ -268,15 +165,15 @@ def run_matmul(plan: Plan) -> StudyResult:
                                        "device": "gpu" if gpu else "cpu",
                                        "flush_l2": bool(gpu and reps.get("flush_l2"))}
                 try:
-                    fn = _call_matmul(dev_in if gpu else (a, b), name, params)
+                    fn = call_matmul(dev_in if gpu else (a, b), name, params)
                     st = measure(fn, device=row["device"], **reps)
                     row.update(st.row(), gflops=2.0 * n**3 / (st.median_ms * 1e6),
                                gflops_best=2.0 * n**3 / (st.min_ms * 1e6), spin_us=st.spin_us,
                                overhead_hidden=st.overhead_hidden)
                     if ref64 is not None and name != ref_name:
-                        row["rel_err"], row["reference"] = _rel_err_to(_host(fn()), ref64, ref_norm), ref_name
+                        row["rel_err"], row["reference"] = _rel_err_to(to_host(fn()), ref64, ref_norm), ref_name
                 except Exception as exc:  # noqa: BLE001 - recorded, the study goes on
-                    row["error"] = _error(exc)
+                    row["error"] = error_text(exc)
                     res.notes.append(f"matmul n={n} {label}: {row['error']}")
                 if n == info_n:
                     row.update(infos.get(label) or {})
@@ -291,7 +188,7 @@ def run_matmul(plan: Plan) -> StudyResult:
                         row["pct_peak"] = 100.0 * row["gflops"] / peak
             res.rows.extend(size_rows)
             del dev_in, ref64
-            _release_gpu_cache(plan)
+            release_gpu_cache(plan)
     return res
 
 
@@ -306,7 +203,7 @@ def matmul_ladder(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] | N
     n in the same run), ``pct_peak`` (of the FP32 peak from ``meta``, see :func:`fp32_peak`),
     ``x_prev`` (speed-up over the previous row), the kernel info keys and ``error``.
     """
-    sizes = sorted({r["n"] for r in rows if _num(r.get("gflops"))})
+    sizes = sorted({r["n"] for r in rows if finite_number(r.get("gflops"))})
     if n is None:
         if not sizes:
             return None, []
@@ -315,14 +212,15 @@ def matmul_ladder(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] | N
     at = [r for r in rows if r.get("n") == n]
     at = [r for r in at if r.get("variant") not in REFERENCES] + [r for v in REFERENCES for r in at
                                                                     if r.get("variant") == v]
-    cublas = next((_num(r.get("gflops")) for r in at if r.get("variant") == "cublas" and _num(r.get("gflops"))),
-                  None)
+    cublas = next((finite_number(r.get("gflops")) for r in at
+                   if r.get("variant") == "cublas" and finite_number(r.get("gflops"))), None)
     steps, prev = [], None
     for r in at:
-        g = _num(r.get("gflops"))
+        g = finite_number(r.get("gflops"))
         is_ref = r.get("variant") in REFERENCES
         step: dict[str, Any] = {
-            "step": "ref" if is_ref else _ladder_step(r.get("variant")), "label": row_label(r), "variant": r.get("variant"), "gflops": g,
+            "step": "ref" if is_ref else _ladder_step(r.get("variant")), "label": row_label(r),
+            "variant": r.get("variant"), "gflops": g,
             "pct_cublas": 100.0 * g / cublas if g and cublas else None,
             "pct_peak": 100.0 * g / peak if g and peak else None,
             "x_prev": g / prev if g and prev and not is_ref else None,
@@ -344,19 +242,19 @@ def _ladder_step(variant: Any) -> int | None:
 
 
 def _int_cell(value: Any) -> str:
-    v = _num(value)
+    v = finite_number(value)
     return "-" if v is None else str(int(v))
 
 
 def _smem_cell(step: Mapping[str, Any]) -> str:
-    static, dyn = _num(step.get("static_shared_bytes")), _num(step.get("dynamic_shared_bytes"))
+    static, dyn = finite_number(step.get("static_shared_bytes")), finite_number(step.get("dynamic_shared_bytes"))
     if static is None and dyn is None:
         return "-"
     return str(int(static or 0)) + (f"+{int(dyn)}" if dyn else "")
 
 
 def _pct(value: Any, spec: str = ".1f") -> str:
-    v = _num(value)
+    v = finite_number(value)
     return "-" if v is None else f"{v:{spec}}%"
 
 
@@ -365,7 +263,8 @@ LADDER_HEADERS = ("step", "kernel", "GFLOP/s", "% cuBLAS", "% FP32 peak", "x pre
 
 
 def _ladder_body(steps: Sequence[Mapping[str, Any]]) -> list[list[str]]:
-    return [["-" if s["step"] is None else str(s["step"]), str(s["label"]), _g(s.get("gflops")) if s.get("gflops") else "failed",
+    return [["-" if s["step"] is None else str(s["step"]), str(s["label"]),
+             gflops_cell(s.get("gflops")) if s.get("gflops") else "failed",
              _pct(s.get("pct_cublas")), _pct(s.get("pct_peak")),
              "-" if s.get("x_prev") is None else f"{s['x_prev']:.2f}x",
              _int_cell(s.get("registers")), _smem_cell(s), _int_cell(s.get("local_bytes")),
@@ -389,7 +288,7 @@ def ladder_markdown(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], 
              f"Measured with {format_metadata(meta)}.", ""]
     if not steps:
         return "\n".join(lines + ["(no measurements)", ""])
-    lines += [_ladder_caption(n, steps, meta) + ".", "", _md_table(LADDER_HEADERS, _ladder_body(steps)), ""]
+    lines += [_ladder_caption(n, steps, meta) + ".", "", md_table(LADDER_HEADERS, _ladder_body(steps)), ""]
     return "\n".join(lines)
 
 
@@ -402,39 +301,39 @@ def table_matmul(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = No
         line = [label]
         for n in dict.fromkeys(r["n"] for r in rows):
             r = by.get((n, label))
-            line.append("-" if not r else _g(r.get("gflops")))
+            line.append("-" if not r else gflops_cell(r.get("gflops")))
         body.append(line)
     sizes = [f"n={n}" for n in dict.fromkeys(r["n"] for r in rows)]
     text = ("GFLOP/s (2n^3 / median kernel time), one row per kernel\n"
             + format_table(["kernel", *sizes], body, align="l"))
     n, steps = matmul_ladder(rows, meta)
     if steps:
-        text += "\n\n" + _sections_text([(_ladder_caption(n, steps, meta), LADDER_HEADERS, _ladder_body(steps),
-                                          "rl" + "r" * 9 + "l")])
-    return text + _errors(rows)
+        text += "\n\n" + sections_text([(_ladder_caption(n, steps, meta), LADDER_HEADERS, _ladder_body(steps),
+                                         "rl" + "r" * 9 + "l")])
+    return text + errors_note(rows)
 
 
 def plot_matmul(meta, rows, path: Path) -> Path:
     """GFLOP/s vs n, one line per kernel and cuBLAS (left); the ladder at 4096 as bars (right)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(15, 6.8), gridspec_kw={"width_ratios": [1.45, 1]})
-    good = _ok(rows, "gflops")
+    good = drawable_rows(rows, "gflops")
     title = "matmul: the kernel ladder vs cuBLAS, float32 (GFLOP/s = 2n³ / median kernel time)"
     if not good:
-        _empty(ax, "no successful measurements")
+        empty_axes(ax, "no successful measurements")
         bx.axis("off")
-        return _finish_fig(fig, meta, title, path)
+        return finish_figure(fig, meta, title, path)
     labels = list(dict.fromkeys(row_label(r) for r in good))
-    colors = _colors(labels)
+    colors = label_colors(labels)
     peak, _ = _peak_of(meta)
     for i, label in enumerate(labels):
         pts = sorted((r["n"], r["gflops"]) for r in good if row_label(r) == label)
         ref = label in REFERENCES
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=_MARKERS[i % len(_MARKERS)], ms=4,
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=MARKERS[i % len(MARKERS)], ms=4,
                 lw=2.6 if ref else 1.5, color=colors[label], label=label, zorder=3 if ref else 2)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    _size_ticks(ax, [r["n"] for r in good])
+    size_ticks(ax, [r["n"] for r in good])
     values = [r["gflops"] for r in good]
     top = max([*values, peak or 0.0])
     ax.set_ylim(min(values) / 6, top * 1.6)  # room for the legend below the lines, the peak label above
@@ -480,7 +379,7 @@ def plot_matmul(meta, rows, path: Path) -> Path:
                  + (f"\ncuBLAS TF32 mode (TF32 accuracy, not shown): {tf32['gflops'] / 1e3:.0f} TFLOP/s" if tf32 else ""),
                  fontsize=9)
     bx.grid(True, which="major", axis="x", alpha=0.3)
-    return _finish_fig(fig, meta, title, path)
+    return finish_figure(fig, meta, title, path)
 
 
 extras_matmul = extras_file("matmul_ladder.md", ladder_markdown)

@@ -16,11 +16,12 @@ import numpy as np
 
 import gpuopt
 
-from ..figures import _MARKERS, _colors, _ok, _pyplot, _save, _size_ticks, _where
+from ..figures import MARKERS, drawable_rows, label_colors, pyplot, run_line, save_figure, size_ticks
 from ..harness import Progress, measure
-from ..study import Output, Plan, Study, StudyResult, _error, _host, _num, _release_gpu_cache, row_label
-from ..tables import Section, _device_short, _errors, _g, _sections_markdown, _sections_text, extras_file
-from .matmul import _call_matmul, _matmul_entries, _reference, matmul_gpu_variants
+from ..matmul_runs import call_matmul, matmul_entries, matmul_gpu_variants, matmul_reference
+from ..study import (Output, Plan, Study, StudyResult, error_text, finite_number, per_level, release_gpu_cache,
+                     repeats, row_label, to_host)
+from ..tables import Section, device_short, errors_note, extras_file, gflops_cell, sections_markdown, sections_text
 
 __all__ = ["STUDY", "REPORT_CASES", "REPORT_VERSIONS", "REPORT_TABLES", "report_gflops", "report_markdown"]
 
@@ -61,21 +62,12 @@ REPORT_TABLES: tuple[dict[str, Any], ...] = (
               {"version": "TILE_SZ = 4",
                "gflops": [0.00385745, 0.00762532, 0.26353, 0.281782, 206.939], "total": 207.5}]},
 )
-REPORT_SIZES: dict[Any, tuple[int, ...]] = {
-    ("gpu", "full"): (4, 5, 8, 10, 32, 33, 128, 1000, 1024),
-    ("gpu", "quick"): (4, 5, 8, 10, 32, 33, 128, 1000, 1024),
-    ("cpu", "full"): (4, 5, 8, 10, 32, 33, 128, 1000, 1024),
-    ("cpu", "quick"): (4, 5, 8, 10, 32, 33, 128),
-    "tiny": (4, 5, 8, 10, 32, 33),
-}
+REPORT_SIZES: dict[Any, tuple[int, ...]] = per_level(
+    gpu_full=(4, 5, 8, 10, 32, 33, 128, 1000, 1024), gpu_quick=(4, 5, 8, 10, 32, 33, 128, 1000, 1024),
+    cpu_full=(4, 5, 8, 10, 32, 33, 128, 1000, 1024), cpu_quick=(4, 5, 8, 10, 32, 33, 128), tiny=(4, 5, 8, 10, 32, 33))
 #: The report's 30 repetitions per case (median reported); quick keeps 30 with a smaller budget.
-REPORT_REPEATS: dict[Any, dict[str, Any]] = {
-    ("gpu", "full"): dict(warmup=3, repeat=30, max_time_s=5.0),
-    ("gpu", "quick"): dict(warmup=2, repeat=30, max_time_s=0.5),
-    ("cpu", "full"): dict(warmup=1, repeat=30, max_time_s=3.0),
-    ("cpu", "quick"): dict(warmup=1, repeat=10, max_time_s=0.5),
-    "tiny": dict(warmup=1, repeat=3, max_time_s=0.2),
-}
+REPORT_REPEATS: dict[Any, dict[str, Any]] = per_level(gpu_full=repeats(3, 30, 5.0), gpu_quick=repeats(2, 30, 0.5),
+    cpu_full=repeats(1, 30, 3.0), cpu_quick=repeats(1, 10, 0.5), tiny=repeats(1, 3, 0.2))
 #: The report's correctness bound: every element within this relative error of the triple loop.
 REPORT_TOLERANCE = 1e-3
 REPORT_COLUMNS = ("n", "case", "label", "variant", "params", "report_version", "device", "flops", "median_ms",
@@ -133,7 +125,7 @@ def _report_primary() -> dict[str, tuple[str, list[float]]]:
 
 def run_matmul_report(plan: Plan) -> StudyResult:
     res = StudyResult()
-    entries = _matmul_entries(plan, res.notes)
+    entries = matmul_entries(plan, res.notes)
     table = gpuopt.variants("matmul")
     sizes = plan.pick(REPORT_SIZES)
     reps = plan.pick(REPORT_REPEATS)
@@ -160,7 +152,7 @@ def run_matmul_report(plan: Plan) -> StudyResult:
         for n in sizes:
             a = rng.random((n, n), dtype=np.float32)
             b = rng.random((n, n), dtype=np.float32)
-            ref = _reference(a, b)
+            ref = matmul_reference(a, b)
             dev_in = (gpuopt.to_device(a), gpuopt.to_device(b)) if plan.gpu else None
             for label, name, params in entries:
                 gpu = table[name].needs_cuda
@@ -168,15 +160,15 @@ def run_matmul_report(plan: Plan) -> StudyResult:
                                        "params": dict(params), "report_version": version_of.get(label),
                                        "device": "gpu" if gpu else "cpu", "flops": report_flops(n)}
                 try:
-                    fn = _call_matmul(dev_in if gpu else (a, b), name, params)
+                    fn = call_matmul(dev_in if gpu else (a, b), name, params)
                     st = measure(fn, device=row["device"], **reps)
-                    err = max_rel_err(_host(fn()), ref)
+                    err = max_rel_err(to_host(fn()), ref)
                     row.update(st.row(), gflops=report_gflops(n, st.median_ms),
                                gflops_best=report_gflops(n, st.min_ms), max_rel_err=err,
                                check_ok=bool(err < REPORT_TOLERANCE), reference="numpy-float64",
                                spin_us=st.spin_us, overhead_hidden=st.overhead_hidden)
                     if gpu:
-                        call = measure(_call_matmul((a, b), name, params), device="cpu", **reps)
+                        call = measure(call_matmul((a, b), name, params), device="cpu", **reps)
                         row.update(call_median_ms=call.median_ms, call_min_ms=call.min_ms,
                                    call_repeats=call.repeats, call_gflops=report_gflops(n, call.median_ms))
                     if not row["check_ok"]:
@@ -184,32 +176,32 @@ def run_matmul_report(plan: Plan) -> StudyResult:
                                         "float64 reference")
                         res.notes.append(f"matmul_report n={n} {label}: {row['error']}")
                 except Exception as exc:  # noqa: BLE001 - recorded, the study goes on
-                    row["error"] = _error(exc)
+                    row["error"] = error_text(exc)
                     res.notes.append(f"matmul_report n={n} {label}: {row['error']}")
                 res.rows.append(row)
                 prog.update(f"n={n} {label}")
             del dev_in
-            _release_gpu_cache(plan)
+            release_gpu_cache(plan)
     return res
 
 
 def _report_sections(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] | None) -> list[Section]:
     """(caption, headers, body, alignment) of the report-layout tables."""
-    dev = _device_short(meta)
+    dev = device_short(meta)
     labels = list(dict.fromkeys(row_label(r) for r in rows))
     sizes = list(dict.fromkeys(r["n"] for r in rows))
     by = {(row_label(r), r["n"]): r for r in rows}
     version_of = {label: version for version, label, _ in REPORT_VERSIONS}
-    reps = sorted({r["repeats"] for r in rows if _num(r.get("repeats"))})
-    errs = [_num(r.get("max_rel_err")) for r in rows if _num(r.get("max_rel_err")) is not None]
+    reps = sorted({r["repeats"] for r in rows if finite_number(r.get("repeats"))})
+    errs = [finite_number(r.get("max_rel_err")) for r in rows if finite_number(r.get("max_rel_err")) is not None]
     checked = ("all below 1e-3" if errs and all(e < REPORT_TOLERANCE for e in errs) else
                "SOME AT OR ABOVE 1e-3" if errs else "not checked")
     sections = []
     body = []
     for label in labels:
         line = [label, version_of.get(label, "")]
-        line += [_g(by[(label, n)].get("gflops")) if (label, n) in by else "-" for n in sizes]
-        worst = [_num(by[(label, n)].get("max_rel_err")) for n in sizes if (label, n) in by]
+        line += [gflops_cell(by[(label, n)].get("gflops")) if (label, n) in by else "-" for n in sizes]
+        worst = [finite_number(by[(label, n)].get("max_rel_err")) for n in sizes if (label, n) in by]
         worst = [e for e in worst if e is not None]
         line.append(f"{max(worst):.1e}" if worst else "-")
         body.append(line)
@@ -228,9 +220,9 @@ def _report_sections(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] 
     body = []
 
     def ours(label: str, key: str) -> list[str]:
-        vals = [_num(by[(label, n)].get(key)) if (label, n) in by else None for n in REPORT_CASES]
+        vals = [finite_number(by[(label, n)].get(key)) if (label, n) in by else None for n in REPORT_CASES]
         total = sum(vals) if all(v is not None for v in vals) else None
-        return [_g(v) for v in vals] + [_g(total)]
+        return [gflops_cell(v) for v in vals] + [gflops_cell(total)]
 
     mapped = set()
     for version, label, _ in REPORT_VERSIONS:
@@ -239,7 +231,7 @@ def _report_sections(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] 
         present = any((label, n) in by for n in REPORT_CASES)
         body.append([first, f"{dev} kernel", *ours(label, "gflops")] if present
                     else [first, f"{dev}: not measured", *["-"] * (len(REPORT_CASES) + 1)])
-        if present and any(_num(by[(label, n)].get("call_gflops")) for n in REPORT_CASES if (label, n) in by):
+        if present and any(finite_number(by[(label, n)].get("call_gflops")) for n in REPORT_CASES if (label, n) in by):
             body.append(["", f"{dev} whole call", *ours(label, "call_gflops")])
         for tid, vals, total in printed.get(version, []):
             body.append(["", f"GTX 480 [{tid}]", *[repr(v) for v in vals], "-" if total is None else repr(total)])
@@ -258,31 +250,31 @@ def _report_sections(rows: Sequence[Mapping[str, Any]], meta: Mapping[str, Any] 
 
 def table_matmul_report(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
     """This run in the report's Table 4 layout, next to every number the report printed."""
-    return _sections_text(_report_sections(rows, meta)) + _errors(rows)
+    return sections_text(_report_sections(rows, meta)) + errors_note(rows)
 
 
 def report_markdown(meta: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> str:
     """The report-layout tables as Markdown."""
-    return _sections_markdown("matmul: the CMU 18-645 report's harness, reproduced", meta,
-                              _report_sections(rows, meta))
+    return sections_markdown("matmul: the CMU 18-645 report's harness, reproduced", meta,
+                             _report_sections(rows, meta))
 
 
 def plot_matmul_report(meta, rows, path: Path) -> Path:
     """The report's harness: this GPU's kernels (solid) and the report's GTX 480 numbers (dashed)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 6.5))
-    dev = _device_short(meta)
-    good = _ok(rows, "gflops")
+    dev = device_short(meta)
+    good = drawable_rows(rows, "gflops")
     labels = list(dict.fromkeys(row_label(r) for r in good))
     mapped = [label for _, label, _ in REPORT_VERSIONS]
-    colors = _colors(list(dict.fromkeys([*labels, *mapped])))
+    colors = label_colors(list(dict.fromkeys([*labels, *mapped])))
     for i, label in enumerate(labels):
         pts = sorted((r["n"], r["gflops"]) for r in good if row_label(r) == label)
         ref = label == "cublas"
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], "-", marker=_MARKERS[i % len(_MARKERS)], ms=4,
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "-", marker=MARKERS[i % len(MARKERS)], ms=4,
                 lw=2.4 if ref else 1.5, color=colors[label], label=f"{dev}: {label}", zorder=3)
     first = labels[0] if labels else None
-    call = sorted((r["n"], r["call_gflops"]) for r in _ok(good, "call_gflops") if row_label(r) == first)
+    call = sorted((r["n"], r["call_gflops"]) for r in drawable_rows(good, "call_gflops") if row_label(r) == first)
     if call:
         ax.plot([p[0] for p in call], [p[1] for p in call], ":", color=colors[first], lw=1.5,
                 label=f"{dev}: {first}, whole call (NumPy in/out)")
@@ -295,7 +287,7 @@ def plot_matmul_report(meta, rows, path: Path) -> Path:
                 label=f"GTX 480 (report {tid}): {version}", zorder=2)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    _size_ticks(ax, [*(r["n"] for r in good), *REPORT_CASES])
+    size_ticks(ax, [*(r["n"] for r in good), *REPORT_CASES])
     ax.set_xlabel("matrix size n (square, float32; the report's cases 1-5 are n = "
                   + ", ".join(map(str, REPORT_CASES)) + ")")
     ax.set_ylabel("GFLOP/s = (2n-1)·n² / t (log scale)")
@@ -309,10 +301,10 @@ def plot_matmul_report(meta, rows, path: Path) -> Path:
             va="bottom", ha="left")
     title = (f"matmul: the CMU 18-645 report's Table 4 cases and more\n{dev} (solid) vs the report's GTX 480 "
              "(dashed), GFLOP/s against size")
-    where = "\n".join(textwrap.wrap(_where(meta), 140))
+    where = "\n".join(textwrap.wrap(run_line(meta), 140))
     ax.set_title(f"{title}\n{where}", fontsize=9)
     fig.tight_layout()
-    return _save(fig, path, bbox_inches="tight")  # the legend and note sit right of the axes
+    return save_figure(fig, path, bbox_inches="tight")  # the legend and note sit right of the axes
 
 
 extras_matmul_report = extras_file("matmul_report.md", report_markdown)

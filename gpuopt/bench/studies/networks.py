@@ -27,18 +27,18 @@ import numpy as np
 import gpuopt
 from gpuopt import datasets, nn
 
-from ..figures import _empty, _finish_fig, _pyplot
+from ..baselines import strict_torch
+from ..figures import empty_axes, finish_figure, pyplot
+from ..floors import dram_bandwidth, fp32_peak
 from ..harness import Progress, measure
-from ..study import CALL_REPEATS, Output, Plan, Study, StudyResult, _error, _note
-from ..tables import _fmt, _md_table, format_table
 from ..results import format_metadata
-from .matmul import dram_bandwidth, fp32_peak
+from ..study import CALL_REPEATS, Output, Plan, Study, StudyResult, add_note, error_text, per_level
+from ..tables import fmt_cell, format_table, md_table
 
 __all__ = ["STUDY"]
 
-NETWORK_IMAGES: dict[Any, tuple[int, ...]] = {
-    ("gpu", "full"): (10, 100, 10000), ("gpu", "quick"): (10, 100, 10000), ("cpu", "full"): (10, 100),
-    ("cpu", "quick"): (10,), "tiny": (6,)}
+NETWORK_IMAGES: dict[Any, tuple[int, ...]] = per_level(
+    gpu_full=(10, 100, 10000), gpu_quick=(10, 100, 10000), cpu_full=(10, 100), cpu_quick=(10,), tiny=(6,))
 #: The batch the per-layer tables (the report's Tables 2-5) are measured on.
 TABLE_IMAGES = 10000
 FASHION_SEED = 0
@@ -83,7 +83,7 @@ def _mnist(notes: list[str], meta: dict[str, Any], plan: Plan):
         images = np.random.default_rng(0).integers(0, 256, (10000, 28, 28), dtype=np.uint8)
         labels = None
         meta["mnist"] = "seeded random weights (MnistCNN.random(0)) on random images: the model or MNIST not found"
-        _note(notes, f"MNIST model or test set not found ({str(exc).splitlines()[0][:120]}): random weights and images")
+        add_note(notes, f"MNIST model or test set not found ({str(exc).splitlines()[0][:120]}): random weights and images")
     return net, images, labels
 
 
@@ -95,25 +95,9 @@ def _fashion(meta: dict[str, Any]):
     return FashionCNN.random(seed=FASHION_SEED), synthetic_images(10000, FASHION_SEED), None
 
 
-def _strict_torch(benchmark: bool = True) -> Any:
-    """torch set up as every PyTorch baseline here runs (strict FP32: TF32 off; cudnn.benchmark, unless
-    ``benchmark=False``: cuDNN's fastest algorithm per shape, what a tuned PyTorch user gets), or None without
-    torch or a usable GPU."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
-        return None
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cudnn.benchmark = benchmark
-    return torch
-
-
 def _torch_net(name: str, net) -> Callable[[Any], Any] | None:
     """The same network in PyTorch (strict FP32: TF32 off), images (N, 1, S, S) float32 on the GPU -> classes."""
-    torch = _strict_torch()
+    torch = strict_torch()
     if torch is None:
         return None
     F = torch.nn.functional
@@ -189,8 +173,8 @@ def _network_rows(name: str, net, images: np.ndarray, labels, plan: Plan, res: S
                                              h2d_ms=layer.h2d_ms, d2h_ms=layer.d2h_ms,
                                              report_ms=report.get(layer.name)))
             except Exception as exc:  # noqa: BLE001
-                row["error"] = _error(exc)
-                _note(res.notes, f"{name}/{stage} on {n} images: {row['error']}")
+                row["error"] = error_text(exc)
+                add_note(res.notes, f"{name}/{stage} on {n} images: {row['error']}")
             res.rows.append(row)
             prog.update(f"{name} {stage} {n}")
         run = _torch_net(name, net) if plan.gpu else None
@@ -210,7 +194,7 @@ def _network_rows(name: str, net, images: np.ndarray, labels, plan: Plan, res: S
                 row["device_ms"] = measure(lambda: run(dx), warmup=reps["warmup"], repeat=reps["repeat"],
                                            flush_l2=True).median_ms
             except Exception as exc:  # noqa: BLE001
-                row["error"] = _error(exc)
+                row["error"] = error_text(exc)
             res.rows.append(row)
             prog.update(f"{name} pytorch {n}")
 
@@ -226,7 +210,7 @@ def _conv_pool_baselines(x: Any, w: Any, activation: str = "relu", pool: str = "
                                variant="coalesced")
 
     out = {f"cudnn precise + {pool}_pool2d": cudnn("precise"), f"cudnn any + {pool}_pool2d": cudnn("any")}
-    torch = _strict_torch()
+    torch = strict_torch()
     if torch is not None:
         F = torch.nn.functional
         xt, wt = torch.as_tensor(x, device="cuda"), torch.as_tensor(w, device="cuda")
@@ -293,7 +277,7 @@ def _op_cases(net, images=None) -> list[tuple[str, str, Callable[[str], Any], fl
          lambda v: nn.conv2d_pool(x2, w["conv2"], activation="relu", pool="avg", variant=v),
          (n * 32 * 144 + n * 64 * 16) * b, 2.0 * n * 64 * 64 * 800,
          {**_conv_pool_baselines(x2, w["conv2"]),  # winograd's auto is the resident-V 3xTF32 block here; beside it
-          "winograd products=fma (chunked FFMA block)":  # the block it replaced (notes/winograd.md, round 4)
+          "winograd products=fma (chunked FFMA block)":  # the block it replaced (notes/winograd.md)
           lambda: nn.conv2d_pool(x2, w["conv2"], activation="relu", pool="avg", variant="winograd", products="fma")}),
     ]
 
@@ -317,7 +301,7 @@ def _op_rows(net, plan: Plan, res: StudyResult, prog: Progress, images=None) -> 
                 stats = measure(call, warmup=reps["warmup"], repeat=reps["repeat"], flush_l2=True)
                 row["kernel_ms"], row["repeats"] = stats.median_ms, stats.repeats
             except Exception as exc:  # noqa: BLE001
-                row["error"] = _error(exc)
+                row["error"] = error_text(exc)
             res.rows.append(row)
             prog.update(f"{op} {variant}")
 
@@ -350,7 +334,7 @@ def run_networks(plan: Plan) -> StudyResult:
         if plan.gpu and not plan.tiny:
             _op_rows(mnist[0], plan, res, prog, mnist[1])
     if plan.gpu and not any(r.get("stage") == "pytorch" for r in res.rows):
-        _note(res.notes, "PyTorch not importable (or no CUDA in it): no PyTorch baseline in this run")
+        add_note(res.notes, "PyTorch not importable (or no CUDA in it): no PyTorch baseline in this run")
     return res
 
 
@@ -375,11 +359,13 @@ def _sections(meta: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> list[tu
             for r in layer_rows:
                 k80 = r.get("report_ms")
                 same_batch = r["images"] == TABLE_IMAGES  # the reports' times are for 10,000 images
-                speed = _fmt(k80 / r["kernel_ms"], ".3g") if k80 and r.get("kernel_ms") and same_batch else "-"
-                body.append([r["layer"], f"{r['op']}/{r['variant']}", _fmt(r.get("kernel_ms"), ".4g"),
-                             _fmt(r.get("h2d_ms"), ".4g"), _fmt(r.get("d2h_ms"), ".4g"), _fmt(k80, ".4g"), speed])
+                speed = fmt_cell(k80 / r["kernel_ms"], ".3g") if k80 and r.get("kernel_ms") and same_batch else "-"
+                body.append([r["layer"], f"{r['op']}/{r['variant']}", fmt_cell(r.get("kernel_ms"), ".4g"),
+                             fmt_cell(r.get("h2d_ms"), ".4g"), fmt_cell(r.get("d2h_ms"), ".4g"), fmt_cell(k80, ".4g"),
+                             speed])
             total = sum(r.get("kernel_ms") or 0.0 for r in layer_rows)
-            body.append(["sum of the kernels", "", _fmt(total, ".4g"), "", "", _fmt(st.report_total_ms, ".4g"), ""])
+            body.append(["sum of the kernels", "", fmt_cell(total, ".4g"), "", "", fmt_cell(st.report_total_ms, ".4g"),
+                         ""])
             caption = (f"{name} '{stage}' ({st.table}), {layer_rows[0]['images']:,} images: kernel ms per layer "
                        f"(CUDA events), copies apart; report ms: {REPORT_SETTING[name]}")
             out.append((caption, ["layer", "op/variant", "kernel ms", "h2d ms", "d2h ms", "report ms",
@@ -391,13 +377,13 @@ def _sections(meta: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> list[tu
             body = []
             for r in net_rows:
                 dev = r.get("device_ms")
-                vs = _fmt(torch_dev.get(r["images"]) / dev, ".3g") if dev and torch_dev.get(r["images"]) else "-"
-                vs_np = (_fmt(torch_np.get(r["images"]) / r["numpy_ms"], ".3g")
+                vs = fmt_cell(torch_dev.get(r["images"]) / dev, ".3g") if dev and torch_dev.get(r["images"]) else "-"
+                vs_np = (fmt_cell(torch_np.get(r["images"]) / r["numpy_ms"], ".3g")
                          if r.get("numpy_ms") and torch_np.get(r["images"]) and r["stage"] != "pytorch" else "-")
-                body.append([r["stage"], f"{r['images']:,}", _fmt(r.get("numpy_ms"), ".4g"),
-                             _fmt(r.get("numpy_uint8_ms"), ".4g"), vs_np, _fmt(dev, ".4g"),
-                             _fmt(r.get("device_uint8_ms"), ".4g"), vs, _fmt(r.get("accuracy"), ".4f"),
-                             _fmt(r.get("match_serial")), _fmt(r.get("logits_rel_diff"), ".2g"),
+                body.append([r["stage"], f"{r['images']:,}", fmt_cell(r.get("numpy_ms"), ".4g"),
+                             fmt_cell(r.get("numpy_uint8_ms"), ".4g"), vs_np, fmt_cell(dev, ".4g"),
+                             fmt_cell(r.get("device_uint8_ms"), ".4g"), vs, fmt_cell(r.get("accuracy"), ".4f"),
+                             fmt_cell(r.get("match_serial")), fmt_cell(r.get("logits_rel_diff"), ".2g"),
                              "failed" if r.get("error") else ""])
             out.append((f"{name}: whole network, predict(): NumPy in/out wall ms (float32, uint8 images), device-"
                         f"resident ms (CUDA events), 'x PyTorch': PyTorch's time over this one (same run, strict "
@@ -407,8 +393,9 @@ def _sections(meta: Mapping[str, Any], rows: list[Mapping[str, Any]]) -> list[tu
                          "device uint8 ms", "x PyTorch (device)", "accuracy", "= serial", "logit diff", ""], body))
     op_rows = _rows(rows, kind="op")
     if op_rows:
-        body = [[r["op"], r["variant"], r["shape"], _fmt(r.get("kernel_ms"), ".4g"), _fmt(r.get("floor_ms"), ".3g"),
-                 _fmt(r["floor_ms"] / r["kernel_ms"] * 100, ".3g") if r.get("kernel_ms") else "failed"]
+        body = [[r["op"], r["variant"], r["shape"], fmt_cell(r.get("kernel_ms"), ".4g"),
+                 fmt_cell(r.get("floor_ms"), ".3g"),
+                 fmt_cell(r["floor_ms"] / r["kernel_ms"] * 100, ".3g") if r.get("kernel_ms") else "failed"]
                 for r in op_rows]
         out.append((f"The layer ops at the MNIST network's shapes, device-resident, L2 flushed; "
                     f"{meta.get('floor', '')}",
@@ -428,7 +415,7 @@ def markdown_networks(meta: Mapping[str, Any], rows: list[dict[str, Any]]) -> st
     lines = ["### The reports' networks end to end", "", f"Measured with {format_metadata(meta)}.", "",
              f"MNIST: {meta.get('mnist', '')}. Fashion: {meta.get('fashion', '')}.", ""]
     for caption, headers, body in _sections(meta, rows):
-        lines += [caption + ".", "", _md_table(headers, body), ""]
+        lines += [caption + ".", "", md_table(headers, body), ""]
     return "\n".join(lines)
 
 
@@ -452,7 +439,7 @@ def _report_totals(name: str) -> dict[str, float]:
 def plot_networks(meta, rows, path: Path) -> Path:
     """Per network: whole-forward time against images, one line per stage (NumPy in/out), fast and PyTorch
     device-resident dashed; log-log."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.5))
     # One colour per stage in both panels (the Fashion network has no hybrid stage).
     order = list(dict.fromkeys(r["stage"] for r in _rows(rows, kind="network") if r.get("numpy_ms")))
@@ -460,7 +447,7 @@ def plot_networks(meta, rows, path: Path) -> Path:
     for ax, name in zip(axes, ("mnist", "fashion")):
         net_rows = [r for r in _rows(rows, kind="network", network=name) if r.get("numpy_ms")]
         if not net_rows:
-            _empty(ax, "no successful measurements")
+            empty_axes(ax, "no successful measurements")
             continue
         for stage in dict.fromkeys(r["stage"] for r in net_rows):
             rs = sorted(_rows(net_rows, stage=stage), key=lambda r: r["images"])
@@ -486,8 +473,8 @@ def plot_networks(meta, rows, path: Path) -> Path:
                         "ece408_op_time.png)"), fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
-    return _finish_fig(fig, meta, "The reports' networks end to end: time per forward pass (predict), every stage, "
-                       "with the report's whole-run times where it printed them", path)
+    return finish_figure(fig, meta, "The reports' networks end to end: time per forward pass (predict), every stage, "
+                         "with the report's whole-run times where it printed them", path)
 
 
 STUDY = Study("networks", "conv2d_pool", "The reports' CNNs end to end",

@@ -1,6 +1,6 @@
 """overhead: what one call costs a user, beside the kernel -> overhead.csv/.json/.png.
 
-Issue 13's "cheap call": on small problems the kernel runs for microseconds, and the Python around it is what a
+The cost of a cheap call: on small problems the kernel runs for microseconds, and the Python around it is what a
 user sees. For conv2d (1x1x8x8 by a 3x3 filter) and matmul (16x16), each called the way users call it --
 gpuopt's own device arrays, PyTorch CUDA tensors handed over by ``__cuda_array_interface__``, and NumPy arrays
 in and out -- this measures the host wall time per call (``calls`` back-to-back calls, then one synchronise,
@@ -21,10 +21,11 @@ import numpy as np
 
 import gpuopt
 
-from ..figures import _empty, _finish, _grouped_bars, _headroom, _pyplot
+from ..baselines import strict_torch
+from ..figures import empty_axes, finish_axes, grouped_bars, headroom, pyplot
 from ..harness import Progress
-from ..study import Output, Plan, Study, StudyResult, _error
-from ..tables import _errors, _fmt, format_table
+from ..study import Output, Plan, Study, StudyResult, error_text, per_level
+from ..tables import errors_note, fmt_cell, format_table
 
 __all__ = ["STUDY"]
 
@@ -35,10 +36,8 @@ OVERHEAD_OPS = (("conv2d", "x 1x1x8x8, w 1x1x3x3", (None, "implicit_gemm")),
                 ("matmul", "16x16 @ 16x16", (None, "async")))
 OVERHEAD_CALLERS = ("device", "torch", "numpy")
 # Calls per batch and batches per plan.
-OVERHEAD_REPEATS: dict[Any, tuple[int, int]] = {
-    ("gpu", "full"): (3000, 7), ("gpu", "quick"): (1000, 3), ("cpu", "full"): (1000, 5), ("cpu", "quick"): (300, 3),
-    "tiny": (20, 2),
-}
+OVERHEAD_REPEATS: dict[Any, tuple[int, int]] = per_level(gpu_full=(3000, 7), gpu_quick=(1000, 3), cpu_full=(1000, 5),
+    cpu_quick=(300, 3), tiny=(20, 2))
 
 
 def _per_call_us(fn: Callable[[], Any], sync: Callable[[], None], calls: int, batches: int) -> list[float]:
@@ -62,9 +61,7 @@ def _inputs(op: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
 
 def _torch():
     """PyTorch as the baselines run it (strict FP32), without cuDNN's benchmark mode (the study's calls are tiny)."""
-    from .networks import _strict_torch
-
-    return _strict_torch(benchmark=False)
+    return strict_torch(benchmark=False)
 
 
 def _default(op: str, a: np.ndarray, b: np.ndarray) -> str:
@@ -74,7 +71,7 @@ def _default(op: str, a: np.ndarray, b: np.ndarray) -> str:
         from ...conv.problem import validate
 
         return default_for(validate(a, b, 1, 0, None, None))
-    from ...matmul.api import default_for as matmul_default
+    from ...matmul import default_for as matmul_default
 
     return matmul_default(a.shape, b.shape)
 
@@ -128,7 +125,7 @@ def run_overhead(plan: Plan) -> StudyResult:
                 us = _per_call_us(fn, sync, calls, batches)
                 row.update(us_per_call=float(np.median(us)), us_min=min(us), us_max=max(us))
             except Exception as exc:  # noqa: BLE001
-                row["error"] = _error(exc)
+                row["error"] = error_text(exc)
             res.rows.append(row)
             prog.update(f"{op} {caller} {variant}")
     return res
@@ -141,33 +138,33 @@ def table_overhead(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = 
     for r in rows:
         ref = torch_us.get((r["op"], r["caller"]))
         ratio = ref / r["us_per_call"] if ref and r.get("us_per_call") and r["impl"] != "pytorch" else None
-        body.append([r["op"], r["caller"], r["impl"], r["variant"], _fmt(r.get("us_per_call"), ".3g"),
-                     _fmt(r.get("us_min"), ".3g"), _fmt(r.get("us_max"), ".3g"), _fmt(ratio, ".2f")])
+        body.append([r["op"], r["caller"], r["impl"], r["variant"], fmt_cell(r.get("us_per_call"), ".3g"),
+                     fmt_cell(r.get("us_min"), ".3g"), fmt_cell(r.get("us_max"), ".3g"), fmt_cell(ratio, ".2f")])
     return ("host wall time per call (µs); 'x PyTorch' = PyTorch's time over this one, same caller, same run\n"
             + format_table(["op", "caller", "impl", "variant", "µs/call", "min", "max", "x PyTorch"], body)
-            + _errors(rows))
+            + errors_note(rows))
 
 
 def plot_overhead(meta, rows, path: Path) -> Path:
     """µs per call by op and caller: a bar per implementation (PyTorch beside gpuopt's variants)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(11, 5.5))
     good = [r for r in rows if r.get("us_per_call")]
     if not good:
-        _empty(ax, "no successful measurements")
-        return _finish(fig, ax, meta, "Cost of one call", path)
+        empty_axes(ax, "no successful measurements")
+        return finish_axes(fig, ax, meta, "Cost of one call", path)
     groups = list(dict.fromkeys(f"{r['op']}\n{r['caller']}" for r in good))
     series = list(dict.fromkeys(r["variant"] for r in good))
     by = {(f"{r['op']}\n{r['caller']}", r["variant"]): r["us_per_call"] for r in good}
-    values = _grouped_bars(ax, groups, series, lambda g, s: by.get((g, s)), lambda g, s: f"{by[(g, s)]:.0f}",
-                           compact=True)
-    _headroom(ax, values)
+    values = grouped_bars(ax, groups, series, lambda g, s: by.get((g, s)), lambda g, s: f"{by[(g, s)]:.0f}",
+                          compact=True)
+    headroom(ax, values)
     ax.set_xlabel("op and how it is called (device: gpuopt device arrays; torch: CUDA tensors; numpy: NumPy in "
                   "and out)")
     ax.set_ylabel("host wall time per call (µs, median)")
     problems = "; ".join(f"{op} {problem}" for op, problem, _ in OVERHEAD_OPS)
-    return _finish(fig, ax, meta, f"Cost of one call on a tiny problem ({problems}): gpuopt vs PyTorch, "
-                   "host µs per call", path, legend=dict(title="implementation / variant", title_fontsize=8))
+    return finish_axes(fig, ax, meta, f"Cost of one call on a tiny problem ({problems}): gpuopt vs PyTorch, "
+                       "host µs per call", path, legend=dict(title="implementation / variant", title_fontsize=8))
 
 
 def _variants() -> tuple[str, ...]:

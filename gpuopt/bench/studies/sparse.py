@@ -9,18 +9,20 @@ transfer time, exactness, and the kernel time on device-resident operands beside
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
 import gpuopt
 from gpuopt import datasets
 
-from ..figures import _empty, _finish, _headroom, _log_if_wide, _ok, _pyplot
-from ..harness import Progress, measure, median_timing
-from ..study import CALL_REPEATS, Output, Plan, Study, StudyResult, _error, _host, _select, _timed_calls
+from ..figures import drawable_rows, empty_axes, finish_axes, headroom, log_if_wide, pyplot
+from ..harness import Progress, median_timing
 from ..results import format_metadata
-from ..tables import _device_short, _errors, _fmt, _md_table, extras_file, format_table
+from ..sparse_resident import (CUDNN_ROWS, FUSED_KERNEL_ROWS, ONE_PASS, RESIDENT_REPEATS, SPARSE_MAPS,
+                               SPARSE_NEURONS_ROW, time_resident)
+from ..study import CALL_REPEATS, Output, Plan, Study, StudyResult, error_text, select_variants, timed_calls, to_host
+from ..tables import device_short, errors_note, extras_file, fmt_cell, format_table, md_table
 
 __all__ = ["STUDY"]
 
@@ -32,78 +34,9 @@ SPARSE_FORMATS = {"dense": "dense", "coo": "COOFilters", "fast": "FASTFilters", 
 SPARSE_LAB = {"coo": (17160.6, 123.628, 138.808), "fast": (16438.6, 105.128, 156.368)}
 SPARSE_FILTER_SEED = 0
 SPARSE_FILTER_NOTE = "generated filters, one non-zero per 3x3 slice; the lab's filters are not public"
-# Input maps C = filters M per plan (the lab: 512).
-SPARSE_MAPS: dict[Any, int] = {
-    ("gpu", "full"): 512, ("gpu", "quick"): 512, ("cpu", "full"): 512, ("cpu", "quick"): 512, "tiny": 32,
-}
 SPARSE_COLUMNS = ("variant", "filter_format", "C", "H", "W", "M", "nnz", "kernel_ms", "h2d_ms", "d2h_ms",
                   "transfer_ms", "total_ms", "wall_ms", "repeats", "speedup_vs_cpu", "exact_vs_cpu", "resident_kernel_ms",
                   "speedup_vs_cudnn", "timing_device", "details", "error")
-#: The variants that only queue their work (no host round trip): timed again on device-resident operands.
-ONE_PASS = ("fast_fused", "fast_sparse_input", "fast_imma")
-#: fast_fused's other kernels (its default, kernel="auto", is the window kernel), timed on device-resident
-#: operands only: the same one-pass variant, so rows of their own.
-FUSED_KERNEL_ROWS = {"fast_fused[int32]": "int32", "fast_fused[fp32]": "fp32"}
-#: fast_sparse_input on sparse neurons (gpuopt.sparse.SparseNeurons, lists built on the device once: the compaction
-#: is the encoding step, not counted): the planes kernel alone, timed on device-resident operands only (round 6).
-SPARSE_NEURONS_ROW = "fast_sparse_input[sparse neurons]"
-#: cuDNN's dense FP32 layer (conv + ReLU, then gpuopt's 2x2 max pool) on float32 copies: the baseline to beat.
-CUDNN_ROWS = {"cudnn_fp32_precise": "precise", "cudnn_fp32_any": "any"}
-#: measure() keywords of the device-resident kernel times (L2 flushed before every run, as the conv studies).
-RESIDENT_REPEATS: dict[Any, dict[str, Any]] = {
-    ("gpu", "full"): dict(warmup=5, repeat=50, max_time_s=1.0, flush_l2=True),
-    ("gpu", "quick"): dict(warmup=2, repeat=10, max_time_s=0.3, flush_l2=True),
-    "tiny": dict(warmup=1, repeat=2, max_time_s=0.1, flush_l2=True),
-}
-
-
-def resident_layer(name: str, x, w) -> tuple[Callable[[], Any], Callable[[], np.ndarray]]:
-    """(queue one layer, fetch its pooled result as NumPy) on device-resident operands: a one-pass variant's
-    launcher on FAST codes already on the device, or cuDNN's dense FP32 conv + ReLU + max pool."""
-    from gpuopt._ext import launcher
-    from gpuopt.sparse import FASTFilters
-
-    m, c, r, s = w.shape
-    if name == "auto":  # the default: the launcher of the variant it picks for this shape (and these taps)
-        from gpuopt.sparse.auto import auto_choice
-
-        name = auto_choice(c, x.shape[1], x.shape[2], m, r, s, FASTFilters.from_dense(w).taps_fit_int8)
-    dx = gpuopt.to_device(np.ascontiguousarray(x))
-    if name in CUDNN_ROWS:
-        fx, fw = gpuopt.to_device(x.astype(np.float32)[None]), gpuopt.to_device(w.astype(np.float32))
-        out: list[Any] = [None]
-
-        def dense():
-            y = gpuopt.conv2d(fx, fw, padding=(r // 2, s // 2), activation="relu", variant="cudnn",
-                              algorithms=CUDNN_ROWS[name])
-            out[0] = gpuopt.nn.max_pool2d(y, 2)
-            return out[0]
-        return dense, lambda: out[0].numpy()[0]
-    fast = FASTFilters.from_dense(w).to_device(("fast",))
-    (codes,), width = fast.kernel_arrays("fast")
-    dy = gpuopt.DeviceArray.empty((m, x.shape[1] // 2, x.shape[2] // 2), np.int32)
-    flag = gpuopt.DeviceArray.empty((1,), np.int32)
-    kernel = FUSED_KERNEL_ROWS.get(name)
-    lists: dict[str, Any] = {}
-    if name == SPARSE_NEURONS_ROW:  # the lists built once, here (untimed): the call queues the planes kernel alone
-        from gpuopt.sparse import SparseNeurons
-        from gpuopt.sparse.nctu import neuron_lists
-
-        neurons = SparseNeurons.from_dense(x).to_device()
-        dx, lists, name = neurons.dense, neuron_lists(neurons, fast.to_coo()), "fast_sparse_input"
-    launch = launcher(gpuopt.variants("sparse_conv2d")["fast_fused" if kernel else name])
-    extra = (0, kernel) if kernel else ()  # split 0 (auto), the kernel
-    return (lambda: launch(dx.ptr, codes.ptr, width, dy.ptr, flag.ptr, c, x.shape[1], x.shape[2], m, r, s, *extra,
-                           **lists), lambda: dy.numpy())
-
-
-def time_resident(name: str, x, w, reps: Mapping[str, Any]) -> tuple[float, np.ndarray]:
-    """Median kernel time (ms, CUDA events, L2 flushed) of ``name`` on device-resident operands, and its result."""
-    fn, result = resident_layer(name, x, w)
-    stats = measure(fn, device="gpu", **reps)
-    return stats.median_ms, result()
-
-
 def _sparse_inputs(plan: Plan, notes: list[str], meta: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     maps = plan.pick(SPARSE_MAPS)
     try:
@@ -126,7 +59,7 @@ def run_sparse(plan: Plan) -> StudyResult:
     from gpuopt.sparse import COOFilters, FASTFilters
 
     res = StudyResult()
-    names = _select("sparse_conv2d", SPARSE_VARIANTS, plan, res.notes)
+    names = select_variants("sparse_conv2d", SPARSE_VARIANTS, plan, res.notes)
     reps = plan.pick(CALL_REPEATS)
     x, w = _sparse_inputs(plan, res.notes, res.meta)
     res.meta.update(layer="NCTU lab layer: 3x3 'same' conv over all input maps, int32 sums, ReLU, 2x2 max pool",
@@ -145,16 +78,16 @@ def run_sparse(plan: Plan) -> StudyResult:
                                        H=x.shape[1], W=x.shape[2], M=w.shape[0], nnz=int(np.count_nonzero(w)))
             try:
                 f = filters[name] if name in filters else resident.to_device(("fast",))
-                timings, walls, out = _timed_calls(
+                timings, walls, out = timed_calls(
                     lambda f=f, name=name: gpuopt.sparse_conv2d(x, f, variant=name, timing=True),
                     warmup=reps["warmup"], repeat=reps["repeat"], max_time_s=reps["max_time_s"])
                 row.update(**median_timing(timings), wall_ms=float(np.median(walls)), repeats=len(timings))
                 if name != "cpu":
-                    row["exact_vs_cpu"] = bool(np.array_equal(_host(out), ref))
+                    row["exact_vs_cpu"] = bool(np.array_equal(to_host(out), ref))
                     if not row["exact_vs_cpu"]:
                         res.notes.append(f"sparse {name}: result differs from the cpu reference")
             except Exception as exc:  # noqa: BLE001
-                row["error"] = _error(exc)
+                row["error"] = error_text(exc)
                 res.notes.append(f"sparse {name}: {row['error']}")
             res.rows.append(row)
             prog.update(name)
@@ -181,7 +114,7 @@ def _resident_rows(res: StudyResult, x, w, ref, one_pass: list[str], reps: Mappi
             row["resident_kernel_ms"], out = time_resident(name, x, w, reps)
             row["exact_vs_cpu"] = bool(np.array_equal(out, ref))
         except Exception as exc:  # noqa: BLE001
-            row["error"] = _error(exc)
+            row["error"] = error_text(exc)
             res.notes.append(f"sparse {name} (device-resident): {row['error']}")
         if name not in by:
             res.rows.append(row)
@@ -193,26 +126,26 @@ def _resident_rows(res: StudyResult, x, w, ref, one_pass: list[str], reps: Mappi
 
 def table_sparse(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
     """Per variant: filter format, kernel / transfer / total ms, speed-up over cpu, exactness."""
-    body = [[r["variant"], r["filter_format"], _fmt(r.get("kernel_ms"), ".4g"), _fmt(r.get("transfer_ms"), ".4g"),
-             _fmt(r.get("total_ms"), ".4g"), _fmt(r.get("speedup_vs_cpu"), ".1f"),
-             "reference" if r["variant"] == "cpu" else _fmt(r.get("exact_vs_cpu"))] for r in rows]
+    body = [[r["variant"], r["filter_format"], fmt_cell(r.get("kernel_ms"), ".4g"),
+             fmt_cell(r.get("transfer_ms"), ".4g"), fmt_cell(r.get("total_ms"), ".4g"), fmt_cell(r.get("speedup_vs_cpu"), ".1f"),
+             "reference" if r["variant"] == "cpu" else fmt_cell(r.get("exact_vs_cpu"))] for r in rows]
     head = (f"{rows[0]['C']} maps {rows[0]['H']}x{rows[0]['W']}, {rows[0]['M']} filters ({SPARSE_FILTER_NOTE})\n"
             if rows else "")
     return head + format_table(["variant", "filters", "kernel ms", "transfer ms", "total ms", "speedup vs cpu",
-                                "exact"], body) + _errors(rows)
+                                "exact"], body) + errors_note(rows)
 
 
 def plot_sparse(meta, rows, path: Path) -> Path:
     """Stacked bars per variant: kernels, then transfers (log y when the CPU bar dwarfs the rest); beside the
     variants the lab printed, its own time hatched (its GPU with transfers, its serial CPU)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(10, 5.8))
-    good = _ok(rows, "total_ms")
+    good = drawable_rows(rows, "total_ms")
     title = (f"NCTU sparse conv layer: time per variant (kernels + transfers) beside the lab's printed times"
              f"\n({SPARSE_FILTER_NOTE})")
     if not good:
-        _empty(ax, "no successful measurements")
-        return _finish(fig, ax, meta, title, path)
+        empty_axes(ax, "no successful measurements")
+        return finish_axes(fig, ax, meta, title, path)
     names = [r["variant"] + ("" if r.get("filter_format") in (None, "dense") else f"\n({r['filter_format']})")
              for r in good]
     # The lab's number per variant: its GPU total (transfers included) for coo / fast, its serial CPU for cpu.
@@ -225,9 +158,9 @@ def plot_sparse(meta, rows, path: Path) -> Path:
     transfer = [max(r.get("transfer_ms") or 0.0, 0.0) for r in good]
     totals = [r["total_ms"] for r in good]
     labs = [lab[r["variant"]] for r in good if r["variant"] in lab]
-    log = _log_if_wide(ax, totals + labs, 20)
+    log = log_if_wide(ax, totals + labs, 20)
     floor = min(v for v in kernel + transfer + totals if v > 0) / 3 if log else 0.0
-    dev = _device_short(meta)
+    dev = device_short(meta)
     ax.bar(xs, [max(k, floor) - floor for k in kernel], width=width, bottom=floor, label=f"{dev}: kernels",
            color="tab:blue")
     ax.bar(xs, transfer, width=width, bottom=[max(k, floor) for k in kernel], label=f"{dev}: transfers (h2d + d2h)",
@@ -260,7 +193,7 @@ def plot_sparse(meta, rows, path: Path) -> Path:
                    label=f"cuDNN dense FP32 layer, device-resident kernels ({dense * 1e3:.0f} µs)")
     if log:
         ax.set_ylim(bottom=floor)
-    _headroom(ax, totals + labs, 1.6)  # two-line labels over the tallest bars
+    headroom(ax, totals + labs, 1.6)  # two-line labels over the tallest bars
     ax.set_xlim(-0.6, max(len(good), 2) - 0.4)
     ax.set_xticks(range(len(good)))
     ax.set_xticklabels(names, fontsize=9)
@@ -269,8 +202,8 @@ def plot_sparse(meta, rows, path: Path) -> Path:
                   f"{first.get('M')} filters 3x3\nlabels: total, and speed-up over the cpu row (here gpuopt's OpenMP "
                   "CPU reference; the lab's: a serial loop)", fontsize=9)
     ax.set_ylabel("time (ms" + (", log scale" if log else "") + "): kernels + transfers")
-    return _finish(fig, ax, meta, title, path,
-                   legend=dict(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.27), ncol=2))
+    return finish_axes(fig, ax, meta, title, path,
+                       legend=dict(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.27), ncol=2))
 
 
 def lab_markdown(meta: Mapping[str, Any], rows: list[dict[str, Any]]) -> str:
@@ -283,14 +216,14 @@ def lab_markdown(meta: Mapping[str, Any], rows: list[dict[str, Any]]) -> str:
         r = by[name]
         lab_cpu, lab_gpu, lab_speedup = SPARSE_LAB.get(name, (None, None, None))
         details = r.get("details") or {}
-        body.append([name, r.get("filter_format", "-"), _fmt(lab_cpu, ".6g"), _fmt(lab_gpu, ".6g"),
-                     _fmt(lab_speedup, ".4g"), _fmt(cpu, ".4g"), _fmt(r.get("kernel_ms"), ".4g"),
-                     _fmt(r.get("total_ms"), ".4g"), _fmt(r.get("speedup_vs_cpu"), ".4g"),
-                     _fmt(details.get("filter_arrays"), ".0f"),
-                     _fmt(details.get("filter_bytes_sent", details.get("filter_bytes")), ".0f"),
-                     _fmt(details.get("h2d_calls"), ".0f"), _fmt(details.get("h2d_bytes"), ".0f"),
-                     _fmt(1e3 * r["resident_kernel_ms"] if r.get("resident_kernel_ms") else None, ".4g"),
-                     _fmt(r.get("speedup_vs_cudnn"), ".3g"), _fmt(r.get("exact_vs_cpu"))])
+        body.append([name, r.get("filter_format", "-"), fmt_cell(lab_cpu, ".6g"), fmt_cell(lab_gpu, ".6g"),
+                     fmt_cell(lab_speedup, ".4g"), fmt_cell(cpu, ".4g"), fmt_cell(r.get("kernel_ms"), ".4g"),
+                     fmt_cell(r.get("total_ms"), ".4g"), fmt_cell(r.get("speedup_vs_cpu"), ".4g"),
+                     fmt_cell(details.get("filter_arrays"), ".0f"),
+                     fmt_cell(details.get("filter_bytes_sent", details.get("filter_bytes")), ".0f"),
+                     fmt_cell(details.get("h2d_calls"), ".0f"), fmt_cell(details.get("h2d_bytes"), ".0f"),
+                     fmt_cell(1e3 * r["resident_kernel_ms"] if r.get("resident_kernel_ms") else None, ".4g"),
+                     fmt_cell(r.get("speedup_vs_cudnn"), ".3g"), fmt_cell(r.get("exact_vs_cpu"))])
     return "\n".join([
         "### The NCTU lab's table on the H200", "", f"Measured with {format_metadata(meta)}.", "",
         "The lab's columns as it printed them (its GPU unnamed; its CPU time a serial loop). H200: the same layer "
@@ -301,9 +234,9 @@ def lab_markdown(meta: Mapping[str, Any], rows: list[dict[str, Any]]) -> str:
         "keep their FAST filters on the device). Resident kernel µs: the layer's kernels alone on device-resident "
         "operands (CUDA events, L2 flushed, median), beside cuDNN's dense FP32 layer (conv + ReLU + 2x2 max pool "
         "on float32 copies, precise and any algorithms); vs cuDNN = the faster cuDNN time over the variant's.", "",
-        _md_table(["variant", "filters", "lab CPU ms", "lab GPU ms", "lab speed-up", "H200 CPU ms",
-                   "H200 kernel ms", "H200 GPU total ms", "speed-up", "filter arrays", "filter bytes sent",
-                   "h2d calls", "h2d bytes", "resident kernel µs", "vs cuDNN FP32", "exact"], body), ""])
+        md_table(["variant", "filters", "lab CPU ms", "lab GPU ms", "lab speed-up", "H200 CPU ms",
+                  "H200 kernel ms", "H200 GPU total ms", "speed-up", "filter arrays", "filter bytes sent",
+                  "h2d calls", "h2d bytes", "resident kernel µs", "vs cuDNN FP32", "exact"], body), ""])
 
 
 STUDY = Study("sparse", "sparse_conv2d", "NCTU sparse convolution layer",

@@ -2,7 +2,7 @@
 3x3 filters) with 1..9 filter non-zeros per slice x input density (5%, the real inNeu's ~20%, 50%, 100%):
 kernel time of the best one-pass sparse variant on device-resident operands over cuDNN's dense FP32 layer
 (conv + ReLU + 2x2 max pool) measured in the same run, and the zero-skipping fast_sparse_input's time with dense
-and with sparse neurons in (round 6) -> sparse_density.csv/.json/.png (a heat map).
+and with sparse neurons in (SparseNeurons' lists) -> sparse_density.csv/.json/.png (a heat map).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import numpy as np
 import gpuopt
 from gpuopt import datasets
 
-from ..figures import _empty, _finish_fig, _pyplot
+from ..figures import empty_axes, finish_figure, pyplot
 from ..harness import Progress
-from ..study import Output, Plan, Study, StudyResult, _error
-from ..tables import _errors, _fmt, format_table
-from .sparse import CUDNN_ROWS, ONE_PASS, RESIDENT_REPEATS, SPARSE_MAPS, SPARSE_NEURONS_ROW, time_resident
+from ..sparse_resident import CUDNN_ROWS, ONE_PASS, RESIDENT_REPEATS, SPARSE_MAPS, SPARSE_NEURONS_ROW, time_resident
+from ..study import Output, Plan, Study, StudyResult, error_text
+from ..tables import errors_note, fmt_cell, format_table
 
 __all__ = ["STUDY"]
 
@@ -87,7 +87,7 @@ def run_density(plan: Plan) -> StudyResult:
                 row["ratio"] = row["sparse_ms"] / row["cudnn_ms"]
                 row.update({col: row["details"][name] for col, name in ZERO_SKIP.items()})
             except Exception as exc:  # noqa: BLE001
-                row["error"] = _error(exc)
+                row["error"] = error_text(exc)
                 res.notes.append(f"sparse_density k={k} density={density}: {row['error']}")
             res.rows.append(row)
             prog.update(f"k={k} d={row['input_density']:.2f}")
@@ -95,12 +95,12 @@ def run_density(plan: Plan) -> StudyResult:
 
 
 def table_density(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
-    body = [[r["nnz_per_slice"], _fmt(r.get("input_density"), ".3f"), r.get("best_variant", "-"),
-             _fmt(r.get("sparse_ms"), ".4g"), _fmt(r.get("cudnn_ms"), ".4g"), _fmt(r.get("ratio"), ".3g"),
-             _fmt(r.get("zero_skip_ms"), ".4g"), _fmt(r.get("zero_skip_lists_ms"), ".4g"),
-             _fmt(r.get("exact_vs_cpu"))] for r in rows]
+    body = [[r["nnz_per_slice"], fmt_cell(r.get("input_density"), ".3f"), r.get("best_variant", "-"),
+             fmt_cell(r.get("sparse_ms"), ".4g"), fmt_cell(r.get("cudnn_ms"), ".4g"), fmt_cell(r.get("ratio"), ".3g"),
+             fmt_cell(r.get("zero_skip_ms"), ".4g"), fmt_cell(r.get("zero_skip_lists_ms"), ".4g"),
+             fmt_cell(r.get("exact_vs_cpu"))] for r in rows]
     return format_table(["nnz/slice", "input density", "best sparse", "sparse ms", "cuDNN ms", "sparse/cuDNN",
-                         "zero-skip ms (dense in)", "zero-skip ms (sparse in)", "exact"], body) + _errors(rows)
+                         "zero-skip ms (dense in)", "zero-skip ms (sparse in)", "exact"], body) + errors_note(rows)
 
 
 def _row_of(density: float) -> int:
@@ -153,7 +153,7 @@ def plot_density(meta, rows, path: Path) -> Path:
     layer on a log scale centred on 1 (blue: faster than dense), the ratio printed in each cell: the best sparse
     variant (the int8 tensor cores where they apply: every tap of the 3x3 frame multiplied, zeros included) and
     the zero-skipping path (``fast_sparse_input``, dense neurons in: work follows the non-zeros of both operands)."""
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib.colors import LogNorm
 
     title = ("NCTU layer: time over cuDNN's dense FP32 layer (< 1: faster than dense); "
@@ -164,8 +164,8 @@ def plot_density(meta, rows, path: Path) -> Path:
     grids = [(g, label) for g, label in grids if np.isfinite(g[2]).any()]
     if not grids:
         fig, ax = plt.subplots(figsize=(9, 4.8))
-        _empty(ax, "no successful measurements")
-        return _finish_fig(fig, meta, title, path)
+        empty_axes(ax, "no successful measurements")
+        return finish_figure(fig, meta, title, path)
     # the colour bar in an axes of its own, so that tight_layout keeps it clear of the panels
     fig, axes = plt.subplots(1, len(grids) + 1, figsize=(8 * len(grids) + 1, 4.8),
                              gridspec_kw={"width_ratios": [1] * len(grids) + [0.035]})
@@ -180,7 +180,7 @@ def plot_density(meta, rows, path: Path) -> Path:
     bar.ax.yaxis.set_major_locator(FixedLocator(ticks))
     bar.ax.yaxis.set_minor_locator(NullLocator())
     bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
-    return _finish_fig(fig, meta, title, path)
+    return finish_figure(fig, meta, title, path)
 
 
 STUDY = Study("sparse_density", "sparse_conv2d", "NCTU sparse layer: where sparse stops paying",

@@ -19,11 +19,12 @@ import numpy as np
 
 import gpuopt
 
+from ..baselines import cudnn_algorithm
 from ..harness import Progress, measure
 from ..results import format_metadata
-from ..study import Output, Plan, Study, StudyResult, _error, _num, _release_gpu_cache, entry_label
+from ..study import (Output, Plan, Study, StudyResult, entry_label, error_text, finite_number, per_level,
+                     release_gpu_cache, repeats)
 from ..tables import extras_file
-from ._conv import _cudnn_algorithm
 
 __all__ = ["STUDY", "LAYERS", "LAYERS_ENV", "candidates"]
 
@@ -44,11 +45,8 @@ LAYERS_ENV = "GPUOPT_TUNE_LAYERS"
 TUNE_VARIANTS = ("cudnn", "unroll", "unroll_nk", "general", "tiled_unrolled", "implicit_gemm", "implicit_gemm_fast",
                  "direct_regblock")
 #: measure() keywords (GPU only; quick = full; tiny: the tests).
-TUNE_REPEATS: dict[Any, dict[str, Any]] = {
-    ("gpu", "full"): dict(warmup=3, repeat=15, max_time_s=0.5, flush_l2=True),
-    ("gpu", "quick"): dict(warmup=3, repeat=15, max_time_s=0.5, flush_l2=True),
-    "tiny": dict(warmup=0, repeat=2, max_time_s=0.05, flush_l2=True),
-}
+TUNE_REPEATS: dict[Any, dict[str, Any]] = per_level(gpu_full=repeats(3, 15, 0.5, flush_l2=True),
+    gpu_quick=repeats(3, 15, 0.5, flush_l2=True), tiny=repeats(0, 2, 0.05, flush_l2=True))
 #: Fastest candidates listed per layer.
 TOP = 6
 TUNE_COLUMNS = ("layer", "N", "C", "H", "W", "K", "R", "S", "stride", "label", "variant", "params", "device",
@@ -113,12 +111,12 @@ def run_tune_conv_auto(plan: Plan) -> StudyResult:
                     st = measure(fn, device="gpu", **reps)
                     row.update(st.row(), spin_us=st.spin_us, overhead_hidden=st.overhead_hidden)
                 except ValueError as exc:  # the variant rejects the shape (or is not in this build)
-                    row["skipped"] = _error(exc)
+                    row["skipped"] = error_text(exc)
                 except Exception as exc:  # noqa: BLE001 - recorded, the study goes on
-                    row["error"] = _error(exc)
+                    row["error"] = error_text(exc)
                     res.notes.append(f"tune_conv_auto {name} {row['label']}: {row['error']}")
                 if variant == "cudnn":
-                    row["algorithm"] = _cudnn_algorithm(xs, ws, stride, 0)
+                    row["algorithm"] = cudnn_algorithm(xs, ws, stride, 0)
                 rows.append(row)
                 prog.update(f"{name} {row['label']}")
             pick = _resolved_label(*gpuopt.conv.auto_choice(xs, ws, stride))[0]
@@ -130,14 +128,14 @@ def run_tune_conv_auto(plan: Plan) -> StudyResult:
                               else f"rejected: {r.get('skipped') or r.get('error')}"[:120] for r in rows}}
             res.rows.extend(rows)
             del dx, dw
-            _release_gpu_cache(plan)
+            release_gpu_cache(plan)
     return res
 
 
 def _rank(rows: Sequence[dict[str, Any]], pick: str) -> None:
     """Rank the measured rows of one layer (1 = fastest), their speed-up over cuDNN, auto's pick."""
-    cudnn = next((_num(r.get("median_ms")) for r in rows if r["variant"] == "cudnn"), None)
-    ranked = sorted((r["median_ms"], r["label"]) for r in rows if _num(r.get("median_ms")))
+    cudnn = next((finite_number(r.get("median_ms")) for r in rows if r["variant"] == "cudnn"), None)
+    ranked = sorted((r["median_ms"], r["label"]) for r in rows if finite_number(r.get("median_ms")))
     rank = {label: i + 1 for i, (_, label) in enumerate(ranked)}
     for r in rows:
         r["auto_pick"] = r["label"] == pick
@@ -154,7 +152,7 @@ def table_tune_conv_auto(rows: list[dict[str, Any]], meta: Mapping[str, Any] | N
     for name in dict.fromkeys(r["layer"] for r in rows):
         lr = [r for r in rows if r["layer"] == name]
         cudnn = next((r for r in lr if r["variant"] == "cudnn"), {})
-        t_cudnn = _num(cudnn.get("median_ms"))
+        t_cudnn = finite_number(cudnn.get("median_ms"))
         pick = (layers.get(name) or {}).get("auto_pick")
         picked = next((r for r in lr if r["label"] == pick), None)
         pick_ms = None if picked is None else picked.get("median_ms") if picked.get("median_ms") is not None \

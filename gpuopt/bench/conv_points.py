@@ -1,6 +1,6 @@
 """The conv2d machinery the conv2d, cs6235 and ece408 studies share: the CS6235
-configurations, the batch cap per plan, the cuDNN algorithm helper, and the points
-(problem, variant, parameters) of the report studies, each measured once against cuDNN."""
+configurations, the batch cap per plan, and the points (problem, variant, parameters) of the
+report studies, each measured once against cuDNN."""
 
 from __future__ import annotations
 
@@ -11,10 +11,13 @@ import numpy as np
 
 import gpuopt
 
-from ..harness import Progress, measure
-from ..study import Plan, StudyResult, _error, _host, _note, _num, _rel_err, _release_gpu_cache
+from .baselines import cudnn_algorithm
+from .harness import Progress, measure
+from .study import (Plan, StudyResult, add_note, error_text, finite_number, per_level, relative_error,
+                    release_gpu_cache, repeats, to_host)
 
-__all__ = ["CONV_CONFS", "ConvProblem", "ConvEntry"]
+__all__ = ["CONV_CONFS", "CONV_MAX_N", "REPORT_CONV_REPEATS", "CONV_CHECK_ELEMS", "ConvProblem", "ConvEntry",
+           "host_rows", "is_reference", "usable_entries", "ConvPoints", "run_points"]
 
 
 #: The CS6235 report's configurations: N C K H W R S u v (no padding).
@@ -25,20 +28,7 @@ CONV_CONFS: dict[str, tuple[int, ...]] = {
     "conf4": (128, 832, 128, 7, 7, 1, 1, 1, 1),
 }
 # Largest batch N run per plan (None: the report's N).
-CONV_MAX_N: dict[Any, int | None] = {
-    ("gpu", "full"): None, ("gpu", "quick"): None, ("cpu", "full"): 32, ("cpu", "quick"): 8, "tiny": 1,
-}
-
-
-def _cudnn_algorithm(x_shape, w_shape, stride, padding, algorithms="precise") -> str | None:
-    """The cuDNN algorithm of the ``cudnn`` variant for this problem (None: not in this build)."""
-    fn = getattr(gpuopt.conv, "cudnn_algorithm", None)
-    if fn is None:
-        return None
-    try:
-        return str(fn(tuple(x_shape), tuple(w_shape), stride, padding, algorithms))
-    except Exception as exc:  # noqa: BLE001 - informational only
-        return f"unknown ({_error(exc)})"
+CONV_MAX_N: dict[Any, int | None] = per_level(gpu_full=None, gpu_quick=None, cpu_full=32, cpu_quick=8, tiny=1)
 
 
 # --------------------------------------------------------------------------- the report studies' points
@@ -53,13 +43,9 @@ def _cudnn_algorithm(x_shape, w_shape, stride, padding, algorithms="precise") ->
 #: measure() keywords of the report studies. Each has ~100-130 points; the big ones (N=128,
 #: B=10,000: ~1-20 ms a run) are capped by max_time_s, so on an H200 the two full studies
 #: together should take about 2-3 minutes (estimated from the kernels' expected times).
-REPORT_CONV_REPEATS: dict[Any, dict[str, Any]] = {
-    ("gpu", "full"): dict(warmup=3, repeat=30, max_time_s=0.3, flush_l2=True),
-    ("gpu", "quick"): dict(warmup=2, repeat=10, max_time_s=0.1, flush_l2=True),
-    ("cpu", "full"): dict(warmup=1, repeat=5, max_time_s=1.0),
-    ("cpu", "quick"): dict(warmup=1, repeat=3, max_time_s=0.3),
-    "tiny": dict(warmup=0, repeat=2, max_time_s=0.05),
-}
+REPORT_CONV_REPEATS: dict[Any, dict[str, Any]] = per_level(gpu_full=repeats(3, 30, 0.3, flush_l2=True),
+    gpu_quick=repeats(2, 10, 0.1, flush_l2=True), cpu_full=repeats(1, 5, 1.0), cpu_quick=repeats(1, 3, 0.3),
+    tiny=repeats(0, 2, 0.05))
 #: Outputs of more elements than this are compared with the reference on their first images only.
 CONV_CHECK_ELEMS = 1 << 22
 
@@ -106,30 +92,31 @@ class ConvEntry:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
-def _host_rows(out: Any, n: int) -> np.ndarray:
+def host_rows(out: Any, n: int) -> np.ndarray:
     """The first ``n`` images of a result (device or host) as a NumPy array."""
     rows = getattr(out, "rows", None)
     if isinstance(out, gpuopt.DeviceArray) and callable(rows):
         return rows(n)
-    return np.asarray(_host(out))[:n]
+    return np.asarray(to_host(out))[:n]
 
 
-def _is_reference(variant: str, params: Mapping[str, Any]) -> bool:
+def is_reference(variant: str, params: Mapping[str, Any]) -> bool:
+    """Whether a point is the reference: cuDNN in strict FP32 (``cudnn``, precise algorithms)."""
     return variant == "cudnn" and params.get("algorithms", "precise") == "precise"
 
 
-def _usable_entries(entries: Sequence[ConvEntry], plan: Plan, notes: list[str], where: str) -> list[ConvEntry]:
+def usable_entries(entries: Sequence[ConvEntry], plan: Plan, notes: list[str], where: str) -> list[ConvEntry]:
     """The entries this build can run here; the others named in a note (variant or parameter missing)."""
     table = gpuopt.variants("conv2d")
     out = []
     for e in entries:
         v = table.get(e.variant)
         if v is None:
-            _note(notes, f"{where}: variant conv2d/{e.variant} is not registered in this build: skipped "
+            add_note(notes, f"{where}: variant conv2d/{e.variant} is not registered in this build: skipped "
                          f"(registered: {', '.join(table)})")
             continue
         if not v.available:
-            _note(notes, f"{where}: variant conv2d/{e.variant} is not usable here "
+            add_note(notes, f"{where}: variant conv2d/{e.variant} is not usable here "
                          f"({gpuopt.cuda_unavailable_reason()}): skipped")
             continue
         bad = None
@@ -143,13 +130,13 @@ def _usable_entries(entries: Sequence[ConvEntry], plan: Plan, notes: list[str], 
                 bad = str(exc)
                 break
         if bad:
-            _note(notes, f"{where}: {bad}: '{e.label}' skipped")
+            add_note(notes, f"{where}: {bad}: '{e.label}' skipped")
             continue
         out.append(e)
     return out
 
 
-class _ConvPoints:
+class ConvPoints:
     """Measures conv2d points of one problem at a time, each (problem, variant, parameters) once."""
 
     def __init__(self, plan: Plan, reps: Mapping[str, Any], notes: list[str], desc: str) -> None:
@@ -172,13 +159,16 @@ class _ConvPoints:
         return a
 
     def full_params(self, e: ConvEntry) -> dict[str, Any]:
+        """The entry's parameters over its variant's registered defaults."""
         v = self.table.get(e.variant)
         return {**(v.defaults() if v is not None else {}), **e.params}
 
     def cache_key(self, key: str, e: ConvEntry) -> tuple:
+        """What makes a point: the problem's key, the variant and its full parameters."""
         return (key, e.variant, tuple(sorted(self.full_params(e).items())))
 
     def load(self, key: str, prob: ConvProblem) -> None:
+        """Draw (and on a GPU upload) the problem's inputs and compute the cuDNN reference of its first images."""
         self.key, self.problem = key, prob
         self.x = self._random((prob.n, prob.c, prob.h, prob.w))
         self.w = self._random((prob.k, prob.c, prob.r, prob.s))
@@ -189,16 +179,17 @@ class _ConvPoints:
         if self.with_reference:
             try:
                 out = gpuopt.conv2d(*self.dev, stride=(prob.u, prob.v), padding=0, variant="cudnn")
-                self.ref = _host_rows(out, self.n_check)
+                self.ref = host_rows(out, self.n_check)
                 del out
                 self.ref_name = "cudnn" + (f" (first {self.n_check} of {prob.n} images)" if self.n_check < prob.n
                                            else "")
             except Exception as exc:  # noqa: BLE001 - the cudnn row records the failure itself
-                _note(self.notes, f"{self.desc} {key}: no cuDNN reference ({_error(exc)})")
+                add_note(self.notes, f"{self.desc} {key}: no cuDNN reference ({error_text(exc)})")
 
     def release(self) -> None:
+        """Drop the loaded problem's arrays and give the device memory back."""
         self.x = self.w = self.dev = self.ref = None
-        _release_gpu_cache(self.plan)
+        release_gpu_cache(self.plan)
 
     def measure(self, e: ConvEntry) -> dict[str, Any]:
         """The measurement fields of entry ``e`` on the loaded problem (from the cache when done before)."""
@@ -212,8 +203,8 @@ class _ConvPoints:
                                "flush_l2": bool(gpu and self.reps.get("flush_l2"))}
         reps = dict(self.reps) if gpu else {k: v for k, v in self.reps.items() if k != "flush_l2"}
         if e.variant == "cudnn" and gpu and self.plan.gpu:
-            out["algorithm"] = _cudnn_algorithm((prob.n, prob.c, prob.h, prob.w), (prob.k, prob.c, prob.r, prob.s),
-                                                (prob.u, prob.v), (0, 0), params.get("algorithms", "precise"))
+            out["algorithm"] = cudnn_algorithm((prob.n, prob.c, prob.h, prob.w), (prob.k, prob.c, prob.r, prob.s),
+                                               (prob.u, prob.v), (0, 0), params.get("algorithms", "precise"))
         ins = self.dev if gpu else (self.x, self.w)
 
         def fn(ins=ins, variant=e.variant, kw=dict(e.params), stride=(prob.u, prob.v)):
@@ -223,30 +214,30 @@ class _ConvPoints:
             st = measure(fn, device=out["device"], **reps)
             out.update(st.row(), gflops=prob.flops / (st.median_ms * 1e6), spin_us=st.spin_us,
                        overhead_hidden=st.overhead_hidden)
-            if self.ref is not None and not _is_reference(e.variant, params):
-                got = _host_rows(fn(), self.n_check)
-                out["rel_err"], out["reference"] = _rel_err(got, self.ref), self.ref_name
+            if self.ref is not None and not is_reference(e.variant, params):
+                got = host_rows(fn(), self.n_check)
+                out["rel_err"], out["reference"] = relative_error(got, self.ref), self.ref_name
         except ValueError as exc:  # the variant rejects this shape up front (e.g. 64 KB of constant memory)
-            out["skipped"] = _error(exc)
-            _note(self.notes, f"{self.desc} {self.key} {e.label}: not applicable: {out['skipped']}")
+            out["skipped"] = error_text(exc)
+            add_note(self.notes, f"{self.desc} {self.key} {e.label}: not applicable: {out['skipped']}")
         except Exception as exc:  # noqa: BLE001 - recorded, the study goes on
-            out["error"] = _error(exc)
-            _note(self.notes, f"{self.desc} {self.key} {e.label}: {out['error']}")
+            out["error"] = error_text(exc)
+            add_note(self.notes, f"{self.desc} {self.key} {e.label}: {out['error']}")
         self.cache[ck] = out
         return dict(out)
 
 
-def _run_points(plan: Plan, res: StudyResult, reps: Mapping[str, Any],
-                work: Sequence[tuple[dict[str, Any], str, ConvEntry]], problems: Mapping[str, ConvProblem],
-                desc: str) -> list[dict[str, Any]]:
+def run_points(plan: Plan, res: StudyResult, reps: Mapping[str, Any],
+               work: Sequence[tuple[dict[str, Any], str, ConvEntry]], problems: Mapping[str, ConvProblem],
+               desc: str) -> list[dict[str, Any]]:
     """Measure every ``(row fields, problem key, entry)`` of ``work``; one row each, in ``work``'s order.
 
     Problems are loaded in order of first appearance; ``speedup_vs_cudnn`` = the strict
     cuDNN time of the same problem in this run / the row's time (> 1: faster than cuDNN);
     ``speedup_vs_cudnn_any`` the same against cuDNN free to pick FFT/Winograd, where the work has it
-    (issue 13: fast algorithms are compared with cuDNN's).
+    (fast algorithms, which trade FP32 accuracy for speed, are compared with cuDNN's fast ones).
     """
-    points = _ConvPoints(plan, reps, res.notes, desc)
+    points = ConvPoints(plan, reps, res.notes, desc)
     unique = {points.cache_key(pk, e) for _, pk, e in work}
     rows: list[dict[str, Any] | None] = [None] * len(work)
     cudnn_ms: dict[str, float] = {}
@@ -264,17 +255,18 @@ def _run_points(plan: Plan, res: StudyResult, reps: Mapping[str, Any],
                     if fresh:
                         prog.update(f"{pk} {e.label}")
                     rows[i] = {**base, **prob.fields(), "label": e.label, "variant": e.variant, **e.extra, **m}
-                    if _is_reference(e.variant, m["params"]) and _num(m.get("median_ms")):
+                    if is_reference(e.variant, m["params"]) and finite_number(m.get("median_ms")):
                         cudnn_ms[pk] = m["median_ms"]
-                    elif e.variant == "cudnn" and m["params"].get("algorithms") == "any" and _num(m.get("median_ms")):
+                    elif (e.variant == "cudnn" and m["params"].get("algorithms") == "any"
+                          and finite_number(m.get("median_ms"))):
                         cudnn_any_ms[pk] = m["median_ms"]
             finally:
                 points.release()
     for (_, pk, _), row in zip(work, rows):
         t_ref = cudnn_ms.get(pk)
-        if t_ref and _num(row.get("median_ms")):
+        if t_ref and finite_number(row.get("median_ms")):
             row["speedup_vs_cudnn"] = t_ref / row["median_ms"]
         t_any = cudnn_any_ms.get(pk)
-        if t_any and _num(row.get("median_ms")):
+        if t_any and finite_number(row.get("median_ms")):
             row["speedup_vs_cudnn_any"] = t_any / row["median_ms"]
     return [r for r in rows if r is not None]
