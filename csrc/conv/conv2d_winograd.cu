@@ -1,5 +1,6 @@
-// conv2d "winograd": fused Winograd F(m x m, r x r) convolution (issue 13), stride 1, 3x3 and 5x5 filters, any
-// padding; with a 2x2 pool fused after the output transform for gpuopt.nn.conv2d_pool (issue 10's fast stage).
+// conv2d "winograd": fused Winograd F(m x m, r x r) convolution (notes/winograd.md), stride 1, 3x3 and 5x5
+// filters, any padding; with a 2x2 pool fused after the output transform for gpuopt.nn.conv2d_pool (the fast
+// stage of the ECE408 Fall 2016 MNIST network, docs/reproduction.md).
 //
 // Y = A^T [ sum_c (G g_kc G^T) .* (B^T d_c B) ] A per m x m output tile (n = m + r - 1, n^2 transform points).
 // The transforms are the exact ones of gpuopt/conv/winograd.py rounded to float32 once, generated as

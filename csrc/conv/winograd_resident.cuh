@@ -1,6 +1,6 @@
 // The resident-V Winograd kernel (conv2d_winograd.cu picks it for F(4x4, 5x5) with C <= CMax: MNIST conv2,
-// issue 10's fast stage): the chunked kernel's grid.y map blocks each redid the staging and input transform of
-// their tiles (half its instructions on MNIST conv2), so here one block owns TB tiles and ALL K maps:
+// the ECE408 Fall 2016 network's fast stage): the chunked kernel's grid.y map blocks each redid the staging and
+// input transform of their tiles (half its instructions on MNIST conv2), so here one block owns TB tiles and ALL K maps:
 //   1. the input transform once: raw patches chunk by chunk (4-byte cp.async one chunk ahead, double-buffered),
 //      column pass, row pass into Vs, which keeps V for every channel (64 points x 32 channels x 16 tiles =
 //      128 KB) in mma B-fragment order, lane slots swizzled (winograd_tc::v_index_swizzled: conflict-free stores);

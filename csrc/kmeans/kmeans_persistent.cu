@@ -1,5 +1,5 @@
-// "device_persistent": the whole k-means run in ONE cooperative launch (issue 11 line (a)). The grid is at most the
-// co-resident block count (occupancy API; a cooperative launch that cannot be co-resident fails: RuntimeError), and
+// "device_persistent": the whole k-means run in ONE cooperative launch (notes/kmeans.md, round 6). The grid is at
+// most the co-resident block count (occupancy API; a cooperative launch that cannot be co-resident fails: RuntimeError), and
 // every loop of the call runs inside it until the device-side stop; the host reads the loop count and the delta
 // history once, at the end. Per loop, each block over its own contiguous whole chunks (kSumChunk objects):
 //   A  Liao's nearest centre (nearest<D>: float32, coordinates in order, unfused, ties to the lower index), the leaf
