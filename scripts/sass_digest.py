@@ -14,6 +14,7 @@ is unchanged. ``--keep-path-hash`` keeps it.
     python3 scripts/sass_digest.py digest /path/to/gpuopt/_cuda.cpython-311-x86_64-linux-gnu.so -o a.json
     python3 scripts/sass_digest.py digest --target /work/site/base-cuda -o base.json
     python3 scripts/sass_digest.py compare base.json a.json [--demangle]   # exit 1 on any difference
+    python3 scripts/sass_digest.py compare base.json a1.json a2.json ...  # B: several builds of one tree
     python3 scripts/sass_digest.py names a.json                            # mangled -> demangled, one a line
 
 The JSON is ``{mangled kernel name: sha256 of its SASS}``, sorted. A name met twice in one build (the same
@@ -21,6 +22,11 @@ kernel in two fatbins, e.g. two architectures) gets `` @<arch>#<n>`` appended fr
 cuobjdump and nvdisasm are looked for on PATH, in $CUDA_HOME/bin and /usr/local/cuda/bin, and in the
 ``nvidia-cuda-cuobjdump`` / ``nvidia-cuda-nvdisasm`` wheels (``pip install --target DIR ...``, then put
 ``DIR/nvidia/cu13/bin`` on PATH). Use one cuobjdump version for both sides of a comparison.
+
+nvcc 13.0 does not always compile a file to the same SASS twice: a rebuild of csrc/conv/conv2d_direct.cu from
+unchanged source changes a few conv2d_direct_regblock_kernel instantiations (the PTX that cicc writes differs
+from run to run). Given several digests of rebuilds of one tree as B, compare counts a kernel as unchanged when
+any of them has A's body (each B must hold the same kernels).
 """
 
 from __future__ import annotations
@@ -128,8 +134,12 @@ def demangle(names: list[str]) -> dict:
     return {n: p + n[len(b):] for n, b, p in zip(names, bare, pretty)}
 
 
-def compare(a: dict, b: dict, demangled: bool = False) -> int:
-    changed = sorted(k for k in a.keys() & b.keys() if a[k] != b[k])
+def compare(a: dict, b: dict | list[dict], demangled: bool = False) -> int:
+    builds = b if isinstance(b, list) else [b]
+    b = builds[0]
+    if any(x.keys() != b.keys() for x in builds[1:]):
+        sys.exit("sass_digest: the B digests hold different kernels (not rebuilds of one tree)")
+    changed = sorted(k for k in a.keys() & b.keys() if all(x[k] != a[k] for x in builds))
     only_a = sorted(a.keys() - b.keys())
     only_b = sorted(b.keys() - a.keys())
     show = demangle(changed + only_a + only_b) if demangled else {}
@@ -152,7 +162,7 @@ def main(argv=None) -> int:
     d.add_argument("--keep-path-hash", action="store_true", help="keep the anonymous namespaces' path hash")
     c = sub.add_parser("compare", help="changed / only in A / only in B; exit 1 on any difference")
     c.add_argument("a")
-    c.add_argument("b")
+    c.add_argument("b", nargs="+", help="one digest, or several of rebuilds of one tree")
     c.add_argument("--demangle", action="store_true", help="also print each name demangled")
     n = sub.add_parser("names", help="print each kernel of a digest, mangled and demangled")
     n.add_argument("digest")
@@ -170,7 +180,7 @@ def main(argv=None) -> int:
         return 0
     if args.cmd == "compare":
         a = json.loads(Path(args.a).read_text())
-        b = json.loads(Path(args.b).read_text())
+        b = [json.loads(Path(p).read_text()) for p in args.b]
         return compare(a, b, args.demangle)
     names = list(json.loads(Path(args.digest).read_text()))
     for k, v in demangle(names).items():
