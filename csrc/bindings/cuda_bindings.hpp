@@ -34,9 +34,9 @@ T* dptr(std::uintptr_t p) {
 
 // Registers/shared memory/spills of one kernel instantiation as a dict (matmul_kernel_info,
 // conv2d_gemm_kernel_info).
-py::dict kernel_info_dict(const matmul::KernelInfo& k);
+py::dict kernel_info_dict(const KernelInfo& k);
 // The same for a kernel family's instantiations, as a list (conv2d_*_kernel_info).
-py::list kernel_info_list(const std::vector<matmul::KernelInfo>& infos);
+py::list kernel_info_list(const std::vector<KernelInfo>& infos);
 
 inline std::string binding_name(const char* op, const char* variant) { return std::string(op) + "_" + variant; }
 

@@ -72,7 +72,7 @@ auto prep_of(const char* variant, Set set) {
 
 }  // namespace
 
-py::dict kernel_info_dict(const matmul::KernelInfo& k) {
+py::dict kernel_info_dict(const KernelInfo& k) {
     py::dict d;
     d["kernel"] = k.kernel;
     d["threads"] = k.threads_per_block;
@@ -84,7 +84,7 @@ py::dict kernel_info_dict(const matmul::KernelInfo& k) {
     return d;
 }
 
-py::list kernel_info_list(const std::vector<matmul::KernelInfo>& infos) {
+py::list kernel_info_list(const std::vector<KernelInfo>& infos) {
     py::list out;
     for (const auto& k : infos) out.append(kernel_info_dict(k));
     return out;

@@ -24,7 +24,7 @@ constexpr std::size_t kMinStagedBytes = std::size_t{2} << 20;  // below this the
 constexpr int kMaxThreads = 8;                               // more threads lose bandwidth on the H200's host
 // Small copies (a NumPy caller's inputs on a tiny problem) go through a ring of small pinned slots: a memcpy
 // into the slot and an asynchronous DMA, where the driver's pageable cudaMemcpy first synchronises the stream
-// (issue 13's NumPy-in/out path). 16 slots: the host waits for a slot only with 16 small copies in flight.
+// (the NumPy-in/out path, notes/overhead.md). 16 slots: the host waits for a slot only with 16 small copies in flight.
 constexpr std::size_t kSmallBytes = std::size_t{64} << 10;
 constexpr int kSmallSlots = 16;
 

@@ -136,7 +136,7 @@ void conv2d_unroll_constmem(const float* x, const float* w, const float* bias, f
 // (zero in the padding). Each launcher validates shape and parameters (InvalidArgument) before anything runs.
 #include <vector>
 
-#include "../matmul/matmul_cuda.hpp"
+#include "../common/kernel_info.hpp"
 
 namespace gpuopt::conv {
 
@@ -186,11 +186,11 @@ std::int64_t conv2d_implicit_gemm_tf32x3_check(const Conv2dShape& s);
 void conv2d_implicit_gemm_tf32x3(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
                                  Activation act);
 // Registers and local memory of its three instantiations (1, 2 and 4 n8 tiles of maps).
-std::vector<matmul::KernelInfo> conv2d_tf32x3_kernel_info();
+std::vector<KernelInfo> conv2d_tf32x3_kernel_info();
 
 // Registers, shared memory and local memory (stack + spills) of every kernel instantiation in conv2d_gemm.cu
 // (the unroll variant's matmul kernels excepted: matmul_kernel_info has those).
-std::vector<matmul::KernelInfo> conv2d_gemm_kernel_info();
+std::vector<KernelInfo> conv2d_gemm_kernel_info();
 
 }  // namespace gpuopt::conv
 // ================================================================ end of GEMM-based section
@@ -226,7 +226,7 @@ void conv2d_direct_regblock(const float* x, const float* w, const float* bias, f
                             Activation act, int k_tile = 0, int pixels = 0);
 
 // Registers, shared memory (at a 32 KiB stage), local memory and occupancy of every instantiation.
-std::vector<matmul::KernelInfo> conv2d_direct_kernel_info();
+std::vector<KernelInfo> conv2d_direct_kernel_info();
 
 }  // namespace gpuopt::conv
 // ================================================================ end of direct_regblock section
@@ -257,7 +257,7 @@ void conv2d_winograd(const float* x, const float* w, const float* bias, float* y
                      WinogradProducts products = WinogradProducts::Auto);
 
 // Registers, shared memory and local memory of every instantiation.
-std::vector<matmul::KernelInfo> conv2d_winograd_kernel_info();
+std::vector<KernelInfo> conv2d_winograd_kernel_info();
 
 }  // namespace gpuopt::conv
 // ================================================================ end of winograd section

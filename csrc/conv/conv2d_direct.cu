@@ -48,7 +48,7 @@
 
 #include "../common/device.hpp"
 #include "../common/launch.cuh"
-#include "../matmul/matmul_kernels.cuh"
+#include "../common/async_copy.cuh"
 #include "conv2d_cuda.hpp"
 
 namespace gpuopt::conv {
@@ -106,7 +106,7 @@ __device__ __forceinline__ void stage_input(float* __restrict__ xs, const float*
             for (int slot = lane; slot < a.cw; slot += 32) {
                 const int in_col = col0 + slot * a.v + phase;
                 const bool ok = row_ok && in_col >= 0 && in_col < a.W;
-                matmul::dev::cp_async_4(dst + phase * a.cw + slot, ok ? src + in_col : xn, ok ? 4 : 0);
+                dev::cp_async_4(dst + phase * a.cw + slot, ok ? src + in_col : xn, ok ? 4 : 0);
             }
         }
     }
@@ -125,7 +125,7 @@ __device__ __forceinline__ void stage_filters(float* __restrict__ ws, const floa
         const int k = k0 + j;
         const bool ok = k < a.K;
         const float* src = ok ? w + (static_cast<i64>(k) * a.C + c0) * RS + tap : w;
-        matmul::dev::cp_async_4(ws + tap * KT + j, src, ok ? 4 : 0);
+        dev::cp_async_4(ws + tap * KT + j, src, ok ? 4 : 0);
     }
 }
 
@@ -186,7 +186,7 @@ __global__ void __launch_bounds__(kThreads, 4)
         if (!one_chunk || t == 0)
             stage_input(xs0 + (one_chunk ? 0 : (t & 1) * x_floats), xn, a, c0, cb, p_first, q_base);
         stage_filters<KT>(ws0 + (t & 1) * w_floats, w, a, k_begin + kt * KT, c0, cb, RS);
-        matmul::dev::cp_async_commit();
+        dev::cp_async_commit();
     };
 
     float acc[PT][KT];
@@ -196,9 +196,9 @@ __global__ void __launch_bounds__(kThreads, 4)
         const int k0 = k_begin + kt * KT, cb = min(a.CB, a.C - cc * a.CB);
         if (t + 1 < steps) {
             issue(t + 1);
-            matmul::dev::cp_async_wait<1>();  // step t's copies have landed (t + 1's may be in flight)
+            dev::cp_async_wait<1>();  // step t's copies have landed (t + 1's may be in flight)
         } else {
-            matmul::dev::cp_async_wait<0>();
+            dev::cp_async_wait<0>();
         }
         __syncthreads();  // ... for every thread's copies
         if (cc == 0) {
@@ -413,8 +413,8 @@ void conv2d_direct_regblock(const float* x, const float* w, const float* bias, f
     GPUOPT_CHECK_LAUNCH("conv2d_direct_regblock_kernel");
 }
 
-std::vector<matmul::KernelInfo> conv2d_direct_kernel_info() {
-    std::vector<matmul::KernelInfo> out;
+std::vector<KernelInfo> conv2d_direct_kernel_info() {
+    std::vector<KernelInfo> out;
     const std::pair<int, int> filters[] = {{1, 1}, {3, 3}, {5, 5}, {7, 7}, {2, 4}};
     for (int k_tile : {8, 16}) {
         for (int pixels : {1, 2, 4}) {
@@ -423,7 +423,7 @@ std::vector<matmul::KernelInfo> conv2d_direct_kernel_info() {
                 const std::string filter = r == 2 ? "RxS" : std::to_string(r) + "x" + std::to_string(s);
                 const std::string name =
                     "direct_regblock<k" + std::to_string(k_tile) + " p" + std::to_string(pixels) + " " + filter + ">";
-                out.push_back(matmul::kernel_info(kernel, name, kThreads, 32 * 1024));  // a 32 KiB stage
+                out.push_back(kernel_info(kernel, name, kThreads, 32 * 1024));  // a 32 KiB stage
             }
         }
     }

@@ -52,7 +52,13 @@
 #include <vector>
 
 #include "../common/device_buffer.cuh"
+#include "../common/async_copy.cuh"
+#include "../common/kernel_info.hpp"
 #include "../common/launch.cuh"
+#include "../common/thread_index.cuh"
+#include "../common/tile_order.cuh"
+#include "../common/vec4.cuh"
+#include "../matmul/matmul_cuda.hpp"
 #include "../matmul/matmul_warptile.cuh"
 #include "conv2d_cuda.hpp"
 
@@ -373,7 +379,7 @@ struct WeightTileVec4 {
             if (VECS % T::THREADS != 0 && e >= VECS) break;
             const int k = block_m + e / ROW_VECS;
             const bool row_ok = k < g.K;
-            reg[p] = matmul::dev::load4<true>(g.w + static_cast<i64>(row_ok ? k : 0) * g.CRS,
+            reg[p] = dev::load4<true>(g.w + static_cast<i64>(row_ok ? k : 0) * g.CRS,
                                               kt * T::BK + (e % ROW_VECS) * 4, g.CRS, row_ok);
         }
     }
@@ -413,7 +419,7 @@ struct WeightTileAsync4 {
 #pragma unroll
         for (int p = 0; p < COPIES; ++p) {
             const bool ok = row_ok && crs0 + p < g.CRS;
-            matmul::dev::cp_async_4(dst0 + p * T::LDA, ok ? src0 + p : g.w, ok ? 4 : 0);
+            dev::cp_async_4(dst0 + p * T::LDA, ok ? src0 + p : g.w, ok ? 4 : 0);
         }
     }
     __device__ __forceinline__ void store(float*) const {}
@@ -439,7 +445,7 @@ struct Im2colTileAsync {
         for (int p = 0; p < COPIES; ++p) {
             const Tap t = taps[tap0 + p * ROWS];
             const int i = gather_index(g, col, t);
-            matmul::dev::cp_async_4(stage + dst0 + p * T::THREADS, col.image + (i >= 0 ? i : 0), i >= 0 ? 4 : 0);
+            dev::cp_async_4(stage + dst0 + p * T::THREADS, col.image + (i >= 0 ? i : 0), i >= 0 ? 4 : 0);
         }
     }
 };
@@ -520,8 +526,8 @@ __global__ void __launch_bounds__(T::THREADS, T::MIN_BLOCKS) implicit_gemm_fast_
     constexpr int BM = T::BM, BN = T::BN, BK = T::BK, STAGE = T::A_FLOATS + T::B_FLOATS;
     extern __shared__ __align__(16) float smem[];
     Tap* taps = reinterpret_cast<Tap*>(smem + 2 * STAGE);  // [2][BK]
-    const matmul::dev::TileCoord tile =
-        matmul::dev::tile_of_block<8>(static_cast<int>(blockIdx.x), ceil_div(g.K, BM), ceil_div(g.NPQ, BN));
+    const dev::TileCoord tile =
+        dev::tile_of_block<8>(static_cast<int>(blockIdx.x), ceil_div(g.K, BM), ceil_div(g.NPQ, BN));
     const int block_m = tile.m * BM, block_n = tile.n * BN;
     const int t = static_cast<int>(threadIdx.x);
     const int k_steps = ceil_div(g.CRS, BK);
@@ -533,8 +539,8 @@ __global__ void __launch_bounds__(T::THREADS, T::MIN_BLOCKS) implicit_gemm_fast_
     a.fetch(g, 0, taps, smem);
     b.fetch(g, 0, taps, smem);
     a.store(smem);
-    matmul::dev::cp_async_commit();
-    matmul::dev::cp_async_wait<0>();
+    dev::cp_async_commit();
+    dev::cp_async_wait<0>();
     __syncthreads();
 
     const matmul::ThreadTile<T> th;
@@ -548,15 +554,15 @@ __global__ void __launch_bounds__(T::THREADS, T::MIN_BLOCKS) implicit_gemm_fast_
             a.fetch(g, kt + 1, slot, next);
             b.fetch(g, kt + 1, slot, next);
         }
-        matmul::dev::cp_async_commit();
+        dev::cp_async_commit();
         if (t < BK) taps[(kt & 1) * BK + t] = tap_of(g, (kt + 2) * BK + t);
         matmul::warp_tile_fma<T>(cur, cur + T::A_FLOATS, th, acc);
         if (more) a.store(next);
-        matmul::dev::cp_async_wait<0>();
+        dev::cp_async_wait<0>();
         __syncthreads();
     }
     // Where this thread's outputs lie, recomputed (not kept in registers through the main loop).
-    const matmul::ThreadTile<T> th_out(matmul::dev::fresh_thread_index());
+    const matmul::ThreadTile<T> th_out(dev::fresh_thread_index());
     store_outputs<T>(g, vec_y != 0, block_m, block_n, th_out, acc);
 }
 
@@ -681,21 +687,21 @@ void conv2d_implicit_gemm_fast_check(const Conv2dShape& s, const std::string& ti
 void conv2d_implicit_gemm_fast(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
                                Activation act, const std::string& tile) {
     const GemmConv g = make_gemm_conv(x, w, bias, y, s, act, "implicit_gemm_fast", true);
-    const bool vec_w = g.CRS % 4 == 0 && matmul::aligned16(w);
+    const bool vec_w = g.CRS % 4 == 0 && aligned16(w);
     const FastLaunch l = fast_launch(tile, vec_w, g.K, g.NPQ);
     check_fast_grid(l);
     check_block_threads(l.threads, true);
     require_shared_memory(l.kernel, l.shared_bytes, l.name.c_str());
-    const int vec_y = g.PQ % 4 == 0 && matmul::aligned16(y) ? 1 : 0;
+    const int vec_y = g.PQ % 4 == 0 && aligned16(y) ? 1 : 0;
     l.kernel<<<static_cast<unsigned>(l.blocks), l.threads, l.shared_bytes>>>(g, vec_y);
     GPUOPT_CHECK_LAUNCH("conv2d implicit_gemm_fast_kernel");
 }
 
-std::vector<matmul::KernelInfo> conv2d_gemm_kernel_info() {
+std::vector<KernelInfo> conv2d_gemm_kernel_info() {
     auto info = [](auto kernel, const std::string& name, int threads, std::size_t smem) {
-        return matmul::kernel_info(reinterpret_cast<const void*>(kernel), name, threads, smem);
+        return kernel_info(reinterpret_cast<const void*>(kernel), name, threads, smem);
     };
-    std::vector<matmul::KernelInfo> out;
+    std::vector<KernelInfo> out;
     out.push_back(info(im2col_kernel, "unroll im2col", kUnrollThreads, 0));
     out.push_back(info(unroll_epilogue_kernel, "unroll epilogue", kUnrollThreads, 0));
     out.push_back(info(implicit_gemm_kernel<16>, "implicit_gemm<16>", 256, 0));

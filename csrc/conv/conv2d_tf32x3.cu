@@ -22,8 +22,8 @@
 #include "../common/device.hpp"
 #include "../common/error.hpp"
 #include "../common/launch.cuh"
-#include "../matmul/tf32.cuh"
-#include "../matmul/matmul_kernels.cuh"
+#include "../common/kernel_info.hpp"
+#include "../common/tf32.cuh"
 #include "conv2d_cuda.hpp"
 
 namespace gpuopt::conv {
@@ -45,7 +45,7 @@ struct Tf32Conv {
 
 // v split into hi and lo, stored at hi[i], lo[i].
 __device__ __forceinline__ void store_split(float v, std::uint32_t* hi, std::uint32_t* lo, int i) {
-    const matmul::tf32::Split p = matmul::tf32::split(v);
+    const tf32::Split p = tf32::split(v);
     hi[i] = p.hi, lo[i] = p.lo;
 }
 
@@ -92,8 +92,8 @@ __global__ void __launch_bounds__(kThreads) conv_tf32x3_kernel(Tf32Conv g) {
 #pragma unroll 4
             for (int i = threadIdx.x; i < img / 4; i += kThreads) {
                 const float4 v = __ldg(x4 + i);
-                const matmul::tf32::Split p0 = matmul::tf32::split(v.x), p1 = matmul::tf32::split(v.y),
-                                          p2 = matmul::tf32::split(v.z), p3 = matmul::tf32::split(v.w);
+                const tf32::Split p0 = tf32::split(v.x), p1 = tf32::split(v.y),
+                                          p2 = tf32::split(v.z), p3 = tf32::split(v.w);
                 reinterpret_cast<uint4*>(s_xhi)[i] = make_uint4(p0.hi, p1.hi, p2.hi, p3.hi);
                 reinterpret_cast<uint4*>(s_xlo)[i] = make_uint4(p0.lo, p1.lo, p2.lo, p3.lo);
             }
@@ -143,9 +143,9 @@ __global__ void __launch_bounds__(kThreads) conv_tf32x3_kernel(Tf32Conv g) {
                                                      s_xlo[base[mt][0] + o1], s_xlo[base[mt][1] + o1]};
 #pragma unroll
                         for (int j = 0; j < NT; ++j) {  // smallest terms first
-                            matmul::tf32::mma_m16n8k8(part[mt][j], al, bh[j]);
-                            matmul::tf32::mma_m16n8k8(part[mt][j], ah, bl[j]);
-                            matmul::tf32::mma_m16n8k8(part[mt][j], ah, bh[j]);
+                            tf32::mma_m16n8k8(part[mt][j], al, bh[j]);
+                            tf32::mma_m16n8k8(part[mt][j], ah, bl[j]);
+                            tf32::mma_m16n8k8(part[mt][j], ah, bh[j]);
                         }
                     }
                 }
@@ -229,10 +229,10 @@ void conv2d_implicit_gemm_tf32x3(const float* x, const float* w, const float* bi
 }
 
 
-std::vector<matmul::KernelInfo> conv2d_tf32x3_kernel_info() {
-    std::vector<matmul::KernelInfo> out;
+std::vector<KernelInfo> conv2d_tf32x3_kernel_info() {
+    std::vector<KernelInfo> out;
     for (int nt : {1, 2, 4})  // shared memory depends on the shape: the occupancy here is at none
-        out.push_back(matmul::kernel_info(kernel_of(nt), "implicit_gemm_tf32x3<n8 x " + std::to_string(nt) + ">",
+        out.push_back(kernel_info(kernel_of(nt), "implicit_gemm_tf32x3<n8 x " + std::to_string(nt) + ">",
                                           kThreads, 0));
     return out;
 }

@@ -38,7 +38,7 @@
 #include "../common/device.hpp"
 #include "../common/device_buffer.cuh"
 #include "../common/launch.cuh"
-#include "../matmul/matmul_kernels.cuh"
+#include "../common/async_copy.cuh"
 #include "conv2d_cuda.hpp"
 #include "winograd_block.cuh"
 #include "winograd_resident.cuh"
@@ -50,7 +50,6 @@ namespace gpuopt::conv {
 namespace {
 
 using i64 = std::int64_t;
-namespace dev = matmul::dev;
 using winograd::TileTable;
 using winograd::WinoParams;
 
@@ -414,10 +413,10 @@ void conv2d_winograd(const float* x, const float* w, const float* bias, float* y
     GPUOPT_CHECK_LAUNCH("conv2d_winograd_kernel");
 }
 
-std::vector<matmul::KernelInfo> conv2d_winograd_kernel_info() {
-    std::vector<matmul::KernelInfo> out;
+std::vector<KernelInfo> conv2d_winograd_kernel_info() {
+    std::vector<KernelInfo> out;
     auto add = [&](const WinoLaunch& L, const std::string& name) {
-        out.push_back(matmul::kernel_info(reinterpret_cast<const void*>(L.kernel), name, L.threads, L.shared_bytes));
+        out.push_back(kernel_info(reinterpret_cast<const void*>(L.kernel), name, L.threads, L.shared_bytes));
     };
     // {m, r, C, K, products}: the chunked blocks (tf32x3 at C = 64: the chunked tensor-core block), then the resident.
     const int sizes[][5] = {{4, 5, 64, 64, 2}, {4, 5, 64, 64, 1}, {4, 5, 8, 16, 1}, {2, 5, 64, 64, 0},

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "../common/activation.hpp"
-#include "../matmul/matmul_kernels.cuh"  // cp.async
+#include "../common/async_copy.cuh"
 #include "conv2d_cuda.hpp"
 #include "winograd_transforms.cuh"
 
@@ -85,7 +85,7 @@ struct PatchStager {
 #pragma unroll
             for (int q = 0; q < kRows; ++q) {
                 const bool ok = ((okmask >> q) & 1u) && c < cl;
-                matmul::dev::cp_async_4(rs + dst + c * RsC + kRowStep * q * N * TB, ok ? xc + q * rowstep : x,
+                dev::cp_async_4(rs + dst + c * RsC + kRowStep * q * N * TB, ok ? xc + q * rowstep : x,
                                         ok ? 4 : 0);
             }
         }

@@ -73,13 +73,13 @@ __global__ void __launch_bounds__(S::kThreads, 1)
     const PatchStager<TB, n, kThreads, kRsC> patches(x, tt, a, tid);
     const int nch = a.Cp / CB;
     patches.template issue<CB>(x, 0, a.C, Ws);
-    matmul::dev::cp_async_commit();
+    dev::cp_async_commit();
     for (int cc = 0; cc < nch; ++cc) {
         float* rs = Ws + (cc & 1) * S::kRsFloats;
-        matmul::dev::cp_async_wait<0>();
+        dev::cp_async_wait<0>();
         __syncthreads();  // chunk cc landed; the row pass of chunk cc - 1 is done with the other buffer
         if (cc + 1 < nch) patches.template issue<CB>(x, (cc + 1) * CB, a.C, Ws + ((cc + 1) & 1) * S::kRsFloats);
-        matmul::dev::cp_async_commit();
+        dev::cp_async_commit();
         column_pass<M, S::kR, TB, CB, kRsC>(rs, tid, kThreads);
         __syncthreads();
         // Row pass (x B): a warp takes 16 tiles x channels c, c + 4 of one row (with the swizzle: all 32 banks).
@@ -141,9 +141,9 @@ __global__ void __launch_bounds__(S::kThreads, 1)
                     tc::split4(cur[mi], ah, al);
 #pragma unroll
                     for (int ni = 0; ni < 2; ++ni) {
-                        matmul::tf32::mma_m16n8k8(acc[b][mi][ni], al, bh[ni]);  // smallest terms first
-                        matmul::tf32::mma_m16n8k8(acc[b][mi][ni], ah, bl[ni]);
-                        matmul::tf32::mma_m16n8k8(acc[b][mi][ni], ah, bh[ni]);
+                        tf32::mma_m16n8k8(acc[b][mi][ni], al, bh[ni]);  // smallest terms first
+                        tf32::mma_m16n8k8(acc[b][mi][ni], ah, bl[ni]);
+                        tf32::mma_m16n8k8(acc[b][mi][ni], ah, bh[ni]);
                     }
                 }
             }

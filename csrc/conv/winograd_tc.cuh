@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "../matmul/tf32.cuh"  // mma_m16n8k8
+#include "../common/tf32.cuh"  // mma_m16n8k8
 
 namespace gpuopt::conv::winograd_tc {
 
@@ -69,9 +69,9 @@ __device__ __forceinline__ void products(float (&acc)[NP][2][2][4], const float*
             split4(*reinterpret_cast<const float4*>(us + p * kUFloats + mi * 128 + lane * 4), ah, al);
 #pragma unroll
             for (int ni = 0; ni < 2; ++ni) {
-                matmul::tf32::mma_m16n8k8(acc[p][mi][ni], al, bh[ni]);  // smallest terms first
-                matmul::tf32::mma_m16n8k8(acc[p][mi][ni], ah, bl[ni]);
-                matmul::tf32::mma_m16n8k8(acc[p][mi][ni], ah, bh[ni]);
+                tf32::mma_m16n8k8(acc[p][mi][ni], al, bh[ni]);  // smallest terms first
+                tf32::mma_m16n8k8(acc[p][mi][ni], ah, bl[ni]);
+                tf32::mma_m16n8k8(acc[p][mi][ni], ah, bh[ni]);
             }
         }
     }

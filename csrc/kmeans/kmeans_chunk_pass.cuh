@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "../matmul/matmul_kernels.cuh"
+#include "../common/async_copy.cuh"
 #include "kmeans_device.cuh"
 
 namespace gpuopt::kmeans {
@@ -39,24 +39,24 @@ __device__ inline void stage_async(float* xs, int stride, const float* src, std:
         float* to = xs + leaf * stride;
         if (vec) {
 #pragma unroll 1
-            for (int q = 4 * lane; q < floats; q += 4 * 32) matmul::dev::cp_async_16(to + q, from + q, 16);
+            for (int q = 4 * lane; q < floats; q += 4 * 32) dev::cp_async_16(to + q, from + q, 16);
         } else {
 #pragma unroll 1
-            for (int q = lane; q < floats; q += 32) matmul::dev::cp_async_4(to + q, from + q, 4);
+            for (int q = lane; q < floats; q += 32) dev::cp_async_4(to + q, from + q, 4);
         }
-        matmul::dev::cp_async_commit();
+        dev::cp_async_commit();
     }
     const std::int64_t first = std::int64_t{kChunk} * D, floats = objects * D;  // the other chunks: one group
     if (vec) {
 #pragma unroll 1
         for (std::int64_t f = first + 4 * threadIdx.x; f < floats; f += 4 * kThreads)
-            matmul::dev::cp_async_16(xs + (f / kLeafFloats) * stride + f % kLeafFloats, src + f, 16);
+            dev::cp_async_16(xs + (f / kLeafFloats) * stride + f % kLeafFloats, src + f, 16);
     } else {
 #pragma unroll 1
         for (std::int64_t f = first + threadIdx.x; f < floats; f += kThreads)
-            matmul::dev::cp_async_4(xs + (f / kLeafFloats) * stride + f % kLeafFloats, src + f, 4);
+            dev::cp_async_4(xs + (f / kLeafFloats) * stride + f % kLeafFloats, src + f, 4);
     }
-    matmul::dev::cp_async_commit();
+    dev::cp_async_commit();
 }
 
 // s += v where bit != 0, as a predicated add: written `if (bit) s += v` the compiler adds always and keeps s by two
@@ -70,10 +70,10 @@ __device__ __forceinline__ void add_if(double& s, double v, unsigned bit) {
 // then the warp's (the leaf's lanes' copies, visible to every lane after __syncwarp).
 __device__ __forceinline__ void staged_wait(int r) {
     switch (r) {
-        case 0: matmul::dev::cp_async_wait<4>(); break;
-        case 1: matmul::dev::cp_async_wait<3>(); break;
-        case 2: matmul::dev::cp_async_wait<2>(); break;
-        default: matmul::dev::cp_async_wait<1>(); break;
+        case 0: dev::cp_async_wait<4>(); break;
+        case 1: dev::cp_async_wait<3>(); break;
+        case 2: dev::cp_async_wait<2>(); break;
+        default: dev::cp_async_wait<1>(); break;
     }
     __syncwarp();
 }

@@ -36,7 +36,7 @@
 #include "../common/device_buffer.cuh"
 #include "../common/error.hpp"
 #include "../common/launch.cuh"
-#include "../matmul/matmul_kernels.cuh"
+#include "../common/async_copy.cuh"
 #include "kmeans_cuda.hpp"
 #include "kmeans_device.cuh"
 #include "kmeans_loop_parts.hpp"
@@ -131,15 +131,15 @@ __device__ inline void stage_chunk(const float* __restrict__ x, std::int64_t n, 
     if (vec16 && left >= kChunk * D) {
         for (int p = threadIdx.x; p < kChunk * D / 4; p += kThreads) {
             const int l = p / (kLeafFloats / 4), q = 4 * (p % (kLeafFloats / 4));
-            matmul::dev::cp_async_16(xs + l * kStride + q, src + l * kLeafFloats + q, 16);
+            dev::cp_async_16(xs + l * kStride + q, src + l * kLeafFloats + q, 16);
         }
     } else {
         for (int f = threadIdx.x; f < kChunk * D; f += kThreads) {
             const bool ok = f < left;
-            matmul::dev::cp_async_4(xs + (f / kLeafFloats) * kStride + f % kLeafFloats, ok ? src + f : x, ok ? 4 : 0);
+            dev::cp_async_4(xs + (f / kLeafFloats) * kStride + f % kLeafFloats, ok ? src + f : x, ok ? 4 : 0);
         }
     }
-    matmul::dev::cp_async_commit();
+    dev::cp_async_commit();
 }
 
 // At most 64 registers (4 blocks an SM): left alone, ptxas picks 32 and spills for some D, or 80 and fits only 3.
@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
     const int done = *static_cast<volatile int*>(&state->done);
     for (int i = threadIdx.x; i < kd; i += kThreads) centres_s[i] = centres[i];
     if (done) {
-        if constexpr (kStage) matmul::dev::cp_async_wait<0>();  // no copy left in flight into a finished block
+        if constexpr (kStage) dev::cp_async_wait<0>();  // no copy left in flight into a finished block
         return;
     }
     for (int c = threadIdx.x; c < k; c += kThreads) counts_s[c] = 0;
@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(kThreads, Dot ? 2 : 4) assign_and_sum(
         if constexpr (kStage) {
             // (the previous chunk's last reads of xs are behind its leaf pass's closing barrier)
             if (chunk != blockIdx.x) stage_chunk<D>(x, n, chunk, vec16, xs);
-            matmul::dev::cp_async_wait<0>();
+            dev::cp_async_wait<0>();
             __syncthreads();
         }
         // Object i of the chunk, and coordinate j of the leaf from object `first` on (objects d floats apart).
@@ -357,11 +357,11 @@ __global__ void __launch_bounds__(kFinishWarps * 32) finish_loop(std::int64_t n,
 #pragma unroll
                     for (int u = 0; u < kGroup / 2; ++u) {
                         const std::int64_t q = g * kGroup + h + u;
-                        matmul::dev::cp_async_8(mine + u * 32, chunk_sums + (q < chunks ? q : chunks - 1) * kd + e,
+                        dev::cp_async_8(mine + u * 32, chunk_sums + (q < chunks ? q : chunks - 1) * kd + e,
                                                 q < chunks ? 8 : 0);
                     }
-                    matmul::dev::cp_async_commit();
-                    matmul::dev::cp_async_wait<0>();  // this lane's own copies: no other lane reads them
+                    dev::cp_async_commit();
+                    dev::cp_async_wait<0>();  // this lane's own copies: no other lane reads them
 #pragma unroll
                     for (int u = 0; u < kGroup / 2; ++u) group_sum += mine[u * 32];
                 }

@@ -39,7 +39,7 @@
 #include "../common/device_buffer.cuh"
 #include "../common/error.hpp"
 #include "../common/launch.cuh"
-#include "../matmul/matmul_kernels.cuh"
+#include "../common/async_copy.cuh"
 #include "kmeans_chunk_pass.cuh"
 #include "kmeans_cuda.hpp"
 #include "kmeans_device.cuh"
@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
                 if (uses_chunk_pass<D>(k)) {
                     fast = true;
                     if (staging && ci == 1) {  // the first loop's other chunks: every copy in
-                        matmul::dev::cp_async_wait<0>();
+                        dev::cp_async_wait<0>();
                         __syncthreads();
                     }
                     auto run = [&](auto kk) {
@@ -348,7 +348,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
             }
         }
         if (staging) {  // the first loop is over: x is staged (nothing left in flight)
-            matmul::dev::cp_async_wait<0>();
+            dev::cp_async_wait<0>();
             staging = false;
         }
         // Every group of this loop summed (the done counter's release adds, one a group): the loop's one wait.

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <string>
 
+#include "../common/async_copy.cuh"
 #include "../common/cuda_check.cuh"
 #include "../common/device.hpp"
 #include "../common/error.hpp"
@@ -34,7 +35,6 @@
 #include "kmeans_device.cuh"
 #include "kmeans_tiled.hpp"
 #include "kmeans_tiled_tc.cuh"
-#include "../matmul/matmul_kernels.cuh"
 
 namespace gpuopt::kmeans::tiled {
 namespace {
@@ -276,7 +276,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
 #pragma unroll
                 for (int i = 0; i < kTilePoints / kStep; ++i) {
                     const int p = p1 + i * kStep;
-                    matmul::dev::cp_async_16(dst + p * kPS + j, p < ln ? src + 4 * (threadIdx.x + i * kTileThreads) : x,
+                    dev::cp_async_16(dst + p * kPS + j, p < ln ? src + 4 * (threadIdx.x + i * kTileThreads) : x,
                                              p < ln ? 16 : 0);
                 }
             } else if (d == DP) {
@@ -285,20 +285,20 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
 #pragma unroll
                 for (int i = 0; i < DP; ++i) {
                     const int p = p1 + i * kStep;
-                    matmul::dev::cp_async_4(dst + p * kPS + j * kJS, p < ln ? src + threadIdx.x + i * kTileThreads : x,
+                    dev::cp_async_4(dst + p * kPS + j * kJS, p < ln ? src + threadIdx.x + i * kTileThreads : x,
                                             p < ln ? 4 : 0);
                 }
             } else {
                 for (int t = threadIdx.x; t < kTilePoints * d; t += kTileThreads) {
                     const int p = t / d, j = t % d;
-                    matmul::dev::cp_async_4(dst + p * kPS + j * kJS, p < ln ? src + t : x, p < ln ? 4 : 0);
+                    dev::cp_async_4(dst + p * kPS + j * kJS, p < ln ? src + t : x, p < ln ? 4 : 0);
                 }
             }
             if (threadIdx.x < ln)
-                matmul::dev::cp_async_4(reinterpret_cast<float*>(old_s + b * kTilePoints + threadIdx.x),
+                dev::cp_async_4(reinterpret_cast<float*>(old_s + b * kTilePoints + threadIdx.x),
                                         reinterpret_cast<const float*>(membership + q0 + threadIdx.x), 4);
         }
-        matmul::dev::cp_async_commit();
+        dev::cp_async_commit();
     };
     if constexpr (kPrefetch) {
         const int pad = DP - d;
@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
     for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, buf ^= 1) {
         const std::int64_t p0 = tile * kTilePoints;
         const int len = static_cast<int>(n - p0 < kTilePoints ? n - p0 : kTilePoints);
-        if constexpr (kPrefetch) matmul::dev::cp_async_wait<0>();  // this tile's copies, issued a tile ago
+        if constexpr (kPrefetch) dev::cp_async_wait<0>();  // this tile's copies, issued a tile ago
         // kPrefetch: the tile's one barrier (the copies seen by all; the last tile's reads of the x buffers, gap tests
         // and queue entries done: queue_n uniform)
         __syncthreads();
@@ -434,7 +434,7 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
             }
         }
     }
-    if constexpr (kPrefetch) matmul::dev::cp_async_wait<0>();  // (nothing is left: past the last tile no copies)
+    if constexpr (kPrefetch) dev::cp_async_wait<0>();  // (nothing is left: past the last tile no copies)
     __syncthreads();  // the last tile's gap tests and queue entries
     if (queue_n > 0)
         changed += flush_queue<Blocked || Tc, kPS, kJS>(x, d, k, kc, centres, cs, cn, xs0, cmax_s, Tc ? 8 * kSteps : 0,
@@ -506,8 +506,8 @@ __global__ void __launch_bounds__(kTileThreads, 2) sum_members(const float* __re
         __syncthreads();  // the last chunk's sorted_s, start_s, end_s and x_s are read
         if (early) {
             const float* xc = x + start * d;
-            for (int t = threadIdx.x; t < len * d / 4; t += kTileThreads) matmul::dev::cp_async_16(x_s + 4 * t, xc + 4 * t, 16);
-            matmul::dev::cp_async_commit();
+            for (int t = threadIdx.x; t < len * d / 4; t += kTileThreads) dev::cp_async_16(x_s + 4 * t, xc + 4 * t, 16);
+            dev::cp_async_commit();
         }
         for (int c = threadIdx.x; c <= k; c += kTileThreads) start_s[c] = end_s[c] = 0;
         ChunkSort(sort_s).Sort(keys, kIndexBits, key_bits);
@@ -529,7 +529,7 @@ __global__ void __launch_bounds__(kTileThreads, 2) sum_members(const float* __re
             if (j0 > 0) __syncthreads();  // the last columns are read
             const float* xc = x + start * d + j0;
             if (early) {  // (every other whole-row 16-byte case is early too)
-                matmul::dev::cp_async_wait<0>();
+                dev::cp_async_wait<0>();
             } else {
                 for (int t = threadIdx.x; t < len * w; t += kTileThreads)
                     x_s[t] = xc[static_cast<std::int64_t>(t / w) * d + t % w];

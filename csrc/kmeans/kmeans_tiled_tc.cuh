@@ -14,7 +14,7 @@
 
 #include <cstdint>
 
-#include "../matmul/tf32.cuh"  // split (cvt.rna hi, cvt.rna lo), mma_m16n8k8
+#include "../common/tf32.cuh"  // split (cvt.rna hi, cvt.rna lo), mma_m16n8k8
 
 namespace gpuopt::kmeans::tiled::tc {
 namespace {
@@ -33,7 +33,7 @@ __device__ inline void stage_centres(const float* __restrict__ centres, int k, i
         const int lane = e % 32, s = e / 32 % S, c = cb0 + e / (32 * S) * 8 + lane / 4, j = 8 * s + lane % 4;
         const float m0 = c < k && j < d ? -2.f * centres[c * d + j] : 0.f;
         const float m1 = c < k && j + 4 < d ? -2.f * centres[c * d + j + 4] : 0.f;
-        const matmul::tf32::Split a = matmul::tf32::split(m0), b = matmul::tf32::split(m1);
+        const tf32::Split a = tf32::split(m0), b = tf32::split(m1);
         cs[e] = make_float4(__uint_as_float(a.hi), __uint_as_float(b.hi), __uint_as_float(a.lo), __uint_as_float(b.lo));
     }
 }
@@ -48,7 +48,7 @@ __device__ __forceinline__ void load_a(const float* xs, int row0, int s, int lan
     const float v[4] = {x0[0], x0[8 * PS], j + 4 < DP ? x0[4 * JS] : 0.f, j + 4 < DP ? x0[8 * PS + 4 * JS] : 0.f};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-        const matmul::tf32::Split p = matmul::tf32::split(v[i]);
+        const tf32::Split p = tf32::split(v[i]);
         hi[i] = p.hi, lo[i] = p.lo;
     }
 }
@@ -143,16 +143,16 @@ __device__ __forceinline__ void pass(const float4* cs, const float* cn, const fl
 #pragma unroll
             for (int mi = 0; mi < 2; ++mi) {
                 if (Quads && s == 0) mma_c(acc[mi][ni], l[mi], bh[ni], nq[ni]);
-                else matmul::tf32::mma_m16n8k8(acc[mi][ni], l[mi], bh[ni]);
+                else tf32::mma_m16n8k8(acc[mi][ni], l[mi], bh[ni]);
             }
 #pragma unroll
         for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
-            for (int mi = 0; mi < 2; ++mi) matmul::tf32::mma_m16n8k8(acc[mi][ni], h[mi], bl[ni]);
+            for (int mi = 0; mi < 2; ++mi) tf32::mma_m16n8k8(acc[mi][ni], h[mi], bl[ni]);
 #pragma unroll
         for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
-            for (int mi = 0; mi < 2; ++mi) matmul::tf32::mma_m16n8k8(acc[mi][ni], h[mi], bh[ni]);
+            for (int mi = 0; mi < 2; ++mi) tf32::mma_m16n8k8(acc[mi][ni], h[mi], bh[ni]);
     };
     if constexpr (hoists(DP)) {
 #pragma unroll

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 
+#include "matmul_kernels.cuh"
 #include "matmul_warptile.cuh"
 
 namespace gpuopt::matmul {

@@ -10,7 +10,13 @@
 #include <cstdint>
 #include <string>
 
+#include "../common/kernel_info.hpp"
+
 namespace gpuopt::matmul {
+
+// M, N, K positive and below 2^31 - 1024 (kernels index rows and columns with int, offsets with 64 bits): every
+// launcher's limit, for callers that check a shape before they call one (nn fully_connected).
+void require_shape(std::int64_t M, std::int64_t N, std::int64_t K, const char* what);
 
 // v0 "naive": one thread per output on a 2-D grid of 16x16 blocks (the CMU report's fix
 // of its single-block kernel), correct for any M, N, K.
@@ -68,17 +74,6 @@ void matmul_tf32x3_wgmma(const float* a, const float* b, float* c, std::int64_t 
 void matmul_cublas(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K);
 // cuBLAS SGEMM with TF32 tensor cores allowed: a speed baseline for the 3xTF32 steps (TF32 accuracy).
 void matmul_cublas_tf32(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K);
-
-// Resources of one kernel instantiation (cudaFuncGetAttributes and the occupancy API).
-struct KernelInfo {
-    std::string kernel;                     // the instantiation, e.g. "async<128x128x16 w64x32 t8x8 s3 vecN>"
-    int threads_per_block = 0;
-    int registers_per_thread = 0;
-    std::size_t static_shared_bytes = 0;
-    std::size_t dynamic_shared_bytes = 0;
-    std::size_t local_bytes_per_thread = 0;  // stack frame + spills
-    int max_active_blocks_per_sm = 0;
-};
 
 // Parameters of every variant (each variant reads its own).
 struct KernelParams {

@@ -22,8 +22,8 @@
 #include <string>
 
 #include "../common/device.hpp"
+#include "../common/tf32.cuh"
 #include "matmul_kernels.cuh"
-#include "tf32.cuh"
 
 namespace gpuopt::matmul {
 

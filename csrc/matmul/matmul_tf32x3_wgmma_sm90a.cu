@@ -22,9 +22,9 @@
 #include "../common/cuda_check.cuh"
 #include "../common/device_buffer.cuh"
 #include "../common/error.hpp"
+#include "../common/tf32.cuh"
+#include "../common/wgmma.cuh"
 #include "matmul_kernels.cuh"
-#include "tf32.cuh"
-#include "wgmma.cuh"
 
 namespace gpuopt::matmul {
 

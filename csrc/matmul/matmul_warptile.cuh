@@ -1,9 +1,14 @@
-// The warp-tiled core shared by the "warptile" and "async" kernels: tile shapes, where
-// each thread's outputs lie, the shared-memory -> register -> FMA inner loop, and the
-// store of c. The two kernels differ only in how tiles reach shared memory.
+// The warp-tiled core shared by the "warptile" and "async" kernels: tile shapes, where each thread's outputs
+// lie, the shared-memory -> register -> FMA inner loop, and the store of c. The two kernels differ only in how
+// tiles reach shared memory. One of matmul's public headers: conv2d's implicit_gemm_fast is this core with
+// convolution tile loaders (it includes nothing of matmul's internals).
 #pragma once
 
-#include "matmul_kernels.cuh"
+#include <cstdint>
+#include <string>
+
+#include "../common/thread_index.cuh"
+#include "../common/vec4.cuh"
 
 namespace gpuopt::matmul {
 

@@ -23,7 +23,7 @@
 #include "../common/device_buffer.cuh"
 #include "../common/error.hpp"
 #include "../common/launch.cuh"
-#include "../matmul/matmul_kernels.cuh"
+#include "../common/async_copy.cuh"
 #include "conv2d_pool.hpp"
 #include "conv2d_pool_common.cuh"
 
@@ -119,12 +119,12 @@ __device__ __forceinline__ void stage(const TIn* __restrict__ x, float divisor, 
         const std::int64_t src = row_ok ? (n * L.C + c0 + c) * plane + static_cast<std::int64_t>(h) * L.W + col : 0;
         if constexpr (std::is_same_v<TIn, float>) {
             if (vec_ok && row_ok && col + 3 < L.W) {
-                matmul::dev::cp_async_16(dst, x + src, 16);
+                dev::cp_async_16(dst, x + src, 16);
             } else {
 #pragma unroll
                 for (int j = 0; j < 4; ++j) {
                     const bool ok = row_ok && col + j < L.W;
-                    matmul::dev::cp_async_4(dst + j, ok ? x + src + j : x, ok ? 4 : 0);
+                    dev::cp_async_4(dst + j, ok ? x + src + j : x, ok ? 4 : 0);
                 }
             }
         } else {
@@ -136,7 +136,7 @@ __device__ __forceinline__ void stage(const TIn* __restrict__ x, float divisor, 
     // The filters: one contiguous run of cc * R * S * cpb floats (a multiple of 8).
     const float* wsrc = wblock + static_cast<std::int64_t>(c0) * R * S * L.cpb;
     for (int e = threadIdx.x; e < cc * R * S * L.cpb / 4; e += blockDim.x)
-        matmul::dev::cp_async_16(s_w + 4 * e, wsrc + 4 * e, 16);
+        dev::cp_async_16(s_w + 4 * e, wsrc + 4 * e, 16);
 }
 
 // A persistent loop over (image group, tile) items, each in steps of `chunk` input channels, double-buffered:
@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(CPT == 4 ? kMaxThreadsCpt4 : kMaxThreads, CPT 
     int p0, q0;
     origin(item, n0, p0, q0);
     stage<R, S, TIn>(x, divisor, wblock, s_in(0), s_w(0), L, n0, p0, q0, 0, min(L.chunk, L.C));
-    matmul::dev::cp_async_commit();
+    dev::cp_async_commit();
     int buf = 0;
     for (; item < items; item += gridDim.x) {
         float acc[2][4][CPT];
@@ -192,7 +192,7 @@ __global__ void __launch_bounds__(CPT == 4 ? kMaxThreadsCpt4 : kMaxThreads, CPT 
                 for (int k = 0; k < CPT; ++k) acc[i][j][k] = 0.f;
 
         for (int chunk = 0; chunk < chunks; ++chunk) {
-            matmul::dev::cp_async_wait<0>();
+            dev::cp_async_wait<0>();
             __syncthreads();  // this step's buffer has landed; the other one is free (its step is computed)
             {
                 std::int64_t next = item;
@@ -206,7 +206,7 @@ __global__ void __launch_bounds__(CPT == 4 ? kMaxThreadsCpt4 : kMaxThreads, CPT 
                     stage<R, S, TIn>(x, divisor, wblock, s_in(buf ^ 1), s_w(buf ^ 1), L, nn0, np0, nq0, c0,
                                      min(L.chunk, L.C - c0));
                 }
-                matmul::dev::cp_async_commit();
+                dev::cp_async_commit();
             }
             const int cc = min(L.chunk, L.C - chunk * L.chunk);
             const float* xin = s_in(buf) + img * L.chunk * in_plane + pr * L.in_pitch + qc;
@@ -273,7 +273,7 @@ __global__ void __launch_bounds__(CPT == 4 ? kMaxThreadsCpt4 : kMaxThreads, CPT 
         }
         if (item + gridDim.x < items) origin(item + gridDim.x, n0, p0, q0);
     }
-    matmul::dev::cp_async_wait<0>();  // nothing left in flight
+    dev::cp_async_wait<0>();  // nothing left in flight
 }
 
 // The grid of 2x2 windows the kernel tiles: the pooling windows, or for pool_size 1 the convolution output

@@ -32,7 +32,7 @@
 #include "../common/device_buffer.cuh"
 #include "../common/error.hpp"
 #include "../common/launch.cuh"
-#include "../matmul/matmul_kernels.cuh"
+#include "../common/async_copy.cuh"
 #include "conv2d_pool.hpp"
 #include "conv2d_pool_common.cuh"
 
@@ -40,10 +40,10 @@ namespace gpuopt::nn {
 
 namespace {
 
-using matmul::dev::cp_async_16;
-using matmul::dev::cp_async_4;
-using matmul::dev::cp_async_commit;
-using matmul::dev::cp_async_wait;
+using dev::cp_async_16;
+using dev::cp_async_4;
+using dev::cp_async_commit;
+using dev::cp_async_wait;
 
 constexpr int kSkipWarps = 12;  // a block: 12 x 32 threads x 168 registers fill the 64K register file
 // Output rows a warp. 4: 168 registers, 3 warps a scheduler; 2 fits 128 registers (4 warps) but sweeps 6 of 12 input

@@ -24,7 +24,6 @@
 #include "../common/cuda_check.cuh"
 #include "../common/launch.cuh"
 #include "../matmul/matmul_cuda.hpp"
-#include "../matmul/matmul_kernels.cuh"
 #include "nn_cuda.hpp"
 
 namespace gpuopt::nn {

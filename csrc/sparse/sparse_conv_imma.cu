@@ -24,7 +24,7 @@
 
 #include "../common/device_buffer.cuh"
 #include "../common/launch.cuh"
-#include "../matmul/matmul_kernels.cuh"
+#include "../common/async_copy.cuh"
 #include "sparse_conv_cuda.hpp"
 #include "sparse_exact.cuh"
 
@@ -188,9 +188,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         const char* a = reinterpret_cast<const char*>(a_src) + static_cast<long long>(kc) * kABytes;
         const char* b = reinterpret_cast<const char*>(b_src) + kc * g.xchunk;
         for (int i = threadIdx.x; i < kABytes / 16; i += kThreads)
-            matmul::dev::cp_async_16(reinterpret_cast<float*>(dst + 16 * i), reinterpret_cast<const float*>(a + 16 * i), 16);
+            dev::cp_async_16(reinterpret_cast<float*>(dst + 16 * i), reinterpret_cast<const float*>(a + 16 * i), 16);
         for (int i = threadIdx.x; i < kBBytes / 16; i += kThreads)
-            matmul::dev::cp_async_16(reinterpret_cast<float*>(dst + kABytes + 16 * i),
+            dev::cp_async_16(reinterpret_cast<float*>(dst + kABytes + 16 * i),
                                      reinterpret_cast<const float*>(b + 16 * i), 16);
     };
 
@@ -214,14 +214,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     const unsigned smem_base = static_cast<unsigned>(__cvta_generic_to_shared(smem));
     const int nk = g.chunks;
     load_stage(0);
-    matmul::dev::cp_async_commit();
+    dev::cp_async_commit();
     if (nk > 1) load_stage(1);
-    matmul::dev::cp_async_commit();
+    dev::cp_async_commit();
     for (int kc = 0; kc < nk; ++kc) {
-        matmul::dev::cp_async_wait<1>();  // chunk kc has landed (this thread's copies) ...
+        dev::cp_async_wait<1>();  // chunk kc has landed (this thread's copies) ...
         __syncthreads();                 // ... everyone's; and chunk kc - 1's buffer is free
         if (kc + 2 < nk) load_stage(kc + 2);
-        matmul::dev::cp_async_commit();
+        dev::cp_async_commit();
         const unsigned sb = smem_base + (kc % kStages) * kStageBytes;
 #pragma unroll
         for (int s = 0; s < 3; ++s)
@@ -246,7 +246,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                         }
             }
     }
-    matmul::dev::cp_async_wait<0>();  // (only empty groups left)
+    dev::cp_async_wait<0>();  // (only empty groups left)
 
     // Fragment (map tile t, row ty): element 2h + i is map wm*32 + 16t + lane/4 + 8h, column wc*8 + 2*(lane%4) + i.
     const int PH = g.H / 2, PW = g.W / 2, pcol = wc * 4 + (lane & 3), ox = 2 * pcol;

@@ -1,10 +1,11 @@
-// The 3xTF32 pieces every FP32-accurate tensor-core kernel shares (matmul tf32x3 and tf32x3_wgmma, conv2d
-// implicit_gemm_tf32x3): the split of a float into a TF32 high part and a TF32 remainder, and the m16n8k8 mma.
+// 3xTF32, FP32 accuracy on TF32 tensor cores: the split of a float into a TF32 high part and a TF32 remainder,
+// and the m16n8k8 mma.sync that takes them (matmul tf32x3 and tf32x3_wgmma, conv2d implicit_gemm_tf32x3 and
+// winograd's tensor-core products, k-means' tiled tensor-core distances).
 #pragma once
 
 #include <cstdint>
 
-namespace gpuopt::matmul::tf32 {
+namespace gpuopt::tf32 {
 
 struct Split {
     std::uint32_t hi, lo;
@@ -29,4 +30,4 @@ __device__ __forceinline__ void mma_m16n8k8(float (&d)[4], const std::uint32_t (
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-}  // namespace gpuopt::matmul::tf32
+}  // namespace gpuopt::tf32

@@ -13,7 +13,7 @@
 #define GPUOPT_HAS_WGMMA 0
 #endif
 
-namespace gpuopt::matmul::wgmma {
+namespace gpuopt::wgmma {
 
 // Descriptor of a K-major tile whose rows are 128 bytes (32 floats) stored in the 128-byte swizzle
 // (16-byte chunk c of row r at chunk c ^ (r % 8); the tile 1024-byte aligned): rows 8 apart are 1024 bytes
@@ -54,4 +54,4 @@ __device__ __forceinline__ void m64n128k8_tf32(float (&d)[64], std::uint64_t des
 }
 #endif
 
-}  // namespace gpuopt::matmul::wgmma
+}  // namespace gpuopt::wgmma
