@@ -17,9 +17,6 @@ from gpuopt.registry import REPORTS, ops, variants
 ISSUE = re.compile(r"(?i)\bissue\s*#\d+|\bissue\s+\d+\b(?!%)|\bissues\s+#?\d+\s*(?:,|and)\s*#?\d+")
 SCANNED = ("gpuopt", "csrc", "docs", "scripts", "tests", "README.md", "benchmarks/README.md")
 TEXT = {".py", ".md", ".cu", ".cuh", ".cpp", ".hpp", ".h", ".txt", ".toml", ".cmake", ".ipynb", ".sh", ".cfg"}
-# Folders other branches of the same refactoring rewrite (the bench kit; csrc/common and csrc/matmul): their
-# citations go with those rewrites, and the merge empties this tuple.
-NOT_YET = ("csrc/matmul/", "csrc/common/")
 
 FAMILIES = {"conv2d": "gpuopt/conv", "kmeans": "gpuopt/kmeans"}
 GLOSSARY = REPO / "docs" / "glossary.md"
@@ -31,7 +28,7 @@ def _text_files():
         files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
         for p in files:
             rel = p.relative_to(REPO).as_posix()
-            if p.suffix in TEXT and "__pycache__" not in rel and not rel.startswith(NOT_YET):
+            if p.suffix in TEXT and "__pycache__" not in rel:
                 yield rel, p
 
 
