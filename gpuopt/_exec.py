@@ -17,15 +17,15 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from . import _plan
+from . import _plan, registry
 from .cuda import DeviceArray, to_device
 from .registry import resolve
 
-__all__ = ["Timing", "ExecContext", "check_before_copy", "dispatch", "dispatch_planned"]
+__all__ = ["Timing", "ExecContext", "check_before_copy", "dispatch", "Op"]
 
 
 @dataclass(frozen=True)
@@ -194,38 +194,109 @@ def check_before_copy(variant: Any, arrays: tuple, *args: Any, **params: Any) ->
         check(*args, **params)
 
 
-def dispatch(op: str, variant: str | None, params: dict[str, Any], timing: bool, arrays: tuple, *args: Any) -> Any:
-    """Resolve ``variant`` of ``op``, run it on ``args`` and return its result (and Timing).
-
-    ``arrays`` are the caller's array arguments: if any is a DeviceArray the result is
-    returned on the device.
-    """
-    if not isinstance(timing, bool):
-        raise TypeError(f"{op}: timing must be True or False, got {timing!r}")
-    v, resolved = resolve(op, variant, params)
+def _run(v: Any, resolved: dict[str, Any], timing: bool, arrays: tuple, args: tuple) -> Any:
+    """Run the resolved variant ``v`` on ``args`` in a new context: the result (and its Timing)."""
     ctx = ExecContext(timing=timing, device_result=any(isinstance(a, DeviceArray) for a in arrays), gpu=v.needs_cuda)
     out = ctx.run(v, *args, **resolved)
     return (out, ctx.record()) if timing else out
 
 
-def dispatch_planned(key: tuple, op: str, variant: str | None, params: dict[str, Any], arrays: tuple, args: tuple,
-                     rebuild: Any) -> Any:
-    """:func:`dispatch` without timing, for a call whose arguments passed the checks: runs it, then stores its
-    plan under ``key`` (gpuopt._plan). The plan is the launch the run function offered (one launch, shape and
-    parameters packed in C++), else the resolved variant's run function on ``rebuild(*handles)`` (the variant's
-    arguments, rebuilt from the plan's inputs without checks)."""
+def dispatch(op: str, variant: str | None, params: dict[str, Any], timing: bool, arrays: tuple, *args: Any) -> Any:
+    """Resolve ``variant`` of ``op``, run it on ``args`` and return its result (and Timing): an op without an
+    :class:`Op` (test stand-ins). ``arrays`` are the caller's array arguments: if any is a DeviceArray the result is
+    returned on the device.
+    """
+    if not isinstance(timing, bool):
+        raise TypeError(f"{op}: timing must be True or False, got {timing!r}")
     v, resolved = resolve(op, variant, params)
-    device_result = any(isinstance(a, DeviceArray) for a in arrays)
-    ctx = ExecContext(timing=False, device_result=device_result, gpu=v.needs_cuda)
-    ctx.planning = True
-    out = ctx.run(v, *args, **resolved)
-    if len(ctx.replays) == 1:
-        run = ctx.replays[0]
-    else:
-        gpu = v.needs_cuda
+    return _run(v, resolved, timing, arrays, args)
 
-        def run(*handles: Any) -> Any:
-            c = ExecContext(timing=False, device_result=device_result, gpu=gpu)
-            return c.run(v, *rebuild(*handles), **resolved)
-    _plan.store(key, _plan.Plan(op, v, run))
-    return out
+
+_PLANS = _plan._PLANS
+_REGISTRY = registry._REGISTRY
+_NO_PLAN = (_plan.Uncacheable, TypeError)  # TypeError: an unhashable value, rejected the long way
+
+
+class Op:
+    """One public op: its checks, its variant resolution and its plan cache, in one place.
+
+    ``op(variant, timing, params, *args)`` runs a call of the public function (``args``: its own arguments, in
+    the order ``validate`` takes them). The long way: ``validate(*args) -> (arrays, run_args)`` (every argument
+    check; ``arrays`` are the caller's arrays, whose kinds decide where the result goes), the variant resolved
+    once (``default(*run_args)`` names it for ``variant=None`` without parameters, where the op has a rule of
+    its own), ``check(variant_name, *run_args)`` (the size check, which needs the variant), the GPU requirement,
+    then the variant's run function on ``run_args``. ``result(out, *args)`` turns the run function's value into
+    the public result (kmeans' ``KMeansResult``).
+
+    With ``key``, calls without timing use the plan cache (gpuopt._plan): ``key(*args) -> (key, handles)`` (or
+    Uncacheable) keys the problem; a call seen before replays its plan on ``handles`` and skips everything
+    above. After a long-way call the plan is the launch its run function offered (``ctx.offer_replay``), else
+    the variant's run function on ``rebuild(*run_args)(*handles)`` (the run arguments rebuilt, unchecked).
+    """
+
+    __slots__ = ("name", "validate", "key", "default", "check", "rebuild", "result")
+
+    def __init__(self, name: str, validate: Callable[..., tuple], *, key: Callable[..., tuple] | None = None,
+                 rebuild: Callable[..., Callable[..., tuple]] | None = None,
+                 default: Callable[..., str] | None = None, check: Callable[..., None] | None = None,
+                 result: Callable[..., Any] | None = None) -> None:
+        if (key is None) != (rebuild is None):
+            raise ValueError(f"{name}: a plan key needs a rebuild, and a rebuild a key")
+        self.name, self.validate, self.key, self.rebuild = name, validate, key, rebuild
+        self.default, self.check, self.result = default, check, result
+
+    def __call__(self, variant: str | None, timing: bool, params: dict[str, Any], *args: Any) -> Any:
+        key = None
+        if timing is False and self.key is not None:
+            try:
+                if not (variant is None or type(variant) is str):
+                    raise _plan.Uncacheable
+                fam, handles = self.key(*args)
+                key = (self, fam, variant, tuple([(k, type(x), x) for k, x in params.items()]) if params else (),
+                       _plan.device_key())
+                plan = _PLANS.get(key)
+            except _NO_PLAN:
+                key = plan = None
+            # A plan counts while the registry is as it was (its op's table, its variant, the registration count).
+            if plan is not None and plan.generation == registry._GENERATION[0]:
+                table = _REGISTRY.get(self.name)
+                if table is plan.table and table.get(plan.variant.name) is plan.variant:
+                    out = plan.run(*handles)
+                    return out if self.result is None else self.result(out, *args)
+        elif not isinstance(timing, bool):
+            raise TypeError(f"{self.name}: timing must be True or False, got {timing!r}")
+        arrays, run_args = self.validate(*args)
+        if variant is None and not params and self.default is not None:
+            # (parameters name the registry default's: it stays the one that runs)
+            variant = self.default(*run_args)
+        v, resolved = resolve(self.name, variant, params, require_device=False)
+        if self.check is not None:
+            self.check(v.name, *run_args)
+        if v.needs_cuda:
+            from ._ext import require_cuda
+
+            require_cuda(f"{self.name}/{v.name}", registry.cpu_variants(self.name))
+        if key is None:
+            out = _run(v, resolved, timing, arrays, run_args)
+        else:
+            out = self._plan(key, v, resolved, arrays, run_args)
+        if self.result is None:
+            return out
+        return (self.result(out[0], *args), out[1]) if timing else self.result(out, *args)
+
+    def _plan(self, key: tuple, v: Any, resolved: dict[str, Any], arrays: tuple, run_args: tuple) -> Any:
+        """Run a keyed call the long way, then store its plan under ``key``."""
+        device_result = any(isinstance(a, DeviceArray) for a in arrays)
+        ctx = ExecContext(timing=False, device_result=device_result, gpu=v.needs_cuda)
+        ctx.planning = True
+        out = ctx.run(v, *run_args, **resolved)
+        if len(ctx.replays) == 1:
+            run = ctx.replays[0]
+        else:
+            rebuild, gpu = self.rebuild(*run_args), v.needs_cuda
+
+            def run(*handles: Any) -> Any:
+                c = ExecContext(timing=False, device_result=device_result, gpu=gpu)
+                return c.run(v, *rebuild(*handles), **resolved)
+        _plan.store(key, _plan.Plan(self.name, v, run))
+        return out

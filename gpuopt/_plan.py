@@ -1,7 +1,7 @@
 """The plan cache: a repeated op call with the same problem skips the checks, the variant resolution and the
-argument packing (the per-call cost targets of notes/overhead.md).
+argument packing (the per-call cost measured in notes/overhead.md).
 
-An op's public function first builds a key from what decides how a call is checked and run -- per array its
+An op (gpuopt._exec.Op) first builds a key from what decides how a call is checked and run -- per array its
 kind (gpuopt device array, foreign ``__cuda_array_interface__`` array, NumPy), shape, dtype, strides and
 stream; every scalar argument with its type; the variant and its parameters with their types; the CUDA module
 and the current device -- and looks it up. A miss takes the long way (every check, with its messages, exactly
@@ -24,7 +24,7 @@ import numpy as np
 from . import _ext, registry
 from .cuda import DeviceArray, to_device_checked
 
-__all__ = ["Uncacheable", "arg_key", "scalar_key", "params_key", "device_key", "lookup", "store", "clear", "size",
+__all__ = ["Uncacheable", "Plan", "arg_key", "scalar_key", "params_key", "device_key", "store", "clear", "size",
            "device_ptrs", "MAX_PLANS"]
 
 _FLOAT32 = np.dtype(np.float32)
@@ -104,19 +104,8 @@ class Plan:
         self.op, self.variant, self.run = op, variant, run
         self.table = registry._REGISTRY.get(op)
         self.generation = registry.generation()
-
-    def fresh(self) -> bool:
-        table = registry._REGISTRY.get(self.op)
-        return (table is self.table and self.generation == registry.generation()
-                and table.get(self.variant.name) is self.variant)
-
-
-def lookup(key: tuple) -> Plan | None:
-    """The plan stored for ``key``, if it is still valid."""
-    plan = _PLANS.get(key)
-    if plan is not None and plan.fresh():
-        return plan
-    return None
+    # (gpuopt._exec.Op checks, inline on its hot path, that op's table, variant and the registration count are
+    # still the plan's.)
 
 
 def store(key: tuple, plan: Plan) -> None:

@@ -11,6 +11,7 @@
 // launcher's signature, for gpuopt's plan cache.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <tuple>
@@ -40,21 +41,20 @@ void run_conv(const Conv2dArgs& a, Launch&& launch) {
            a.act);
 }
 
-// plan.conv2d_<variant>(shape, activation, **params): the launcher with all but the addresses bound.
-template <typename Launch, typename Args>
-struct ConvPlanner;
-template <typename Launch, typename First, typename... P>
-struct ConvPlanner<Launch, std::tuple<First, P...>> {
-    static auto make(Launch launch) {
-        return [launch](const conv::Conv2dShape& shape, const std::string& activation, P... p) {
-            const Conv2dArgs fixed{0, 0, 0, 0, shape, activation_from_string(activation)};
-            return LaunchPlan([launch, fixed, p...](std::uintptr_t x, std::uintptr_t w, std::uintptr_t bias,
-                                                    std::uintptr_t y) {
-                Conv2dArgs a = fixed;
-                a.x = x, a.w = w, a.bias = bias, a.y = y;
-                launch(a, p...);
-            });
-        };
+// How conv2d launchers take their problem (make_planner): plan.conv2d_<variant>(shape, activation, **params) ->
+// LaunchPlan(x, w, bias, y).
+struct ConvProblem {
+    using Given = std::tuple<const conv::Conv2dShape&, const std::string&>;
+    static constexpr std::size_t head = 1;  // (const Conv2dArgs&)
+    using Fixed = Conv2dArgs;
+    static Fixed fix(const conv::Conv2dShape& shape, const std::string& activation) {
+        return Conv2dArgs{0, 0, 0, 0, shape, activation_from_string(activation)};
+    }
+    template <typename L, typename... P>
+    static void launch(const L& l, Fixed a, std::uintptr_t x, std::uintptr_t w, std::uintptr_t bias, std::uintptr_t y,
+                       const P&... p) {
+        a.x = x, a.w = w, a.bias = bias, a.y = y;
+        l(a, p...);
     }
 };
 
@@ -68,7 +68,7 @@ template <typename Launch, typename Check, typename... Params>
 void def_conv2d(py::module_& m, const char* variant, Launch&& launch, Check&& check, const Params&... params) {
     using Sig = Signature<std::decay_t<Launch>>;
     if constexpr (Sig::known) {
-        auto planner = ConvPlanner<std::decay_t<Launch>, typename Sig::args>::make(launch);
+        auto planner = make_planner<ConvProblem, std::decay_t<Launch>>(launch);
         if constexpr (sizeof...(Params) == 0)
             def_planner(m, "conv2d", variant, std::move(planner), py::arg("shape"), py::arg("activation"));
         else

@@ -10,6 +10,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -121,6 +122,48 @@ struct Signature<R (*)(A...), void> {
     static constexpr bool known = true;
     using args = std::tuple<A...>;
 };
+
+// The launcher's parameters after its first N (the addresses and the problem): the variant's own parameters.
+template <std::size_t N, typename Tuple, typename = std::make_index_sequence<std::tuple_size_v<Tuple> - N>>
+struct DropFront;
+template <std::size_t N, typename Tuple, std::size_t... I>
+struct DropFront<N, Tuple, std::index_sequence<I...>> {
+    using type = std::tuple<std::tuple_element_t<N + I, Tuple>...>;
+};
+
+// The one planner of every op: plan.<op>_<variant>(<problem>, **params) -> LaunchPlan, the launcher with all but
+// the device addresses bound (gpuopt's plan cache). `Problem` says how an op's launchers take their problem:
+//   Given                 the planner's leading arguments (a std::tuple of their types), what fixes the problem
+//   head                  how many leading launcher parameters carry the addresses and the problem
+//   Fixed fix(Given...)   the problem, converted once
+//   launch(l, fixed, a, b, c, d, params...)   calls launcher l on addresses a, b, c, d (d: 0 where unused)
+// The variant's parameters are the launcher's after `head`. A `replay` (launcher, fixed, params...) -> LaunchPlan::Fn
+// replaces the plain launch (matmul's prepared launches); nullptr: none.
+template <typename Problem, typename Launch, typename Given, typename Params>
+struct Planner;
+template <typename Problem, typename Launch, typename... G, typename... P>
+struct Planner<Problem, Launch, std::tuple<G...>, std::tuple<P...>> {
+    template <typename Replay>
+    static auto make(Launch launch, Replay replay) {
+        return [launch, replay](G... g, P... p) {
+            const typename Problem::Fixed fixed = Problem::fix(g...);
+            if constexpr (std::is_same_v<Replay, std::nullptr_t>)
+                return LaunchPlan([launch, fixed, p...](std::uintptr_t a, std::uintptr_t b, std::uintptr_t c,
+                                                        std::uintptr_t d) { Problem::launch(launch, fixed, a, b, c, d, p...); });
+            else
+                return LaunchPlan(replay(launch, fixed, p...));
+        };
+    }
+};
+
+// The planner of `launch` (a lambda or function pointer whose signature can be inspected).
+template <typename Problem, typename Launch, typename Replay = std::nullptr_t>
+auto make_planner(Launch launch, Replay replay = nullptr) {
+    using Sig = Signature<Launch>;
+    static_assert(Sig::known, "a planned launcher's parameter types must be inspectable (no generic lambdas)");
+    using Params = typename DropFront<Problem::head, typename Sig::args>::type;
+    return Planner<Problem, Launch, typename Problem::Given, Params>::make(std::move(launch), std::move(replay));
+}
 
 // Creates the `variant_bindings` table and the `check` and `plan` submodules, and the LaunchPlan type;
 // cuda_module.cpp calls it first.

@@ -1,7 +1,9 @@
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include "../matmul/matmul_cuda.hpp"
 #include "cuda_bindings.hpp"
@@ -16,41 +18,46 @@ using std::uintptr_t;
 
 namespace {
 
-// plan.matmul_<variant>(M, N, K, **params): the launcher with all but the addresses bound (gpuopt's plan cache).
-// With a `prep` (M, N, K, params...) -> PreparedLaunch, the launch is resolved once and a replay on 16-byte aligned
-// operands only launches it (about 3 us less per call on the H200 host than re-planning); other operands, and
-// variants without one (prep = nullptr), run the launcher.
-template <typename Fn, typename Prep, typename Args>
-struct MatmulPlanner;
-template <typename Fn, typename Prep, typename A, typename B, typename C, typename Mt, typename Nt, typename Kt,
-          typename... P>
-struct MatmulPlanner<Fn, Prep, std::tuple<A, B, C, Mt, Nt, Kt, P...>> {
-    static auto make(Fn fn, Prep prep) {
-        return [fn, prep](int64_t M, int64_t N, int64_t K, P... p) {
-            if constexpr (std::is_same_v<Prep, std::nullptr_t>) {
-                return LaunchPlan([fn, M, N, K, p...](uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t) {
-                    fn(a, b, c, M, N, K, p...);
-                });
-            } else {
-                // Resolved on the first aligned replay, not here: planning needs no GPU (the tile choice does).
-                auto l = std::make_shared<std::optional<matmul::PreparedLaunch>>();
-                return LaunchPlan([fn, prep, l, M, N, K, p...](uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t) {
-                    if (((a | b | c) & 15) != 0) return fn(a, b, c, M, N, K, p...);
-                    if (!*l) *l = prep(M, N, K, p...);  // (the GIL is held: one thread resolves it)
-                    py::gil_scoped_release release;
-                    matmul::run_prepared(**l, dptr<const float>(a), dptr<const float>(b), dptr<float>(c));
-                });
-            }
-        };
+// How matmul launchers take their problem (make_planner): plan.matmul_<variant>(M, N, K, **params) ->
+// LaunchPlan(a, b, c).
+struct MatmulProblem {
+    using Given = std::tuple<int64_t, int64_t, int64_t>;
+    static constexpr std::size_t head = 6;  // (a, b, c, M, N, K)
+    struct Fixed {
+        int64_t M, N, K;
+    };
+    static Fixed fix(int64_t M, int64_t N, int64_t K) { return {M, N, K}; }
+    template <typename L, typename... P>
+    static void launch(const L& l, const Fixed& f, uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t, const P&... p) {
+        l(a, b, c, f.M, f.N, f.K, p...);
     }
 };
 
-// Binds matmul variant `variant` (fn(a, b, c, M, N, K, params...)) as matmul_<variant> and its planner.
+// A planner's replay with a `prep` (M, N, K, params...) -> PreparedLaunch: the launch is resolved once and a replay on
+// 16-byte aligned operands only launches it (about 3 us less per call on the H200 host than re-planning); other
+// operands run the launcher.
+template <typename Prep>
+auto prepared_replay(Prep prep) {
+    return [prep](const auto& fn, const MatmulProblem::Fixed& f, const auto&... p) -> LaunchPlan::Fn {
+        // Resolved on the first aligned replay, not here: planning needs no GPU (the tile choice does).
+        auto l = std::make_shared<std::optional<matmul::PreparedLaunch>>();
+        return [fn, prep, l, f, p...](uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t) {
+            if (((a | b | c) & 15) != 0) return fn(a, b, c, f.M, f.N, f.K, p...);
+            if (!*l) *l = prep(f.M, f.N, f.K, p...);  // (the GIL is held: one thread resolves it)
+            py::gil_scoped_release release;
+            matmul::run_prepared(**l, dptr<const float>(a), dptr<const float>(b), dptr<float>(c));
+        };
+    };
+}
+
+// Binds matmul variant `variant` (fn(a, b, c, M, N, K, params...)) as matmul_<variant> and its planner (with a
+// prepared launch where `prep` is not nullptr).
 template <typename Fn, typename Prep, typename... Params>
 void def_matmul(py::module_& m, const char* variant, Fn fn, Prep prep, const Params&... params) {
-    using Sig = Signature<Fn>;
-    static_assert(Sig::known, "a matmul launcher's parameter types must be inspectable (no generic lambdas)");
-    auto planner = MatmulPlanner<Fn, Prep, typename Sig::args>::make(fn, prep);
+    auto planner = [&] {
+        if constexpr (std::is_same_v<Prep, std::nullptr_t>) return make_planner<MatmulProblem>(fn);
+        else return make_planner<MatmulProblem>(fn, prepared_replay(prep));
+    }();
     if constexpr (sizeof...(Params) == 0) {
         def_planner(m, "matmul", variant, planner, py::arg("M"), py::arg("N"), py::arg("K"));
         def_variant(m, "matmul", variant, fn, GPUOPT_MATMUL_ARGS);

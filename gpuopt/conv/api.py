@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _plan
-from .._exec import dispatch, dispatch_planned
+from .._exec import Op
 from ..registry import default_variant, variants
 from .problem import Conv2dProblem, check_sizes, validate
 
@@ -66,30 +66,26 @@ def conv2d(x, w, *, stride=1, padding=0, bias=None, activation=None, variant: st
     device arrays (``__cuda_array_interface__``) must be float32 and C-contiguous and are
     used without a copy (see :mod:`gpuopt.cuda` for the stream rules).
     """
-    key = None
-    if timing is False:  # the plan cache (gpuopt._plan): a problem seen before skips the checks and the resolve
-        try:
-            kx, hx = _plan.arg_key(x)
-            kw, hw = _plan.arg_key(w)
-            kb, hb = _plan.arg_key(bias)
-            if not (activation is None or type(activation) is str) or not (variant is None or type(variant) is str):
-                raise _plan.Uncacheable
-            key = ("conv2d", kx, kw, kb, _plan.scalar_key(stride), _plan.scalar_key(padding), activation, variant,
-                   _plan.params_key(params), _plan.device_key())
-            plan = _plan.lookup(key)
-        except (_plan.Uncacheable, TypeError):  # TypeError: an unhashable value, rejected the long way
-            key = plan = None
-        if plan is not None:
-            return plan.run(hx, hw, hb)
+    return _OP(variant, timing, params, x, w, stride, padding, bias, activation)
+
+
+def _key(x, w, stride, padding, bias, activation):
+    kx, hx = _plan.arg_key(x)
+    kw, hw = _plan.arg_key(w)
+    kb, hb = _plan.arg_key(bias)
+    if not (activation is None or type(activation) is str):
+        raise _plan.Uncacheable
+    return (kx, kw, kb, _plan.scalar_key(stride), _plan.scalar_key(padding), activation), (hx, hw, hb)
+
+
+def _validate(x, w, stride, padding, bias, activation):
     p = validate(x, w, stride, padding, bias, activation)
-    if variant is None and not params:  # (parameters name the registry default's: it stays the one that runs)
-        variant = default_for(p)
-    check_sizes(p, variant)
-    if key is None:
-        return dispatch("conv2d", variant, params, timing, (p.x, p.w, p.bias), p)
-    stride_hw, pad_hw, act = p.stride, p.padding, p.activation
-    return dispatch_planned(key, "conv2d", variant, params, (p.x, p.w, p.bias), (p,),
-                            lambda x, w, bias: (Conv2dProblem(x, w, bias, stride_hw, pad_hw, act),))
+    return (p.x, p.w, p.bias), (p,)
+
+
+def _rebuild(p: Conv2dProblem):
+    stride, padding, act = p.stride, p.padding, p.activation
+    return lambda x, w, bias: (Conv2dProblem(x, w, bias, stride, padding, act),)
 
 
 #: Below this many multiply-adds a convolution is a few microseconds of GPU work, and cuDNN's own host time per
@@ -108,3 +104,7 @@ def default_for(p: Conv2dProblem) -> str:
     n, c, _, _, k, r, s = p.dims[:7]
     _, _, pp, q = p.output_shape
     return _TINY_VARIANT if n * k * pp * q * c * r * s <= TINY_MACS else name
+
+
+_OP = Op("conv2d", _validate, key=_key, rebuild=_rebuild, default=default_for,
+         check=lambda variant, p: check_sizes(p, variant))

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from .. import _plan
-from .._exec import dispatch, dispatch_planned
+from .._exec import Op
 from .._validate import choice, float_array, integer, real
 from ..cuda import DeviceArray
 from .init import INIT_METHODS, initial_centres
@@ -102,24 +102,21 @@ def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, seed: int = 0, var
         Wrong shapes, empty x, non-finite x/init/threshold, k out of range,
         unknown variant or parameter.
     """
-    key = None
-    if timing is False and (init is None or (type(init) is str and init == "first")):
-        # The plan cache (gpuopt._plan) for device x (a NumPy x's finiteness is checked on every call): a problem
-        # seen before skips the checks and the resolve, and replays the launch.
-        try:
-            kx, hx = _plan.arg_key(x)
-            if type(hx) is not DeviceArray or type(threshold) not in (int, float) or not (
-                    variant is None or type(variant) is str):
-                raise _plan.Uncacheable
-            key = ("kmeans", kx, _plan.scalar_key(k), type(threshold), threshold, _plan.scalar_key(max_iter), init,
-                   _plan.scalar_key(seed), variant, _plan.params_key(params), _plan.device_key())
-            plan = _plan.lookup(key)
-        except (_plan.Uncacheable, TypeError):  # TypeError: an unhashable value, rejected the long way
-            key = plan = None
-        if plan is not None:
-            centroids, membership, iterations, delta = plan.run(hx)
-            return KMeansResult(centroids, membership, int(iterations), delta,
-                                bool(delta[-1] <= np.float32(threshold)))
+    return _OP(variant, timing, params, x, k, threshold, max_iter, init, seed)
+
+
+def _key(x, k, threshold, max_iter, init, seed):
+    # Device x only (a NumPy x's finiteness is checked on every call), with Liao's first-k initial centres.
+    if not (init is None or (type(init) is str and init == "first")):
+        raise _plan.Uncacheable
+    kx, hx = _plan.arg_key(x)
+    if type(hx) is not DeviceArray or type(threshold) not in (int, float):
+        raise _plan.Uncacheable
+    return ((kx, _plan.scalar_key(k), type(threshold), threshold, _plan.scalar_key(max_iter), init,
+             _plan.scalar_key(seed)), (hx,))
+
+
+def _validate(x, k, threshold, max_iter, init, seed):
     x = float_array(x, "x", 2, "(N, D)")
     n, d = x.shape
     k = integer(k, "k", 1)
@@ -144,13 +141,17 @@ def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, seed: int = 0, var
             raise ValueError(f"init must have shape (k, D) = ({k}, {d}), got {init.shape}")
         if not np.isfinite(init).all():
             raise ValueError("init must contain only finite values")
-    problem = KMeansProblem(x, init, threshold, max_iter)
-    if key is None:
-        out = dispatch("kmeans", variant, params, timing, (x,), problem)
-    else:
-        out = dispatch_planned(key, "kmeans", variant, params, (x,), (problem,),
-                               lambda xh: (KMeansProblem(xh, DeviceArray((k, d), np.float32, xh.ptr, xh), threshold,
-                                                         max_iter),))
-    centroids, membership, iterations, delta = out[0] if timing else out
-    result = KMeansResult(centroids, membership, int(iterations), delta, bool(delta[-1] <= np.float32(threshold)))
-    return (result, out[1]) if timing else result
+    return (x,), (KMeansProblem(x, init, threshold, max_iter),)
+
+
+def _rebuild(p: KMeansProblem):
+    (k, d), threshold, max_iter = p.init.shape, p.threshold, p.max_iter
+    return lambda xh: (KMeansProblem(xh, DeviceArray((k, d), np.float32, xh.ptr, xh), threshold, max_iter),)
+
+
+def _result(out, x, k, threshold, *rest) -> KMeansResult:
+    centroids, membership, iterations, delta = out
+    return KMeansResult(centroids, membership, int(iterations), delta, bool(delta[-1] <= np.float32(float(threshold))))
+
+
+_OP = Op("kmeans", _validate, key=_key, rebuild=_rebuild, result=_result)

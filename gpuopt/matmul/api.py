@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _plan
-from .._exec import dispatch, dispatch_planned
+from .._exec import Op
 from .._validate import Buffer, check_memory, float_array, runs_on_gpu
 from ..cuda import DeviceArray
 from ..registry import default_variant, variants
@@ -49,33 +49,33 @@ def matmul(a, b, *, variant: str | None = None, timing: bool = False, **params: 
     Other float dtypes are converted to float32 and non-contiguous inputs are copied;
     device arrays must be float32 and C-contiguous and are used without a copy.
     """
-    key = None
-    if timing is False:  # the plan cache (gpuopt._plan): a problem seen before skips the checks and the resolve
-        try:
-            ka, ha = _plan.arg_key(a)
-            kb, hb = _plan.arg_key(b)
-            if not (variant is None or type(variant) is str):
-                raise _plan.Uncacheable
-            key = ("matmul", ka, kb, variant, _plan.params_key(params), _plan.device_key())
-            plan = _plan.lookup(key)
-        except (_plan.Uncacheable, TypeError):  # TypeError: an unhashable value, rejected the long way
-            key = plan = None
-        if plan is not None:
-            return plan.run(ha, hb)
+    return _OP(variant, timing, params, a, b)
+
+
+def _key(a, b):
+    ka, ha = _plan.arg_key(a)
+    kb, hb = _plan.arg_key(b)
+    return (ka, kb), (ha, hb)
+
+
+def _validate(a, b):
     a = float_array(a, "a", 2, "(M, K)")
     b = float_array(b, "b", 2, "(K, N)")
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"inner dimensions differ: a is {a.shape} (M, K) but b is {b.shape} (K, N)")
-    if variant is None and not params:  # (parameters name the registry default's: it stays the one that runs)
-        variant = default_for(a.shape, b.shape)
+    return (a, b), (a, b)
+
+
+def _check_sizes(variant: str, a, b) -> None:
     (m, _), n = a.shape, b.shape[1]
     check_memory("matmul", lambda: f"a (M, K) = {tuple(a.shape)} and b (K, N) = {tuple(b.shape)}",
                  [Buffer(lambda: f"the output c (M, N) = ({m}, {n}) float32", 4 * m * n)],
                  gpu=lambda: runs_on_gpu("matmul", variant),
                  device_result=isinstance(a, DeviceArray) or isinstance(b, DeviceArray))
-    if key is None:
-        return dispatch("matmul", variant, params, timing, (a, b), a, b)
-    return dispatch_planned(key, "matmul", variant, params, (a, b), (a, b), lambda a, b: (a, b))
+
+
+def _rebuild(a, b):
+    return lambda a, b: (a, b)
 
 
 #: Up to this many multiply-adds (64^3) a product is a few microseconds of GPU work and cuBLAS's host time per
@@ -92,3 +92,7 @@ def default_for(a_shape, b_shape) -> str:
         return name
     (m, k), n = a_shape, b_shape[1]
     return _TINY_VARIANT if m * n * k <= TINY_MACS else name
+
+
+_OP = Op("matmul", _validate, key=_key, rebuild=_rebuild, default=lambda a, b: default_for(a.shape, b.shape),
+         check=_check_sizes)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._exec import dispatch
+from .._exec import Op
 from .._validate import (Buffer, _as_array, activation_name, bias_vector, check_memory, float_array, integer,
                          runs_on_gpu)
 from ..cuda import DeviceArray
@@ -18,25 +18,28 @@ def _ndim(x) -> int:
     return _as_array(x, "x").ndim
 
 
-def _elementwise(op: str, x, variant, timing, params):
+def _elementwise(x):
     nd = _ndim(x)
     if nd == 0:
         raise ValueError("x must have at least one dimension, got a scalar")
     x = float_array(x if hasattr(x, "__cuda_array_interface__") else _as_array(x, "x"), "x", nd, "")
-    return dispatch(op, variant, params, timing, (x,), x)
+    return (x,), (x,)
+
+
+_RELU, _TANH = Op("relu", _elementwise), Op("tanh", _elementwise)
 
 
 def relu(x, *, variant: str | None = None, timing: bool = False, **params: Any):
     """``max(x, 0)`` elementwise (NaN stays NaN). x: float array of any shape -> float32, same shape."""
-    return _elementwise("relu", x, variant, timing, params)
+    return _RELU(variant, timing, params, x)
 
 
 def tanh(x, *, variant: str | None = None, timing: bool = False, **params: Any):
     """``tanh(x)`` elementwise. x: float array of any shape -> float32, same shape."""
-    return _elementwise("tanh", x, variant, timing, params)
+    return _TANH(variant, timing, params, x)
 
 
-def _pool(op: str, x, size, variant, timing, params):
+def _pool(x, size):
     nd = _ndim(x)
     if nd not in (2, 3, 4):
         raise ValueError(f"x must be 2-D (H, W), 3-D (C, H, W) or 4-D (N, C, H, W); got {nd}-D")
@@ -44,7 +47,10 @@ def _pool(op: str, x, size, variant, timing, params):
     size = integer(size, "size", 1)
     if x.shape[-2] < size or x.shape[-1] < size:
         raise ValueError(f"pooling window {size}x{size} is larger than the input {x.shape[-2]}x{x.shape[-1]}")
-    return dispatch(op, variant, params, timing, (x,), x, size)
+    return (x,), (x, size)
+
+
+_MAX_POOL2D, _AVG_POOL2D = Op("max_pool2d", _pool), Op("avg_pool2d", _pool)
 
 
 def max_pool2d(x, size: int = 2, *, variant: str | None = None, timing: bool = False, **params: Any):
@@ -53,7 +59,7 @@ def max_pool2d(x, size: int = 2, *, variant: str | None = None, timing: bool = F
     x : float, shape (..., H, W) with 2 to 4 dimensions -> float32 (..., H // size, W // size).
     Trailing rows/columns that do not fill a window are dropped; NaN in a window gives NaN.
     """
-    return _pool("max_pool2d", x, size, variant, timing, params)
+    return _MAX_POOL2D(variant, timing, params, x, size)
 
 
 def avg_pool2d(x, size: int = 2, *, variant: str | None = None, timing: bool = False, **params: Any):
@@ -61,7 +67,7 @@ def avg_pool2d(x, size: int = 2, *, variant: str | None = None, timing: bool = F
 
     x : float, shape (..., H, W) with 2 to 4 dimensions -> float32 (..., H // size, W // size).
     """
-    return _pool("avg_pool2d", x, size, variant, timing, params)
+    return _AVG_POOL2D(variant, timing, params, x, size)
 
 
 def fully_connected(x, w, bias=None, *, activation: str | None = None, variant: str | None = None,
@@ -72,18 +78,28 @@ def fully_connected(x, w, bias=None, *, activation: str | None = None, variant: 
     bias : float (O,), optional; activation : None (or "none"), "relu" or "tanh", applied after
     the bias (the networks fuse fc1 + ReLU) -> float32 (N, O).
     """
+    return _FULLY_CONNECTED(variant, timing, params, x, w, bias, activation)
+
+
+def _fully_connected(x, w, bias, activation):
     x = float_array(x, "x", 2, "(N, in_features)")
     w = float_array(w, "w", 2, "(in_features, out_features)")
     if w.shape[0] != x.shape[1]:
         raise ValueError(f"w must be (in_features, out_features) = ({x.shape[1]}, O), got {w.shape}")
     bias = bias_vector(bias, w.shape[1], "(out_features,)")
+    return (x, w, bias), (x, w, bias, activation_name(activation))
+
+
+def _fully_connected_sizes(variant: str, x, w, bias, activation) -> None:
     (n, _), o = x.shape, w.shape[1]
     check_memory("fully_connected", lambda: f"x (N, in_features) = {tuple(x.shape)} and w (in_features, "
                  f"out_features) = {tuple(w.shape)}",
                  [Buffer(lambda: f"the output (N, out_features) = ({n}, {o}) float32", 4 * n * o)],
                  gpu=lambda: runs_on_gpu("fully_connected", variant),
                  device_result=any(isinstance(a, DeviceArray) for a in (x, w, bias)))
-    return dispatch("fully_connected", variant, params, timing, (x, w, bias), x, w, bias, activation_name(activation))
+
+
+_FULLY_CONNECTED = Op("fully_connected", _fully_connected, check=_fully_connected_sizes)
 
 
 def argmax(x, *, variant: str | None = None, timing: bool = False, **params: Any):
@@ -91,8 +107,7 @@ def argmax(x, *, variant: str | None = None, timing: bool = False, **params: Any
 
     Ties go to the first index; a NaN counts as the largest (as ``numpy.argmax``).
     """
-    x = float_array(x, "x", 2, "(N, D)")
-    return dispatch("argmax", variant, params, timing, (x,), x)
+    return _ARGMAX(variant, timing, params, x)
 
 
 def softmax(x, *, variant: str | None = None, timing: bool = False, **params: Any):
@@ -101,5 +116,12 @@ def softmax(x, *, variant: str | None = None, timing: bool = False, **params: An
     The row's max is subtracted first (no overflow). A NaN or +inf in a row, or a row of -inf,
     gives a row of NaN.
     """
+    return _SOFTMAX(variant, timing, params, x)
+
+
+def _rows(x):
     x = float_array(x, "x", 2, "(N, D)")
-    return dispatch("softmax", variant, params, timing, (x,), x)
+    return (x,), (x,)
+
+
+_ARGMAX, _SOFTMAX = Op("argmax", _rows), Op("softmax", _rows)

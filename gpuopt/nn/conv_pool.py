@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .. import _core
-from .._exec import ExecContext, check_before_copy, dispatch
+from .._exec import ExecContext, Op, check_before_copy
 from .._ext import cuda_host_module, launcher
 from .._validate import (Buffer, _as_array, _check_shape, _device_array, activation_name, bias_vector, check_memory,
                          choice, float_array, integer, real, runs_on_gpu)
@@ -92,6 +92,10 @@ def conv2d_pool(x, w, bias=None, *, activation: str = "none", pool: str = "max",
     columns that do not fill a window are dropped, as in ``max_pool2d``. NumPy for NumPy callers, a
     DeviceArray when any input is on the device; ``(out, Timing)`` with ``timing=True``.
     """
+    return _OP(variant, timing, params, x, w, bias, activation, pool, pool_size, input_divisor)
+
+
+def _validate(x, w, bias, activation, pool, pool_size, input_divisor):
     x = _input(x)
     w = float_array(w, "w", 4, "(K, C, R, S)")
     if w.shape[1] != x.shape[1]:
@@ -111,9 +115,7 @@ def conv2d_pool(x, w, bias=None, *, activation: str = "none", pool: str = "max",
     if h - r + 1 < pool_size or wd - s + 1 < pool_size:
         raise ValueError(f"the convolution output ({h - r + 1}x{wd - s + 1} for a {h}x{wd} input and {r}x{s} filters) "
                          f"does not fill one {pool_size}x{pool_size} pooling window")
-    p = ConvPoolProblem(x, w, bias, activation, pool, pool_size, input_divisor)
-    check_sizes(p, variant)
-    return dispatch("conv2d_pool", variant, params, timing, (x, w, bias), p)
+    return (x, w, bias), (ConvPoolProblem(x, w, bias, activation, pool, pool_size, input_divisor),)
 
 
 def check_sizes(p: ConvPoolProblem, variant: str | None) -> None:
@@ -134,6 +136,9 @@ def check_sizes(p: ConvPoolProblem, variant: str | None) -> None:
     check_memory("conv2d_pool", lambda: f"x (N, C, H, W) = {tuple(p.x.shape)}, w (K, C, R, S) = {tuple(p.w.shape)} "
                  f"and pool_size={size}", buffers, gpu=lambda: runs_on_gpu("conv2d_pool", variant),
                  device_result=any(isinstance(a, DeviceArray) for a in (p.x, p.w, p.bias)))
+
+
+_OP = Op("conv2d_pool", _validate, check=lambda variant, p: check_sizes(p, variant))
 
 
 @register("conv2d_pool", "cpu", description="CPU reference: conv2d's CPU reference (float64 accumulation), then "

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .._exec import dispatch
+from .._exec import Op
 from .._validate import Buffer, check_memory, int_array, runs_on_gpu
 from ..cuda import DeviceArray
 from ..registry import default_variant
@@ -63,6 +63,10 @@ def sparse_conv2d(x, w, *, variant: str | None = None, timing: bool = False, **p
         A trailing odd row/column is dropped by the pooling. A DeviceArray when x is a
         device array (int16, C-contiguous). With ``timing=True``: ``(y, Timing)``.
     """
+    return _OP(variant, timing, params, x, w)
+
+
+def _validate(x, w):
     neurons = x if isinstance(x, SparseNeurons) else None
     x = neurons.dense if neurons is not None else int_array(x, "x", 3, "(C, H, W)")
     if isinstance(w, (COOFilters, FASTFilters)):
@@ -78,9 +82,7 @@ def sparse_conv2d(x, w, *, variant: str | None = None, timing: bool = False, **p
         raise ValueError(f"filters must have odd sides for 'same' padding, got {r}x{s}")
     if x.shape[1] < 2 or x.shape[2] < 2:
         raise ValueError(f"x maps must be at least 2x2 for the 2x2 max pool, got {x.shape[1]}x{x.shape[2]}")
-    p = SparseConvProblem(x, filters, shape, neurons)
-    check_sizes(p, variant)
-    return dispatch("sparse_conv2d", variant, params, timing, (x, filters), p)
+    return (x, filters), (SparseConvProblem(x, filters, shape, neurons),)
 
 
 #: The variants that read the filters as a dense (M, C, R, S) int16 array, expanding COO or FAST filters to it.
@@ -97,7 +99,7 @@ def check_sizes(p: SparseConvProblem, variant: str | None) -> None:
     buffers = [Buffer(lambda: f"the output (M, H // 2, W // 2) = ({m}, {h // 2}, {w // 2}) int32",
                       4 * m * (h // 2) * (w // 2))]
     expanded = isinstance(p.filters, (COOFilters, FASTFilters))
-    name = default_variant("sparse_conv2d") if variant is None else variant
+    name = default_variant("sparse_conv2d") if variant is None else variant  # (None: outside sparse_conv2d)
     if expanded and name in _DENSE_READERS:
         dense = Buffer(lambda: f"the dense filters (M, C, R, S) = {(m, c, r, s)} int16", 2 * m * c * r * s, "host")
         buffers += [dense] if name == "cpu" else [dense, dense._replace(where="device")]
@@ -105,3 +107,6 @@ def check_sizes(p: SparseConvProblem, variant: str | None) -> None:
     check_memory("sparse_conv2d", lambda: f"x (C, H, W) = {(c, h, w)} and {kind} (M, C, R, S) = {(m, c, r, s)}",
                  buffers, gpu=lambda: runs_on_gpu("sparse_conv2d", variant),
                  device_result=any(isinstance(a, DeviceArray) for a in (p.x, p.filters)))
+
+
+_OP = Op("sparse_conv2d", _validate, check=lambda variant, p: check_sizes(p, variant))
