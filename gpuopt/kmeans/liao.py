@@ -16,7 +16,7 @@ from .api import KMeansProblem
 
 @register("kmeans", "cpu", description="CPU reference (C++, OpenMP assignment): Liao's seq_kmeans, bit for bit",
           report="reference", needs_cuda=False, kernel="csrc/kmeans/kmeans_cpu.cpp", test="tests/kmeans/test_kmeans.py",
-          params=(Param("summation", "liao", ("liao", "chunked"),
+          params=(Param.from_kernels("kmeans/cpu/summation",
                         "centre sums: 'liao', float32 in object order (his seq_kmeans); 'chunked', float64 by "
                         "chunks of 1024 objects (members in object order within a chunk, chunks in order), the "
                         "mean rounded once: the order the device-resident variants follow for any grid"),))
@@ -169,7 +169,7 @@ register("kmeans", "device_persistent", description="device's loop, the whole ru
          params=(Param("blocks", 0, (0, 1, 2, 3, 8, 64, 132, 264, 1024),
                        "the grid at most (0: as many as are co-resident; larger values are clamped to that); the "
                        "result does not depend on it"),
-                 Param("x_memory", "auto", ("auto", "global"),
+                 Param.from_kernels("kmeans/device_persistent/x_memory",
                        "'auto': a block's x staged in shared memory once where its chunks fit, else read every loop; "
                        "'global': always read every loop")),
          **dict(_DEVICE, kernel="csrc/kmeans/kmeans_persistent.cu",
@@ -194,7 +194,7 @@ register("kmeans", "device_tiled", description="device_gemm with its two halves 
          "device_gemm and cpu(summation='chunked')",
          params=(Param("loops_per_sync", 8, (1, 2, 4, 8, 16, 32),
                        "loops queued before the host reads the stop flag (later ones return at once)"), _BLOCKS,
-                 Param("products", "auto", ("auto", "tf32x3", "ffma"),
+                 Param.from_kernels("kmeans/device_tiled/products",
                        "the screen's dot products: 'tf32x3' on the tensor cores (split operands, three mma products), "
                        "'ffma' FP32 FMAs, 'auto' by shape (kmeans_tiled.cu's resolve); memberships Liao's either way")),
          **dict(_DEVICE, kernel="csrc/kmeans/kmeans_tiled.cu"))(_kmeans_device)
@@ -239,10 +239,10 @@ register("kmeans", "stream", description="device's loop over points that stay in
          params=(Param("chunk_points", 0, STREAM_CHUNKS, "objects a slab (a multiple of 32,768); 0: 256 MiB of "
                        "points a slab"),
                  Param("buffers", 3, (2, 3, 4), "device slabs: copies run up to buffers - 1 slabs ahead"),
-                 Param("host_memory", "register", ("register", "staged"),
+                 Param.from_kernels("kmeans/stream/host_memory",
                        "pageable x: 'register' page-locks it in place for the call; 'staged' copies each slab "
                        "through pinned buffers allocated once per call"),
-                 Param("assign", "auto", ("auto", "liao", "dot"),
+                 Param.from_kernels("kmeans/stream/assign",
                        "the assignment kernel: 'liao' device's (k*D <= 1024), 'dot' device_gemm's (k*D <= 4096), "
                        "'auto' liao where it fits")),
          report="gpuopt", needs_cuda=True, kernel="csrc/kmeans/kmeans_stream.cu",
