@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <tuple>    // (for the dispatchers: a tiling type list per table, indexed by the entry)
+#include <utility>
 
 #include "error.hpp"
 

@@ -49,8 +49,6 @@
 #include <climits>
 #include <cstdint>
 #include <string>
-#include <tuple>
-#include <utility>
 #include <vector>
 
 #include "../common/device_buffer.cuh"

@@ -4,8 +4,6 @@
 // with 16-byte loads and a transposed A tile so the inner loop reads float4 from shared memory
 // (vectorized).
 // Tile shapes are template parameters; the tile names the launchers accept map to them.
-#include <utility>
-
 #include "matmul_kernels.cuh"
 
 namespace gpuopt::matmul {

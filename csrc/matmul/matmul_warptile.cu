@@ -3,9 +3,6 @@
 // reads of A^T and B hit distinct banks or one address. Tiles reach shared memory through
 // registers (16-byte global loads, A transposed on the way in); one buffer, two barriers
 // per k-step. Blocks are ordered in groups of 8 tile rows for L2 reuse.
-#include <tuple>
-#include <utility>
-
 #include "matmul_warptile.cuh"
 
 namespace gpuopt::matmul {
