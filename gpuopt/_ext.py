@@ -19,6 +19,7 @@ from . import _core
 
 __all__ = ["cuda_available", "cuda_unavailable_reason", "require_cuda", "cpu_choices_hint", "build_info",
            "device_info", "cuda_module", "cuda_host_module", "launcher", "planner", "host_check", "kernel_limits",
+           "kernel_choices",
            "DriverProbe", "probe_driver", "no_device_reason"]
 
 #: The NVIDIA driver's user-space library, which the (statically linked) CUDA runtime loads at its first call.
@@ -205,6 +206,18 @@ def kernel_limits() -> dict[str, int]:
     variants' int indices), ``conv2d_unroll_scratch_bytes`` (unroll's scratch budget), ``sparse_conv2d_max_taps``
     (the largest filter side of the sparse kernels)."""
     return dict(_kernel_limits())
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel_choices() -> dict[str, dict[str, Any]]:
+    return {key: {"allowed": tuple(t["allowed"]), "default": t["default"]} for key, t in _core.kernel_choices().items()}
+
+
+def kernel_choices() -> dict[str, dict[str, Any]]:
+    """The kernels' parameter tables (``csrc/*/*_choices.hpp``), in every build (CUDA or not):
+    ``{"op/variant/param": {"allowed": (...), "default": value}}``, the allowed values in display order. The
+    launchers dispatch on these tables and the registry's Params are built from them (``Param.from_kernels``)."""
+    return {key: dict(t) for key, t in _kernel_choices().items()}
 
 
 def build_info() -> dict[str, Any]:

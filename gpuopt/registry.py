@@ -21,6 +21,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ._ext import kernel_choices
+
 __all__ = ["Param", "Variant", "register", "variants", "ops", "resolve", "cpu_variants", "REPORTS", "markdown"]
 
 #: Short keys of the reports variants come from (the texts are in ../shared/seeds/).
@@ -53,12 +55,25 @@ class Param:
         The values the kernel can run (checked before any launch).
     doc : str
         One line: what the parameter changes.
+    native : str
+        ``"op/variant/param"`` when the allowed values and the default are the kernels' (a C++ table of a
+        ``csrc/*/*_choices.hpp`` header, read from ``gpuopt._ext.kernel_choices()``: see :meth:`from_kernels`);
+        empty for parameters only Python knows.
     """
 
     name: str
     default: Any
     allowed: tuple
     doc: str = ""
+    native: str = ""
+
+    @classmethod
+    def from_kernels(cls, key: str, doc: str = "") -> "Param":
+        """The parameter whose values pick a kernel instantiation or code path: its allowed values and default
+        are the C++ table's (``key``: ``"op/variant/param"``, e.g. ``"conv2d/implicit_gemm_fast/tile"``), which
+        the launchers dispatch on; written once, there. Every build has the tables (``gpuopt._core``)."""
+        table = kernel_choices()[key]
+        return cls(key.rsplit("/", 1)[-1], table["default"], tuple(table["allowed"]), doc, key)
 
     def __post_init__(self) -> None:
         if self.default not in self.allowed:

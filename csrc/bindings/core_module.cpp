@@ -8,6 +8,8 @@
 #include "../common/parallel.hpp"
 #include "../conv/conv2d.hpp"
 #include "../conv/conv2d_cuda.hpp"  // constants only: the GPU kernels' limits (no CUDA code is linked here)
+#include "../kmeans/kmeans_choices.hpp"
+#include "../matmul/matmul_choices.hpp"
 #include "../kmeans/kmeans.hpp"
 #include "../matmul/matmul.hpp"
 #include "../nn/nn.hpp"
@@ -57,9 +59,7 @@ carray<float> matmul_py(const carray<float>& a, const carray<float>& b) {
 
 py::tuple kmeans_py(const carray<float>& x, const carray<float>& init, float threshold, std::int64_t max_iter,
                     const std::string& summation) {
-    GPUOPT_REQUIRE(summation == "liao" || summation == "chunked",
-                   "kmeans: summation must be 'liao' or 'chunked', got '" + summation + "'");
-    const auto sum_order = summation == "chunked" ? kmeans::Summation::Chunked : kmeans::Summation::Liao;
+    const auto sum_order = choice<kmeans::Summation>(kmeans::kSummations, summation, "kmeans cpu");
     const auto xs = bind::shape_of(x, 2, "x");
     const auto is = bind::shape_of(init, 2, "init");
     GPUOPT_REQUIRE(is[1] == xs[1], "init must have as many coordinates as x");
@@ -147,7 +147,7 @@ carray<float> activation_py(const carray<float>& x, const std::string& act) {
 
 carray<float> pool2d_py(const carray<float>& x, std::int64_t size, const std::string& kind) {
     GPUOPT_REQUIRE(x.ndim() >= 2, "x must have at least 2 dimensions (..., H, W)");
-    GPUOPT_REQUIRE(kind == "max" || kind == "avg", "kind must be 'max' or 'avg'");
+    const auto pool = choice<nn::PoolKind>(nn::kPoolKinds, kind, "pool2d");
     const py::ssize_t nd = x.ndim();
     const std::int64_t H = x.shape(nd - 2), W = x.shape(nd - 1);
     GPUOPT_REQUIRE(size >= 1 && H >= size && W >= size, "pooling window larger than the input");
@@ -159,7 +159,7 @@ carray<float> pool2d_py(const carray<float>& x, std::int64_t size, const std::st
     {
         py::gil_scoped_release release;
         nn::pool2d_cpu(x.data(), y.mutable_data(), planes, H, W, size,
-                       kind == "max" ? nn::PoolKind::Max : nn::PoolKind::Average);
+                       pool);
     }
     return y;
 }
@@ -251,6 +251,72 @@ py::dict kernel_limits_py() {
     return d;
 }
 
+namespace {
+
+// One exported table: {"allowed": (...), "default": value}; ints spelled as Python's Params spell them (0 as
+// zero_name where it means "choose from the shape").
+template <std::size_t N>
+py::dict choices_dict(const NameChoices<N>& c, std::size_t default_index) {
+    py::list allowed;
+    for (const char* name : c.names) allowed.append(name);
+    py::dict d;
+    d["allowed"] = py::tuple(allowed);
+    d["default"] = c.names[default_index];
+    return d;
+}
+template <std::size_t N>
+py::dict choices_dict(const NameChoices<N>& c) {
+    return choices_dict(c, c.default_index);
+}
+template <std::size_t N>
+py::dict choices_dict(const IntChoices<N>& c) {
+    auto value = [&c](int v) -> py::object {
+        if (v == 0 && c.zero_name != nullptr) return py::str(c.zero_name);
+        return py::int_(v);
+    };
+    py::list allowed;
+    for (int v : c.values) allowed.append(value(v));
+    py::dict d;
+    d["allowed"] = py::tuple(allowed);
+    d["default"] = value(c.default_value());
+    return d;
+}
+
+}  // namespace
+
+// The parameter tables of the *_choices.hpp headers, by "op/variant/param": the allowed values (in display order)
+// and the default. gpuopt's registry builds those Params from them (registry.Param.native), so values and defaults
+// are written once, in C++, and the launchers dispatch on the same tables.
+py::dict kernel_choices_py() {
+    py::dict d;
+    d["conv2d/unroll/gemm"] = choices_dict(conv::kUnrollGemms);
+    d["conv2d/implicit_gemm_fast/tile"] = choices_dict(conv::kFastTiles);
+    d["conv2d/cudnn/algorithms"] = choices_dict(conv::kCudnnAlgorithms);
+    d["conv2d/unroll_k/loop_order"] = choices_dict(conv::kCs6235LoopOrders);
+    d["conv2d/unroll_k/unroll"] = choices_dict(conv::kCs6235UnrollK);
+    d["conv2d/unroll_c/unroll"] = choices_dict(conv::kCs6235UnrollC);
+    d["conv2d_pool/winograd/products"] = choices_dict(conv::kWinogradProducts);
+    d["matmul/coalesced/warp_layout"] = choices_dict(matmul::kWarpLayouts);
+    d["matmul/shared/block"] = choices_dict(matmul::kSharedBlocks);
+    d["matmul/tile_buffer/tile_sz"] = choices_dict(matmul::kTileBufferSizes);
+    d["matmul/blocktile_2d/tile"] = choices_dict(matmul::kTiles2d);
+    d["matmul/vectorized/tile"] = choices_dict(matmul::kTiles2d, matmul::kVectorizedDefaultTile);
+    d["matmul/warptile/tile"] = choices_dict(matmul::kWarpTiles);
+    d["matmul/async/tile"] = choices_dict(matmul::kAsyncTiles);
+    d["matmul/async/stages"] = choices_dict(matmul::kAsyncStages);
+    d["matmul/async/split_k"] = choices_dict(matmul::kAsyncSplitK);
+    d["matmul/tf32x3/stages"] = choices_dict(matmul::kTf32x3Stages);
+    d["matmul/tf32x3/flush_k"] = choices_dict(matmul::kTf32x3FlushK);
+    d["matmul/tf32x3/split"] = choices_dict(matmul::kTf32x3Splits);
+    d["kmeans/cpu/summation"] = choices_dict(kmeans::kSummations);
+    d["kmeans/device_tiled/products"] = choices_dict(kmeans::tiled::kTiledProducts);
+    d["kmeans/device_persistent/x_memory"] = choices_dict(kmeans::kPersistentXMemory);
+    d["kmeans/stream/host_memory"] = choices_dict(kmeans::kStreamHostMemory);
+    d["kmeans/stream/assign"] = choices_dict(kmeans::kStreamAssign);
+    d["sparse_conv2d/fast_fused/kernel"] = choices_dict(sparse::kFusedKernels);
+    return d;
+}
+
 PYBIND11_MODULE(_core, m) {
     m.doc() = "gpuopt CPU references (internal; use the gpuopt package API)";
     const auto nogil_doc = "Internal: arguments are validated by gpuopt; shapes are read from the arrays.";
@@ -258,7 +324,7 @@ PYBIND11_MODULE(_core, m) {
           py::arg("stride_h"), py::arg("stride_w"), py::arg("pad_h"), py::arg("pad_w"), py::arg("activation"), nogil_doc);
     m.def("matmul", &matmul_py, py::arg("a").noconvert(), py::arg("b").noconvert(), nogil_doc);
     m.def("kmeans", &kmeans_py, py::arg("x").noconvert(), py::arg("init").noconvert(), py::arg("threshold"),
-          py::arg("max_iter"), py::arg("summation") = "liao", nogil_doc);
+          py::arg("max_iter"), py::arg("summation") = kmeans::kSummations.default_name(), nogil_doc);
     m.def("kmeans_predict", &kmeans_predict_py, py::arg("x").noconvert(), py::arg("centroids").noconvert(), nogil_doc);
     m.def("sparse_conv", &sparse_conv_py, py::arg("x").noconvert(), py::arg("w").noconvert(), nogil_doc);
     m.def("sparse_input_planes_apply", [](std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R,
@@ -275,9 +341,11 @@ PYBIND11_MODULE(_core, m) {
     m.def("activation", &activation_py, py::arg("x").noconvert(), py::arg("activation"), nogil_doc);
     m.def("pool2d", &pool2d_py, py::arg("x").noconvert(), py::arg("size"), py::arg("kind"), nogil_doc);
     m.def("fully_connected", &fully_connected_py, py::arg("x").noconvert(), py::arg("w").noconvert(),
-          py::arg("bias").noconvert(), py::arg("activation") = "none", nogil_doc);
+          py::arg("bias").noconvert(), py::arg("activation") = kActivations.default_name(), nogil_doc);
     m.def("argmax", &argmax_py, py::arg("x").noconvert(), nogil_doc);
     m.def("softmax", &softmax_py, py::arg("x").noconvert(), nogil_doc);
     m.def("build_info", &build_info_py, "What this build was compiled with.");
     m.def("kernel_limits", &kernel_limits_py, "The GPU kernels' limits (constant bank, index ranges, switches).");
+    m.def("kernel_choices", &kernel_choices_py,
+          "The parameter tables of the kernels' *_choices.hpp headers: {'op/variant/param': {'allowed', 'default'}}.");
 }

@@ -12,13 +12,14 @@ namespace {
 
 using conv::Cs6235Variant;
 
+// The variants without an unroll or a loop order get 0 and crs (their fixed order; the launcher checks them).
 conv::Cs6235Config cs6235_config(Cs6235Variant variant, int block_size, int unroll = 0,
                                  const std::string& loop_order = "crs") {
     conv::Cs6235Config cfg;
     cfg.variant = variant;
     cfg.block_size = block_size;
     cfg.unroll = unroll;
-    cfg.loop_order = conv::cs6235_loop_order_from_string(loop_order);
+    cfg.loop_order = choice<conv::Cs6235LoopOrder>(conv::kCs6235LoopOrders, loop_order, "conv2d unroll_k");
     return cfg;
 }
 

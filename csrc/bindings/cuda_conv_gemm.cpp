@@ -12,17 +12,25 @@ namespace gpuopt::bind {
 
 void bind_conv_gemm(py::module_& m) {
     // scratch_limit_bytes is not a registry parameter: a budget the tests shrink to force chunks of images.
+    // String parameters become the launchers' enums here, once (conv2d_choices.hpp's tables).
     def_conv2d(m, "unroll", [](const Conv2dArgs& a, const std::string& gemm, std::int64_t scratch_limit_bytes) {
-        run_conv(a, [&](auto... p) { conv::conv2d_unroll(p..., gemm, scratch_limit_bytes); });
-    }, &conv::conv2d_unroll_check, py::arg("gemm"), py::arg("scratch_limit_bytes") = conv::kUnrollScratchBytes);
+        const auto g = choice<conv::UnrollGemm>(conv::kUnrollGemms, gemm, "conv2d unroll");
+        run_conv(a, [&](auto... p) { conv::conv2d_unroll(p..., g, scratch_limit_bytes); });
+    }, [](const conv::Conv2dShape& s, const std::string& gemm, std::int64_t scratch_limit_bytes) {
+        conv::conv2d_unroll_check(s, choice<conv::UnrollGemm>(conv::kUnrollGemms, gemm, "conv2d unroll"),
+                                  scratch_limit_bytes);
+    }, py::arg("gemm"), py::arg("scratch_limit_bytes") = conv::kUnrollScratchBytes);
 
     def_conv2d(m, "implicit_gemm", [](const Conv2dArgs& a, int tile) {
         run_conv(a, [&](auto... p) { conv::conv2d_implicit_gemm(p..., tile); });
     }, &conv::conv2d_implicit_gemm_check, py::arg("tile"));
 
     def_conv2d(m, "implicit_gemm_fast", [](const Conv2dArgs& a, const std::string& tile) {
-        run_conv(a, [&](auto... p) { conv::conv2d_implicit_gemm_fast(p..., tile); });
-    }, &conv::conv2d_implicit_gemm_fast_check, py::arg("tile"));
+        const auto t = choice<conv::FastTile>(conv::kFastTiles, tile, "conv2d implicit_gemm_fast");
+        run_conv(a, [&](auto... p) { conv::conv2d_implicit_gemm_fast(p..., t); });
+    }, [](const conv::Conv2dShape& s, const std::string& tile) {
+        conv::conv2d_implicit_gemm_fast_check(s, choice<conv::FastTile>(conv::kFastTiles, tile, "conv2d implicit_gemm_fast"));
+    }, py::arg("tile"));
 
     def_conv2d(m, "implicit_gemm_tf32x3", [](const Conv2dArgs& a) {
         run_conv(a, [&](auto... p) { conv::conv2d_implicit_gemm_tf32x3(p...); });

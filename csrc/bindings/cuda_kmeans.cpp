@@ -62,16 +62,12 @@ kmeans::LiaoConfig liao_config(int threads, int reduction_threads, bool aos, boo
 
 kmeans::StreamConfig stream_config(std::int64_t chunk_points, int buffers, const std::string& host_memory,
                                    const std::string& assign) {
-    GPUOPT_REQUIRE(host_memory == "register" || host_memory == "staged",
-                   "kmeans stream: host_memory must be 'register' or 'staged', got '" + host_memory + "'");
-    GPUOPT_REQUIRE(assign == "auto" || assign == "liao" || assign == "dot",
-                   "kmeans stream: assign must be 'auto', 'liao' or 'dot', got '" + assign + "'");
+    // Through kmeans_choices.hpp's tables: host_memory index 1 is staged; assign's indices are StreamAssign's.
     kmeans::StreamConfig cfg;
     cfg.chunk_points = chunk_points;
     cfg.buffers = buffers;
-    cfg.staged = host_memory == "staged";
-    cfg.assign = assign == "liao" ? kmeans::StreamAssign::Liao
-                                  : (assign == "dot" ? kmeans::StreamAssign::Dot : kmeans::StreamAssign::Auto);
+    cfg.staged = choice_index(kmeans::kStreamHostMemory, host_memory, "kmeans stream") == 1;
+    cfg.assign = choice<kmeans::StreamAssign>(kmeans::kStreamAssign, assign, "kmeans stream");
     return cfg;
 }
 
@@ -83,11 +79,9 @@ void check_loop_args(int loops_per_sync, int blocks) {
 
 kmeans::PersistentConfig persistent_config(int blocks, const std::string& x_memory) {
     GPUOPT_REQUIRE(blocks >= 0, "kmeans device_persistent: blocks must be >= 0 (0: as many as are co-resident)");
-    GPUOPT_REQUIRE(x_memory == "auto" || x_memory == "global",
-                   "kmeans device_persistent: x_memory must be 'auto' or 'global', got '" + x_memory + "'");
     kmeans::PersistentConfig cfg;
     cfg.blocks = blocks;
-    cfg.global_x = x_memory == "global";
+    cfg.global_x = choice_index(kmeans::kPersistentXMemory, x_memory, "kmeans device_persistent") == 1;  // global
     return cfg;
 }
 
@@ -140,27 +134,31 @@ void bind_kmeans(py::module_& m) {
                 [](std::uintptr_t x_dev, std::uintptr_t centroids_dev, std::uintptr_t membership_dev, std::int64_t n,
                    std::int64_t d, std::int64_t k, float threshold, std::int64_t max_iter, int loops_per_sync,
                    int blocks, const std::string& products) {
+                    const auto p = choice<kmeans::tiled::Products>(kmeans::tiled::kTiledProducts, products,
+                                                                   "kmeans device_tiled");
                     kmeans::KMeansStats stats;
                     {
                         py::gil_scoped_release release;
                         stats = kmeans::kmeans_device_tiled(dptr<const float>(x_dev), n, d, k, threshold, max_iter,
                                                             dptr<float>(centroids_dev),
                                                             dptr<std::int32_t>(membership_dev), loops_per_sync, blocks,
-                                                            products);
+                                                            p);
                     }
                     return py::make_tuple(stats.iterations, delta_array(stats));
                 },
                 py::arg("x_dev_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
                 py::arg("d"), py::arg("k"), py::arg("threshold"), py::arg("max_iter"), py::kw_only(),
-                py::arg("loops_per_sync"), py::arg("blocks") = 0, py::arg("products") = "auto", loop_doc);
+                py::arg("loops_per_sync"), py::arg("blocks") = 0, py::arg("products") = kmeans::tiled::kTiledProducts.default_name(), loop_doc);
     def_check(m, "kmeans", "device_tiled",
               [](std::int64_t n, std::int64_t d, std::int64_t k, int loops_per_sync, int blocks,
                  const std::string& products) {
                   check_loop_args(loops_per_sync, blocks);
-                  kmeans::kmeans_device_tiled_check(n, d, k, products);
+                  kmeans::kmeans_device_tiled_check(
+                      n, d, k, choice<kmeans::tiled::Products>(kmeans::tiled::kTiledProducts, products,
+                                                               "kmeans device_tiled"));
               },
               py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(), py::arg("loops_per_sync") = 1,
-              py::arg("blocks") = 0, py::arg("products") = "auto", check_doc);
+              py::arg("blocks") = 0, py::arg("products") = kmeans::tiled::kTiledProducts.default_name(), check_doc);
     // kmeans_device_persistent(x_dev, centroids_dev, membership_dev, n, d, k, threshold, max_iter, *, blocks, x_memory,
     //   init_dev_ptr=0) -> (iterations, delta); one cooperative launch for the whole run. init_dev_ptr: the initial
     //   centres on the device (0: centroids_dev holds them), read by the kernel, so no copy is queued.
@@ -181,7 +179,7 @@ void bind_kmeans(py::module_& m) {
                 },
                 py::arg("x_dev_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
                 py::arg("d"), py::arg("k"), py::arg("threshold"), py::arg("max_iter"), py::kw_only(),
-                py::arg("blocks") = 0, py::arg("x_memory") = "auto", py::arg("init_dev_ptr") = 0,
+                py::arg("blocks") = 0, py::arg("x_memory") = kmeans::kPersistentXMemory.default_name(), py::arg("init_dev_ptr") = 0,
                 "The whole k-means run in one cooperative launch (see csrc/kmeans/kmeans_cuda.hpp).");
     m.def("kmeans_persistent_mapped", &kmeans::kmeans_device_persistent_mapped, py::arg("on"),
           "Testing aid: device_persistent's result through mapped host memory (True, the default) or copied back; "
@@ -192,7 +190,7 @@ void bind_kmeans(py::module_& m) {
                   kmeans::kmeans_device_persistent_check(n, d, k);
               },
               py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(), py::arg("blocks") = 0,
-              py::arg("x_memory") = "auto",
+              py::arg("x_memory") = kmeans::kPersistentXMemory.default_name(),
               "Raise ValueError if device_persistent cannot run this configuration (nothing runs; needs a device).");
     m.def("kmeans_grid_barrier_ms", &kmeans::kmeans_grid_barrier_ms, py::arg("blocks_per_sm"), py::arg("barriers"),
           py::arg("cg"), py::call_guard<py::gil_scoped_release>(),
@@ -219,15 +217,15 @@ void bind_kmeans(py::module_& m) {
                 },
                 py::arg("x_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
                 py::arg("d"), py::arg("k"), py::arg("threshold"), py::arg("max_iter"), py::kw_only(),
-                py::arg("chunk_points") = 0, py::arg("buffers") = 3, py::arg("host_memory") = "register",
-                py::arg("assign") = "auto", "k-means over points streamed from host memory (kmeans_cuda.hpp).");
+                py::arg("chunk_points") = 0, py::arg("buffers") = 3, py::arg("host_memory") = kmeans::kStreamHostMemory.default_name(),
+                py::arg("assign") = kmeans::kStreamAssign.default_name(), "k-means over points streamed from host memory (kmeans_cuda.hpp).");
     def_check(m, "kmeans", "stream",
               [](std::int64_t n, std::int64_t d, std::int64_t k, std::int64_t chunk_points, int buffers,
                  const std::string& host_memory, const std::string& assign) {
                   kmeans::kmeans_stream_check(n, d, k, stream_config(chunk_points, buffers, host_memory, assign));
               },
               py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(), py::arg("chunk_points") = 0,
-              py::arg("buffers") = 3, py::arg("host_memory") = "register", py::arg("assign") = "auto",
+              py::arg("buffers") = 3, py::arg("host_memory") = kmeans::kStreamHostMemory.default_name(), py::arg("assign") = kmeans::kStreamAssign.default_name(),
               "Raise ValueError if the stream variant cannot run this configuration (nothing runs; needs a device).");
     def_variant(m, "kmeans_predict", "device",
                 [](std::uintptr_t x_dev, std::uintptr_t centroids_dev, std::uintptr_t membership_dev, std::int64_t n,

@@ -70,11 +70,23 @@ void def_matmul(py::module_& m, const char* variant, Fn fn, Prep prep, const Par
 // matmul_prepare(variant, params set by `set`, M, N, K) as a planner's prep.
 template <typename... P, typename Set>
 auto prep_of(const char* variant, Set set) {
-    return [variant = std::string(variant), set](int64_t M, int64_t N, int64_t K, P... p) {
-        matmul::KernelParams params;
+    const auto step = choice<matmul::Step>(matmul::kSteps, variant, "matmul");
+    return [step, set](int64_t M, int64_t N, int64_t K, P... p) {
+        matmul::KernelParams params{};
         set(params, p...);
-        return matmul::matmul_prepare(variant, params, M, N, K);
+        return matmul::matmul_prepare(step, params, M, N, K);
     };
+}
+
+// String parameters become the launchers' enums here, once (matmul_choices.hpp's tables).
+matmul::WarpLayout warp_layout_of(const std::string& w) {
+    return choice<matmul::WarpLayout>(matmul::kWarpLayouts, w, "matmul coalesced");
+}
+matmul::AsyncTile async_tile_of(const std::string& tile) {
+    return choice<matmul::AsyncTile>(matmul::kAsyncTiles, tile, "matmul async");
+}
+matmul::Tf32x3Split split_of(const std::string& split) {
+    return choice<matmul::Tf32x3Split>(matmul::kTf32x3Splits, split, "matmul tf32x3");
 }
 
 }  // namespace
@@ -116,9 +128,12 @@ void bind_matmul(py::module_& m) {
 
     def_matmul(m, "coalesced", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K,
                                  const std::string& warp_layout) {
+        const matmul::WarpLayout layout = warp_layout_of(warp_layout);
         py::gil_scoped_release release;
-        matmul::matmul_coalesced(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, warp_layout);
-    }, prep_of<const std::string&>("coalesced", [](matmul::KernelParams& p, const std::string& w) { p.warp_layout = w; }),
+        matmul::matmul_coalesced(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, layout);
+    }, prep_of<const std::string&>("coalesced", [](matmul::KernelParams& p, const std::string& w) {
+        p.warp_layout = warp_layout_of(w);
+    }),
        py::arg("warp_layout"));
     def_matmul(m, "shared", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K, int block) {
         py::gil_scoped_release release;
@@ -129,35 +144,45 @@ void bind_matmul(py::module_& m) {
         matmul::matmul_tile_buffer(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, tile_sz);
     }, prep_of<int>("tile_buffer", [](matmul::KernelParams& p, int tile_sz) { p.tile_sz = tile_sz; }), py::arg("tile_sz"));
 
-    using TileFn = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, const std::string&);
-    auto def_tile = [&m](const char* variant, TileFn fn) {
-        def_matmul(m, variant, [fn](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K, const std::string& tile) {
+    // blocktile_2d, vectorized (kTiles2d) and warptile (kWarpTiles): a tile name, converted through the table.
+    auto def_tile = [&m](const char* variant, auto fn, auto table, auto set) {
+        using Tile = std::decay_t<std::tuple_element_t<1, typename Signature<decltype(set)>::args>>;
+        def_matmul(m, variant, [fn, table, variant](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N,
+                                                   int64_t K, const std::string& tile) {
+            const Tile t = choice<Tile>(table, tile, variant);
             py::gil_scoped_release release;
-            fn(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, tile);
-        }, prep_of<const std::string&>(variant, [](matmul::KernelParams& p, const std::string& tile) { p.tile = tile; }),
-           py::arg("tile"));
+            fn(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, t);
+        }, prep_of<const std::string&>(variant, [table, variant, set](matmul::KernelParams& p, const std::string& tile) {
+            set(p, choice<Tile>(table, tile, variant));
+        }), py::arg("tile"));
     };
-    def_tile("blocktile_2d", &matmul::matmul_blocktile_2d);
-    def_tile("vectorized", &matmul::matmul_vectorized);
-    def_tile("warptile", &matmul::matmul_warptile);
+    def_tile("blocktile_2d", &matmul::matmul_blocktile_2d, matmul::kTiles2d,
+             [](matmul::KernelParams& p, matmul::Tile2d t) { p.tile_2d = t; });
+    def_tile("vectorized", &matmul::matmul_vectorized, matmul::kTiles2d,
+             [](matmul::KernelParams& p, matmul::Tile2d t) { p.tile_2d = t; });
+    def_tile("warptile", &matmul::matmul_warptile, matmul::kWarpTiles,
+             [](matmul::KernelParams& p, matmul::WarpTile t) { p.warp_tile = t; });
 
     def_matmul(m, "async", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K,
                              const std::string& tile, int stages, int split_k) {
+        const matmul::AsyncTile t = async_tile_of(tile);
         py::gil_scoped_release release;
-        matmul::matmul_async(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, tile, stages,
+        matmul::matmul_async(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, t, stages,
                              split_k);
     }, prep_of<const std::string&, int, int>("async", [](matmul::KernelParams& p, const std::string& tile, int stages,
-                                                         int split_k) { p.tile = tile, p.stages = stages, p.split_k = split_k; }),
+                                                         int split_k) {
+        p.async_tile = async_tile_of(tile), p.stages = stages, p.split_k = split_k;
+    }),
        py::arg("tile"), py::arg("stages"), py::arg("split_k"));
 
     def_matmul(m, "tf32x3", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K,
                               int stages, int flush_k, const std::string& split) {
+        const matmul::Tf32x3Split s = split_of(split);
         py::gil_scoped_release release;
-        matmul::matmul_tf32x3(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, stages, flush_k,
-                              split);
+        matmul::matmul_tf32x3(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, stages, flush_k, s);
     }, prep_of<int, int, const std::string&>("tf32x3", [](matmul::KernelParams& p, int stages, int flush_k,
                                                           const std::string& split) {
-        p.stages = stages, p.flush_k = flush_k, p.split = split;
+        p.stages = stages, p.flush_k = flush_k, p.split = split_of(split);
     }), py::arg("stages"), py::arg("flush_k"), py::arg("split"));
 
     def_matmul(m, "tf32x3_wgmma", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K) {
@@ -165,22 +190,35 @@ void bind_matmul(py::module_& m) {
         matmul::matmul_tf32x3_wgmma(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K);
     }, nullptr);
 
-    m.def("matmul_kernel_info", [](const std::string& variant, int64_t M, int64_t N, int64_t K, int block, int tile_sz,
-                                   const std::string& warp_layout, const std::string& tile, int stages, int split_k,
-                                   int flush_k, const std::string& split) {
-        matmul::KernelParams p;
-        p.block = block;
-        p.tile_sz = tile_sz;
-        p.warp_layout = warp_layout;
-        p.tile = tile;
-        p.stages = stages;
-        p.split_k = split_k;
-        p.flush_k = flush_k;
-        p.split = split;
-        return kernel_info_dict(matmul::matmul_kernel_info(variant, p, M, N, K));
-    }, py::arg("variant"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("block") = 16, py::arg("tile_sz") = 1,
-          py::arg("warp_layout") = "row", py::arg("tile") = "auto", py::arg("stages") = 3, py::arg("split_k") = 0,
-          py::arg("flush_k") = 16, py::arg("split") = "fragment",
+    // The parameters not given are the tables' defaults (the variant's own for tile and stages).
+    m.def("matmul_kernel_info", [](const std::string& variant, int64_t M, int64_t N, int64_t K, std::optional<int> block,
+                                   std::optional<int> tile_sz, std::optional<std::string> warp_layout,
+                                   std::optional<std::string> tile, std::optional<int> stages, std::optional<int> split_k,
+                                   std::optional<int> flush_k, std::optional<std::string> split) {
+        using namespace matmul;
+        const auto step = choice<Step>(kSteps, variant, "matmul_kernel_info");
+        KernelParams p{};
+        p.block = block.value_or(kSharedBlocks.default_value());
+        p.tile_sz = tile_sz.value_or(kTileBufferSizes.default_value());
+        p.warp_layout = warp_layout ? warp_layout_of(*warp_layout) : static_cast<WarpLayout>(kWarpLayouts.default_index);
+        p.tile_2d = static_cast<Tile2d>(step == Step::Vectorized ? kVectorizedDefaultTile : kTiles2d.default_index);
+        p.warp_tile = static_cast<WarpTile>(kWarpTiles.default_index);
+        p.async_tile = static_cast<AsyncTile>(kAsyncTiles.default_index);
+        if (tile && (step == Step::Blocktile2d || step == Step::Vectorized))
+            p.tile_2d = choice<Tile2d>(kTiles2d, *tile, variant.c_str());
+        else if (tile && step == Step::Warptile)
+            p.warp_tile = choice<WarpTile>(kWarpTiles, *tile, variant.c_str());
+        else if (tile)
+            p.async_tile = async_tile_of(*tile);
+        p.stages = stages.value_or(step == Step::Tf32x3 ? kTf32x3Stages.default_value() : kAsyncStages.default_value());
+        p.split_k = split_k.value_or(kAsyncSplitK.default_value());
+        p.flush_k = flush_k.value_or(kTf32x3FlushK.default_value());
+        p.split = split ? split_of(*split) : static_cast<Tf32x3Split>(kTf32x3Splits.default_index);
+        return kernel_info_dict(matmul_kernel_info(step, p, M, N, K));
+    }, py::arg("variant"), py::arg("M"), py::arg("N"), py::arg("K"), py::arg("block") = py::none(),
+          py::arg("tile_sz") = py::none(), py::arg("warp_layout") = py::none(), py::arg("tile") = py::none(),
+          py::arg("stages") = py::none(), py::arg("split_k") = py::none(), py::arg("flush_k") = py::none(),
+          py::arg("split") = py::none(),
           "Registers, shared memory, local memory and occupancy of the kernel `variant` runs for an M x N x K "
           "product with 16-byte aligned operands.");
 }

@@ -21,9 +21,7 @@ nn::ConvPoolShape conv_pool_shape(const py::tuple& dims) {
 }
 
 nn::PoolKind pool_kind(const std::string& pool) {
-    if (pool == "max") return nn::PoolKind::Max;
-    if (pool == "avg") return nn::PoolKind::Average;
-    throw py::value_error("pool must be 'max' or 'avg', got '" + pool + "'");
+    return choice<nn::PoolKind>(nn::kPoolKinds, pool, "conv2d_pool pool");
 }
 
 // The winograd launcher's view of a conv2d_pool shape: a valid (unpadded) stride-1 convolution, pooled 2x2.
@@ -45,10 +43,7 @@ conv::WinogradPool winograd_pool(const std::string& pool) {
 }
 
 conv::WinogradProducts winograd_products(const std::string& products) {
-    if (products == "auto") return conv::WinogradProducts::Auto;
-    if (products == "fma") return conv::WinogradProducts::Fma;
-    if (products == "tf32x3") return conv::WinogradProducts::Tf32x3;
-    throw py::value_error("products must be 'auto', 'fma' or 'tf32x3', got '" + products + "'");
+    return choice<conv::WinogradProducts>(conv::kWinogradProducts, products, "conv2d_pool winograd");
 }
 
 }  // namespace

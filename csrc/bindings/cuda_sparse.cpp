@@ -71,11 +71,7 @@ void bind_sparse(py::module_& m) {
                 [](std::uintptr_t x, std::uintptr_t codes, std::int64_t width, std::uintptr_t y, std::uintptr_t overflow,
                    std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R, std::int64_t S,
                    int split, const std::string& kernel) {
-                    using K = sparse::FusedKernel;
-                    const K k = kernel == "auto" ? K::kAuto : kernel == "window" ? K::kWindow
-                                : kernel == "int32" ? K::kInt32 : kernel == "fp32" ? K::kFp32
-                                : throw py::value_error("sparse_conv2d fast_fused: kernel must be 'auto', 'window', "
-                                                        "'int32' or 'fp32', got '" + kernel + "'");
+                    const auto k = choice<sparse::FusedKernel>(sparse::kFusedKernels, kernel, "sparse_conv2d fast_fused");
                     py::gil_scoped_release release;
                     sparse::sparse_conv_fast_fused(dptr<const std::int16_t>(x), dptr<const std::int32_t>(codes), width,
                                                    dptr<std::int32_t>(y), dptr<int>(overflow), shape_of(C, H, W, M, R, S),
@@ -83,7 +79,7 @@ void bind_sparse(py::module_& m) {
                 },
                 py::arg("x"), py::arg("codes"), py::arg("width"), py::arg("y"), py::arg("overflow"), py::arg("C"),
                 py::arg("H"), py::arg("W"), py::arg("M"), py::arg("R"), py::arg("S"), py::arg("split") = 0,
-                py::arg("kernel") = "auto",
+                py::arg("kernel") = sparse::kFusedKernels.default_name(),
                 "As fast, conv + ReLU + pool in one kernel; split: cluster blocks sharing the channels (0 = auto); "
                 "kernel: 'window' (one pool window per thread), 'int32'/'fp32' (register-blocked 3x3), 'auto'. "
                 "Queues the work; sets the int32 device flag overflow (zeroed first) to 1 when a sum does not fit int32.");

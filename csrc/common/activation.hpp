@@ -5,6 +5,7 @@
 #include <string>
 #include <type_traits>
 
+#include "choices.hpp"
 #include "error.hpp"
 
 #if defined(__CUDACC__)
@@ -16,13 +17,12 @@
 namespace gpuopt {
 
 enum class Activation : int { None = 0, Relu = 1, Tanh = 2 };
+inline constexpr NameChoices<3> kActivations{"activation", {"none", "relu", "tanh"}, 0};
 
+// For the bindings: the activation's name ("" is none); InvalidArgument naming the allowed ones. (The lines
+// above apply_activation keep its line numbers: with -lineinfo they reach the PTX, and changed the SASS.)
 inline Activation activation_from_string(const std::string& name) {
-    if (name.empty() || name == "none") return Activation::None;
-    if (name == "relu") return Activation::Relu;
-    if (name == "tanh") return Activation::Tanh;
-    detail::fail_argument(__FILE__, __LINE__,
-                          "activation must be 'none', 'relu' or 'tanh', got '" + name + "'");
+    return name.empty() ? Activation::None : choice<Activation>(kActivations, name, "activation");
 }
 
 // ReLU keeps NaN (x < 0 is false for NaN), as PyTorch and NumPy's maximum do.

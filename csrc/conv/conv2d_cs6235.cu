@@ -327,12 +327,6 @@ Cs6235Variant cs6235_variant_from_string(const std::string& name) {
                           "general; got '" + name + "'");
 }
 
-Cs6235LoopOrder cs6235_loop_order_from_string(const std::string& name) {
-    if (name == "crs") return Order::Crs;
-    if (name == "rsc") return Order::Rsc;
-    detail::fail_argument(__FILE__, __LINE__, "loop_order must be 'crs' or 'rsc', got '" + name + "'");
-}
-
 Cs6235Plan conv2d_cs6235_plan(const Conv2dShape& s, const Cs6235Config& cfg) {
     s.validate();
     const std::string name = std::string("conv2d ") + variant_name(cfg.variant);
@@ -349,13 +343,13 @@ Cs6235Plan conv2d_cs6235_plan(const Conv2dShape& s, const Cs6235Config& cfg) {
         case Cs6235Variant::Plain: break;
         case Cs6235Variant::Reorder: plan.map_n_before_k = true; break;
         case Cs6235Variant::UnrollK:
-            GPUOPT_REQUIRE(cfg.unroll == 2 || cfg.unroll == 4 || cfg.unroll == 8 || cfg.unroll == 16,
+            GPUOPT_REQUIRE(kCs6235UnrollK.contains(cfg.unroll),
                            name + ": unroll must be 2, 4, 8 or 16, got " + std::to_string(cfg.unroll));
             plan.k_unroll = cfg.unroll;
             plan.loop_order = cfg.loop_order;
             break;
         case Cs6235Variant::UnrollC:
-            GPUOPT_REQUIRE(cfg.unroll == 0 || cfg.unroll == 2 || cfg.unroll == 4 || cfg.unroll == 8 || cfg.unroll == 16,
+            GPUOPT_REQUIRE(kCs6235UnrollC.contains(cfg.unroll),
                            name + ": unroll must be 0 (none), 2, 4, 8 or 16, got " + std::to_string(cfg.unroll));
             plan.c_unroll = cfg.unroll == 0 ? 1 : cfg.unroll;
             break;

@@ -7,6 +7,7 @@
 
 #include "../common/activation.hpp"
 #include "conv2d.hpp"
+#include "conv2d_choices.hpp"
 
 namespace gpuopt::conv {
 
@@ -17,21 +18,16 @@ void conv2d_basic(const float* x, const float* w, const float* bias, float* y, c
                   Activation act);
 
 #if defined(GPUOPT_WITH_CUDNN)
-// Which cuDNN algorithms the search may pick. Precise: the GEMM family and DIRECT, which
-// sum products like the reference does (errors ~1e-7 relative). Any: also FFT and Winograd,
-// whose transforms lose accuracy on larger filters (seen on the H200: 3e-4 relative on a
-// 5x5 layer); faster on some shapes, and what a framework's benchmark mode would pick.
-enum class CudnnAlgorithms : int { Precise = 0, Any = 1 };
-CudnnAlgorithms cudnn_algorithms_from_string(const std::string& name);
-
+// algorithms: which cuDNN algorithms the search may pick (kCudnnAlgorithms, conv2d_choices.hpp; any is
+// faster on some shapes, and what a framework's benchmark mode would pick).
 // cuDNN forward in strict FP32 (no TF32), the algorithm found once per shape and cached;
 // bias and activation by a small epilogue kernel when asked for.
 void conv2d_cudnn(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
-                  Activation act, CudnnAlgorithms algorithms = CudnnAlgorithms::Precise);
+                  Activation act, CudnnAlgorithms algorithms);
 
 // Name of the cuDNN algorithm conv2d_cudnn uses for this shape (e.g. "IMPLICIT_PRECOMP_GEMM");
 // finds and caches it first if this shape has not run yet.
-std::string conv2d_cudnn_algorithm(const Conv2dShape& s, CudnnAlgorithms algorithms = CudnnAlgorithms::Precise);
+std::string conv2d_cudnn_algorithm(const Conv2dShape& s, CudnnAlgorithms algorithms);
 #endif
 
 }  // namespace gpuopt::conv
@@ -43,16 +39,15 @@ std::string conv2d_cudnn_algorithm(const Conv2dShape& s, CudnnAlgorithms algorit
 namespace gpuopt::conv {
 
 enum class Cs6235Variant : int { Plain = 0, Reorder, UnrollK, UnrollC, UnrollNK, Shared, General };
-enum class Cs6235LoopOrder : int { Crs = 0, Rsc = 1 };
 
-// What the caller asks for. block_size: 32..1024, a multiple of 32. unroll: UnrollK 2, 4, 8
-// or 16 maps per thread; UnrollC 0 (none), 2, 4, 8 or 16 channels per step; ignored (must
-// be 0) by the others. loop_order: UnrollK only (the others have a fixed order).
+// What the caller asks for (every field; no defaults here: the registry's come from conv2d_choices.hpp).
+// block_size: 32..1024, a multiple of 32. unroll: UnrollK kCs6235UnrollK maps per thread; UnrollC kCs6235UnrollC
+// channels per step (0: none); must be 0 for the others. loop_order: UnrollK's choice; Crs for the others.
 struct Cs6235Config {
-    Cs6235Variant variant = Cs6235Variant::Plain;
-    int block_size = 128;
-    int unroll = 0;
-    Cs6235LoopOrder loop_order = Cs6235LoopOrder::Crs;
+    Cs6235Variant variant;
+    int block_size;
+    int unroll;
+    Cs6235LoopOrder loop_order;
 };
 
 // The instantiation a config runs on a shape (General switches on the shape).
@@ -72,7 +67,6 @@ constexpr std::int64_t kGeneralMinMaps = 4;
 constexpr std::int64_t kGeneralMinChannels = 256;
 
 Cs6235Variant cs6235_variant_from_string(const std::string& name);  // "plain", ..., "general"
-Cs6235LoopOrder cs6235_loop_order_from_string(const std::string& name);  // "crs" or "rsc"
 
 // Validates shape and config (InvalidArgument), then returns the plan; needs no GPU (the variants' check).
 Cs6235Plan conv2d_cs6235_plan(const Conv2dShape& s, const Cs6235Config& cfg);
@@ -107,19 +101,19 @@ void conv2d_unroll_constmem_check(const Conv2dShape& s);
 // tile_width: T*T <= 1024 (the report sweeps 4..32); the tile is shrunk to the output map when larger.
 // Rejected up front: more than 1024 threads per block, a tile that exceeds the GPU's shared memory.
 void conv2d_tiled(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
-                  Activation act, int tile_width = 16);
+                  Activation act, int tile_width);
 // __restrict__ and fully unrolled filter loops (1x1, 3x3, 5x5, 7x7; generic loops otherwise).
 void conv2d_tiled_unrolled(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
-                           Activation act, int tile_width = 16);
+                           Activation act, int tile_width);
 // A third block dimension of channels_per_block threads over input channels, partial sums added to y
 // with atomicAdd: y is set to the bias (or 0) first and the activation runs after all channels (two
 // extra small kernels); float atomics make the result nondeterministic in the last bits.
 // T*T*channels_per_block <= 1024.
 void conv2d_tiled_channels(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
-                           Activation act, int tile_width = 16, int channels_per_block = 2);
+                           Activation act, int tile_width, int channels_per_block);
 // tiled_unrolled with coalesced, corner-turned (tap-major) loads of the filters of 32 channels at a time.
 void conv2d_tiled_corner_turn(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
-                              Activation act, int tile_width = 16);
+                              Activation act, int tile_width);
 // Unrolled weights (K x C*R*S) in constant memory times the input unrolled on the fly. Filter banks over
 // kConstantWeightBytes are rejected; concurrent calls from several host threads are serialised (one
 // constant bank per process).
@@ -150,34 +144,31 @@ constexpr std::int64_t kUnrollScratchBytes = std::int64_t{1} << 30;
 // in one GEMM unless it does not fit (then chunks of images, one GEMM each). With one image per GEMM, Y' is
 // y itself (same layout) and the epilogue runs in place, only when there is a bias or an activation.
 void conv2d_unroll(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
-                   Activation act, const std::string& gemm = "async",
-                   std::int64_t scratch_limit_bytes = kUnrollScratchBytes);
+                   Activation act, UnrollGemm gemm, std::int64_t scratch_limit_bytes);
 // Images per GEMM conv2d_unroll uses for this shape and budget (host only; validates like the launcher).
-std::int64_t conv2d_unroll_chunk_images(const Conv2dShape& s, std::int64_t scratch_limit_bytes = kUnrollScratchBytes);
+std::int64_t conv2d_unroll_chunk_images(const Conv2dShape& s, std::int64_t scratch_limit_bytes);
 
 // Int indices: N*P*Q (implicit variants only), C*R*S, K, P*Q, H + 2ph and W + 2pw must be below this.
 constexpr std::int64_t kGemmIndexLimit = (std::int64_t{1} << 31) - 1024;
 
 // Each launcher's host-side checks (shape and parameters; no CUDA call, no pointers), which it runs first.
-void conv2d_unroll_check(const Conv2dShape& s, const std::string& gemm = "async",
-                         std::int64_t scratch_limit_bytes = kUnrollScratchBytes);
-void conv2d_implicit_gemm_check(const Conv2dShape& s, int tile = 16);
-void conv2d_implicit_gemm_fast_check(const Conv2dShape& s, const std::string& tile = "64x64x8");
+void conv2d_unroll_check(const Conv2dShape& s, UnrollGemm gemm, std::int64_t scratch_limit_bytes);
+void conv2d_implicit_gemm_check(const Conv2dShape& s, int tile);
+void conv2d_implicit_gemm_fast_check(const Conv2dShape& s, FastTile tile);
 
 // "implicit_gemm" (ECE408 MNIST): the shared-memory tiled matrix multiply (tile x tile threads, tile 16 or 32)
 // of W and X_unrolled where each X tile is gathered from x by index (no unrolled buffer); bias and activation
 // in the store. Int indices: N*P*Q, C*R*S, K, P*Q, H + 2ph and W + 2pw must be < 2^31 - 1024 and C*H*W < 2^31
 // (unroll: the same but N*P*Q, which it splits), else InvalidArgument.
 void conv2d_implicit_gemm(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
-                          Activation act, int tile = 16);
+                          Activation act, int tile);
 
 // "implicit_gemm_fast": the matmul ladder's warp-tiled kernel (WarpTiling block/warp/thread tiles, fragment
 // loads and FMA loop of matmul_warptile.cuh) with tile loaders for the convolution: W tiles by 16-byte loads
 // (C*R*S % 4 == 0 and w 16-byte aligned; 4-byte cp.async otherwise), X tiles gathered by 4-byte cp.async
-// with zero fill. tile: "64x64x8" (default), "128x128x8", "128x64x8", "64x128x8", "32x128x8" (BM x BN x BK:
-// output maps x output pixels x taps per k-step). Same index limits as implicit_gemm.
+// with zero fill. tile: an index into kFastTiles (conv2d_choices.hpp). Same index limits as implicit_gemm.
 void conv2d_implicit_gemm_fast(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
-                               Activation act, const std::string& tile = "64x64x8");
+                               Activation act, FastTile tile);
 
 // "implicit_gemm_tf32x3" (conv2d_tf32x3.cu): the implicit GEMM on the TF32 tensor cores at FP32 accuracy (3xTF32,
 // mma.sync), one whole staged image per block at a time, for K <= 32 output maps. The check validates and returns
@@ -223,7 +214,7 @@ DirectRegblockLaunch conv2d_direct_regblock_plan(const Conv2dShape& s, int k_til
 // y = act(conv(x, w) + bias); any shape, stride and padding whose single staged channel fits the GPU's shared
 // memory (else InvalidArgument naming the limit), positions inside an image < 2^31.
 void conv2d_direct_regblock(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
-                            Activation act, int k_tile = 0, int pixels = 0);
+                            Activation act, int k_tile, int pixels);
 
 // Registers, shared memory (at a 32 KiB stage), local memory and occupancy of every instantiation.
 std::vector<KernelInfo> conv2d_direct_kernel_info();
@@ -242,19 +233,15 @@ enum class WinogradPool : int { None = 0, Max = 1, Average = 2 };
 // m = 0 ("auto") runs this output tile side: F(4,5) needs 6.25x fewer multiplies than direct, F(4,3) 4x.
 constexpr int kWinogradDefaultTile = 4;
 
-// The per-point products: FFMA, or 3xTF32 on the tensor cores (F(4x4, 5x5) only; FP32-level error; with C <= 32
-// the resident-V block, winograd_resident.cuh). Auto: that block for F(4x4, 5x5) with C <= 32 and K > 16 (MNIST
-// conv2), else FFMA (notes/winograd.md).
-enum class WinogradProducts : int { Auto = 0, Fma = 1, Tf32x3 = 2 };
+// The per-point products (kWinogradProducts in conv2d_choices.hpp): FFMA, or 3xTF32 on the tensor cores (F(4x4,
+// 5x5) only; FP32-level error; with C <= 32 the resident-V block, winograd_resident.cuh).
 
 // Host-side checks (InvalidArgument naming why: stride, filter side, m, products); returns the tile side m it runs.
-int conv2d_winograd_check(const Conv2dShape& s, int m, WinogradPool pool = WinogradPool::None,
-                          WinogradProducts products = WinogradProducts::Auto);
+int conv2d_winograd_check(const Conv2dShape& s, int m, WinogradPool pool, WinogradProducts products);
 
 // y = pool(act(conv(x, w) + bias)); m: 0 (auto), 2 or 4.
 void conv2d_winograd(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
-                     Activation act, int m = 0, WinogradPool pool = WinogradPool::None,
-                     WinogradProducts products = WinogradProducts::Auto);
+                     Activation act, int m, WinogradPool pool, WinogradProducts products);
 
 // Registers, shared memory and local memory of every instantiation.
 std::vector<KernelInfo> conv2d_winograd_kernel_info();

@@ -232,12 +232,6 @@ const ForwardSetup& setup_for(State& st, const Conv2dShape& s, CudnnAlgorithms a
 }
 }  // namespace
 
-CudnnAlgorithms cudnn_algorithms_from_string(const std::string& name) {
-    if (name == "precise") return CudnnAlgorithms::Precise;
-    if (name == "any") return CudnnAlgorithms::Any;
-    detail::fail_argument(__FILE__, __LINE__, "cuDNN algorithms must be 'precise' or 'any', got '" + name + "'");
-}
-
 void conv2d_cudnn(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
                   Activation act, CudnnAlgorithms algorithms) {
     check_cudnn_limits(s);

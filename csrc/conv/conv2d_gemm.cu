@@ -270,29 +270,27 @@ __global__ void __launch_bounds__(kUnrollThreads) unroll_epilogue_kernel(GemmCon
     }
 }
 
-enum class UnrollGemm { Async, Tf32x3, Tf32x3Wgmma, Warptile, Shared, Naive };
-
-UnrollGemm unroll_gemm_from_string(const std::string& name) {
-    if (name == "async") return UnrollGemm::Async;
-    if (name == "tf32x3") return UnrollGemm::Tf32x3;
-    if (name == "tf32x3_wgmma") return UnrollGemm::Tf32x3Wgmma;
-    if (name == "warptile") return UnrollGemm::Warptile;
-    if (name == "shared") return UnrollGemm::Shared;
-    if (name == "naive") return UnrollGemm::Naive;
-    ::gpuopt::detail::fail_argument(__FILE__, __LINE__,
-                                    "conv2d unroll: gemm must be 'async', 'tf32x3', 'tf32x3_wgmma', 'warptile', 'shared' or 'naive', got '" +
-                                        name + "'");
+void check_unroll_gemm(UnrollGemm gemm) {
+    GPUOPT_REQUIRE(static_cast<std::size_t>(gemm) < kUnrollGemms.size(),
+                   "conv2d unroll: gemm must be an index into kUnrollGemms, got " + std::to_string(static_cast<int>(gemm)));
 }
 
-// C[M][N] = A[M][Kd] x B[Kd][N] by the chosen matmul of the ladder, at its default parameters.
+// C[M][N] = A[M][Kd] x B[Kd][N] by the chosen matmul of the ladder, at its default parameters (matmul_choices.hpp).
 void run_gemm(UnrollGemm gemm, const float* a, const float* b, float* c, i64 M, i64 N, i64 Kd) {
+    using namespace matmul;
     switch (gemm) {
-        case UnrollGemm::Async: matmul::matmul_async(a, b, c, M, N, Kd, "auto", 3, 0); break;
-        case UnrollGemm::Tf32x3: matmul::matmul_tf32x3(a, b, c, M, N, Kd, 3, 16, "fragment"); break;
-        case UnrollGemm::Tf32x3Wgmma: matmul::matmul_tf32x3_wgmma(a, b, c, M, N, Kd); break;
-        case UnrollGemm::Warptile: matmul::matmul_warptile(a, b, c, M, N, Kd, "128x128x16"); break;
-        case UnrollGemm::Shared: matmul::matmul_shared(a, b, c, M, N, Kd, 16); break;
-        case UnrollGemm::Naive: matmul::matmul_naive(a, b, c, M, N, Kd); break;
+        case UnrollGemm::Async:
+            matmul_async(a, b, c, M, N, Kd, static_cast<AsyncTile>(kAsyncTiles.default_index),
+                         kAsyncStages.default_value(), kAsyncSplitK.default_value());
+            break;
+        case UnrollGemm::Tf32x3:
+            matmul_tf32x3(a, b, c, M, N, Kd, kTf32x3Stages.default_value(), kTf32x3FlushK.default_value(),
+                          static_cast<Tf32x3Split>(kTf32x3Splits.default_index));
+            break;
+        case UnrollGemm::Tf32x3Wgmma: matmul_tf32x3_wgmma(a, b, c, M, N, Kd); break;
+        case UnrollGemm::Warptile: matmul_warptile(a, b, c, M, N, Kd, static_cast<WarpTile>(kWarpTiles.default_index)); break;
+        case UnrollGemm::Shared: matmul_shared(a, b, c, M, N, Kd, kSharedBlocks.default_value()); break;
+        case UnrollGemm::Naive: matmul_naive(a, b, c, M, N, Kd); break;
     }
 }
 
@@ -588,18 +586,36 @@ FastLaunch fast_launch(bool vec_w, i64 K, i64 NPQ) {
     return l;
 }
 
-const char* const kFastTiles[] = {"64x64x8", "128x128x8", "128x64x8", "64x128x8", "32x128x8"};
+// The tilings of kFastTiles (conv2d_choices.hpp), entry by entry.
+using FastTilings =
+    std::tuple<FastTiling64x64x8, FastTiling128x128x8, FastTiling128x64x8, FastTiling64x128x8, FastTiling32x128x8>;
+static_assert(std::tuple_size_v<FastTilings> == kFastTiles.size(), "one tiling per kFastTiles entry");
 
-FastLaunch fast_launch(const std::string& tile, bool vec_w, i64 K, i64 NPQ) {
-    if (tile == "64x64x8") return fast_launch<FastTiling64x64x8>(vec_w, K, NPQ);
-    if (tile == "128x128x8") return fast_launch<FastTiling128x128x8>(vec_w, K, NPQ);
-    if (tile == "128x64x8") return fast_launch<FastTiling128x64x8>(vec_w, K, NPQ);
-    if (tile == "64x128x8") return fast_launch<FastTiling64x128x8>(vec_w, K, NPQ);
-    if (tile == "32x128x8") return fast_launch<FastTiling32x128x8>(vec_w, K, NPQ);
-    ::gpuopt::detail::fail_argument(
-        __FILE__, __LINE__,
-        "conv2d implicit_gemm_fast: tile must be one of 64x64x8, 128x128x8, 128x64x8, 64x128x8, 32x128x8; got '" +
-            tile + "'");
+template <std::size_t I>
+constexpr bool fast_tiling_matches() {
+    using T = std::tuple_element_t<I, FastTilings>;
+    constexpr TileDims d = tile_dims(kFastTiles.names[I]);
+    return T::BM == d.bm && T::BN == d.bn && T::BK == d.bk;
+}
+template <std::size_t... I>
+constexpr bool fast_tilings_match(std::index_sequence<I...>) {
+    return (fast_tiling_matches<I>() && ...);
+}
+static_assert(fast_tilings_match(std::make_index_sequence<kFastTiles.size()>{}),
+              "FastTilings must have kFastTiles' BM x BN x BK, in its order");
+
+template <std::size_t... I>
+FastLaunch fast_launch_at(std::size_t tile, bool vec_w, i64 K, i64 NPQ, std::index_sequence<I...>) {
+    FastLaunch l;
+    ((tile == I ? (void)(l = fast_launch<std::tuple_element_t<I, FastTilings>>(vec_w, K, NPQ)) : void()), ...);
+    return l;
+}
+
+FastLaunch fast_launch(FastTile tile, bool vec_w, i64 K, i64 NPQ) {
+    const auto i = static_cast<std::size_t>(tile);
+    GPUOPT_REQUIRE(i < kFastTiles.size(), "conv2d implicit_gemm_fast: tile must be an index into kFastTiles, got " +
+                                              std::to_string(static_cast<int>(tile)));
+    return fast_launch_at(i, vec_w, K, NPQ, std::make_index_sequence<kFastTiles.size()>{});
 }
 
 unsigned grid_y(i64 n) { return static_cast<unsigned>(std::min<i64>(n, kMaxGridY)); }
@@ -614,9 +630,9 @@ std::int64_t conv2d_unroll_chunk_images(const Conv2dShape& s, std::int64_t scrat
     return unroll_chunk(s, scratch_limit_bytes);
 }
 
-void conv2d_unroll_check(const Conv2dShape& s, const std::string& gemm_name, std::int64_t scratch_limit_bytes) {
+void conv2d_unroll_check(const Conv2dShape& s, UnrollGemm gemm, std::int64_t scratch_limit_bytes) {
     check_gemm_shape(s, "unroll", false);
-    const UnrollGemm gemm = unroll_gemm_from_string(gemm_name);
+    check_unroll_gemm(gemm);
     check_unroll_budget(scratch_limit_bytes);
     GPUOPT_REQUIRE(gemm != UnrollGemm::Naive || s.K <= 65535LL * 16,
                    "conv2d unroll: gemm 'naive' takes at most 1048560 maps (K; its grid y of 65535 blocks of 16 rows), "
@@ -624,10 +640,9 @@ void conv2d_unroll_check(const Conv2dShape& s, const std::string& gemm_name, std
 }
 
 void conv2d_unroll(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
-                   Activation act, const std::string& gemm_name, std::int64_t scratch_limit_bytes) {
-    conv2d_unroll_check(s, gemm_name, scratch_limit_bytes);
+                   Activation act, UnrollGemm gemm, std::int64_t scratch_limit_bytes) {
+    conv2d_unroll_check(s, gemm, scratch_limit_bytes);
     GemmConv g = make_gemm_conv(x, w, bias, y, s, act, "unroll", false);
-    const UnrollGemm gemm = unroll_gemm_from_string(gemm_name);
     const i64 chunk = unroll_chunk(s, scratch_limit_bytes);
     const i64 PQ = g.PQ, chunk_cols = chunk * PQ;
     // X_unrolled for a chunk, and Y' unless a chunk is one image (then Y' is y[n0] itself).
@@ -679,13 +694,13 @@ void check_fast_grid(const FastLaunch& l) {
 }
 }  // namespace
 
-void conv2d_implicit_gemm_fast_check(const Conv2dShape& s, const std::string& tile) {
+void conv2d_implicit_gemm_fast_check(const Conv2dShape& s, FastTile tile) {
     check_gemm_shape(s, "implicit_gemm_fast", true);
     check_fast_grid(fast_launch(tile, true, s.K, s.N * s.P() * s.Q()));
 }
 
 void conv2d_implicit_gemm_fast(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
-                               Activation act, const std::string& tile) {
+                               Activation act, FastTile tile) {
     const GemmConv g = make_gemm_conv(x, w, bias, y, s, act, "implicit_gemm_fast", true);
     const bool vec_w = g.CRS % 4 == 0 && aligned16(w);
     const FastLaunch l = fast_launch(tile, vec_w, g.K, g.NPQ);
@@ -706,9 +721,9 @@ std::vector<KernelInfo> conv2d_gemm_kernel_info() {
     out.push_back(info(unroll_epilogue_kernel, "unroll epilogue", kUnrollThreads, 0));
     out.push_back(info(implicit_gemm_kernel<16>, "implicit_gemm<16>", 256, 0));
     out.push_back(info(implicit_gemm_kernel<32>, "implicit_gemm<32>", 1024, 0));
-    for (const char* tile : kFastTiles)
+    for (std::size_t tile = 0; tile < kFastTiles.size(); ++tile)
         for (bool vec_w : {true, false}) {
-            const FastLaunch l = fast_launch(tile, vec_w, 1, 1);
+            const FastLaunch l = fast_launch(static_cast<FastTile>(tile), vec_w, 1, 1);
             out.push_back(info(l.kernel, l.name, l.threads, l.shared_bytes));
         }
     return out;

@@ -30,7 +30,7 @@ inline float record_iteration(KMeansStats& stats, std::int64_t changed, std::int
 //            order; the total starts at 0 and adds the group sums in order. The mean is rounded once,
 //            float32(total / count). The device-resident k-means variants sum this way (the same bits on every
 //            run and launch shape).
-enum class Summation { Liao, Chunked };
+enum class Summation : int { Liao, Chunked };  // kSummations (kmeans_choices.hpp)
 constexpr std::int64_t kSumLeaf = 32;                        // objects per leaf
 constexpr std::int64_t kSumFanout = 32;                      // leaves per chunk, chunks per group
 constexpr std::int64_t kSumChunk = kSumLeaf * kSumFanout;    // 1024 objects
@@ -42,7 +42,7 @@ constexpr std::int64_t kSumGroup = kSumChunk * kSumFanout;   // 32768 objects
 // order, ties to the lower centre index; centre sums as `summation` says.
 KMeansStats kmeans_cpu(const float* x, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
                        std::int64_t max_iter, float* centroids, std::int32_t* membership,
-                       Summation summation = Summation::Liao);
+                       Summation summation);
 
 // One assignment step (shared by the reference and by host-side parts of GPU variants):
 // the nearest centre of one object.

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kmeans.hpp"
+#include "kmeans_choices.hpp"
 
 namespace gpuopt::kmeans {
 
@@ -71,7 +72,7 @@ KMeansStats kmeans_liao(const float* x_dev, const float* x_host, std::int64_t n,
 void kmeans_device_check(std::int64_t n, std::int64_t d, std::int64_t k);
 KMeansStats kmeans_device_fused(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
                                 std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev,
-                                int loops_per_sync, int blocks = 0);
+                                int loops_per_sync, int blocks);
 // "device_persistent": the whole run in ONE cooperative launch (kmeans_persistent.cu): grid barriers between a loop's
 // phases, every block closing each loop itself, x and memberships kept in shared memory where a block's chunks fit;
 // the host reads the loop count and the history once. k*D <= 1024; the same bits as "device" on any grid.
@@ -87,7 +88,7 @@ void kmeans_device_persistent_check(std::int64_t n, std::int64_t d, std::int64_t
 KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k,
                                      float threshold, std::int64_t max_iter, float* centroids_dev,
                                      std::int32_t* membership_dev, const PersistentConfig& cfg,
-                                     const float* init_dev = nullptr);
+                                     const float* init_dev);
 // Testing aid: whether device_persistent's result goes through mapped host memory (true, the default) or the
 // fallback's copy back; returns the previous setting.
 bool kmeans_device_persistent_mapped(bool on);
@@ -102,19 +103,19 @@ double kmeans_grid_barrier_ms(int blocks_per_sm, int barriers, bool cg);
 void kmeans_device_gemm_check(std::int64_t n, std::int64_t d, std::int64_t k);
 KMeansStats kmeans_device_gemm(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
                                std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev,
-                               int loops_per_sync, int blocks = 0);
+                               int loops_per_sync, int blocks);
 // "device_tiled": device_gemm's loop with the assignment as a register-tiled SGEMM (8 x 8 points x centres a
 // thread) with a row-argmin epilogue (Liao's distance where the dot form's bound cannot separate the two nearest)
 // and the chunk sums from a per-chunk stable sort of the memberships (work by members, not k*D per leaf):
-// kmeans_tiled.cu. The same bits as device_gemm and cpu(summation="chunked"). products: the screen's dot products,
-// "ffma" (FP32) or "tf32x3" (the tensor cores, kmeans_tiled_tc.cuh, with its own rounding bound), "auto" by shape.
-void kmeans_device_tiled_check(std::int64_t n, std::int64_t d, std::int64_t k, const std::string& products);
+// kmeans_tiled.cu. The same bits as device_gemm and cpu(summation="chunked"). products: the screen's dot products
+// (kTiledProducts, kmeans_choices.hpp).
+void kmeans_device_tiled_check(std::int64_t n, std::int64_t d, std::int64_t k, tiled::Products products);
 KMeansStats kmeans_device_tiled(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
                                 std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev,
-                                int loops_per_sync, int blocks, const std::string& products);
+                                int loops_per_sync, int blocks, tiled::Products products);
 KMeansStats kmeans_device(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
                           std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev,
-                          int loops_per_sync, int blocks = 0);
+                          int loops_per_sync, int blocks);
 
 // "stream": points that need not fit in device memory (kmeans_stream.cu). x stays where it is (host memory,
 // pinned or not, or the device) and every loop streams it through a device slab of `buffers` slabs of
@@ -125,7 +126,7 @@ KMeansStats kmeans_device(const float* x_dev, std::int64_t n, std::int64_t d, st
 // stay on the device (4 bytes an object there). Pageable host x is page-locked in place for the call
 // (cudaHostRegister) or, with staged (or where that fails), copied chunk by chunk through pinned staging buffers
 // allocated once per call.
-enum class StreamAssign { Auto, Liao, Dot };  // Auto: Liao's distance (device's) for k*D <= 1024, else the dot form
+enum class StreamAssign : int { Auto, Liao, Dot };  // kStreamAssign's order  // Auto: Liao's distance (device's) for k*D <= 1024, else the dot form
 struct StreamConfig {
     std::int64_t chunk_points = 0;  // objects a slab: 0 or a positive multiple of kSumGroup; 0: kStreamBudgetBytes
     int buffers = 3;                // slabs on the device, 2..4
@@ -139,7 +140,7 @@ void kmeans_stream_check(std::int64_t n, std::int64_t d, std::int64_t k, const S
 // How x reached the copy engine: 0 device memory, 1 already pinned, 2 registered for the call, 3 staged.
 KMeansStats kmeans_stream(const float* x, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
                           std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev,
-                          const StreamConfig& cfg, int* host_path = nullptr);
+                          const StreamConfig& cfg, int* host_path);
 
 // kmeans_predict "device": the nearest centre of each of n objects (Liao's distance, ties to the lower index),
 // one thread an object, the centres staged through shared memory; equal to predict_cpu. x_dev [n][d],

@@ -459,12 +459,12 @@ void kmeans_device_gemm_check(std::int64_t n, std::int64_t d, std::int64_t k) {
     check_loop<false, true>(n, d, k, "device_gemm");
 }
 
-void kmeans_device_tiled_check(std::int64_t n, std::int64_t d, std::int64_t k, const std::string& products) {
+void kmeans_device_tiled_check(std::int64_t n, std::int64_t d, std::int64_t k, tiled::Products products) {
     const std::string what = "kmeans device_tiled";
     GPUOPT_REQUIRE(n > 0 && d > 0, what + ": x must have at least one object and one coordinate");
     GPUOPT_REQUIRE(k >= 1 && k <= n, what + ": k must be in 1..n");
     GPUOPT_REQUIRE(n <= (std::int64_t{1} << 40), what + ": at most 2^40 objects");
-    tiled::check(n, d, k, tiled::parse_products(products));
+    tiled::check(n, d, k, products);
 }
 
 namespace {
@@ -478,7 +478,7 @@ constexpr std::size_t kStateWords = sizeof(LoopState) / sizeof(unsigned long lon
 template <bool Fused, bool Dot, bool Tiled = false>
 KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
                        std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev, int loops_per_sync,
-                       int blocks_wanted, const std::string& products = "auto") {
+                       int blocks_wanted, tiled::Products products = tiled::Products::Auto) {
     GPUOPT_REQUIRE(x_dev && centroids_dev && membership_dev, "kmeans device: null pointer argument");
     GPUOPT_REQUIRE(max_iter >= 1 && max_iter <= (1 << 30), "kmeans device: max_iter must be in 1..2^30");
     GPUOPT_REQUIRE(loops_per_sync >= 1, "kmeans device: loops_per_sync must be >= 1");
@@ -537,7 +537,7 @@ KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::
         }
     };
     if constexpr (Tiled) {
-        const tiled::Launch plan = tiled::plan(n, d, k, blocks_wanted, tiled::parse_products(products));
+        const tiled::Launch plan = tiled::plan(n, d, k, blocks_wanted, products);
         run_batches([&](bool) {  // assign_tiled waits for the finish_loop before it (an ordinary launch)
             tiled::launch(plan, x_dev, n, d, k, centroids_dev, membership_dev, chunk_sums.data(), counts, state);
         });
@@ -582,7 +582,7 @@ KMeansStats kmeans_device_fused(const float* x_dev, std::int64_t n, std::int64_t
 
 KMeansStats kmeans_device_tiled(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k, float threshold,
                                 std::int64_t max_iter, float* centroids_dev, std::int32_t* membership_dev,
-                                int loops_per_sync, int blocks_wanted, const std::string& products) {
+                                int loops_per_sync, int blocks_wanted, tiled::Products products) {
     return run_device<false, true, true>(x_dev, n, d, k, threshold, max_iter, centroids_dev, membership_dev,
                                          loops_per_sync, blocks_wanted, products);
 }

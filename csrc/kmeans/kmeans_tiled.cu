@@ -615,12 +615,6 @@ int resident_blocks(Kernel kernel, std::size_t shared, int blocks) {
 
 }  // namespace
 
-Products parse_products(const std::string& name) {
-    GPUOPT_REQUIRE(name == "auto" || name == "tf32x3" || name == "ffma",
-                   "kmeans device_tiled: products must be 'auto', 'tf32x3' or 'ffma', got '" + name + "'");
-    return name == "auto" ? Products::Auto : name == "tf32x3" ? Products::Tf32x3 : Products::Ffma;
-}
-
 // Auto: the tensor cores where the A fragments stay in registers (DP 8, 16; D <= 4 pads half of each k8 step with
 // zeros). Measured on the H200 at c2976f6 (marginal µs a loop): 10M x 16, k=256 3,096 against ffma 3,859; 1M x 16,
 // k=64 212 against 219; but 1M x 64, k=256 2,212 against 1,941 and 1M x 128, k=128 5,530 against 3,001 (the A

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kmeans_choices.hpp"
+
 namespace gpuopt::kmeans::tiled {
 
 // Past it, assign_any (Liao's distance a thread a point): x^T of a 256-point tile would not fit (at 128: 133 KB,
@@ -13,12 +15,8 @@ namespace gpuopt::kmeans::tiled {
 constexpr int kMaxTiledDim = 128;
 constexpr int kMaxClusters = 8192;  // the norms (assign_tiled) and member counts (sum_members) in shared memory
 
-// The screen's products: FP32 FFMA, or the tensor cores in 3xTF32 (kmeans_tiled_tc.cuh: a wider rounding bound, the
-// same memberships); Auto picks by shape (resolve).
-enum class Products { Auto, Tf32x3, Ffma };
+// The screen's products (Products, kTiledProducts: kmeans_choices.hpp); Auto picks by shape.
 Products resolve(Products p, std::int64_t d, std::int64_t k);
-// "auto", "tf32x3" or "ffma" (the variant's products parameter); else a ValueError-style failure.
-Products parse_products(const std::string& name);
 
 struct Launch {
     Products products = Products::Ffma;  // resolved
@@ -27,9 +25,9 @@ struct Launch {
 };
 
 // ValueError-style GPUOPT_REQUIRE failures for what the kernels cannot run (k, shared memory).
-void check(std::int64_t n, std::int64_t d, std::int64_t k, Products p = Products::Auto);
+void check(std::int64_t n, std::int64_t d, std::int64_t k, Products p);
 // blocks > 0: at most that many blocks a grid (tests: the result never depends on the grid).
-Launch plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks, Products p = Products::Auto);
+Launch plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks, Products p);
 // One loop's assignment (memberships, the change count in the state) and chunk sums + member counts, on stream 0;
 // state is kmeans_device.cuh's LoopState.
 void launch(const Launch& l, const float* x, std::int64_t n, std::int64_t d, std::int64_t k, const float* centres,

@@ -15,19 +15,19 @@ namespace {
 // multiprocessor holds at once (occupancy), and its throughput on the H200 with every
 // multiprocessor full (GFLOP/s, from the sweep in notes/matmul.md).
 struct AutoConfig {
-    const char* tile;
+    AsyncTile tile;
     int bm, bn, bk, split, occupancy;
     double gflops;
 };
 constexpr AutoConfig kAutoConfigs[] = {
-    {"128x256x32", 128, 256, 32, 1, 1, 47800.0},  // large shapes
-    {"128x128x16", 128, 128, 16, 1, 2, 44200.0},
-    {"128x64x16", 128, 64, 16, 1, 4, 43000.0},
-    {"64x64x16", 64, 64, 16, 1, 4, 38600.0},
-    {"128x128x32", 128, 128, 32, 2, 1, 44700.0},  // split-k, for shapes with few tiles
-    {"128x128x16", 128, 128, 16, 4, 2, 44200.0},
-    {"64x64x16", 64, 64, 16, 2, 4, 38600.0},
-    {"64x64x16", 64, 64, 16, 4, 4, 38600.0},
+    {async_tile("128x256x32"), 128, 256, 32, 1, 1, 47800.0},  // large shapes
+    {async_tile("128x128x16"), 128, 128, 16, 1, 2, 44200.0},
+    {async_tile("128x64x16"), 128, 64, 16, 1, 4, 43000.0},
+    {async_tile("64x64x16"), 64, 64, 16, 1, 4, 38600.0},
+    {async_tile("128x128x32"), 128, 128, 32, 2, 1, 44700.0},  // split-k, for shapes with few tiles
+    {async_tile("128x128x16"), 128, 128, 16, 4, 2, 44200.0},
+    {async_tile("64x64x16"), 64, 64, 16, 2, 4, 38600.0},
+    {async_tile("64x64x16"), 64, 64, 16, 4, 4, 38600.0},
 };
 // A block's fixed cost in units of k-depth: for split-k, the cluster reduction of the
 // partial tiles (pipeline fill and drain proved negligible in the fit).
@@ -49,22 +49,25 @@ double estimate(const AutoConfig& c, std::int64_t M, std::int64_t N, std::int64_
     return static_cast<double>(rounds) * c.bm * c.bn * depth / rate;
 }
 
+constexpr AsyncTile kAuto = static_cast<AsyncTile>(0);
+static_assert(kAsyncTiles.find("auto") == 0, "index 0 of kAsyncTiles is auto");
+
 struct Choice {
-    std::string tile;
+    AsyncTile tile;
     int split_k;
 };
 
 // tile "auto" and/or split_k 0 (auto): the cheapest estimate among the table's rows the
 // caller left open (an explicit split_k replaces the rows' split). An explicit tile
 // without a row in the table runs unsplit.
-Choice choose(const std::string& tile, int split_k, std::int64_t M, std::int64_t N, std::int64_t K) {
-    if (tile != "auto" && split_k != 0) return {tile, split_k};
+Choice choose(AsyncTile tile, int split_k, std::int64_t M, std::int64_t N, std::int64_t K) {
+    if (tile != kAuto && split_k != 0) return {tile, split_k};
     const std::int64_t sms = multiprocessor_count();
     const bool clusters = device_has_clusters();
-    Choice best{tile == "auto" ? kAutoConfigs[0].tile : tile, split_k == 0 ? 1 : split_k};
+    Choice best{tile == kAuto ? kAutoConfigs[0].tile : tile, split_k == 0 ? 1 : split_k};
     double best_cost = INFINITY;
     for (AutoConfig c : kAutoConfigs) {
-        if (tile != "auto" && tile != c.tile) continue;
+        if (tile != kAuto && tile != c.tile) continue;
         if (split_k != 0) c.split = split_k;
         if (c.split > 1) {
             if (!clusters) continue;  // split-k reduces through a thread-block cluster (sm_90)
@@ -82,17 +85,20 @@ Choice choose(const std::string& tile, int split_k, std::int64_t M, std::int64_t
 }  // namespace
 
 MatmulLaunch plan_async(const float* /*a*/, const float* b, const float* c, std::int64_t M, std::int64_t N,
-                        std::int64_t K, const std::string& tile_param, int stages, int split_k) {
-    GPUOPT_REQUIRE(split_k == 0 || split_k == 1 || split_k == 2 || split_k == 4,
+                        std::int64_t K, AsyncTile tile_param, int stages, int split_k) {
+    GPUOPT_REQUIRE(kAsyncSplitK.contains(split_k),
                    "matmul async: split_k must be 1, 2, 4 or 0 (auto), got " + std::to_string(split_k));
     GPUOPT_REQUIRE(split_k <= 1 || device_has_clusters(),
                    "matmul async: split_k > 1 needs thread-block clusters (compute capability 9.0 or newer)");
     const bool vec_n = N % 4 == 0 && aligned16(b) && aligned16(c);
-    if (tile_param != "auto") {  // reject unknown tiles before reading a shape off the name
+    const auto tile_index = static_cast<std::size_t>(tile_param);
+    GPUOPT_REQUIRE(tile_index < kAsyncTiles.size(), "matmul async: tile must be an index into kAsyncTiles, got " +
+                                                        std::to_string(static_cast<int>(tile_param)));
+    if (tile_param != kAuto) {  // reject tiles no file instantiates before planning a shape
         bool known = false;
         for (auto plan : {plan_async_128x256, plan_async_128x128, plan_async_128x64, plan_async_64x64})
             known = known || plan(tile_param, stages, 1, vec_n, 1, 1).kernel != nullptr;
-        GPUOPT_REQUIRE(known, "matmul async: unknown tile '" + tile_param + "'");
+        GPUOPT_REQUIRE(known, std::string("matmul async: no kernel for tile '") + kAsyncTiles.names[tile_index] + "'");
     }
     const Choice ch = choose(tile_param, split_k, M, N, K);
     MatmulLaunch l;
@@ -100,11 +106,12 @@ MatmulLaunch plan_async(const float* /*a*/, const float* b, const float* c, std:
         l = plan(ch.tile, stages, ch.split_k, vec_n, M, N);
         if (l.kernel != nullptr) return l;
     }
-    ::gpuopt::detail::fail_argument(__FILE__, __LINE__, "matmul async: unknown tile '" + tile_param + "'");
+    ::gpuopt::detail::fail_argument(__FILE__, __LINE__,
+                                    std::string("matmul async: no kernel for tile '") + kAsyncTiles.names[tile_index] + "'");
 }
 
 void matmul_async(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
-                  const std::string& tile, int stages, int split_k) {
+                  AsyncTile tile, int stages, int split_k) {
     require_shape(M, N, K, "async");
     run_launch(plan_async(a, b, c, M, N, K, tile, stages, split_k), a, b, c, M, N, K);
 }

@@ -295,15 +295,24 @@ using AsyncTiling128x64x16 = WarpTiling<128, 64, 16, 64, 32, 8, 8, 4>;
 using AsyncTiling64x64x16 = WarpTiling<64, 64, 16, 32, 32, 8, 4, 4, 1, 2>;
 using AsyncTiling64x64x16_k2 = WarpTiling<64, 64, 16, 32, 32, 8, 4, 2, 2, 2>;
 
+// kAsyncTiles' entry of that name: each matmul_async_<tile>.cu plans the entries it instantiates (its kernels
+// compile in parallel with the others'); a name that is not in the table does not compile.
+// (Used to initialise constexpr variables, so an unknown name fails at compile time.)
+constexpr AsyncTile async_tile(const char* name) {
+    const std::size_t i = kAsyncTiles.find(name);
+    return i == 0 || i == kAsyncTiles.size() ? throw InvalidArgument("not a tile of kAsyncTiles")
+                                             : static_cast<AsyncTile>(i);
+}
+
 // Plans of the configurations compiled in each file: a launch, or one with a null kernel
 // when `tile` is not among them.
-MatmulLaunch plan_async_128x256(const std::string& tile, int stages, int split_k, bool vec_n, std::int64_t M,
+MatmulLaunch plan_async_128x256(AsyncTile tile, int stages, int split_k, bool vec_n, std::int64_t M,
                                 std::int64_t N);
-MatmulLaunch plan_async_128x128(const std::string& tile, int stages, int split_k, bool vec_n, std::int64_t M,
+MatmulLaunch plan_async_128x128(AsyncTile tile, int stages, int split_k, bool vec_n, std::int64_t M,
                                 std::int64_t N);
-MatmulLaunch plan_async_128x64(const std::string& tile, int stages, int split_k, bool vec_n, std::int64_t M,
+MatmulLaunch plan_async_128x64(AsyncTile tile, int stages, int split_k, bool vec_n, std::int64_t M,
                                std::int64_t N);
-MatmulLaunch plan_async_64x64(const std::string& tile, int stages, int split_k, bool vec_n, std::int64_t M,
+MatmulLaunch plan_async_64x64(AsyncTile tile, int stages, int split_k, bool vec_n, std::int64_t M,
                               std::int64_t N);
 
 }  // namespace gpuopt::matmul

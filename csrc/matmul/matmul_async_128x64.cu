@@ -4,10 +4,11 @@
 
 namespace gpuopt::matmul {
 
-MatmulLaunch plan_async_128x64(const std::string& tile, int stages, int split_k, bool vec_n, std::int64_t M,
+MatmulLaunch plan_async_128x64(AsyncTile tile, int stages, int split_k, bool vec_n, std::int64_t M,
                                std::int64_t N) {
     using async_detail::plan;
-    if (tile == "128x64x16") return plan<AsyncTiling128x64x16>(stages, split_k, vec_n, M, N);
+    constexpr AsyncTile t0 = async_tile("128x64x16");  // checked against kAsyncTiles
+    if (tile == t0) return plan<AsyncTiling128x64x16>(stages, split_k, vec_n, M, N);
     return {};
 }
 

@@ -4,11 +4,12 @@
 
 namespace gpuopt::matmul {
 
-MatmulLaunch plan_async_64x64(const std::string& tile, int stages, int split_k, bool vec_n, std::int64_t M,
+MatmulLaunch plan_async_64x64(AsyncTile tile, int stages, int split_k, bool vec_n, std::int64_t M,
                               std::int64_t N) {
     using async_detail::plan;
-    if (tile == "64x64x16") return plan<AsyncTiling64x64x16>(stages, split_k, vec_n, M, N);
-    if (tile == "64x64x16_k2") return plan<AsyncTiling64x64x16_k2>(stages, split_k, vec_n, M, N);
+    constexpr AsyncTile t0 = async_tile("64x64x16"), t1 = async_tile("64x64x16_k2");  // checked against kAsyncTiles
+    if (tile == t0) return plan<AsyncTiling64x64x16>(stages, split_k, vec_n, M, N);
+    if (tile == t1) return plan<AsyncTiling64x64x16_k2>(stages, split_k, vec_n, M, N);
     return {};
 }
 

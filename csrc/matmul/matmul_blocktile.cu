@@ -224,9 +224,32 @@ MatmulLaunch plan_vec(bool vec_k, bool vec_n, std::int64_t M, std::int64_t N) {
     return l;
 }
 
-[[noreturn]] void bad_tile(const char* family, const std::string& tile) {
-    ::gpuopt::detail::fail_argument(__FILE__, __LINE__, std::string("matmul ") + family +
-                                                            ": tile must be '128x128x8' or '64x64x8', got '" + tile + "'");
+void check_tile(const char* family, Tile2d tile) {
+    GPUOPT_REQUIRE(static_cast<std::size_t>(tile) < kTiles2d.size(),
+                   std::string("matmul ") + family + ": tile must be an index into kTiles2d, got " +
+                       std::to_string(static_cast<int>(tile)));
+}
+
+// The instantiation of kTiles2d entry I (sizes read off its name at compile time), 8x8 outputs per thread.
+template <std::size_t I>
+constexpr TileDims kTile2dDims = tile_dims(kTiles2d.names[I]);
+
+template <std::size_t... I>
+MatmulLaunch plan_2d_at(std::size_t tile, std::int64_t M, std::int64_t N, std::index_sequence<I...>) {
+    MatmulLaunch l;
+    ((tile == I ? (void)(l = plan_2d<kTile2dDims<I>.bm, kTile2dDims<I>.bn, kTile2dDims<I>.bk, 8, 8>(M, N)) : void()),
+     ...);
+    return l;
+}
+
+template <std::size_t... I>
+MatmulLaunch plan_vec_at(std::size_t tile, bool vec_k, bool vec_n, std::int64_t M, std::int64_t N,
+                         std::index_sequence<I...>) {
+    MatmulLaunch l;
+    ((tile == I ? (void)(l = plan_vec<kTile2dDims<I>.bm, kTile2dDims<I>.bn, kTile2dDims<I>.bk, 8, 8>(vec_k, vec_n, M, N))
+                : void()),
+     ...);
+    return l;
 }
 
 }  // namespace
@@ -240,21 +263,19 @@ MatmulLaunch plan_blocktile_1d(std::int64_t M, std::int64_t N) {
     return l;
 }
 
-MatmulLaunch plan_blocktile_2d(std::int64_t M, std::int64_t N, const std::string& tile) {
-    if (tile == "128x128x8") return plan_2d<128, 128, 8, 8, 8>(M, N);
-    if (tile == "64x64x8") return plan_2d<64, 64, 8, 8, 8>(M, N);
-    bad_tile("blocktile_2d", tile);
+MatmulLaunch plan_blocktile_2d(std::int64_t M, std::int64_t N, Tile2d tile) {
+    check_tile("blocktile_2d", tile);
+    return plan_2d_at(static_cast<std::size_t>(tile), M, N, std::make_index_sequence<kTiles2d.size()>{});
 }
 
 MatmulLaunch plan_vectorized(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
-                             std::int64_t K, const std::string& tile) {
+                             std::int64_t K, Tile2d tile) {
     // float4 along k needs every row of a 16-byte aligned: K % 4 == 0 and an aligned base;
     // along n the same for b and c with N.
     const bool vec_k = K % 4 == 0 && aligned16(a);
     const bool vec_n = N % 4 == 0 && aligned16(b) && aligned16(c);
-    if (tile == "128x128x8") return plan_vec<128, 128, 8, 8, 8>(vec_k, vec_n, M, N);
-    if (tile == "64x64x8") return plan_vec<64, 64, 8, 8, 8>(vec_k, vec_n, M, N);
-    bad_tile("vectorized", tile);
+    check_tile("vectorized", tile);
+    return plan_vec_at(static_cast<std::size_t>(tile), vec_k, vec_n, M, N, std::make_index_sequence<kTiles2d.size()>{});
 }
 
 void matmul_blocktile_1d(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K) {
@@ -263,13 +284,13 @@ void matmul_blocktile_1d(const float* a, const float* b, float* c, std::int64_t 
 }
 
 void matmul_blocktile_2d(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
-                         const std::string& tile) {
+                         Tile2d tile) {
     require_shape(M, N, K, "blocktile_2d");
     run_launch(plan_blocktile_2d(M, N, tile), a, b, c, M, N, K);
 }
 
 void matmul_vectorized(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
-                       const std::string& tile) {
+                       Tile2d tile) {
     require_shape(M, N, K, "vectorized");
     run_launch(plan_vectorized(a, b, c, M, N, K, tile), a, b, c, M, N, K);
 }

@@ -32,12 +32,13 @@ __global__ void __launch_bounds__(kThreads) matmul_coalesced_kernel(const float*
 }
 }  // namespace
 
-MatmulLaunch plan_coalesced(std::int64_t M, std::int64_t N, const std::string& warp_layout) {
-    GPUOPT_REQUIRE(warp_layout == "row" || warp_layout == "column",
-                   "matmul coalesced: warp_layout must be 'row' or 'column', got '" + warp_layout + "'");
+MatmulLaunch plan_coalesced(std::int64_t M, std::int64_t N, WarpLayout warp_layout) {
+    GPUOPT_REQUIRE(static_cast<std::size_t>(warp_layout) < kWarpLayouts.size(),
+                   "matmul coalesced: warp_layout must be an index into kWarpLayouts, got " +
+                       std::to_string(static_cast<int>(warp_layout)));
     MatmulLaunch l;
     l.threads = kThreads;
-    if (warp_layout == "row") {
+    if (warp_layout == WarpLayout::Row) {
         l.kernel = matmul_coalesced_kernel<true>;
         l.blocks = tile_count(M, N, 8, 32, "coalesced");
         l.name = "coalesced<warp along a row of c, 8x32 per block>";
@@ -50,7 +51,7 @@ MatmulLaunch plan_coalesced(std::int64_t M, std::int64_t N, const std::string& w
 }
 
 void matmul_coalesced(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
-                      const std::string& warp_layout) {
+                      WarpLayout warp_layout) {
     require_shape(M, N, K, "coalesced");
     run_launch(plan_coalesced(M, N, warp_layout), a, b, c, M, N, K);
 }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "../common/kernel_info.hpp"
+#include "matmul_choices.hpp"
 
 namespace gpuopt::matmul {
 
@@ -26,7 +27,7 @@ void matmul_naive(const float* a, const float* b, float* c, std::int64_t M, std:
 // columns of one row of c (reads of b and writes of c coalesced); "column": 32 consecutive
 // rows of one column (every read of a and write of c strided): the uncoalesced baseline.
 void matmul_coalesced(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
-                      const std::string& warp_layout);
+                      WarpLayout warp_layout);
 
 // Shared-memory tiles of block x block (16: 256 threads, 32: 1024 threads, the report's
 // occupancy experiment).
@@ -40,30 +41,30 @@ void matmul_tile_buffer(const float* a, const float* b, float* c, std::int64_t M
 // 1-D register blocking: 64x64x8 block tile, each of 512 threads computes 8 outputs of a column.
 void matmul_blocktile_1d(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K);
 
-// 2-D register blocking: each thread computes 8x8 outputs; tile "128x128x8" or "64x64x8".
+// 2-D register blocking: each thread computes 8x8 outputs; tile: an index into kTiles2d.
 void matmul_blocktile_2d(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
-                         const std::string& tile);
+                         Tile2d tile);
 
 // 2-D register blocking with 16-byte global loads and A^T in shared memory (float4 reads
 // in the inner loop); scalar loads where a row is not 16-byte aligned.
 void matmul_vectorized(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
-                       const std::string& tile);
+                       Tile2d tile);
 
 // Block tile -> warp tiles -> 8x8 (or 8x4) thread tiles, conflict-free shared memory.
 void matmul_warptile(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
-                     const std::string& tile);
+                     WarpTile tile);
 
 // The warp-tiled kernel fed by a `stages`-deep cp.async pipeline (2, 3 or 4), with split_k
-// (1, 2, 4) blocks of a cluster sharing each output tile; tile "auto" and split_k 0 pick
+// (1, 2, 4) blocks of a cluster sharing each output tile; tile 0 ("auto" in kAsyncTiles) and split_k 0 pick
 // them from the shape (see matmul_async.cu).
 void matmul_async(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
-                  const std::string& tile, int stages, int split_k);
+                  AsyncTile tile, int stages, int split_k);
 
 // FP32-accurate tensor cores: each operand split into a TF32 high part and a TF32 remainder, three
 // products summed by mma.sync per k-step of 32 and added in FP32 (128x128x32 tiles, `stages` 3 or 4
 // cp.async stages).
 void matmul_tf32x3(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
-                   int stages, int flush_k, const std::string& split);
+                   int stages, int flush_k, Tf32x3Split split);
 
 // tf32x3's accuracy on Hopper's warpgroup MMA (wgmma, compute capability 9.0 only): the operands split
 // into TF32 hi and lo once, before the product (B transposed), then 128x128x32 tiles, two warpgroups of
@@ -75,16 +76,19 @@ void matmul_cublas(const float* a, const float* b, float* c, std::int64_t M, std
 // cuBLAS SGEMM with TF32 tensor cores allowed: a speed baseline for the 3xTF32 steps (TF32 accuracy).
 void matmul_cublas_tf32(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K);
 
-// Parameters of every variant (each variant reads its own).
+// Parameters of every variant (each variant reads its own; the caller sets the ones of its variant: no defaults
+// here, they are matmul_choices.hpp's).
 struct KernelParams {
-    int block = 16;                   // shared
-    int tile_sz = 1;                  // tile_buffer
-    std::string warp_layout = "row";  // coalesced
-    std::string tile = "auto";        // blocktile_2d, vectorized, warptile, async
-    int stages = 3;                   // async, tf32x3
-    int split_k = 0;                  // async (0: auto)
-    int flush_k = 16;                 // tf32x3
-    std::string split = "fragment";   // tf32x3
+    int block;                // shared
+    int tile_sz;              // tile_buffer
+    WarpLayout warp_layout;   // coalesced
+    Tile2d tile_2d;           // blocktile_2d, vectorized
+    WarpTile warp_tile;       // warptile
+    AsyncTile async_tile;     // async
+    int stages;               // async, tf32x3
+    int split_k;              // async (0: auto)
+    int flush_k;              // tf32x3
+    Tf32x3Split split;        // tf32x3
 };
 
 // One kernel launch resolved once for a shape and parameters with 16-byte aligned operands, its checks
@@ -102,14 +106,14 @@ struct PreparedLaunch {
 
 // The prepared launch of `variant` (every ladder step whose launch is one planned kernel: not naive, whose
 // launch has a 2-D grid, nor tf32x3_wgmma, nor cublas); ValueError for others.
-PreparedLaunch matmul_prepare(const std::string& variant, const KernelParams& params, std::int64_t M, std::int64_t N,
+PreparedLaunch matmul_prepare(Step variant, const KernelParams& params, std::int64_t M, std::int64_t N,
                               std::int64_t K);
 // Launch it on stream 0 (a, b, c 16-byte aligned) and check the launch.
 void run_prepared(const PreparedLaunch& l, const float* a, const float* b, float* c);
 
 // The kernel `variant` runs for an M x N x K product with 16-byte aligned operands (the
 // fast path). Variants without a kernel of gpuopt's own (cublas, cpu) are rejected.
-KernelInfo matmul_kernel_info(const std::string& variant, const KernelParams& params, std::int64_t M, std::int64_t N,
+KernelInfo matmul_kernel_info(Step variant, const KernelParams& params, std::int64_t M, std::int64_t N,
                               std::int64_t K);
 
 }  // namespace gpuopt::matmul

@@ -49,19 +49,19 @@ KernelInfo launch_info(const MatmulLaunch& l);
 
 // Plans of each family (defined in the family's .cu; a and b only matter for alignment).
 MatmulLaunch plan_naive();
-MatmulLaunch plan_coalesced(std::int64_t M, std::int64_t N, const std::string& warp_layout);
+MatmulLaunch plan_coalesced(std::int64_t M, std::int64_t N, WarpLayout warp_layout);
 MatmulLaunch plan_shared(std::int64_t M, std::int64_t N, int block);
 MatmulLaunch plan_tile_buffer(std::int64_t M, std::int64_t N, int tile_sz);
 MatmulLaunch plan_blocktile_1d(std::int64_t M, std::int64_t N);
-MatmulLaunch plan_blocktile_2d(std::int64_t M, std::int64_t N, const std::string& tile);
+MatmulLaunch plan_blocktile_2d(std::int64_t M, std::int64_t N, Tile2d tile);
 MatmulLaunch plan_vectorized(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
-                             std::int64_t K, const std::string& tile);
+                             std::int64_t K, Tile2d tile);
 MatmulLaunch plan_warptile(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
-                           std::int64_t K, const std::string& tile);
+                           std::int64_t K, WarpTile tile);
 MatmulLaunch plan_async(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N, std::int64_t K,
-                        const std::string& tile, int stages, int split_k);
+                        AsyncTile tile, int stages, int split_k);
 MatmulLaunch plan_tf32x3(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
-                         std::int64_t K, int stages, int flush_k, const std::string& split);
+                         std::int64_t K, int stages, int flush_k, Tf32x3Split split);
 // tf32x3_wgmma's product kernel (its launch is not a MatmulLaunch: it takes the split operands).
 KernelInfo tf32x3_wgmma_info();
 

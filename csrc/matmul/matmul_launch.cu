@@ -93,42 +93,49 @@ namespace {
 
 // The launch `variant` makes for an M x N x K product with 16-byte aligned operands (the fast path; any
 // address 256-byte aligned stands for them); `what` names the caller in the refusal.
-MatmulLaunch plan_aligned(const std::string& variant, const KernelParams& p, std::int64_t M, std::int64_t N,
-                          std::int64_t K, const char* what) {
-    require_shape(M, N, K, variant.c_str());
+const char* step_name(Step variant) {
+    const auto i = static_cast<std::size_t>(variant);
+    GPUOPT_REQUIRE(i < kSteps.size(), "matmul: variant must be an index into kSteps, got " + std::to_string(i));
+    return kSteps.names[i];
+}
+
+MatmulLaunch plan_aligned(Step variant, const KernelParams& p, std::int64_t M, std::int64_t N, std::int64_t K,
+                          const char* what) {
+    const char* name = step_name(variant);
+    require_shape(M, N, K, name);
     const float* aligned = reinterpret_cast<const float*>(std::uintptr_t{256});
-    if (variant == "coalesced") return plan_coalesced(M, N, p.warp_layout);
-    if (variant == "shared") return plan_shared(M, N, p.block);
-    if (variant == "tile_buffer") return plan_tile_buffer(M, N, p.tile_sz);
-    if (variant == "blocktile_1d") return plan_blocktile_1d(M, N);
-    if (variant == "blocktile_2d") return plan_blocktile_2d(M, N, p.tile);
-    if (variant == "vectorized") return plan_vectorized(aligned, aligned, aligned, M, N, K, p.tile);
-    if (variant == "warptile") return plan_warptile(aligned, aligned, aligned, M, N, K, p.tile);
-    if (variant == "async") return plan_async(aligned, aligned, aligned, M, N, K, p.tile, p.stages, p.split_k);
-    if (variant == "tf32x3") return plan_tf32x3(aligned, aligned, aligned, M, N, K, p.stages, p.flush_k, p.split);
-    GPUOPT_REQUIRE(false, std::string(what) + ": variant '" + variant + "' has no single planned kernel");
+    switch (variant) {
+        case Step::Coalesced: return plan_coalesced(M, N, p.warp_layout);
+        case Step::Shared: return plan_shared(M, N, p.block);
+        case Step::TileBuffer: return plan_tile_buffer(M, N, p.tile_sz);
+        case Step::Blocktile1d: return plan_blocktile_1d(M, N);
+        case Step::Blocktile2d: return plan_blocktile_2d(M, N, p.tile_2d);
+        case Step::Vectorized: return plan_vectorized(aligned, aligned, aligned, M, N, K, p.tile_2d);
+        case Step::Warptile: return plan_warptile(aligned, aligned, aligned, M, N, K, p.warp_tile);
+        case Step::Async: return plan_async(aligned, aligned, aligned, M, N, K, p.async_tile, p.stages, p.split_k);
+        case Step::Tf32x3: return plan_tf32x3(aligned, aligned, aligned, M, N, K, p.stages, p.flush_k, p.split);
+        default: break;
+    }
+    GPUOPT_REQUIRE(false, std::string(what) + ": variant '" + name + "' has no single planned kernel");
     return {};
 }
 
 }  // namespace
 
-KernelInfo matmul_kernel_info(const std::string& variant, const KernelParams& p, std::int64_t M, std::int64_t N,
+KernelInfo matmul_kernel_info(Step variant, const KernelParams& p, std::int64_t M, std::int64_t N,
                               std::int64_t K) {
-    if (variant == "tf32x3_wgmma") {
-        require_shape(M, N, K, variant.c_str());
+    if (variant == Step::Tf32x3Wgmma) {
+        require_shape(M, N, K, step_name(variant));
         return tf32x3_wgmma_info();
     }
-    if (variant == "naive") {
-        require_shape(M, N, K, variant.c_str());
+    if (variant == Step::Naive) {
+        require_shape(M, N, K, step_name(variant));
         return launch_info(plan_naive());
     }
-    if (variant == "cublas" || variant == "cublas_tf32" || variant == "cpu")
-        GPUOPT_REQUIRE(false, "matmul_kernel_info: variant '" + variant +
-                                  "' has no kernel of gpuopt's own (cublas and cpu have none)");
     return launch_info(plan_aligned(variant, p, M, N, K, "matmul_kernel_info"));
 }
 
-PreparedLaunch matmul_prepare(const std::string& variant, const KernelParams& p, std::int64_t M, std::int64_t N,
+PreparedLaunch matmul_prepare(Step variant, const KernelParams& p, std::int64_t M, std::int64_t N,
                               std::int64_t K) {
     const MatmulLaunch l = plan_aligned(variant, p, M, N, K, "matmul_prepare");
     check_launch(l);

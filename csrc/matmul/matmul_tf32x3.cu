@@ -245,11 +245,12 @@ MatmulLaunch plan_stages(int flush_k, bool vec, std::int64_t M, std::int64_t N) 
 }  // namespace
 
 MatmulLaunch plan_tf32x3(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
-                         std::int64_t K, int stages, int flush_k, const std::string& split) {
+                         std::int64_t K, int stages, int flush_k, Tf32x3Split split) {
     const bool vec = K % 4 == 0 && N % 4 == 0 && aligned16(a) && aligned16(b) && aligned16(c);
-    GPUOPT_REQUIRE(split == "fragment" || split == "tile",
-                   "matmul tf32x3: split must be 'fragment' or 'tile', got '" + split + "'");
-    const bool tile = split == "tile";
+    GPUOPT_REQUIRE(static_cast<std::size_t>(split) < kTf32x3Splits.size(),
+                   "matmul tf32x3: split must be an index into kTf32x3Splits, got " +
+                       std::to_string(static_cast<int>(split)));
+    const bool tile = split == Tf32x3Split::Tile;
     if (stages == 3) return tile ? plan_stages<3, true>(flush_k, vec, M, N) : plan_stages<3, false>(flush_k, vec, M, N);
     if (stages == 4) return tile ? plan_stages<4, true>(flush_k, vec, M, N) : plan_stages<4, false>(flush_k, vec, M, N);
     ::gpuopt::detail::fail_argument(__FILE__, __LINE__,
@@ -257,7 +258,7 @@ MatmulLaunch plan_tf32x3(const float* a, const float* b, const float* c, std::in
 }
 
 void matmul_tf32x3(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
-                   int stages, int flush_k, const std::string& split) {
+                   int stages, int flush_k, Tf32x3Split split) {
     require_shape(M, N, K, "tf32x3");
     run_launch(plan_tf32x3(a, b, c, M, N, K, stages, flush_k, split), a, b, c, M, N, K);
 }

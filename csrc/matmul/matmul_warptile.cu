@@ -83,23 +83,40 @@ MatmulLaunch plan(bool vec_k, bool vec_n, std::int64_t M, std::int64_t N) {
     return l;
 }
 
+// The tilings of kWarpTiles (matmul_choices.hpp), entry by entry.
+using WarpTilings = std::tuple<Tiling128x128x16, Tiling128x128x8, Tiling128x64x16, Tiling64x64x16>;
+static_assert(std::tuple_size_v<WarpTilings> == kWarpTiles.size(), "one tiling per kWarpTiles entry");
+template <std::size_t... I>
+constexpr bool tilings_match(std::index_sequence<I...>) {
+    return ((std::tuple_element_t<I, WarpTilings>::BM == tile_dims(kWarpTiles.names[I]).bm &&
+             std::tuple_element_t<I, WarpTilings>::BN == tile_dims(kWarpTiles.names[I]).bn &&
+             std::tuple_element_t<I, WarpTilings>::BK == tile_dims(kWarpTiles.names[I]).bk) && ...);
+}
+static_assert(tilings_match(std::make_index_sequence<kWarpTiles.size()>{}),
+              "WarpTilings must have kWarpTiles' BM x BN x BK, in its order");
+
+template <std::size_t... I>
+MatmulLaunch plan_at(std::size_t tile, bool vec_k, bool vec_n, std::int64_t M, std::int64_t N,
+                     std::index_sequence<I...>) {
+    MatmulLaunch l;
+    ((tile == I ? (void)(l = plan<std::tuple_element_t<I, WarpTilings>>(vec_k, vec_n, M, N)) : void()), ...);
+    return l;
+}
+
 }  // namespace
 
 MatmulLaunch plan_warptile(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
-                           std::int64_t K, const std::string& tile) {
+                           std::int64_t K, WarpTile tile) {
     const bool vec_k = K % 4 == 0 && aligned16(a);
     const bool vec_n = N % 4 == 0 && aligned16(b) && aligned16(c);
-    if (tile == "128x128x8") return plan<Tiling128x128x8>(vec_k, vec_n, M, N);
-    if (tile == "128x128x16") return plan<Tiling128x128x16>(vec_k, vec_n, M, N);
-    if (tile == "128x64x16") return plan<Tiling128x64x16>(vec_k, vec_n, M, N);
-    if (tile == "64x64x16") return plan<Tiling64x64x16>(vec_k, vec_n, M, N);
-    ::gpuopt::detail::fail_argument(__FILE__, __LINE__,
-                                    "matmul warptile: tile must be one of 128x128x8, 128x128x16, 128x64x16, 64x64x16; got '" +
-                                        tile + "'");
+    const auto i = static_cast<std::size_t>(tile);
+    GPUOPT_REQUIRE(i < kWarpTiles.size(), "matmul warptile: tile must be an index into kWarpTiles, got " +
+                                              std::to_string(static_cast<int>(tile)));
+    return plan_at(i, vec_k, vec_n, M, N, std::make_index_sequence<kWarpTiles.size()>{});
 }
 
 void matmul_warptile(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
-                     const std::string& tile) {
+                     WarpTile tile) {
     require_shape(M, N, K, "warptile");
     run_launch(plan_warptile(a, b, c, M, N, K, tile), a, b, c, M, N, K);
 }

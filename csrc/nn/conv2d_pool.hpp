@@ -51,11 +51,11 @@ struct ConvPoolConfig {
 constexpr int kConvPoolFilterSides[] = {3, 5};
 
 // Validates the shape (InvalidArgument naming what is wrong) and returns the launch; no GPU needed.
-ConvPoolPlan conv2d_pool_plan(const ConvPoolShape& s, const ConvPoolConfig& cfg = {});
+ConvPoolPlan conv2d_pool_plan(const ConvPoolShape& s, const ConvPoolConfig& cfg);
 
 void conv2d_pool_fused(const void* x, InputType input_type, float input_divisor, const float* w,
                        const float* bias, float* y, const ConvPoolShape& s, Activation act, PoolKind pool,
-                       const ConvPoolConfig& cfg = {});
+                       const ConvPoolConfig& cfg);
 
 // direct_smallc (conv2d_pool_smallc.cu): first layers, few input channels (C*R*S <= kSmallcMaxTaps). A block
 // stages whole images and its maps' filters in shared memory once; a thread keeps a 4x4 output patch's input
@@ -83,11 +83,11 @@ struct SmallcConfig {
     int maps = 0;    // 0: per shape (all K up to 32; see conv2d_pool_smallc.cu)
 };
 
-SmallcPlan conv2d_pool_smallc_plan(const ConvPoolShape& s, const SmallcConfig& cfg = {});
+SmallcPlan conv2d_pool_smallc_plan(const ConvPoolShape& s, const SmallcConfig& cfg);
 
 void conv2d_pool_direct_smallc(const void* x, InputType input_type, float input_divisor, const float* w,
                                const float* bias, float* y, const ConvPoolShape& s, Activation act, PoolKind pool,
-                               const SmallcConfig& cfg = {});
+                               const SmallcConfig& cfg);
 
 // zero_skip (conv2d_pool_skip.cu): the same layer computed by scattering the input, a warp per (image, 4 output
 // rows), lanes the output maps; a zero input value costs one warp-uniform test and no FMAs. The same bits as

@@ -11,6 +11,7 @@ namespace gpuopt::nn {
 void activation_cpu(const float* x, float* y, std::int64_t n, Activation act);
 
 enum class PoolKind : int { Max = 0, Average = 1 };
+inline constexpr NameChoices<2> kPoolKinds{"kind", {"max", "avg"}, 0};  // the names the bindings take
 
 // Non-overlapping size x size pooling (stride = size) of planes x[planes][H][W] into
 // y[planes][H/size][W/size]; trailing rows/columns that do not fill a window are dropped.
@@ -20,7 +21,7 @@ void pool2d_cpu(const float* x, float* y, std::int64_t planes, std::int64_t H, s
 // y[N][O] = act(x[N][I] @ w[I][O] + bias[O]) (bias may be null), double accumulation; the
 // activation is applied to the float result.
 void fully_connected_cpu(const float* x, const float* w, const float* bias, float* y, std::int64_t N,
-                         std::int64_t I, std::int64_t O, Activation act = Activation::None);
+                         std::int64_t I, std::int64_t O, Activation act);
 
 // out[i] = index of the largest x[i][:] (first one on ties; the first NaN, as NumPy).
 void argmax_rows_cpu(const float* x, std::int64_t* out, std::int64_t rows, std::int64_t cols);

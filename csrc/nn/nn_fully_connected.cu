@@ -138,7 +138,9 @@ void fully_connected_matmul(const float* x, const float* w, const float* bias, f
                             Activation act) {
     check_fc(x, w, y, N, I, O, "matmul");
     fully_connected_matmul_check(N, I, O);
-    matmul::matmul_async(x, w, y, N, O, I, "auto", 3, 0);  // (M, N, K) = (rows, outputs, inputs)
+    // (M, N, K) = (rows, outputs, inputs), at the async variant's defaults (matmul_choices.hpp)
+    matmul::matmul_async(x, w, y, N, O, I, static_cast<matmul::AsyncTile>(matmul::kAsyncTiles.default_index),
+                         matmul::kAsyncStages.default_value(), matmul::kAsyncSplitK.default_value());
     bias_activation(y, bias, N, O, act);
 }
 

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 
+#include "sparse_choices.hpp"
 #include "sparse_conv.hpp"
 
 namespace gpuopt::sparse {
@@ -48,10 +49,10 @@ bool sparse_conv_fast(const std::int16_t* x, const std::int32_t* codes, std::int
 // kernel: kWindow, one 2x2 pool window per thread (any R, S); kInt32 / kFp32, the register-blocked 3x3 kernel
 // (sparse_conv_fused_blocked.cu) accumulating in int32 (IMAD) or in FP32 (FFMA, exact while max|x| * sum|w| <=
 // 2^24, else the exact int64 path: slow, e.g. 9 taps per slice on the lab's neurons); kAuto: kWindow (measured
-// on the H200 on the lab's layer: window 143 us, int32 160 us, fp32 160 us; notes/sparse.md).
-enum class FusedKernel { kAuto, kWindow, kInt32, kFp32 };
+// on the H200 on the lab's layer: window 143 us, int32 160 us, fp32 160 us; notes/sparse.md). FusedKernel and its
+// table: sparse_choices.hpp.
 void sparse_conv_fast_fused(const std::int16_t* x, const std::int32_t* codes, std::int64_t width, std::int32_t* y,
-                            int* overflow, const SparseConvShape& s, int split, FusedKernel kernel = FusedKernel::kAuto);
+                            int* overflow, const SparseConvShape& s, int split, FusedKernel kernel);
 // The register-blocked 3x3 kernel (called by sparse_conv_fast_fused after its checks).
 void sparse_conv_fast_fused_blocked(const std::int16_t* x, const std::int32_t* codes, std::int64_t width,
                                     std::int32_t* y, int* overflow, const SparseConvShape& s, int split, bool fp32);
@@ -80,12 +81,12 @@ struct SparseNeuronLists {
 // nullptr: x compacted here first. Lists need sparse_input_planes_apply (InvalidArgument otherwise).
 void sparse_conv_fast_sparse_input(const std::int16_t* x, const std::int32_t* codes, std::int64_t width,
                                    std::int32_t* y, int* overflow, const SparseConvShape& s,
-                                   const SparseNeuronLists* lists = nullptr);
+                                   const SparseNeuronLists* lists);
 // Its kernel where sparse_input_planes_apply (sparse_conv.hpp; sparse_conv_scatter_planes.cu, one launch); false
 // (nothing queued) for other shapes, which take the atomic kernel of sparse_conv_scatter.cu.
 bool sparse_conv_fast_sparse_input_planes(const std::int16_t* x, const std::int32_t* codes, std::int64_t width,
                                           std::int32_t* y, int* overflow, const SparseConvShape& s,
-                                          const SparseNeuronLists* lists = nullptr);
+                                          const SparseNeuronLists* lists);
 
 // Int8 tensor cores (sparse_conv_imma.cu; round 5): the FAST codes expanded to dense int8 taps and the input split into
 // its low (unsigned) and high (signed) bytes, each product summed exactly in s32 by mma.sync and combined in int64;

@@ -36,7 +36,7 @@ if _core.build_info()["cudnn"]:
     register("conv2d", "cudnn",
              description="cuDNN forward, strict FP32 (TF32 off), algorithm found once per shape and cached",
              report="library", needs_cuda=True, preferred=True, kernel="csrc/conv/conv2d_cudnn.cu", test=_TEST_GPU,
-             params=(Param("algorithms", "precise", ("precise", "any"),
+             params=(Param.from_kernels("conv2d/cudnn/algorithms",
                            "'precise': GEMM-family and direct algorithms only (reference-level accuracy); 'any': "
                            "also FFT and Winograd, faster on some shapes, ~1e-4 relative error on 5x5 filters"),))(
         run_gpu)

@@ -28,7 +28,7 @@ shapes are rejected with ValueError before anything is copied to the device. All
 
 from __future__ import annotations
 
-from .._ext import cuda_host_module
+from .._ext import cuda_host_module, kernel_choices
 from ..registry import Param, register
 from .launch import run_gpu
 from .problem import check_shapes
@@ -37,11 +37,11 @@ __all__ = ["GEMMS", "TILES", "FAST_TILES", "unroll_chunk_images"]
 
 #: The matmul kernels ``unroll`` can multiply with (the matmul ladder's variants of the same names): the FFMA
 #: kernels, and the 3xTF32 tensor-core ones (FP32-level error; ``tf32x3_wgmma`` on Hopper GPUs only).
-GEMMS = ("async", "tf32x3", "tf32x3_wgmma", "warptile", "shared", "naive")
+GEMMS = kernel_choices()["conv2d/unroll/gemm"]["allowed"]  # csrc/conv/conv2d_choices.hpp
 #: ``implicit_gemm``'s tile (tile x tile threads per block).
 TILES = (16, 32)
 #: ``implicit_gemm_fast``'s block tiles, "BMxBNxBK": output maps x output pixels x filter taps per k-step.
-FAST_TILES = ("64x64x8", "128x128x8", "128x64x8", "64x128x8", "32x128x8")
+FAST_TILES = kernel_choices()["conv2d/implicit_gemm_fast/tile"]["allowed"]  # csrc/conv/conv2d_choices.hpp
 
 _GEMM = dict(needs_cuda=True, kernel="csrc/conv/conv2d_gemm.cu", test="tests/conv/test_gpu_gemm.py")
 
@@ -66,7 +66,7 @@ register("conv2d", "unroll",
                      "W[K][C*R*S] x X_unrolled[C*R*S][N*P*Q] (chunks of images past 1 GiB of scratch), permute + "
                      "bias + activation kernel (the report used three kernels around its multiply)",
          report="ece408-fashion", **_GEMM,
-         params=(Param("gemm", "async", GEMMS,
+         params=(Param.from_kernels("conv2d/unroll/gemm",
                        "the matmul ladder's kernel that multiplies (called in C++ at its default parameters); "
                        "async: the fastest"),))(run_gpu)
 
@@ -92,6 +92,6 @@ register("conv2d", "implicit_gemm_fast",
                      "16-byte loads, X tiles gathered by cp.async with zero fill, double-buffered shared memory, "
                      "bias and activation in the store",
          report="gpuopt", **_GEMM,
-         params=(Param("tile", "64x64x8", FAST_TILES,
+         params=(Param.from_kernels("conv2d/implicit_gemm_fast/tile",
                        "block tile BMxBNxBK (output maps x output pixels x filter taps per k-step); 64x64x8 fits "
                        "the MNIST layers' 32/64 maps and CS6235 conf4's 128 maps with the most blocks"),))(run_gpu)

@@ -48,9 +48,9 @@ register("conv2d", "unroll_k",
          description="each thread computes `unroll` output maps at one (n, p, q): every input value loaded once "
                      "feeds them all (k unrolled and jammed into the c,r,s loops, tails for any K; Figs 3 and 5)",
          params=(_block_size(),
-                 Param("unroll", 8, (2, 4, 8, 16),
+                 Param.from_kernels("conv2d/unroll_k/unroll",
                        "output maps per thread; 8: with rsc the report's best at N = 128 (Sec. 4.1)"),
-                 Param("loop_order", "rsc", ("crs", "rsc"),
+                 Param.from_kernels("conv2d/unroll_k/loop_order",
                        "order of each thread's c, r, s loops; rsc (c innermost, padding checks once per tap) beat "
                        "crs in the report (Fig 5)")),
          **_CS)(run_gpu)
@@ -59,7 +59,7 @@ register("conv2d", "unroll_c",
          description="plain with the c loop unrolled by `unroll` and jammed into the r, s loops (tail for any C; "
                      "report Sec. 3.2, Fig 4)",
          params=(_block_size(),
-                 Param("unroll", 4, (0, 2, 4, 8, 16),
+                 Param.from_kernels("conv2d/unroll_c/unroll",
                        "input channels per step (0: no unrolling); 4: unrolling helped only at C = 832 (Fig 4) and "
                        "costs nothing at C < 4, where every channel runs in the tail")),
          **_CS)(run_gpu)

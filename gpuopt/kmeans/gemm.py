@@ -29,7 +29,7 @@ register("kmeans", "device_tiled", description="device_gemm with its two halves 
          "device_gemm and cpu(summation='chunked')",
          params=(Param("loops_per_sync", 8, (1, 2, 4, 8, 16, 32),
                        "loops queued before the host reads the stop flag (later ones return at once)"), BLOCKS,
-                 Param("products", "auto", ("auto", "tf32x3", "ffma"),
+                 Param.from_kernels("kmeans/device_tiled/products",
                        "the screen's dot products: 'tf32x3' on the tensor cores (split operands, three mma products), "
                        "'ffma' FP32 FMAs, 'auto' by shape (kmeans_tiled.cu's resolve); memberships Liao's either way")),
          **dict(DEVICE, kernel="csrc/kmeans/kmeans_tiled.cu"))(kmeans_device)

@@ -19,7 +19,7 @@ __all__: list[str] = []
 
 @register("kmeans", "cpu", description="CPU reference (C++, OpenMP assignment): Liao's seq_kmeans, bit for bit",
           report="reference", needs_cuda=False, kernel="csrc/kmeans/kmeans_cpu.cpp", test="tests/kmeans/test_kmeans.py",
-          params=(Param("summation", "liao", ("liao", "chunked"),
+          params=(Param.from_kernels("kmeans/cpu/summation",
                         "centre sums: 'liao', float32 in object order (his seq_kmeans); 'chunked', float64 by "
                         "chunks of 1024 objects (members in object order within a chunk, chunks in order), the "
                         "mean rounded once: the order the device-resident variants follow for any grid"),))

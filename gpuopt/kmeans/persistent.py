@@ -57,7 +57,7 @@ register("kmeans", "device_persistent", description="device's loop, the whole ru
          params=(Param("blocks", 0, (0, 1, 2, 3, 8, 64, 132, 264, 1024),
                        "the grid at most (0: as many as are co-resident; larger values are clamped to that); the "
                        "result does not depend on it"),
-                 Param("x_memory", "auto", ("auto", "global"),
+                 Param.from_kernels("kmeans/device_persistent/x_memory",
                        "'auto': a block's x staged in shared memory once where its chunks fit, else read every loop; "
                        "'global': always read every loop")),
          **dict(DEVICE, kernel="csrc/kmeans/kmeans_persistent.cu",

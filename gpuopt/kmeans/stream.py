@@ -55,10 +55,10 @@ register("kmeans", "stream", description="device's loop over points that stay in
          params=(Param("chunk_points", 0, STREAM_CHUNKS, "objects a slab (a multiple of 32,768); 0: 256 MiB of "
                        "points a slab"),
                  Param("buffers", 3, (2, 3, 4), "device slabs: copies run up to buffers - 1 slabs ahead"),
-                 Param("host_memory", "register", ("register", "staged"),
+                 Param.from_kernels("kmeans/stream/host_memory",
                        "pageable x: 'register' page-locks it in place for the call; 'staged' copies each slab "
                        "through pinned buffers allocated once per call"),
-                 Param("assign", "auto", ("auto", "liao", "dot"),
+                 Param.from_kernels("kmeans/stream/assign",
                        "the assignment kernel: 'liao' device's (k*D <= 1024), 'dot' device_gemm's (k*D <= 4096), "
                        "'auto' liao where it fits")),
          report="gpuopt", needs_cuda=True, kernel="csrc/kmeans/kmeans_stream.cu",

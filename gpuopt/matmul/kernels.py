@@ -94,49 +94,44 @@ def _replay(ctx: ExecContext, run, m: int, n: int, k: int, args: dict[str, Any])
     return replay_unplanned
 
 
-_TILES_2D = ("128x128x8", "64x64x8")
-_TILES_WARP = ("128x128x16", "128x128x8", "128x64x16", "64x64x16")
-_TILES_ASYNC = ("auto", "128x256x32", "128x256x16", "128x128x32", "128x128x16", "128x64x16", "64x64x16",
-                "64x64x16_k2")
-
 register("matmul", "naive", description="one thread per output, 2-D grid of 16x16 blocks (the report's fixed v0)",
          report="cmu18645", **_gpu("matmul_naive.cu"))(_run_gpu)
 register("matmul", "coalesced",
          description="one thread per output, no shared memory: a warp along a row of c (coalesced) or a column (strided)",
          report="gpuopt", **_gpu("matmul_coalesced.cu"),
-         params=(Param("warp_layout", "row", ("row", "column"),
+         params=(Param.from_kernels("matmul/coalesced/warp_layout",
                        "row: a warp reads 32 consecutive floats of b per k; column: 32 rows of a, K floats apart"),))(
     _run_gpu)
 register("matmul", "shared", description="A and B tiles staged in shared memory (the report's shared-memory version)",
          report="cmu18645", **_gpu("matmul_shared.cu"),
-         params=(Param("block", 16, (16, 32),
+         params=(Param.from_kernels("matmul/shared/block",
                        "tile edge: 16 (256 threads) or 32 (1024 threads), the report's occupancy experiment"),))(
     _run_gpu)
 register("matmul", "tile_buffer",
          description="a 16x16 block computes tile_sz output tiles of its row stripe, reusing each A tile (report's Fig. 3)",
          report="cmu18645", **_gpu("matmul_shared.cu"),
-         params=(Param("tile_sz", 4, (1, 2, 4), "consecutive output tiles per block sharing one A tile"),))(
+         params=(Param.from_kernels("matmul/tile_buffer/tile_sz", "consecutive output tiles per block sharing one A tile"),))(
     _run_gpu)
 register("matmul", "blocktile_1d", description="1-D register blocking: 64x64x8 block tile, 8 outputs of a column per thread",
          report="gpuopt", **_gpu("matmul_blocktile.cu"))(_run_gpu)
 register("matmul", "blocktile_2d", description="2-D register blocking: 8x8 outputs per thread from register fragments",
          report="gpuopt", **_gpu("matmul_blocktile.cu"),
-         params=(Param("tile", "64x64x8", _TILES_2D, "block tile BMxBNxBK (8x8 per thread)"),))(_run_gpu)
+         params=(Param.from_kernels("matmul/blocktile_2d/tile", "block tile BMxBNxBK (8x8 per thread)"),))(_run_gpu)
 register("matmul", "vectorized",
          description="2-D blocking with 16-byte loads and A^T in shared memory (float4 inner loop; scalar where unaligned)",
          report="gpuopt", **_gpu("matmul_blocktile.cu"),
-         params=(Param("tile", "128x128x8", _TILES_2D, "block tile BMxBNxBK (8x8 per thread)"),))(_run_gpu)
+         params=(Param.from_kernels("matmul/vectorized/tile", "block tile BMxBNxBK (8x8 per thread)"),))(_run_gpu)
 register("matmul", "warptile",
          description="block tile -> warp tiles -> 8x8 (8x4) thread tiles, conflict-free shared memory, grouped order",
          report="gpuopt", **_gpu("matmul_warptile.cu"),
-         params=(Param("tile", "128x128x16", _TILES_WARP, "block tile BMxBNxBK (warp and thread tiles follow)"),))(
+         params=(Param.from_kernels("matmul/warptile/tile", "block tile BMxBNxBK (warp and thread tiles follow)"),))(
     _run_gpu)
 register("matmul", "async", description="warp-tiled kernel fed by a multi-stage cp.async pipeline into shared memory",
          report="gpuopt", **_gpu("matmul_async.cu"),
-         params=(Param("tile", "auto", _TILES_ASYNC,
+         params=(Param.from_kernels("matmul/async/tile",
                        "block tile BMxBNxBK (_k2: two k-slices); auto: per shape, by a tile-quantisation cost model"),
-                 Param("stages", 3, (2, 3, 4), "k-steps in flight in shared memory (cp.async pipeline depth)"),
-                 Param("split_k", "auto", ("auto", 1, 2, 4),
+                 Param.from_kernels("matmul/async/stages", "k-steps in flight in shared memory (cp.async pipeline depth)"),
+                 Param.from_kernels("matmul/async/split_k",
                        "blocks of a cluster sharing an output tile over k (partial tiles summed in distributed "
                        "shared memory); auto: per shape")))(_run_gpu)
 register("matmul", "tf32x3",
@@ -144,11 +139,11 @@ register("matmul", "tf32x3",
                      "remainder, three products (lo*hi + hi*lo + hi*hi) accumulated in FP32 by mma.sync; 128x128x32 "
                      "tiles fed by cp.async",
          report="gpuopt", **_gpu("matmul_tf32x3.cu"),
-         params=(Param("stages", 3, (3, 4), "k-steps in flight in shared memory (cp.async pipeline depth)"),
-                 Param("flush_k", 16, (8, 16, 32),
+         params=(Param.from_kernels("matmul/tf32x3/stages", "k-steps in flight in shared memory (cp.async pipeline depth)"),
+                 Param.from_kernels("matmul/tf32x3/flush_k",
                        "k summed inside the tensor cores (which round toward zero) before an FP32 round-to-nearest "
                        "add into the accumulator: smaller is closer to FFMA accuracy, larger does fewer adds"),
-                 Param("split", "fragment", ("fragment", "tile"),
+                 Param.from_kernels("matmul/tf32x3/split",
                        "where operands become hi + lo: 'fragment' per fragment load (3 instructions per use), "
                        "'tile' once per landed k-step into float2 shared tiles (a second barrier per k-step; "
                        "0.7x 'fragment' on the H200, notes/matmul.md)")))(

@@ -189,7 +189,7 @@ def _conv2d_pool_direct_smallc(ctx: ExecContext, p: ConvPoolProblem, **launch: i
           kernel="csrc/conv/conv2d_winograd.cu", test="tests/nn/test_gpu_conv_pool_winograd.py",
           params=(Param("m", "auto", ("auto", 2, 4), "output tile side, even so 2x2 windows never cross tiles "
                                                       "(auto: 4)"),
-                  Param("products", "auto", ("auto", "fma", "tf32x3"),
+                  Param.from_kernels("conv2d_pool/winograd/products",
                         "per-point products: FFMA, or 3xTF32 mma on the tensor cores (FP32-level error; F(4x4, 5x5) "
                         "only; with C <= 32 the block that keeps V for every channel and runs all maps, MNIST conv2); "
                         "auto: tf32x3 for F(4x4, 5x5) with C <= 32 and K > 16, else fma")))

@@ -121,7 +121,7 @@ register("sparse_conv2d", "fast_fused", description="FAST filters, conv + ReLU +
          "blocks shares the channels of one (maps, tile), partial sums added through distributed shared memory",
          params=(Param("split", 0, (0, 1, 2, 4, 8), "blocks of a thread-block cluster summing 1/split "
                                        "of the channels each; 0: from the shape (8 for the lab's layer)"),
-                                 Param("kernel", "auto", ("auto", "window", "int32", "fp32"), "window: one 2x2 pool "
+                                 Param.from_kernels("sparse_conv2d/fast_fused/kernel", "window: one 2x2 pool "
                                        "window per thread (any size); int32 / fp32: register-blocked 3x3 (a 4x4 output "
                                        "patch x 4 maps per thread, taps by a warp-uniform switch), FP32 exact while "
                                        "max|x|*sum|w| <= 2^24 (else the slow int64 path); auto: window, the fastest measured on the H200")),

@@ -9,6 +9,7 @@ import pytest
 import gpuopt
 from conftest import cuda_build, cuda_module_without_gpu, fake_conv_call, needs_cuda_build, passes_host_checks
 from gpuopt import registry
+from gpuopt._ext import kernel_choices
 from gpuopt.conv import Conv2dProblem
 from gpuopt.conv.gemm import unroll_chunk_images
 
@@ -17,10 +18,13 @@ EXPECTED = {
     "implicit_gemm": ("ece408-mnist", {"tile": 16}),
     "implicit_gemm_fast": ("gpuopt", {"tile": "64x64x8"}),
 }
+# The allowed values the kernels dispatch on: C++'s tables (csrc/conv/conv2d_choices.hpp), read from the export,
+# not a copy (tests/test_choices.py checks the registry's Params against the same tables).
+_CHOICES = kernel_choices()
 ALLOWED = {
-    ("unroll", "gemm"): ("async", "tf32x3", "tf32x3_wgmma", "warptile", "shared", "naive"),
+    ("unroll", "gemm"): _CHOICES["conv2d/unroll/gemm"]["allowed"],
     ("implicit_gemm", "tile"): (16, 32),
-    ("implicit_gemm_fast", "tile"): ("64x64x8", "128x128x8", "128x64x8", "64x128x8", "32x128x8"),
+    ("implicit_gemm_fast", "tile"): _CHOICES["conv2d/implicit_gemm_fast/tile"]["allowed"],
 }
 LIMIT = 2**31 - 1024
 
@@ -195,7 +199,7 @@ def test_launchers_validate_before_any_cuda_call():
             getattr(cuda, name)(call(256, (2**20, 1, 64, 64, 3, 1, 1, 1, 1, 0, 0)), **calls[name])
     with pytest.raises(ValueError, match="tile must be 16 or 32"):
         cuda.conv2d_implicit_gemm(call(256, good), tile=64)
-    with pytest.raises(ValueError, match="tile must be one of 64x64x8"):
+    with pytest.raises(ValueError, match="conv2d implicit_gemm_fast: tile must be '64x64x8', .* got 'auto'"):
         cuda.conv2d_implicit_gemm_fast(call(256, good), tile="auto")
     with pytest.raises(ValueError, match="gemm must be 'async', 'tf32x3', 'tf32x3_wgmma', 'warptile', 'shared' or 'naive'"):
         cuda.conv2d_unroll(call(256, good), gemm="cublas")

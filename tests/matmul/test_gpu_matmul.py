@@ -183,7 +183,7 @@ def test_cpp_launchers_check_their_parameters():
         cuda.matmul_async(*args, tile="128x128x16", stages=7, split_k=1)
     with pytest.raises(ValueError, match="split_k must be 1, 2, 4 or 0"):
         cuda.matmul_async(*args, tile="128x128x16", stages=3, split_k=3)
-    with pytest.raises(ValueError, match="unknown tile"):
+    with pytest.raises(ValueError, match="matmul async: tile must be 'auto', .* got '96x96x16'"):
         cuda.matmul_async(*args, tile="96x96x16", stages=3, split_k=0)
     with pytest.raises(ValueError, match="M, N and K must be positive"):
         cuda.matmul_async(a.ptr, a.ptr, c.ptr, 0, 4, 4, tile="auto", stages=3, split_k=0)

@@ -1,0 +1,96 @@
+// A parameter's allowed values and its default, in one constexpr table: the one place they are written.
+// The launchers take the table's index (an enum or the value itself); the bindings turn Python's value into
+// that index once (choice_index: ValueError naming the parameter and the allowed values); gpuopt._core exports
+// every table (kernel_choices()), and the registry's Params read them. Plain C++ (no CUDA): _core includes it.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <tuple>    // (for the dispatchers: a tiling type list per table, indexed by the entry)
+#include <utility>
+
+#include "error.hpp"
+
+namespace gpuopt {
+
+// Values spelled as names ("64x64x8", "rsc"): index i stands for the launcher's enum value i.
+template <std::size_t N>
+struct NameChoices {
+    const char* param;      // the keyword, e.g. "tile"
+    const char* names[N];   // allowed values, in the registry's display order
+    std::size_t default_index;
+
+    static constexpr std::size_t size() { return N; }
+    constexpr const char* default_name() const { return names[default_index]; }
+    // Index of `name`, or N when it is not allowed.
+    constexpr std::size_t find(std::string_view name) const {
+        for (std::size_t i = 0; i < N; ++i)
+            if (std::string_view(names[i]) == name) return i;
+        return N;
+    }
+};
+
+// Values that are numbers (block sizes, unroll factors): the launcher takes the number itself. zero_name: how
+// Python spells 0 where 0 means "choose from the shape" ("auto"), else nullptr.
+template <std::size_t N>
+struct IntChoices {
+    const char* param;
+    int values[N];
+    std::size_t default_index;
+    const char* zero_name = nullptr;
+
+    static constexpr std::size_t size() { return N; }
+    constexpr int default_value() const { return values[default_index]; }
+    constexpr bool contains(int v) const {
+        for (std::size_t i = 0; i < N; ++i)
+            if (values[i] == v) return true;
+        return false;
+    }
+};
+
+// "'a', 'b' or 'c'": the allowed values for a message.
+template <std::size_t N>
+std::string choices_text(const NameChoices<N>& c) {
+    std::string out;
+    for (std::size_t i = 0; i < N; ++i) {
+        if (i > 0) out += i + 1 == N ? " or " : ", ";
+        out += std::string("'") + c.names[i] + "'";
+    }
+    return out;
+}
+
+// The index of `name` in `c`; InvalidArgument (ValueError in Python) naming `what`, the parameter and the
+// allowed values when it is not one of them. For the bindings: string parameters are parsed here, once.
+template <std::size_t N>
+std::size_t choice_index(const NameChoices<N>& c, std::string_view name, const char* what) {
+    const std::size_t i = c.find(name);
+    if (i == N)
+        detail::fail_argument(__FILE__, __LINE__,
+                              std::string(what) + ": " + c.param + " must be " + choices_text(c) + ", got '" +
+                                  std::string(name) + "'");
+    return i;
+}
+
+// The enum E whose values are the table's indices.
+template <class E, std::size_t N>
+E choice(const NameChoices<N>& c, std::string_view name, const char* what) {
+    return static_cast<E>(choice_index(c, name, what));
+}
+
+// BM, BN, BK of a tile name "BMxBNxBK" (compile time: the instantiations are checked against the table).
+struct TileDims {
+    int bm = 0, bn = 0, bk = 0;
+};
+constexpr TileDims tile_dims(const char* name) {
+    int v[3] = {0, 0, 0};
+    int i = 0;
+    for (const char* p = name; *p != '\0' && i < 3; ++p) {
+        if (*p == 'x') ++i;
+        else if (*p >= '0' && *p <= '9') v[i] = v[i] * 10 + (*p - '0');
+        else break;  // a suffix ("_k2") ends the sizes
+    }
+    return {v[0], v[1], v[2]};
+}
+
+}  // namespace gpuopt

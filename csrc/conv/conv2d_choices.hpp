@@ -1,0 +1,40 @@
+// The conv2d parameters whose values pick a kernel instantiation or a code path: each one's allowed values and
+// default, once. Plain C++ (no CUDA): gpuopt._core exports them (kernel_choices()) and the registry's Params read
+// them; the launchers take the enums below, whose values are the tables' indices; the bindings convert.
+#pragma once
+
+#include "../common/choices.hpp"
+
+namespace gpuopt::conv {
+
+// unroll: the matmul ladder's kernel that multiplies (called at its own defaults). async: the fastest.
+enum class UnrollGemm : int { Async, Tf32x3, Tf32x3Wgmma, Warptile, Shared, Naive };
+inline constexpr NameChoices<6> kUnrollGemms{"gemm", {"async", "tf32x3", "tf32x3_wgmma", "warptile", "shared", "naive"}, 0};
+
+// implicit_gemm_fast: block tiles BMxBNxBK (output maps x output pixels x taps per k-step); conv2d_gemm.cu
+// instantiates one warp tiling per entry, in this order (a static_assert there reads the sizes off the names).
+// 64x64x8: fits the MNIST layers' 32/64 maps and CS6235 conf4's 128 maps with the most blocks.
+enum class FastTile : int {};  // an index into kFastTiles
+inline constexpr NameChoices<5> kFastTiles{"tile", {"64x64x8", "128x128x8", "128x64x8", "64x128x8", "32x128x8"}, 0};
+
+// cudnn (and auto's cuDNN candidates): which algorithms cuDNN's search may pick. Precise: the GEMM family and
+// DIRECT, which sum products like the reference does (errors ~1e-7 relative). Any: also FFT and Winograd, whose
+// transforms lose accuracy on larger filters (seen on the H200: 3e-4 relative on a 5x5 layer).
+enum class CudnnAlgorithms : int { Precise = 0, Any = 1 };
+inline constexpr NameChoices<2> kCudnnAlgorithms{"algorithms", {"precise", "any"}, 0};
+
+// CS6235 unroll_k: the order of each thread's c, r, s loops (the other variants have a fixed order: crs, or rsc
+// for unroll_nk, shared and general). rsc (c innermost, padding checks once per tap) beat crs in the report (Fig 5).
+enum class Cs6235LoopOrder : int { Crs = 0, Rsc = 1 };
+inline constexpr NameChoices<2> kCs6235LoopOrders{"loop_order", {"crs", "rsc"}, 1};
+// unroll_k: output maps per thread (8: with rsc the report's best at N = 128, Sec. 4.1); unroll_c: input channels
+// per step, 0 none (4: unrolling helped only at C = 832, Fig 4, and costs nothing at C < 4).
+inline constexpr IntChoices<4> kCs6235UnrollK{"unroll", {2, 4, 8, 16}, 2};
+inline constexpr IntChoices<5> kCs6235UnrollC{"unroll", {0, 2, 4, 8, 16}, 2};
+
+// winograd (conv2d_pool's): the per-point products. Auto: the resident-V 3xTF32 block for F(4x4, 5x5) with
+// C <= 32 and K > 16 (MNIST conv2), else FFMA (notes/winograd.md).
+enum class WinogradProducts : int { Auto = 0, Fma = 1, Tf32x3 = 2 };
+inline constexpr NameChoices<3> kWinogradProducts{"products", {"auto", "fma", "tf32x3"}, 0};
+
+}  // namespace gpuopt::conv

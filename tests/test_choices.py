@@ -1,0 +1,153 @@
+"""Parameter choices are written once, in C++ (csrc/*/*_choices.hpp), across the language gap.
+
+The launchers dispatch on constexpr tables; gpuopt._core exports them (every build, CUDA or not); the registry's
+Params are built from them. These tests need no GPU: the exported tables, the registry, and the C++ sources read
+as text.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import gpuopt
+from gpuopt._ext import kernel_choices
+
+REPO = Path(__file__).resolve().parent.parent
+CSRC = REPO / "csrc"
+
+
+def registered_params():
+    """(op/variant/param, Param) of every registered variant."""
+    for op in gpuopt.registry.ops():
+        for name, variant in gpuopt.variants(op).items():
+            for param in variant.params.values():
+                yield f"{op}/{name}/{param.name}", param
+
+
+def test_every_table_is_exported_with_its_default_among_its_values():
+    tables = kernel_choices()
+    assert "conv2d/implicit_gemm_fast/tile" in tables
+    for key, table in tables.items():
+        assert key.count("/") == 2, key
+        assert table["allowed"] and len(set(table["allowed"])) == len(table["allowed"]), key
+        assert table["default"] in table["allowed"], key
+
+
+def test_params_are_the_kernels_tables():
+    """A Param whose op/variant/param has a C++ table is built from it (allowed values, order, default), and
+    every table is some registered Param's: none is left for Python to restate."""
+    tables = kernel_choices()
+    used = set()
+    for key, param in registered_params():
+        native = getattr(param, "native", "")
+        if native:
+            used.add(native)
+            table = tables[native]
+            assert param.allowed == table["allowed"] and param.default == table["default"], key
+        if key in tables:  # the parameter has a table: it must be read from it, not written again
+            assert native == key, f"{key}: its values are csrc's table; build it with Param.from_kernels"
+    # (a build without cuDNN registers no conv2d cudnn: its table is there, its variant is not)
+    unused = {key for key in set(tables) - used if key.rsplit("/", 1)[0].split("/")[1] in
+              gpuopt.variants(key.split("/")[0])}
+    assert not unused, f"tables no registered Param reads: {sorted(unused)}"
+
+
+def test_defaults_users_get_today():
+    """The defaults the public functions ran before the tables moved to C++ (where C++ said otherwise, Python's
+    won: unroll_k 8 / rsc, tile_buffer 4)."""
+    v = gpuopt.variants
+    assert v("conv2d")["unroll_k"].defaults() == {"block_size": 128, "unroll": 8, "loop_order": "rsc"}
+    assert v("conv2d")["unroll_c"].defaults() == {"block_size": 128, "unroll": 4}
+    assert v("conv2d")["implicit_gemm_fast"].defaults() == {"tile": "64x64x8"}
+    assert v("conv2d")["unroll"].defaults() == {"gemm": "async"}
+    assert v("matmul")["tile_buffer"].defaults() == {"tile_sz": 4}
+    assert v("matmul")["blocktile_2d"].defaults() == {"tile": "64x64x8"}
+    assert v("matmul")["vectorized"].defaults() == {"tile": "128x128x8"}
+    assert v("matmul")["async"].defaults() == {"tile": "auto", "stages": 3, "split_k": "auto"}
+    assert v("matmul")["tf32x3"].defaults() == {"stages": 3, "flush_k": 16, "split": "fragment"}
+
+
+# ------------------------------------------------------------------------------------------------ C++ sources
+
+def _strip_comments(text: str) -> str:
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def _sources(*suffixes: str):
+    return sorted(p for p in CSRC.rglob("*") if p.suffix in suffixes)
+
+
+def test_no_string_parsing_past_the_bindings():
+    """String parameters become enums or indices in csrc/bindings (through the tables); nothing below compares a
+    string with a literal."""
+    hits = []
+    for path in _sources(".hpp", ".cpp", ".cu", ".cuh"):
+        if path.parent.name == "bindings":
+            continue
+        for number, line in enumerate(_strip_comments(path.read_text()).splitlines(), 1):
+            if re.search(r'[!=]=\s*"', line):
+                hits.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
+    assert not hits, "string comparisons outside csrc/bindings:\n" + "\n".join(hits)
+
+
+# What counts as a default argument: in a declaration or definition `name(params)` followed by `;` or `{` (string
+# literals and comments blanked first), an `=` inside the parameter list that is not part of `==`, `!=`, `<=` or
+# `>=`. Control statements (if, for, while, switch) and macro calls are not declarations. Struct member
+# initialisers (`int x = 0;`) are outside any parameter list and do not count.
+_DECLARATION = re.compile(r"\b([A-Za-z_]\w*)\s*\(((?:[^()]|\([^()]*\))*)\)\s*(?:const\s*)?(?:noexcept\s*)?[;{]")
+_DEFAULT = re.compile(r"(?<![=!<>])=(?!=)")
+_NOT_DECLARATIONS = {"if", "for", "while", "switch", "return", "sizeof", "decltype", "static_assert"}
+
+
+def default_arguments(text: str) -> list[str]:
+    """Names of the functions declared in C++ `text` with a default argument."""
+    text = re.sub(r'"(?:\\.|[^"\\])*"', '""', _strip_comments(text))
+    return [m.group(1) for m in _DECLARATION.finditer(text)
+            if m.group(1) not in _NOT_DECLARATIONS and not m.group(1).isupper() and _DEFAULT.search(m.group(2))]
+
+
+def test_the_default_argument_scan_sees_them():
+    assert default_arguments('void f(int a, const std::string& t = "64x64x8");') == ["f"]
+    assert default_arguments("void g(const float* x,\n       Activation act = Activation::None) {") == ["g"]
+    assert default_arguments("KernelInfo h(const Cfg& cfg = {});") == ["h"]
+    assert default_arguments("void f(int a, int b);  // b = 0 in a comment\nint n = 4;") == []
+    assert default_arguments("if (a == b) { }\nfor (int i = 0; i < n; ++i) {") == []
+
+
+def test_launchers_take_no_default_arguments():
+    """The launcher headers declare every parameter required: the defaults are the tables' (or the registry's),
+    and each caller passes everything."""
+    found = {str(p.relative_to(REPO)): default_arguments(p.read_text())
+             for p in CSRC.glob("*/*.hpp") if p.parent.name != "bindings"}
+    found = {path: names for path, names in found.items() if names}
+    assert not found, f"default arguments in launcher headers: {found}"
+
+
+def test_the_fast_conv_tile_list_is_written_once():
+    """implicit_gemm_fast's tile list (every one of its names, as quoted strings) is in
+    csrc/conv/conv2d_choices.hpp alone: the dispatcher, the registry and the tests read that table. (A file may
+    name one tile it picks, as conv2d auto does; not the list.)"""
+    names = kernel_choices()["conv2d/implicit_gemm_fast/tile"]["allowed"]
+    assert len(names) >= 3, names
+    files = set()
+    for root in ("csrc", "gpuopt", "tests"):
+        for path in (REPO / root).rglob("*"):
+            if path.suffix not in (".py", ".hpp", ".cpp", ".cu", ".cuh") or not path.is_file():
+                continue
+            text = path.read_text()
+            if all(re.search(rf"""["']{re.escape(n)}["']""", text) for n in names):
+                files.add(str(path.relative_to(REPO)))
+    assert files == {"csrc/conv/conv2d_choices.hpp"}, sorted(files)
+
+
+@pytest.mark.parametrize("header", ["conv/conv2d_choices.hpp", "matmul/matmul_choices.hpp",
+                                    "kmeans/kmeans_choices.hpp", "sparse/sparse_choices.hpp"])
+def test_choices_headers_are_plain_cpp(header):
+    """The tables compile without CUDA (gpuopt._core exports them in every build): no CUDA include in them."""
+    text = (CSRC / header).read_text()
+    includes = re.findall(r'#include\s+[<"]([^>"]+)[>"]', text)
+    assert includes and all(not i.endswith((".cuh", ".cu")) and "cuda" not in i for i in includes), includes
