@@ -28,12 +28,14 @@ BINDINGS = "bindings"
 #: matmul_warptile.cuh is matmul's one public device header, on purpose: conv2d's implicit_gemm_fast is the
 #: warp-tiled matmul kernel with convolution tile loaders, so it shares the tiling types (which name its kernel
 #: instantiations) rather than a copy of them; that header includes nothing of matmul's internals (checked below).
+#: <op>_choices.hpp is a family's parameter tables (plain C++): the launchers' enums are declared there, and _core
+#: exports the tables to Python, so they are part of the contract too.
 PUBLIC = {
-    "conv": {"conv2d.hpp", "conv2d_cuda.hpp"},
-    "kmeans": {"kmeans.hpp", "kmeans_cuda.hpp"},
-    "matmul": {"matmul.hpp", "matmul_cuda.hpp", "matmul_warptile.cuh"},
+    "conv": {"conv2d.hpp", "conv2d_cuda.hpp", "conv2d_choices.hpp"},
+    "kmeans": {"kmeans.hpp", "kmeans_cuda.hpp", "kmeans_choices.hpp"},
+    "matmul": {"matmul.hpp", "matmul_cuda.hpp", "matmul_warptile.cuh", "matmul_choices.hpp"},
     "nn": {"nn.hpp", "nn_cuda.hpp", "conv2d_pool.hpp"},
-    "sparse": {"sparse_conv.hpp", "sparse_conv_cuda.hpp"},
+    "sparse": {"sparse_conv.hpp", "sparse_conv_cuda.hpp", "sparse_choices.hpp"},
 }
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
@@ -90,7 +92,7 @@ def _declared(text: str) -> set[str]:
     names = set(re.findall(r"\b(?:struct|class|enum(?:\s+class)?|namespace|union)\s+(\w+)", text))
     names |= set(re.findall(r"\busing\s+(\w+)\s*=", text))
     names |= set(re.findall(r"[\w>&*]\s+[&*]*(\w+)\s*\(", text))  # `void f(`, `T g(`, `inline X& h(`
-    names |= set(re.findall(r"\bconstexpr\s+[\w:<>]+\s+(\w+)\s*=", text))
+    names |= set(re.findall(r"\bconstexpr\s+[\w:<>, ]+?\s+(\w+)\s*[={]", text))  # `= ...` or `{...}`
     return names - {"return", "if", "for", "while", "switch", "sizeof"}
 
 
