@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from . import _plan, registry
+from . import _ext, _plan, registry
 from .cuda import DeviceArray, to_device
 from .registry import resolve
 
@@ -272,12 +272,16 @@ class Op:
         v, resolved = resolve(self.name, variant, params, require_device=False)
         if self.check is not None:
             self.check(v.name, *run_args)
-        if v.needs_cuda:
+        if v.needs_cuda and _ext._load_cuda()[0] is None:  # (cached) the message and its CPU choices only on failure
             from ._ext import require_cuda
 
             require_cuda(f"{self.name}/{v.name}", registry.cpu_variants(self.name))
-        if key is None:
-            out = _run(v, resolved, timing, arrays, run_args)
+        if key is None:  # _run inlined: this is every unplanned call's path
+            ctx = ExecContext(timing=timing, device_result=any([isinstance(a, DeviceArray) for a in arrays]),
+                              gpu=v.needs_cuda)
+            out = ctx.run(v, *run_args, **resolved)
+            if timing:
+                out = (out, ctx.record())
         else:
             out = self._plan(key, v, resolved, arrays, run_args)
         if self.result is None:
