@@ -55,7 +55,7 @@ void bind_conv_cs6235(py::module_& m) {
                                    const std::string& loop_order) {
         const conv::Cs6235Config cfg =
             cs6235_config(conv::cs6235_variant_from_string(variant), block_size, unroll, loop_order);
-        const conv::Cs6235Plan plan = conv::conv2d_cs6235_plan(s, cfg);
+        const conv::Cs6235Launch plan = conv::conv2d_cs6235_plan(s, cfg);
         py::dict out;
         out["mapping"] = plan.map_n_before_k ? "qpnk" : "qpkn";
         out["k_unroll"] = plan.k_unroll;

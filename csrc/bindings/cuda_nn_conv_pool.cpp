@@ -94,7 +94,7 @@ void bind_nn_conv_pool(py::module_& m) {
         nn::conv2d_pool_smallc_plan(conv_pool_shape(shape), {images, maps});
     }, py::arg("shape"), py::kw_only(), py::arg("images"), py::arg("maps"));
     m.def("conv2d_pool_smallc_plan", [](const py::tuple& shape, int images, int maps) {
-        const nn::SmallcPlan p = nn::conv2d_pool_smallc_plan(conv_pool_shape(shape), {images, maps});
+        const nn::SmallcLaunch p = nn::conv2d_pool_smallc_plan(conv_pool_shape(shape), {images, maps});
         py::dict d;
         d["images"] = p.images;
         d["maps"] = p.maps;
@@ -157,7 +157,7 @@ void bind_nn_conv_pool(py::module_& m) {
     }, py::arg("shape"), py::kw_only(), py::arg("m"), py::arg("products"));
 
     m.def("conv2d_pool_plan", [](const py::tuple& shape, int channels_per_block, int images, int channels_per_thread) {
-        const nn::ConvPoolPlan p =
+        const nn::ConvPoolLaunch p =
             nn::conv2d_pool_plan(conv_pool_shape(shape), {channels_per_block, images, channels_per_thread});
         py::dict d;
         d["tile_p"] = p.tile_p;

@@ -14,7 +14,7 @@
 //   unroll_c   q,p,k,n  CU=2..16        crs          (the c loop unrolled and jammed into r,s)
 //   unroll_nk  q,p,k,n  KU=4 NU=4       rsc          (unroll-and-jam of n and k)
 //   shared     q,p,n,k  KU=1 NU=1       rsc, c tiled through shared memory
-//   general    switches on the shape (see general_plan)
+//   general    switches on the shape (see general_launch)
 //
 // Unlike the report's kernels, every instantiation is correct for any shape: groups at the
 // end of K or N (K, N not multiples of the unroll factor) clamp their surplus lanes to the
@@ -252,7 +252,7 @@ KernelEntry entry() {
               &conv2d_cs6235_kernel_1024<NBeforeK, KU, NU, CU, Ord, Shared, std::int64_t>}}};
 }
 
-const KernelEntry* find_kernel(const Cs6235Plan& plan) {
+const KernelEntry* find_kernel(const Cs6235Launch& plan) {
     static const KernelEntry table[] = {
         entry<false, 1, 1, 1, Order::Crs>(),   // plain, unroll_c unroll=0
         entry<true, 1, 1, 1, Order::Crs>(),    // reorder
@@ -302,7 +302,7 @@ const char* variant_name(Cs6235Variant v) {
 //  - else: k unrolled by 2, rsc (conf1). The report saw k unrolling stagnate or hurt at
 //    N = 1 (Fig 3a): there the grid is small, so the factor stays at 2 to keep threads for
 //    the H200's 132 SMs; rsc because it beat crs at equal factors (Fig 5).
-void general_plan(const Conv2dShape& s, Cs6235Plan& plan) {
+void general_launch(const Conv2dShape& s, Cs6235Launch& plan) {
     plan.loop_order = Order::Rsc;
     if (s.N >= kGeneralMinImages && s.K >= kGeneralMinMaps) {
         plan.n_unroll = 4;
@@ -327,7 +327,7 @@ Cs6235Variant cs6235_variant_from_string(const std::string& name) {
                           "general; got '" + name + "'");
 }
 
-Cs6235Plan conv2d_cs6235_plan(const Conv2dShape& s, const Cs6235Config& cfg) {
+Cs6235Launch conv2d_cs6235_plan(const Conv2dShape& s, const Cs6235Config& cfg) {
     s.validate();
     const std::string name = std::string("conv2d ") + variant_name(cfg.variant);
     GPUOPT_REQUIRE(cfg.block_size >= 32 && cfg.block_size <= 1024 && cfg.block_size % 32 == 0,
@@ -338,7 +338,7 @@ Cs6235Plan conv2d_cs6235_plan(const Conv2dShape& s, const Cs6235Config& cfg) {
     GPUOPT_REQUIRE(cfg.variant == Cs6235Variant::UnrollK || cfg.loop_order == Order::Crs,
                    name + ": has a fixed loop order; loop_order is a parameter of unroll_k only");
 
-    Cs6235Plan plan;
+    Cs6235Launch plan;
     switch (cfg.variant) {
         case Cs6235Variant::Plain: break;
         case Cs6235Variant::Reorder: plan.map_n_before_k = true; break;
@@ -374,7 +374,7 @@ Cs6235Plan conv2d_cs6235_plan(const Conv2dShape& s, const Cs6235Config& cfg) {
             plan.shared_bytes = per_channel * plan.tile_channels * static_cast<std::int64_t>(sizeof(float));
             break;
         }
-        case Cs6235Variant::General: general_plan(s, plan); break;
+        case Cs6235Variant::General: general_launch(s, plan); break;
         default: GPUOPT_REQUIRE(false, "conv2d CS6235: unknown variant " + std::to_string(static_cast<int>(cfg.variant)));
     }
     return plan;
@@ -382,7 +382,7 @@ Cs6235Plan conv2d_cs6235_plan(const Conv2dShape& s, const Cs6235Config& cfg) {
 
 void conv2d_cs6235(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
                    Activation act, const Cs6235Config& cfg) {
-    const Cs6235Plan plan = conv2d_cs6235_plan(s, cfg);
+    const Cs6235Launch plan = conv2d_cs6235_plan(s, cfg);
     const std::string name = std::string("conv2d ") + variant_name(cfg.variant);
     GPUOPT_REQUIRE(x != nullptr && w != nullptr && y != nullptr, name + ": x, w and y must be device pointers");
     const KernelEntry* kernel = find_kernel(plan);

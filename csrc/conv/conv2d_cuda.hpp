@@ -51,7 +51,7 @@ struct Cs6235Config {
 };
 
 // The instantiation a config runs on a shape (General switches on the shape).
-struct Cs6235Plan {
+struct Cs6235Launch {
     bool map_n_before_k = false;  // false: q, p, k, n (q fastest); true: q, p, n, k
     int k_unroll = 1, n_unroll = 1, c_unroll = 1;
     Cs6235LoopOrder loop_order = Cs6235LoopOrder::Crs;
@@ -69,7 +69,7 @@ constexpr std::int64_t kGeneralMinChannels = 256;
 Cs6235Variant cs6235_variant_from_string(const std::string& name);  // "plain", ..., "general"
 
 // Validates shape and config (InvalidArgument), then returns the plan; needs no GPU (the variants' check).
-Cs6235Plan conv2d_cs6235_plan(const Conv2dShape& s, const Cs6235Config& cfg);
+Cs6235Launch conv2d_cs6235_plan(const Conv2dShape& s, const Cs6235Config& cfg);
 
 // y = act(conv(x, w) + bias) with the CS6235 variant cfg; any shape, stride, padding.
 // Rejects (InvalidArgument) bad configs, and block sizes or shared-memory tiles the GPU

@@ -84,7 +84,7 @@ Choice choose(AsyncTile tile, int split_k, std::int64_t M, std::int64_t N, std::
 
 }  // namespace
 
-MatmulLaunch plan_async(const float* /*a*/, const float* b, const float* c, std::int64_t M, std::int64_t N,
+MatmulLaunch launch_async(const float* /*a*/, const float* b, const float* c, std::int64_t M, std::int64_t N,
                         std::int64_t K, AsyncTile tile_param, int stages, int split_k) {
     GPUOPT_REQUIRE(kAsyncSplitK.contains(split_k),
                    "matmul async: split_k must be 1, 2, 4 or 0 (auto), got " + std::to_string(split_k));
@@ -96,13 +96,13 @@ MatmulLaunch plan_async(const float* /*a*/, const float* b, const float* c, std:
                                                         std::to_string(static_cast<int>(tile_param)));
     if (tile_param != kAuto) {  // reject tiles no file instantiates before planning a shape
         bool known = false;
-        for (auto plan : {plan_async_128x256, plan_async_128x128, plan_async_128x64, plan_async_64x64})
+        for (auto plan : {launch_async_128x256, launch_async_128x128, launch_async_128x64, launch_async_64x64})
             known = known || plan(tile_param, stages, 1, vec_n, 1, 1).kernel != nullptr;
         GPUOPT_REQUIRE(known, std::string("matmul async: no kernel for tile '") + kAsyncTiles.names[tile_index] + "'");
     }
     const Choice ch = choose(tile_param, split_k, M, N, K);
     MatmulLaunch l;
-    for (auto plan : {plan_async_128x256, plan_async_128x128, plan_async_128x64, plan_async_64x64}) {
+    for (auto plan : {launch_async_128x256, launch_async_128x128, launch_async_128x64, launch_async_64x64}) {
         l = plan(ch.tile, stages, ch.split_k, vec_n, M, N);
         if (l.kernel != nullptr) return l;
     }
@@ -113,7 +113,7 @@ MatmulLaunch plan_async(const float* /*a*/, const float* b, const float* c, std:
 void matmul_async(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
                   AsyncTile tile, int stages, int split_k) {
     require_shape(M, N, K, "async");
-    run_launch(plan_async(a, b, c, M, N, K, tile, stages, split_k), a, b, c, M, N, K);
+    run_launch(launch_async(a, b, c, M, N, K, tile, stages, split_k), a, b, c, M, N, K);
 }
 
 }  // namespace gpuopt::matmul

@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(T::THREADS, T::MIN_BLOCKS) matmul_async_kernel
 
 // The launch of configuration T with STAGES stages (2, 3 or 4) and SPLIT-way split-k.
 template <class T, int STAGES, int SPLIT>
-MatmulLaunch plan_split(bool vec_n, std::int64_t M, std::int64_t N) {
+MatmulLaunch launch_split(bool vec_n, std::int64_t M, std::int64_t N) {
     MatmulLaunch l;
     l.kernel = vec_n ? matmul_async_kernel<T, STAGES, true, SPLIT> : matmul_async_kernel<T, STAGES, false, SPLIT>;
     l.threads = T::THREADS;
@@ -260,19 +260,19 @@ MatmulLaunch plan_split(bool vec_n, std::int64_t M, std::int64_t N) {
 }
 
 template <class T, int STAGES>
-MatmulLaunch plan_stages(int split_k, bool vec_n, std::int64_t M, std::int64_t N) {
-    if (split_k == 1) return plan_split<T, STAGES, 1>(vec_n, M, N);
-    if (split_k == 2) return plan_split<T, STAGES, 2>(vec_n, M, N);
-    if (split_k == 4) return plan_split<T, STAGES, 4>(vec_n, M, N);
+MatmulLaunch launch_stages(int split_k, bool vec_n, std::int64_t M, std::int64_t N) {
+    if (split_k == 1) return launch_split<T, STAGES, 1>(vec_n, M, N);
+    if (split_k == 2) return launch_split<T, STAGES, 2>(vec_n, M, N);
+    if (split_k == 4) return launch_split<T, STAGES, 4>(vec_n, M, N);
     ::gpuopt::detail::fail_argument(__FILE__, __LINE__,
                                     "matmul async: split_k must be 1, 2 or 4, got " + std::to_string(split_k));
 }
 
 template <class T>
 MatmulLaunch plan(int stages, int split_k, bool vec_n, std::int64_t M, std::int64_t N) {
-    if (stages == 2) return plan_stages<T, 2>(split_k, vec_n, M, N);
-    if (stages == 3) return plan_stages<T, 3>(split_k, vec_n, M, N);
-    if (stages == 4) return plan_stages<T, 4>(split_k, vec_n, M, N);
+    if (stages == 2) return launch_stages<T, 2>(split_k, vec_n, M, N);
+    if (stages == 3) return launch_stages<T, 3>(split_k, vec_n, M, N);
+    if (stages == 4) return launch_stages<T, 4>(split_k, vec_n, M, N);
     ::gpuopt::detail::fail_argument(__FILE__, __LINE__,
                                     "matmul async: stages must be 2, 3 or 4, got " + std::to_string(stages));
 }
@@ -306,13 +306,13 @@ constexpr AsyncTile async_tile(const char* name) {
 
 // Plans of the configurations compiled in each file: a launch, or one with a null kernel
 // when `tile` is not among them.
-MatmulLaunch plan_async_128x256(AsyncTile tile, int stages, int split_k, bool vec_n, std::int64_t M,
+MatmulLaunch launch_async_128x256(AsyncTile tile, int stages, int split_k, bool vec_n, std::int64_t M,
                                 std::int64_t N);
-MatmulLaunch plan_async_128x128(AsyncTile tile, int stages, int split_k, bool vec_n, std::int64_t M,
+MatmulLaunch launch_async_128x128(AsyncTile tile, int stages, int split_k, bool vec_n, std::int64_t M,
                                 std::int64_t N);
-MatmulLaunch plan_async_128x64(AsyncTile tile, int stages, int split_k, bool vec_n, std::int64_t M,
+MatmulLaunch launch_async_128x64(AsyncTile tile, int stages, int split_k, bool vec_n, std::int64_t M,
                                std::int64_t N);
-MatmulLaunch plan_async_64x64(AsyncTile tile, int stages, int split_k, bool vec_n, std::int64_t M,
+MatmulLaunch launch_async_64x64(AsyncTile tile, int stages, int split_k, bool vec_n, std::int64_t M,
                               std::int64_t N);
 
 }  // namespace gpuopt::matmul

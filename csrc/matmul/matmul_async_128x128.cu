@@ -4,7 +4,7 @@
 
 namespace gpuopt::matmul {
 
-MatmulLaunch plan_async_128x128(AsyncTile tile, int stages, int split_k, bool vec_n, std::int64_t M,
+MatmulLaunch launch_async_128x128(AsyncTile tile, int stages, int split_k, bool vec_n, std::int64_t M,
                                 std::int64_t N) {
     using async_detail::plan;
     constexpr AsyncTile t0 = async_tile("128x128x32"), t1 = async_tile("128x128x16");  // checked against kAsyncTiles

@@ -4,7 +4,7 @@
 
 namespace gpuopt::matmul {
 
-MatmulLaunch plan_async_64x64(AsyncTile tile, int stages, int split_k, bool vec_n, std::int64_t M,
+MatmulLaunch launch_async_64x64(AsyncTile tile, int stages, int split_k, bool vec_n, std::int64_t M,
                               std::int64_t N) {
     using async_detail::plan;
     constexpr AsyncTile t0 = async_tile("64x64x16"), t1 = async_tile("64x64x16_k2");  // checked against kAsyncTiles

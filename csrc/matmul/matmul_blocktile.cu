@@ -202,7 +202,7 @@ std::string tile_name(const char* family, int TM, int TN) {
 }
 
 template <int BM, int BN, int BK, int TM, int TN>
-MatmulLaunch plan_2d(std::int64_t M, std::int64_t N) {
+MatmulLaunch launch_2d(std::int64_t M, std::int64_t N) {
     MatmulLaunch l;
     l.kernel = matmul_blocktile_2d_kernel<BM, BN, BK, TM, TN>;
     l.threads = (BM / TM) * (BN / TN);
@@ -212,7 +212,7 @@ MatmulLaunch plan_2d(std::int64_t M, std::int64_t N) {
 }
 
 template <int BM, int BN, int BK, int TM, int TN>
-MatmulLaunch plan_vec(bool vec_k, bool vec_n, std::int64_t M, std::int64_t N) {
+MatmulLaunch launch_vec(bool vec_k, bool vec_n, std::int64_t M, std::int64_t N) {
     MatmulLaunch l;
     if (vec_k && vec_n) l.kernel = matmul_vectorized_kernel<BM, BN, BK, TM, TN, true, true>;
     else if (vec_k) l.kernel = matmul_vectorized_kernel<BM, BN, BK, TM, TN, true, false>;
@@ -235,18 +235,18 @@ template <std::size_t I>
 constexpr TileDims kTile2dDims = tile_dims(kTiles2d.names[I]);
 
 template <std::size_t... I>
-MatmulLaunch plan_2d_at(std::size_t tile, std::int64_t M, std::int64_t N, std::index_sequence<I...>) {
+MatmulLaunch launch_2d_at(std::size_t tile, std::int64_t M, std::int64_t N, std::index_sequence<I...>) {
     MatmulLaunch l;
-    ((tile == I ? (void)(l = plan_2d<kTile2dDims<I>.bm, kTile2dDims<I>.bn, kTile2dDims<I>.bk, 8, 8>(M, N)) : void()),
+    ((tile == I ? (void)(l = launch_2d<kTile2dDims<I>.bm, kTile2dDims<I>.bn, kTile2dDims<I>.bk, 8, 8>(M, N)) : void()),
      ...);
     return l;
 }
 
 template <std::size_t... I>
-MatmulLaunch plan_vec_at(std::size_t tile, bool vec_k, bool vec_n, std::int64_t M, std::int64_t N,
+MatmulLaunch launch_vec_at(std::size_t tile, bool vec_k, bool vec_n, std::int64_t M, std::int64_t N,
                          std::index_sequence<I...>) {
     MatmulLaunch l;
-    ((tile == I ? (void)(l = plan_vec<kTile2dDims<I>.bm, kTile2dDims<I>.bn, kTile2dDims<I>.bk, 8, 8>(vec_k, vec_n, M, N))
+    ((tile == I ? (void)(l = launch_vec<kTile2dDims<I>.bm, kTile2dDims<I>.bn, kTile2dDims<I>.bk, 8, 8>(vec_k, vec_n, M, N))
                 : void()),
      ...);
     return l;
@@ -254,7 +254,7 @@ MatmulLaunch plan_vec_at(std::size_t tile, bool vec_k, bool vec_n, std::int64_t 
 
 }  // namespace
 
-MatmulLaunch plan_blocktile_1d(std::int64_t M, std::int64_t N) {
+MatmulLaunch launch_blocktile_1d(std::int64_t M, std::int64_t N) {
     MatmulLaunch l;
     l.kernel = matmul_blocktile_1d_kernel<64, 64, 8, 8>;
     l.threads = 64 * 64 / 8;
@@ -263,36 +263,36 @@ MatmulLaunch plan_blocktile_1d(std::int64_t M, std::int64_t N) {
     return l;
 }
 
-MatmulLaunch plan_blocktile_2d(std::int64_t M, std::int64_t N, Tile2d tile) {
+MatmulLaunch launch_blocktile_2d(std::int64_t M, std::int64_t N, Tile2d tile) {
     check_tile("blocktile_2d", tile);
-    return plan_2d_at(static_cast<std::size_t>(tile), M, N, std::make_index_sequence<kTiles2d.size()>{});
+    return launch_2d_at(static_cast<std::size_t>(tile), M, N, std::make_index_sequence<kTiles2d.size()>{});
 }
 
-MatmulLaunch plan_vectorized(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
+MatmulLaunch launch_vectorized(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
                              std::int64_t K, Tile2d tile) {
     // float4 along k needs every row of a 16-byte aligned: K % 4 == 0 and an aligned base;
     // along n the same for b and c with N.
     const bool vec_k = K % 4 == 0 && aligned16(a);
     const bool vec_n = N % 4 == 0 && aligned16(b) && aligned16(c);
     check_tile("vectorized", tile);
-    return plan_vec_at(static_cast<std::size_t>(tile), vec_k, vec_n, M, N, std::make_index_sequence<kTiles2d.size()>{});
+    return launch_vec_at(static_cast<std::size_t>(tile), vec_k, vec_n, M, N, std::make_index_sequence<kTiles2d.size()>{});
 }
 
 void matmul_blocktile_1d(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K) {
     require_shape(M, N, K, "blocktile_1d");
-    run_launch(plan_blocktile_1d(M, N), a, b, c, M, N, K);
+    run_launch(launch_blocktile_1d(M, N), a, b, c, M, N, K);
 }
 
 void matmul_blocktile_2d(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
                          Tile2d tile) {
     require_shape(M, N, K, "blocktile_2d");
-    run_launch(plan_blocktile_2d(M, N, tile), a, b, c, M, N, K);
+    run_launch(launch_blocktile_2d(M, N, tile), a, b, c, M, N, K);
 }
 
 void matmul_vectorized(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
                        Tile2d tile) {
     require_shape(M, N, K, "vectorized");
-    run_launch(plan_vectorized(a, b, c, M, N, K, tile), a, b, c, M, N, K);
+    run_launch(launch_vectorized(a, b, c, M, N, K, tile), a, b, c, M, N, K);
 }
 
 }  // namespace gpuopt::matmul

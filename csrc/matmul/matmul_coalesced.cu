@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(kThreads) matmul_coalesced_kernel(const float*
 }
 }  // namespace
 
-MatmulLaunch plan_coalesced(std::int64_t M, std::int64_t N, WarpLayout warp_layout) {
+MatmulLaunch launch_coalesced(std::int64_t M, std::int64_t N, WarpLayout warp_layout) {
     GPUOPT_REQUIRE(static_cast<std::size_t>(warp_layout) < kWarpLayouts.size(),
                    "matmul coalesced: warp_layout must be an index into kWarpLayouts, got " +
                        std::to_string(static_cast<int>(warp_layout)));
@@ -53,7 +53,7 @@ MatmulLaunch plan_coalesced(std::int64_t M, std::int64_t N, WarpLayout warp_layo
 void matmul_coalesced(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
                       WarpLayout warp_layout) {
     require_shape(M, N, K, "coalesced");
-    run_launch(plan_coalesced(M, N, warp_layout), a, b, c, M, N, K);
+    run_launch(launch_coalesced(M, N, warp_layout), a, b, c, M, N, K);
 }
 
 }  // namespace gpuopt::matmul

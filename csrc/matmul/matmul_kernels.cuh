@@ -48,19 +48,19 @@ void run_launch(const MatmulLaunch& l, const float* a, const float* b, float* c,
 KernelInfo launch_info(const MatmulLaunch& l);
 
 // Plans of each family (defined in the family's .cu; a and b only matter for alignment).
-MatmulLaunch plan_naive();
-MatmulLaunch plan_coalesced(std::int64_t M, std::int64_t N, WarpLayout warp_layout);
-MatmulLaunch plan_shared(std::int64_t M, std::int64_t N, int block);
-MatmulLaunch plan_tile_buffer(std::int64_t M, std::int64_t N, int tile_sz);
-MatmulLaunch plan_blocktile_1d(std::int64_t M, std::int64_t N);
-MatmulLaunch plan_blocktile_2d(std::int64_t M, std::int64_t N, Tile2d tile);
-MatmulLaunch plan_vectorized(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
+MatmulLaunch launch_naive();
+MatmulLaunch launch_coalesced(std::int64_t M, std::int64_t N, WarpLayout warp_layout);
+MatmulLaunch launch_shared(std::int64_t M, std::int64_t N, int block);
+MatmulLaunch launch_tile_buffer(std::int64_t M, std::int64_t N, int tile_sz);
+MatmulLaunch launch_blocktile_1d(std::int64_t M, std::int64_t N);
+MatmulLaunch launch_blocktile_2d(std::int64_t M, std::int64_t N, Tile2d tile);
+MatmulLaunch launch_vectorized(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
                              std::int64_t K, Tile2d tile);
-MatmulLaunch plan_warptile(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
+MatmulLaunch launch_warptile(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
                            std::int64_t K, WarpTile tile);
-MatmulLaunch plan_async(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N, std::int64_t K,
+MatmulLaunch launch_async(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N, std::int64_t K,
                         AsyncTile tile, int stages, int split_k);
-MatmulLaunch plan_tf32x3(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
+MatmulLaunch launch_tf32x3(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
                          std::int64_t K, int stages, int flush_k, Tf32x3Split split);
 // tf32x3_wgmma's product kernel (its launch is not a MatmulLaunch: it takes the split operands).
 KernelInfo tf32x3_wgmma_info();

@@ -99,21 +99,21 @@ const char* step_name(Step variant) {
     return kSteps.names[i];
 }
 
-MatmulLaunch plan_aligned(Step variant, const KernelParams& p, std::int64_t M, std::int64_t N, std::int64_t K,
+MatmulLaunch launch_aligned(Step variant, const KernelParams& p, std::int64_t M, std::int64_t N, std::int64_t K,
                           const char* what) {
     const char* name = step_name(variant);
     require_shape(M, N, K, name);
     const float* aligned = reinterpret_cast<const float*>(std::uintptr_t{256});
     switch (variant) {
-        case Step::Coalesced: return plan_coalesced(M, N, p.warp_layout);
-        case Step::Shared: return plan_shared(M, N, p.block);
-        case Step::TileBuffer: return plan_tile_buffer(M, N, p.tile_sz);
-        case Step::Blocktile1d: return plan_blocktile_1d(M, N);
-        case Step::Blocktile2d: return plan_blocktile_2d(M, N, p.tile_2d);
-        case Step::Vectorized: return plan_vectorized(aligned, aligned, aligned, M, N, K, p.tile_2d);
-        case Step::Warptile: return plan_warptile(aligned, aligned, aligned, M, N, K, p.warp_tile);
-        case Step::Async: return plan_async(aligned, aligned, aligned, M, N, K, p.async_tile, p.stages, p.split_k);
-        case Step::Tf32x3: return plan_tf32x3(aligned, aligned, aligned, M, N, K, p.stages, p.flush_k, p.split);
+        case Step::Coalesced: return launch_coalesced(M, N, p.warp_layout);
+        case Step::Shared: return launch_shared(M, N, p.block);
+        case Step::TileBuffer: return launch_tile_buffer(M, N, p.tile_sz);
+        case Step::Blocktile1d: return launch_blocktile_1d(M, N);
+        case Step::Blocktile2d: return launch_blocktile_2d(M, N, p.tile_2d);
+        case Step::Vectorized: return launch_vectorized(aligned, aligned, aligned, M, N, K, p.tile_2d);
+        case Step::Warptile: return launch_warptile(aligned, aligned, aligned, M, N, K, p.warp_tile);
+        case Step::Async: return launch_async(aligned, aligned, aligned, M, N, K, p.async_tile, p.stages, p.split_k);
+        case Step::Tf32x3: return launch_tf32x3(aligned, aligned, aligned, M, N, K, p.stages, p.flush_k, p.split);
         default: break;
     }
     GPUOPT_REQUIRE(false, std::string(what) + ": variant '" + name + "' has no single planned kernel");
@@ -130,14 +130,14 @@ KernelInfo matmul_kernel_info(Step variant, const KernelParams& p, std::int64_t 
     }
     if (variant == Step::Naive) {
         require_shape(M, N, K, step_name(variant));
-        return launch_info(plan_naive());
+        return launch_info(launch_naive());
     }
-    return launch_info(plan_aligned(variant, p, M, N, K, "matmul_kernel_info"));
+    return launch_info(launch_aligned(variant, p, M, N, K, "matmul_kernel_info"));
 }
 
 PreparedLaunch matmul_prepare(Step variant, const KernelParams& p, std::int64_t M, std::int64_t N,
                               std::int64_t K) {
-    const MatmulLaunch l = plan_aligned(variant, p, M, N, K, "matmul_prepare");
+    const MatmulLaunch l = launch_aligned(variant, p, M, N, K, "matmul_prepare");
     check_launch(l);
     PreparedLaunch out;
     out.kernel = reinterpret_cast<const void*>(l.kernel);

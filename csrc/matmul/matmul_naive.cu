@@ -21,7 +21,7 @@ __global__ void matmul_naive_kernel(const float* __restrict__ a, const float* __
 }  // namespace
 
 // For matmul_kernel_info only: the launch itself uses a 2-D grid, below.
-MatmulLaunch plan_naive() {
+MatmulLaunch launch_naive() {
     MatmulLaunch l;
     l.kernel = matmul_naive_kernel;
     l.threads = kBlock * kBlock;

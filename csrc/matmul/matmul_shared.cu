@@ -63,7 +63,7 @@ MatmulLaunch plan(std::int64_t M, std::int64_t N, const char* name) {
 
 }  // namespace
 
-MatmulLaunch plan_shared(std::int64_t M, std::int64_t N, int block) {
+MatmulLaunch launch_shared(std::int64_t M, std::int64_t N, int block) {
     if (block == 16) return plan<16, 1>(M, N, "shared");
     if (block == 32) return plan<32, 1>(M, N, "shared");
     GPUOPT_REQUIRE(false, "matmul shared: block must be 16 or 32 (32x32 = 1024 threads, the per-block limit), got " +
@@ -71,7 +71,7 @@ MatmulLaunch plan_shared(std::int64_t M, std::int64_t N, int block) {
     return {};
 }
 
-MatmulLaunch plan_tile_buffer(std::int64_t M, std::int64_t N, int tile_sz) {
+MatmulLaunch launch_tile_buffer(std::int64_t M, std::int64_t N, int tile_sz) {
     if (tile_sz == 1) return plan<16, 1>(M, N, "tile_buffer");
     if (tile_sz == 2) return plan<16, 2>(M, N, "tile_buffer");
     if (tile_sz == 4) return plan<16, 4>(M, N, "tile_buffer");
@@ -82,13 +82,13 @@ MatmulLaunch plan_tile_buffer(std::int64_t M, std::int64_t N, int tile_sz) {
 void matmul_shared(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
                    int block) {
     require_shape(M, N, K, "shared");
-    run_launch(plan_shared(M, N, block), a, b, c, M, N, K);
+    run_launch(launch_shared(M, N, block), a, b, c, M, N, K);
 }
 
 void matmul_tile_buffer(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
                         int tile_sz) {
     require_shape(M, N, K, "tile_buffer");
-    run_launch(plan_tile_buffer(M, N, tile_sz), a, b, c, M, N, K);
+    run_launch(launch_tile_buffer(M, N, tile_sz), a, b, c, M, N, K);
 }
 
 }  // namespace gpuopt::matmul

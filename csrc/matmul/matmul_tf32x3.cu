@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(THREADS, 1) matmul_tf32x3_kernel(const float* 
 }
 
 template <int STAGES, int FLUSH_K, bool TILE_SPLIT>
-MatmulLaunch plan_flush(bool vec, std::int64_t M, std::int64_t N) {
+MatmulLaunch launch_flush(bool vec, std::int64_t M, std::int64_t N) {
     MatmulLaunch l;
     l.kernel = vec ? matmul_tf32x3_kernel<STAGES, FLUSH_K, true, TILE_SPLIT>
                    : matmul_tf32x3_kernel<STAGES, FLUSH_K, false, TILE_SPLIT>;
@@ -234,25 +234,25 @@ MatmulLaunch plan_flush(bool vec, std::int64_t M, std::int64_t N) {
 }
 
 template <int STAGES, bool TILE_SPLIT>
-MatmulLaunch plan_stages(int flush_k, bool vec, std::int64_t M, std::int64_t N) {
-    if (flush_k == 8) return plan_flush<STAGES, 8, TILE_SPLIT>(vec, M, N);
-    if (flush_k == 16) return plan_flush<STAGES, 16, TILE_SPLIT>(vec, M, N);
-    if (flush_k == 32) return plan_flush<STAGES, 32, TILE_SPLIT>(vec, M, N);
+MatmulLaunch launch_stages(int flush_k, bool vec, std::int64_t M, std::int64_t N) {
+    if (flush_k == 8) return launch_flush<STAGES, 8, TILE_SPLIT>(vec, M, N);
+    if (flush_k == 16) return launch_flush<STAGES, 16, TILE_SPLIT>(vec, M, N);
+    if (flush_k == 32) return launch_flush<STAGES, 32, TILE_SPLIT>(vec, M, N);
     ::gpuopt::detail::fail_argument(__FILE__, __LINE__,
                                     "matmul tf32x3: flush_k must be 8, 16 or 32, got " + std::to_string(flush_k));
 }
 
 }  // namespace
 
-MatmulLaunch plan_tf32x3(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
+MatmulLaunch launch_tf32x3(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
                          std::int64_t K, int stages, int flush_k, Tf32x3Split split) {
     const bool vec = K % 4 == 0 && N % 4 == 0 && aligned16(a) && aligned16(b) && aligned16(c);
     GPUOPT_REQUIRE(static_cast<std::size_t>(split) < kTf32x3Splits.size(),
                    "matmul tf32x3: split must be an index into kTf32x3Splits, got " +
                        std::to_string(static_cast<int>(split)));
     const bool tile = split == Tf32x3Split::Tile;
-    if (stages == 3) return tile ? plan_stages<3, true>(flush_k, vec, M, N) : plan_stages<3, false>(flush_k, vec, M, N);
-    if (stages == 4) return tile ? plan_stages<4, true>(flush_k, vec, M, N) : plan_stages<4, false>(flush_k, vec, M, N);
+    if (stages == 3) return tile ? launch_stages<3, true>(flush_k, vec, M, N) : launch_stages<3, false>(flush_k, vec, M, N);
+    if (stages == 4) return tile ? launch_stages<4, true>(flush_k, vec, M, N) : launch_stages<4, false>(flush_k, vec, M, N);
     ::gpuopt::detail::fail_argument(__FILE__, __LINE__,
                                     "matmul tf32x3: stages must be 3 or 4, got " + std::to_string(stages));
 }
@@ -260,7 +260,7 @@ MatmulLaunch plan_tf32x3(const float* a, const float* b, const float* c, std::in
 void matmul_tf32x3(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
                    int stages, int flush_k, Tf32x3Split split) {
     require_shape(M, N, K, "tf32x3");
-    run_launch(plan_tf32x3(a, b, c, M, N, K, stages, flush_k, split), a, b, c, M, N, K);
+    run_launch(launch_tf32x3(a, b, c, M, N, K, stages, flush_k, split), a, b, c, M, N, K);
 }
 
 }  // namespace gpuopt::matmul

@@ -83,6 +83,11 @@ MatmulLaunch plan(bool vec_k, bool vec_n, std::int64_t M, std::int64_t N) {
     return l;
 }
 
+// Instantiated first in the order the kernels were always emitted: ptxas's output for the 128x128 vecK/vecN kernels
+// depends on it (measured: the table's order below changed their register allocation).
+template MatmulLaunch plan<Tiling128x128x8>(bool, bool, std::int64_t, std::int64_t);
+template MatmulLaunch plan<Tiling128x128x16>(bool, bool, std::int64_t, std::int64_t);
+
 // The tilings of kWarpTiles (matmul_choices.hpp), entry by entry.
 using WarpTilings = std::tuple<Tiling128x128x16, Tiling128x128x8, Tiling128x64x16, Tiling64x64x16>;
 static_assert(std::tuple_size_v<WarpTilings> == kWarpTiles.size(), "one tiling per kWarpTiles entry");
@@ -96,7 +101,7 @@ static_assert(tilings_match(std::make_index_sequence<kWarpTiles.size()>{}),
               "WarpTilings must have kWarpTiles' BM x BN x BK, in its order");
 
 template <std::size_t... I>
-MatmulLaunch plan_at(std::size_t tile, bool vec_k, bool vec_n, std::int64_t M, std::int64_t N,
+MatmulLaunch launch_at(std::size_t tile, bool vec_k, bool vec_n, std::int64_t M, std::int64_t N,
                      std::index_sequence<I...>) {
     MatmulLaunch l;
     ((tile == I ? (void)(l = plan<std::tuple_element_t<I, WarpTilings>>(vec_k, vec_n, M, N)) : void()), ...);
@@ -105,20 +110,20 @@ MatmulLaunch plan_at(std::size_t tile, bool vec_k, bool vec_n, std::int64_t M, s
 
 }  // namespace
 
-MatmulLaunch plan_warptile(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
+MatmulLaunch launch_warptile(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
                            std::int64_t K, WarpTile tile) {
     const bool vec_k = K % 4 == 0 && aligned16(a);
     const bool vec_n = N % 4 == 0 && aligned16(b) && aligned16(c);
     const auto i = static_cast<std::size_t>(tile);
     GPUOPT_REQUIRE(i < kWarpTiles.size(), "matmul warptile: tile must be an index into kWarpTiles, got " +
                                               std::to_string(static_cast<int>(tile)));
-    return plan_at(i, vec_k, vec_n, M, N, std::make_index_sequence<kWarpTiles.size()>{});
+    return launch_at(i, vec_k, vec_n, M, N, std::make_index_sequence<kWarpTiles.size()>{});
 }
 
 void matmul_warptile(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
                      WarpTile tile) {
     require_shape(M, N, K, "warptile");
-    run_launch(plan_warptile(a, b, c, M, N, K, tile), a, b, c, M, N, K);
+    run_launch(launch_warptile(a, b, c, M, N, K, tile), a, b, c, M, N, K);
 }
 
 }  // namespace gpuopt::matmul

@@ -281,7 +281,7 @@ __global__ void __launch_bounds__(CPT == 4 ? kMaxThreadsCpt4 : kMaxThreads, CPT 
 std::int64_t windows_h(const ConvPoolShape& s) { return s.pool == 2 ? s.pooled_h() : (s.H - s.R + 2) / 2; }
 std::int64_t windows_w(const ConvPoolShape& s) { return s.pool == 2 ? s.pooled_w() : (s.W - s.S + 2) / 2; }
 
-Layout make_layout(const ConvPoolShape& s, const ConvPoolPlan& p) {
+Layout make_layout(const ConvPoolShape& s, const ConvPoolLaunch& p) {
     Layout L{};
     L.N = static_cast<int>(s.N), L.C = static_cast<int>(s.C), L.H = static_cast<int>(s.H), L.W = static_cast<int>(s.W);
     L.K = static_cast<int>(s.K), L.PP = static_cast<int>(windows_h(s)), L.QQ = static_cast<int>(windows_w(s));
@@ -297,7 +297,7 @@ Layout make_layout(const ConvPoolShape& s, const ConvPoolPlan& p) {
 
 }  // namespace
 
-ConvPoolPlan conv2d_pool_plan(const ConvPoolShape& s, const ConvPoolConfig& cfg) {
+ConvPoolLaunch conv2d_pool_plan(const ConvPoolShape& s, const ConvPoolConfig& cfg) {
     GPUOPT_REQUIRE(s.N >= 1 && s.C >= 1 && s.H >= 1 && s.W >= 1 && s.K >= 1,
                    "conv2d_pool: N, C, H, W and K must be >= 1");
     GPUOPT_REQUIRE(s.R == s.S && (s.R == 3 || s.R == 5),
@@ -312,7 +312,7 @@ ConvPoolPlan conv2d_pool_plan(const ConvPoolShape& s, const ConvPoolConfig& cfg)
     GPUOPT_REQUIRE(s.C * s.H * s.W < (1LL << 31) && s.K < (1LL << 24) && s.N < (1LL << 40),
                    "conv2d_pool/fused: a single image or filter bank is too large for the kernel's indices");
 
-    ConvPoolPlan p;
+    ConvPoolLaunch p;
     const int PP = static_cast<int>(windows_h(s)), QQ = static_cast<int>(windows_w(s));
     GPUOPT_REQUIRE(cfg.channels_per_block == 0 ||
                        (cfg.channels_per_block % 8 == 0 && cfg.channels_per_block >= 8 &&
@@ -360,7 +360,7 @@ namespace {
 
 template <int R, Activation ACT, PoolKind POOL, bool POOLED, typename TIn>
 void launch(const TIn* x, float divisor, const float* wt, const float* bias, float* y, const Layout& L,
-            const ConvPoolPlan& p) {
+            const ConvPoolLaunch& p) {
     auto kernel = p.channels_per_thread == 4 ? conv_pool_kernel<R, R, 4, ACT, POOL, POOLED, TIn>
                                              : conv_pool_kernel<R, R, 8, ACT, POOL, POOLED, TIn>;
     require_shared_memory(kernel, static_cast<std::size_t>(p.shared_bytes), "conv2d_pool/fused");
@@ -377,7 +377,7 @@ void launch(const TIn* x, float divisor, const float* wt, const float* bias, flo
 
 template <int R, Activation ACT, PoolKind POOL, bool POOLED = true>
 void dispatch_input(const void* x, InputType t, float divisor, const float* wt, const float* bias, float* y,
-                    const Layout& L, const ConvPoolPlan& p) {
+                    const Layout& L, const ConvPoolLaunch& p) {
     if (t == InputType::Uint8)
         launch<R, ACT, POOL, POOLED>(static_cast<const std::uint8_t*>(x), divisor, wt, bias, y, L, p);
     else
@@ -386,7 +386,7 @@ void dispatch_input(const void* x, InputType t, float divisor, const float* wt, 
 
 template <int R, Activation ACT>
 void dispatch_pool(PoolKind pool, const void* x, InputType t, float divisor, const float* wt, const float* bias,
-                   float* y, const Layout& L, const ConvPoolPlan& p, bool pooled) {
+                   float* y, const Layout& L, const ConvPoolLaunch& p, bool pooled) {
     if (!pooled)  // pool_size 1: the kind does not matter
         dispatch_input<R, ACT, PoolKind::Max, false>(x, t, divisor, wt, bias, y, L, p);
     else if (pool == PoolKind::Max)
@@ -397,7 +397,7 @@ void dispatch_pool(PoolKind pool, const void* x, InputType t, float divisor, con
 
 template <int R>
 void dispatch_act(Activation act, PoolKind pool, const void* x, InputType t, float divisor, const float* wt,
-                  const float* bias, float* y, const Layout& L, const ConvPoolPlan& p, bool pooled) {
+                  const float* bias, float* y, const Layout& L, const ConvPoolLaunch& p, bool pooled) {
     switch (act) {
         case Activation::Relu: return dispatch_pool<R, Activation::Relu>(pool, x, t, divisor, wt, bias, y, L, p, pooled);
         case Activation::Tanh: return dispatch_pool<R, Activation::Tanh>(pool, x, t, divisor, wt, bias, y, L, p, pooled);
@@ -409,7 +409,7 @@ void dispatch_act(Activation act, PoolKind pool, const void* x, InputType t, flo
 
 void conv2d_pool_fused(const void* x, InputType input_type, float input_divisor, const float* w, const float* bias,
                        float* y, const ConvPoolShape& s, Activation act, PoolKind pool, const ConvPoolConfig& cfg) {
-    const ConvPoolPlan p = conv2d_pool_plan(s, cfg);
+    const ConvPoolLaunch p = conv2d_pool_plan(s, cfg);
     GPUOPT_REQUIRE(input_type == InputType::Float32 ? input_divisor == 1.f : input_divisor > 0.f,
                    "conv2d_pool: input_divisor applies to uint8 input (> 0); float32 input takes 1.0");
     const Layout L = make_layout(s, p);

@@ -28,7 +28,7 @@ enum class InputType : int { Float32 = 0, Uint8 = 1 };
 
 // The launch the fused kernel makes for a shape (block tile, images and channels per block,
 // shared memory); the planner is the host-side check too.
-struct ConvPoolPlan {
+struct ConvPoolLaunch {
     int tile_p = 0, tile_q = 0;      // conv outputs per block tile (rows even, columns a multiple of 4)
     int images = 0;                  // images per block
     int channels_per_block = 0;      // output channels per block (multiple of 8)
@@ -51,7 +51,7 @@ struct ConvPoolConfig {
 constexpr int kConvPoolFilterSides[] = {3, 5};
 
 // Validates the shape (InvalidArgument naming what is wrong) and returns the launch; no GPU needed.
-ConvPoolPlan conv2d_pool_plan(const ConvPoolShape& s, const ConvPoolConfig& cfg);
+ConvPoolLaunch conv2d_pool_plan(const ConvPoolShape& s, const ConvPoolConfig& cfg);
 
 void conv2d_pool_fused(const void* x, InputType input_type, float input_divisor, const float* w,
                        const float* bias, float* y, const ConvPoolShape& s, Activation act, PoolKind pool,
@@ -68,7 +68,7 @@ constexpr int kSmallcMaxThreads = 256;   // block size bound (__launch_bounds__(
 constexpr int kSmallcMaxMaps = 64;       // output maps a block stages filters for
 constexpr std::int64_t kSmallcStageBudget = 100 * 1024;  // staged images + filters + table: two blocks an SM
 
-struct SmallcPlan {
+struct SmallcLaunch {
     int images = 0;            // images a block stages
     int maps = 0;              // output maps a block computes (its filters staged)
     int patches = 0;           // 4x4 patches an image (the thread items: images * patches a block)
@@ -83,7 +83,7 @@ struct SmallcConfig {
     int maps = 0;    // 0: per shape (all K up to 32; see conv2d_pool_smallc.cu)
 };
 
-SmallcPlan conv2d_pool_smallc_plan(const ConvPoolShape& s, const SmallcConfig& cfg);
+SmallcLaunch conv2d_pool_smallc_plan(const ConvPoolShape& s, const SmallcConfig& cfg);
 
 void conv2d_pool_direct_smallc(const void* x, InputType input_type, float input_divisor, const float* w,
                                const float* bias, float* y, const ConvPoolShape& s, Activation act, PoolKind pool,

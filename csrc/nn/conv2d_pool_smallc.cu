@@ -259,7 +259,7 @@ std::int64_t covered_w(const ConvPoolShape& s) { return s.pool == 2 ? 2 * s.pool
 
 }  // namespace
 
-SmallcPlan conv2d_pool_smallc_plan(const ConvPoolShape& s, const SmallcConfig& cfg) {
+SmallcLaunch conv2d_pool_smallc_plan(const ConvPoolShape& s, const SmallcConfig& cfg) {
     const std::string who = "conv2d_pool/direct_smallc: ";
     GPUOPT_REQUIRE(s.N >= 1 && s.C >= 1 && s.H >= 1 && s.W >= 1 && s.K >= 1,
                    "conv2d_pool: N, C, H, W and K must be >= 1");
@@ -279,7 +279,7 @@ SmallcPlan conv2d_pool_smallc_plan(const ConvPoolShape& s, const SmallcConfig& c
     GPUOPT_REQUIRE(cfg.maps >= 0 && cfg.maps <= kSmallcMaxMaps,
                    who + "maps must be 0 (per shape) or 1.." + std::to_string(kSmallcMaxMaps) + ", got " +
                        std::to_string(cfg.maps));
-    SmallcPlan p;
+    SmallcLaunch p;
     const int ph = static_cast<int>(ceil_div<std::int64_t>(covered_h(s), kPatch));
     const int pw = static_cast<int>(ceil_div<std::int64_t>(covered_w(s), kPatch));
     p.patches = ph * pw;
@@ -328,7 +328,7 @@ namespace {
 
 template <int R, Activation ACT, PoolKind POOL, bool POOLED>
 void launch(const void* x, bool u8, float divisor, const float* w, const float* bias, float* y, const SmallcLayout& L,
-            const SmallcPlan& p) {
+            const SmallcLaunch& p) {
     auto kernel = smallc_kernel<R, ACT, POOL, POOLED>;
     require_shared_memory(kernel, static_cast<std::size_t>(p.shared_bytes), "conv2d_pool/direct_smallc");
     GPUOPT_REQUIRE(p.blocks < (1LL << 31), "conv2d_pool/direct_smallc: too many images for one grid");
@@ -338,7 +338,7 @@ void launch(const void* x, bool u8, float divisor, const float* w, const float* 
 
 template <int R, Activation ACT>
 void dispatch_pool(PoolKind pool, bool pooled, const void* x, bool u8, float divisor, const float* w, const float* bias,
-                   float* y, const SmallcLayout& L, const SmallcPlan& p) {
+                   float* y, const SmallcLayout& L, const SmallcLaunch& p) {
     if (!pooled)
         launch<R, ACT, PoolKind::Max, false>(x, u8, divisor, w, bias, y, L, p);
     else if (pool == PoolKind::Max)
@@ -349,7 +349,7 @@ void dispatch_pool(PoolKind pool, bool pooled, const void* x, bool u8, float div
 
 template <int R>
 void dispatch_act(Activation act, PoolKind pool, bool pooled, const void* x, bool u8, float divisor, const float* w,
-                  const float* bias, float* y, const SmallcLayout& L, const SmallcPlan& p) {
+                  const float* bias, float* y, const SmallcLayout& L, const SmallcLaunch& p) {
     switch (act) {
         case Activation::Relu: return dispatch_pool<R, Activation::Relu>(pool, pooled, x, u8, divisor, w, bias, y, L, p);
         case Activation::Tanh: return dispatch_pool<R, Activation::Tanh>(pool, pooled, x, u8, divisor, w, bias, y, L, p);
@@ -362,7 +362,7 @@ void dispatch_act(Activation act, PoolKind pool, bool pooled, const void* x, boo
 void conv2d_pool_direct_smallc(const void* x, InputType input_type, float input_divisor, const float* w,
                                const float* bias, float* y, const ConvPoolShape& s, Activation act, PoolKind pool,
                                const SmallcConfig& cfg) {
-    const SmallcPlan p = conv2d_pool_smallc_plan(s, cfg);
+    const SmallcLaunch p = conv2d_pool_smallc_plan(s, cfg);
     GPUOPT_REQUIRE(input_type == InputType::Float32 ? input_divisor == 1.f : input_divisor > 0.f,
                    "conv2d_pool: input_divisor applies to uint8 input (> 0); float32 input takes 1.0");
     SmallcLayout L{};
