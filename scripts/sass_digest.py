@@ -9,7 +9,8 @@ One thing in the *names* is: nvcc names an anonymous namespace ``_GLOBAL__N__<h1
 ``h1`` is a hash of the source file's absolute path (the same file built in two checkouts gets two ``h1``;
 its contents, flags and defines do not change it). The digest writes ``h1`` as ``00000000`` so a build of
 another worktree compares with the baseline; the file name and ``h2`` stay, and the mangled length prefix
-is unchanged. ``--keep-path-hash`` keeps it.
+is unchanged. ``--keep-path-hash`` keeps it. ``h2`` changes with the file's contents, so ``compare`` matches
+kernels with it zeroed (a rename elsewhere in a file changes no kernel's name or body).
 
     python3 scripts/sass_digest.py digest /path/to/gpuopt/_cuda.cpython-311-x86_64-linux-gnu.so -o a.json
     python3 scripts/sass_digest.py digest --target /work/site/base-cuda -o base.json
@@ -134,8 +135,18 @@ def demangle(names: list[str]) -> dict:
     return {n: p + n[len(b):] for n, b, p in zip(names, bare, pretty)}
 
 
+# ``h2`` (after the file name) changes with the file's contents: a rename elsewhere in the file changes it though no
+# kernel changed. compare matches names with it zeroed.
+_CONTENT_HASH = re.compile(r"(_GLOBAL__N__[0-9a-f]{8}_\d+_\w*?_(?:cu|cuh|cpp)_)[0-9a-f]{8}")
+
+
+def _by_kernel(d: dict) -> dict:
+    return {_CONTENT_HASH.sub(r"\g<1>00000000", k): v for k, v in d.items()}
+
+
 def compare(a: dict, b: dict | list[dict], demangled: bool = False) -> int:
-    builds = b if isinstance(b, list) else [b]
+    a = _by_kernel(a)
+    builds = [_by_kernel(x) for x in (b if isinstance(b, list) else [b])]
     b = builds[0]
     if any(x.keys() != b.keys() for x in builds[1:]):
         sys.exit("sass_digest: the B digests hold different kernels (not rebuilds of one tree)")
