@@ -31,7 +31,7 @@ import gpuopt
 from .figures import matplotlib_available
 from .results import format_metadata, metadata, read_results, write_results
 from .studies import DEFAULT_STUDIES, STUDIES
-from .study import Plan
+from .study import RunSettings
 
 DEFAULT_OUT = Path("benchmarks") / "results"
 TINY_ENV = "GPUOPT_BENCH_TINY"
@@ -169,7 +169,7 @@ def main(argv: Sequence[str] | None = None, *, default_out: str | os.PathLike | 
               flush=True)
     tiny = args.tiny or os.environ.get(TINY_ENV, "") not in ("", "0")
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
-    plan = Plan(gpu=gpu, quick=args.quick, tiny=tiny, seed=seed, progress=not args.quiet)
+    plan = RunSettings(gpu=gpu, quick=args.quick, tiny=tiny, seed=seed, progress=not args.quiet)
     base_meta = metadata()
     for name in names:
         study = STUDIES[name]

@@ -13,7 +13,7 @@ import gpuopt
 
 from .baselines import cudnn_algorithm
 from .harness import Progress, measure
-from .study import (Plan, StudyResult, add_note, error_text, finite_number, per_level, relative_error,
+from .study import (RunSettings, StudyResult, add_note, error_text, finite_number, per_level, relative_error,
                     release_gpu_cache, repeats, to_host)
 
 __all__ = ["CONV_CONFS", "CONV_MAX_N", "REPORT_CONV_REPEATS", "CONV_CHECK_ELEMS", "ConvProblem", "ConvEntry",
@@ -105,7 +105,7 @@ def is_reference(variant: str, params: Mapping[str, Any]) -> bool:
     return variant == "cudnn" and params.get("algorithms", "precise") == "precise"
 
 
-def usable_entries(entries: Sequence[ConvEntry], plan: Plan, notes: list[str], where: str) -> list[ConvEntry]:
+def usable_entries(entries: Sequence[ConvEntry], plan: RunSettings, notes: list[str], where: str) -> list[ConvEntry]:
     """The entries this build can run here; the others named in a note (variant or parameter missing)."""
     table = gpuopt.variants("conv2d")
     out = []
@@ -139,7 +139,7 @@ def usable_entries(entries: Sequence[ConvEntry], plan: Plan, notes: list[str], w
 class ConvPoints:
     """Measures conv2d points of one problem at a time, each (problem, variant, parameters) once."""
 
-    def __init__(self, plan: Plan, reps: Mapping[str, Any], notes: list[str], desc: str) -> None:
+    def __init__(self, plan: RunSettings, reps: Mapping[str, Any], notes: list[str], desc: str) -> None:
         self.plan, self.reps, self.notes, self.desc = plan, dict(reps), notes, desc
         self.table = gpuopt.variants("conv2d")
         self.rng = np.random.default_rng(plan.seed)
@@ -227,7 +227,7 @@ class ConvPoints:
         return dict(out)
 
 
-def run_points(plan: Plan, res: StudyResult, reps: Mapping[str, Any],
+def run_points(plan: RunSettings, res: StudyResult, reps: Mapping[str, Any],
                work: Sequence[tuple[dict[str, Any], str, ConvEntry]], problems: Mapping[str, ConvProblem],
                desc: str) -> list[dict[str, Any]]:
     """Measure every ``(row fields, problem key, entry)`` of ``work``; one row each, in ``work``'s order.

@@ -10,7 +10,7 @@ import numpy as np
 import gpuopt
 from gpuopt.matmul import ladder
 
-from .study import Plan, entry_label
+from .study import RunSettings, entry_label
 
 __all__ = ["MATMUL_PARAM_ROWS", "REFERENCES", "matmul_gpu_variants", "matmul_entries", "call_matmul",
            "matmul_reference"]
@@ -39,7 +39,7 @@ def matmul_gpu_variants() -> tuple[str, ...]:
     return (*ladder(), *(name for name in REFERENCES if name in table))
 
 
-def matmul_entries(plan: Plan, notes: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
+def matmul_entries(plan: RunSettings, notes: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
     """(label, variant, params) of every row to measure at each size.
 
     GPU: the ladder's variants then cuBLAS (:func:`matmul_gpu_variants`), ``MATMUL_PARAM_ROWS`` expanded.

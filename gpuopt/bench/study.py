@@ -22,13 +22,13 @@ import numpy as np
 
 import gpuopt
 
-__all__ = ["Plan", "Output", "Study", "StudyResult", "per_level", "repeats", "CALL_REPEATS", "select_variants",
+__all__ = ["RunSettings", "Output", "Study", "StudyResult", "per_level", "repeats", "CALL_REPEATS", "select_variants",
            "error_text", "relative_error", "to_host", "release_gpu_cache", "timed_calls", "finite_number",
            "entry_label", "row_label", "add_note"]
 
 
 @dataclass(frozen=True)
-class Plan:
+class RunSettings:
     """How big and how long: GPU or CPU mode, quick, tiny (tests), seed, progress line."""
 
     gpu: bool
@@ -56,6 +56,9 @@ class Plan:
     def as_dict(self) -> dict[str, Any]:
         """The plan as the results' ``meta["plan"]``."""
         return {"mode": self.mode, "level": self.level, "quick": self.quick, "tiny": self.tiny, "seed": self.seed}
+
+
+Plan = RunSettings  # the name before "plan" meant only the call plan (docs/glossary.md)
 
 
 @dataclass
@@ -100,7 +103,7 @@ class Study:
     description: str
     gpu_variants: tuple[str, ...] | Callable[[], tuple[str, ...]]
     columns: tuple[str, ...]
-    run: Callable[[Plan], StudyResult] = field(repr=False)
+    run: Callable[[RunSettings], StudyResult] = field(repr=False)
     table: Callable[..., str] = field(repr=False)
     extras: Callable[..., list[Any]] | None = field(default=None, repr=False)
     figures: Callable[..., Any] | None = field(default=None, repr=False)
@@ -127,8 +130,8 @@ _ABSENT = object()  # a level a per_level table has no value for (None is a valu
 
 def per_level(*, gpu_full: Any, gpu_quick: Any, tiny: Any, cpu_full: Any = _ABSENT, cpu_quick: Any = _ABSENT
               ) -> dict[Any, Any]:
-    """A table :meth:`Plan.pick` reads: a value per (mode, level) and one for ``tiny``; a GPU-only study leaves the CPU
-    ones out."""
+    """A table :meth:`RunSettings.pick` reads: a value per (mode, level) and one for ``tiny``; a GPU-only study
+    leaves the CPU ones out."""
     table = {("gpu", "full"): gpu_full, ("gpu", "quick"): gpu_quick, ("cpu", "full"): cpu_full,
              ("cpu", "quick"): cpu_quick, "tiny": tiny}
     return {key: value for key, value in table.items() if value is not _ABSENT}
@@ -154,7 +157,7 @@ CALL_REPEATS: dict[Any, dict[str, Any]] = per_level(
 # --------------------------------------------------------------------------- helpers
 
 
-def select_variants(op: str, gpu_names: Sequence[str], plan: Plan, notes: list[str]) -> list[str]:
+def select_variants(op: str, gpu_names: Sequence[str], plan: RunSettings, notes: list[str]) -> list[str]:
     """The variants of ``op`` to run: ``gpu_names`` on a GPU, ``cpu`` without; missing ones noted."""
     table = gpuopt.variants(op)
     if plan.gpu:
@@ -197,7 +200,7 @@ def to_host(out: Any) -> np.ndarray:
     return out.numpy() if isinstance(out, gpuopt.DeviceArray) else np.asarray(out)
 
 
-def release_gpu_cache(plan: Plan) -> None:
+def release_gpu_cache(plan: RunSettings) -> None:
     """On a GPU run: wait for the device and give gpuopt's cached device memory back (between big problems)."""
     if plan.gpu:
         try:

@@ -8,7 +8,7 @@ import gpuopt
 from gpuopt import bench
 from gpuopt.bench import conv_points
 from gpuopt.bench.studies import STUDIES, ece408
-from gpuopt.bench.study import Plan
+from gpuopt.bench.study import RunSettings
 
 SWEEP_NAMES = ["matmul", "matmul_report", "conv2d", "cs6235", "ece408", "kmeans", "kmeans_loop", "sparse", "networks",
                "overhead"]
@@ -123,7 +123,7 @@ def synthetic_report_results(monkeypatch, out, name):
     monkeypatch.setattr(conv_points, "ConvPoints", ModelPoints)
     meta = {"gpu": {**H200, "compute_capability": "9.0"}, "plan": {"mode": "gpu", "level": "full"},
             "gpuopt_version": "0", "commit": "abc", "timestamp_utc": "2026-01-01T00:00:00Z"}
-    res = STUDIES[name].run(Plan(gpu=True, progress=False))
+    res = STUDIES[name].run(RunSettings(gpu=True, progress=False))
     bench.write_results(name, res.rows, {**meta, "sweep": name, **res.meta, "notes": res.notes}, out,
                         columns=STUDIES[name].columns)
     return res

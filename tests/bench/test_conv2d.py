@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import gpuopt
 from gpuopt.bench.studies import STUDIES, conv2d
-from gpuopt.bench.study import Plan
+from gpuopt.bench.study import RunSettings
 
 
 def test_conv2d_study_runs_every_gpu_variant(fake_conv_gpu):
-    res = STUDIES["conv2d"].run(Plan(gpu=True, tiny=True, progress=False))
+    res = STUDIES["conv2d"].run(RunSettings(gpu=True, tiny=True, progress=False))
     table = gpuopt.variants("conv2d")
     expected = [n for n, v in table.items() if v.needs_cuda and n != "cudnn"] + ["cudnn", "auto-fast", "cudnn-any"]
     assert [r["variant"] for r in res.rows if r["conf"] == "conf1"] == expected
@@ -23,7 +23,7 @@ def test_conv2d_study_runs_every_gpu_variant(fake_conv_gpu):
 def test_conv2d_study_divides_by_both_cudnns(fake_conv_gpu):
     """Each precision class beside its cuDNN: auto beside cuDNN precise, auto-fast beside cuDNN any; the table
     says which each ratio divides by."""
-    res = STUDIES["conv2d"].run(Plan(gpu=True, tiny=True, progress=False))
+    res = STUDIES["conv2d"].run(RunSettings(gpu=True, tiny=True, progress=False))
     by = {(r["conf"], r["variant"]): r for r in res.rows}
     assert by[("conf1", "cudnn-any")].get("speedup_vs_cudnn_any") == 1.0, by[("conf1", "cudnn-any")]
     assert by[("conf1", "auto-fast")]["speedup_vs_cudnn_any"] > 0 and by[("conf1", "auto")]["speedup_vs_cudnn"] > 0

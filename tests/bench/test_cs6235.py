@@ -9,7 +9,7 @@ import pytest
 from gpuopt.bench.__main__ import main
 from gpuopt.bench import conv_points
 from gpuopt.bench.studies import STUDIES, cs6235, ece408
-from gpuopt.bench.study import Plan
+from gpuopt.bench.study import RunSettings
 
 from .support import H200, PNG_MAGIC, figures, synthetic_report_results
 
@@ -29,7 +29,7 @@ def test_cs6235_figure_specs():
 
 
 def test_cs6235_gpu_path(fake_conv_gpu):
-    res = STUDIES["cs6235"].run(Plan(gpu=True, tiny=True, progress=False, seed=1))
+    res = STUDIES["cs6235"].run(RunSettings(gpu=True, tiny=True, progress=False, seed=1))
     rows = res.rows
     assert not any(r.get("error") for r in rows)
     fig = lambda f, conf="conf1": [r for r in rows if r["figure"] == f and r["conf"] == conf]  # noqa: E731

@@ -9,7 +9,7 @@ import pytest
 
 from gpuopt.bench.__main__ import main
 from gpuopt.bench.studies import STUDIES, cs6235, ece408
-from gpuopt.bench.study import Plan
+from gpuopt.bench.study import RunSettings
 
 from .support import H200, PNG_MAGIC, assert_ece408_numbers, figures, synthetic_report_results
 
@@ -47,7 +47,7 @@ def test_ece408_report_numbers_transcribed():
 
 
 def test_ece408_gpu_path(fake_conv_gpu):
-    res = STUDIES["ece408"].run(Plan(gpu=True, tiny=True, progress=False, seed=2))
+    res = STUDIES["ece408"].run(RunSettings(gpu=True, tiny=True, progress=False, seed=2))
     rows = res.rows
     assert not any(r.get("error") for r in rows)
     op = [r for r in rows if r["part"] == "op_time" and r["layer"] == "conv1"]

@@ -1,13 +1,13 @@
 """The kmeans_loop study on the CPU (tiny): its rows, table and figure."""
 
-from gpuopt.bench.study import Plan
+from gpuopt.bench.study import RunSettings
 from gpuopt.bench.studies import STUDIES, shown_in
 from gpuopt.bench.studies.kmeans_loop import LOOP_ITERS, LOOP_SHAPES
 
 
 def test_tiny_cpu_run_table_and_figure(tmp_path):
     study = STUDIES["kmeans_loop"]
-    res = study.run(Plan(gpu=False, tiny=True, progress=False))
+    res = study.run(RunSettings(gpu=False, tiny=True, progress=False))
     assert [(r["dataset"], r["variant"]) for r in res.rows] == [(s[0], "cpu") for s in LOOP_SHAPES]
     for r in res.rows:
         assert r.get("error") is None and r["iterations"] == LOOP_ITERS and r["N"] == 2000

@@ -10,7 +10,7 @@ from gpuopt import bench
 from gpuopt.bench import floors
 from gpuopt.bench.studies import STUDIES, matmul
 from gpuopt.matmul import ladder, ladder_step
-from gpuopt.bench.study import Plan
+from gpuopt.bench.study import RunSettings
 
 from .support import H200, ladder_rows
 
@@ -88,7 +88,7 @@ def test_committed_ladder_table_steps():
 
 
 def test_matmul_study_gpu_path(fake_gpu, tmp_path):
-    plan = Plan(gpu=True, tiny=True, progress=False)
+    plan = RunSettings(gpu=True, tiny=True, progress=False)
     res = STUDIES["matmul"].run(plan)
     labels = ["naive", "shared block=32", "shared block=16", "tile_buffer tile_sz=1", "tile_buffer tile_sz=2",
               "tile_buffer tile_sz=4", "coalesced warp_layout=column", "coalesced warp_layout=row", "warptile",

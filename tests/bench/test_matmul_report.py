@@ -10,7 +10,7 @@ import pytest
 from gpuopt import bench
 from gpuopt.bench.__main__ import main
 from gpuopt.bench.studies import STUDIES, matmul, matmul_report
-from gpuopt.bench.study import Plan
+from gpuopt.bench.study import RunSettings
 from gpuopt.matmul import ladder_step
 
 from .support import H200, PNG_MAGIC, ladder_rows
@@ -50,7 +50,7 @@ def test_report_gflops_formula():
 
 
 def test_matmul_report_study_gpu_path(fake_gpu):
-    plan = Plan(gpu=True, tiny=True, progress=False)
+    plan = RunSettings(gpu=True, tiny=True, progress=False)
     rep = STUDIES["matmul_report"].run(plan)
     assert not any("not measured" in n for n in rep.notes if "Memory Shared" in n)
     by = {(r["n"], r["label"]): r for r in rep.rows}

@@ -4,14 +4,14 @@ outputs declare (the stages' op variants and the layer ops' GPU variants)."""
 import numpy as np
 
 import gpuopt
-from gpuopt.bench.study import Plan
+from gpuopt.bench.study import RunSettings
 from gpuopt.bench.studies import STUDIES, networks, shown_in
 from gpuopt.models import STAGES
 
 
 def test_tiny_cpu_run_tables_and_figure(tmp_path):
     study = STUDIES["networks"]
-    res = study.run(Plan(gpu=False, tiny=True, progress=False))
+    res = study.run(RunSettings(gpu=False, tiny=True, progress=False))
     kinds = {(r["kind"], r["network"], r["stage"]) for r in res.rows}
     assert ("network", "mnist", "serial") in kinds and ("layer", "fashion", "serial") in kinds
     net = [r for r in res.rows if r["kind"] == "network"]

@@ -1,12 +1,12 @@
 """The overhead study on the CPU (tiny): its rows, table and figure."""
 
-from gpuopt.bench.study import Plan
+from gpuopt.bench.study import RunSettings
 from gpuopt.bench.studies import STUDIES, shown_in
 
 
 def test_tiny_cpu_run_table_and_figure(tmp_path):
     study = STUDIES["overhead"]
-    res = study.run(Plan(gpu=False, tiny=True, progress=False))
+    res = study.run(RunSettings(gpu=False, tiny=True, progress=False))
     assert {(r["op"], r["caller"], r["impl"]) for r in res.rows} == {("conv2d", "numpy", "gpuopt"),
                                                                     ("matmul", "numpy", "gpuopt")}
     assert all(r.get("error") is None and r["us_per_call"] > 0 and r["us_min"] <= r["us_max"] for r in res.rows)

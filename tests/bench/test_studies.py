@@ -9,13 +9,13 @@ import gpuopt
 from gpuopt import bench
 from gpuopt.bench import study
 from gpuopt.bench.studies import STUDIES, cs6235, ece408, shown_in
-from gpuopt.bench.study import Plan
+from gpuopt.bench.study import RunSettings
 
 
 def test_studies_skip_missing_variants(monkeypatch):
     # A variant another engineer has not registered yet is skipped with a note.
     notes: list[str] = []
-    plan = Plan(gpu=True, tiny=True)
+    plan = RunSettings(gpu=True, tiny=True)
     monkeypatch.setattr(gpuopt.registry.Variant, "available", property(lambda self: True))
     chosen = study.select_variants("conv2d", ("no_such_variant", "cpu"), plan, notes)
     assert chosen == ["cpu"]
@@ -65,7 +65,7 @@ def test_shown_in():
 
 def test_figure_declarations_match_what_runs(fake_conv_gpu):
     # The variants each CS6235 / ECE408 figure declares are those its study runs for it on a GPU.
-    plan = Plan(gpu=True, tiny=True, progress=False)
+    plan = RunSettings(gpu=True, tiny=True, progress=False)
     entries = cs6235.cs6235_entries(plan, [])
     for f in cs6235.CS6235_FIGURES:
         assert {e.variant for e in entries[f["figure"]]} == set(f["variants"]), f["figure"]

@@ -9,7 +9,7 @@ import gpuopt
 from gpuopt import bench
 from gpuopt.bench.__main__ import main
 from gpuopt.bench.studies import DEFAULT_STUDIES, STUDIES, tune_conv_auto
-from gpuopt.bench.study import Plan
+from gpuopt.bench.study import RunSettings
 
 from .support import measure_on_cpu
 
@@ -23,7 +23,7 @@ def test_opt_in_and_gpu_only():
     assert set(tune_conv_auto.LAYERS) == {"conf1", "conf2", "conf3", "conf4", "fashion_conv1", "fashion_conv2",
                                           "mnist_conv1", "mnist_conv2"}
     with pytest.raises(RuntimeError, match="needs a GPU"):
-        STUDY.run(Plan(gpu=False, tiny=True, progress=False))
+        STUDY.run(RunSettings(gpu=False, tiny=True, progress=False))
 
 
 @pytest.mark.skipif(gpuopt.cuda_available(), reason="checks the behaviour without a GPU")
@@ -47,7 +47,7 @@ def test_unknown_layer(monkeypatch):
 def test_gpu_path_and_log(fake_conv_gpu, monkeypatch, tmp_path, capsys):
     monkeypatch.setenv(tune_conv_auto.LAYERS_ENV, "conf1,conf2")
     measure_on_cpu(monkeypatch, tune_conv_auto)
-    res = STUDY.run(Plan(gpu=True, tiny=True, progress=False))
+    res = STUDY.run(RunSettings(gpu=True, tiny=True, progress=False))
     n_cands = len(tune_conv_auto.candidates())
     assert [r["layer"] for r in res.rows] == ["conf1"] * n_cands + ["conf2"] * n_cands
     assert not any(r.get("error") for r in res.rows)

@@ -15,7 +15,7 @@ from ..baselines import cudnn_algorithm
 from ..conv_points import CONV_CONFS, CONV_MAX_N
 from ..figures import drawable, drawable_rows, empty_axes, finish_axes, finish_figure, label_colors, pyplot
 from ..harness import Progress, measure
-from ..study import (Output, Plan, Study, StudyResult, error_text, per_level, relative_error, release_gpu_cache,
+from ..study import (Output, RunSettings, Study, StudyResult, error_text, per_level, relative_error, release_gpu_cache,
                      repeats, select_variants, to_host)
 from ..tables import errors_note, fmt_cell, format_table, skipped_note
 
@@ -50,7 +50,7 @@ def _conv_listed() -> tuple[str, ...]:
     return tuple(names + [n for n in CONV_VARIANTS if n not in names])
 
 
-def run_conv2d(plan: Plan) -> StudyResult:
+def run_conv2d(plan: RunSettings) -> StudyResult:
     res = StudyResult()
     names = select_variants("conv2d", _conv_listed(), plan, res.notes)
     # (label, variant, params): cuDNN twice, restricted to the precise algorithms (the

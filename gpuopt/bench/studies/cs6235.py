@@ -17,7 +17,7 @@ from ..conv_points import (CONV_CHECK_ELEMS, CONV_CONFS, CONV_MAX_N, REPORT_CONV
                            is_reference, run_points, usable_entries)
 from ..figures import (X_LABELS, drawable, drawable_rows, empty_axes, finish_report_figure, grouped_bars, headroom,
                        log_if_wide, pyplot, series_label)
-from ..study import Output, Plan, Study, StudyResult, add_note, entry_label, finite_number, per_level, row_label
+from ..study import Output, RunSettings, Study, StudyResult, add_note, entry_label, finite_number, per_level, row_label
 from ..tables import (Section, device_short, errors_note, extras_file, ms_cell, sections_markdown, sections_text,
                       skipped_note)
 
@@ -93,7 +93,7 @@ def _cs6235_panel(conf: str) -> str:
     return f"N={CONV_CONFS[conf][0]}"
 
 
-def cs6235_entries(plan: Plan, notes: list[str]) -> dict[str, list[ConvEntry]]:
+def cs6235_entries(plan: RunSettings, notes: list[str]) -> dict[str, list[ConvEntry]]:
     """The entries (rows per configuration) of each figure; CPU mode: the ``cpu`` variant only."""
     if not plan.gpu:
         add_note(notes, "cs6235: no GPU, so every figure shows the cpu variant only (GPU variants not run here: "
@@ -149,7 +149,7 @@ def cs6235_report_meta() -> dict[str, Any]:
             "figures": [{k: f[k] for k in ("figure", "title", "kind", "confs", "report")} for f in CS6235_FIGURES]}
 
 
-def run_cs6235(plan: Plan) -> StudyResult:
+def run_cs6235(plan: RunSettings) -> StudyResult:
     res = StudyResult()
     reps = plan.pick(REPORT_CONV_REPEATS)
     max_n = plan.pick(CONV_MAX_N)

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 from ..conv_points import CONV_CHECK_ELEMS, REPORT_CONV_REPEATS, ConvEntry, ConvProblem, run_points, usable_entries
 from ..figures import (X_LABELS, bar_series, drawable_rows, empty_axes, finish_report_figure, grouped_bars, headroom,
                        log_if_wide, pyplot)
-from ..study import Output, Plan, Study, StudyResult, add_note, entry_label, finite_number, per_level, row_label
+from ..study import Output, RunSettings, Study, StudyResult, add_note, entry_label, finite_number, per_level, row_label
 from ..tables import (Section, device_short, errors_note, extras_file, fmt_cell, gflops_cell, ms_cell,
                       sections_markdown, sections_text, skipped_note)
 
@@ -196,7 +196,7 @@ def _ece408_step_entries(*, with_cpu: bool) -> list[ConvEntry]:
     return out
 
 
-def ece408_work(plan: Plan, notes: list[str]) -> tuple[list[tuple[dict[str, Any], str, ConvEntry]],
+def ece408_work(plan: RunSettings, notes: list[str]) -> tuple[list[tuple[dict[str, Any], str, ConvEntry]],
                                                        dict[str, ConvProblem]]:
     """(work, problems) of the ece408 study: the Op Time table, the TILE_WIDTH sweep, the MNIST layers."""
     batches = plan.pick(ECE408_BATCHES)
@@ -255,7 +255,7 @@ def _attach_ece408_report(row: dict[str, Any]) -> None:
                        report_source="; ".join(w for _, _, w in found))
 
 
-def run_ece408(plan: Plan) -> StudyResult:
+def run_ece408(plan: RunSettings) -> StudyResult:
     res = StudyResult()
     reps = plan.pick(REPORT_CONV_REPEATS)
     work, problems = ece408_work(plan, res.notes)

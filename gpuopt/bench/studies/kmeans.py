@@ -19,7 +19,7 @@ from gpuopt import datasets
 from ..figures import bar_series, drawable_rows, empty_axes, finish_figure, grouped_bars, headroom, log_if_wide, pyplot
 from ..harness import Progress, measure, median_timing
 from ..results import format_metadata
-from ..study import (CALL_REPEATS, Output, Plan, Study, StudyResult, error_text, per_level, select_variants,
+from ..study import (CALL_REPEATS, Output, RunSettings, Study, StudyResult, error_text, per_level, select_variants,
                      timed_calls, to_host)
 from ..tables import device_short, errors_note, extras_file, fmt_cell, format_table, md_table
 
@@ -58,7 +58,7 @@ KMEANS_COLUMNS = ("dataset", "source", "N", "D", "k", "threshold", "variant", "i
                   "differ_liao", "error")
 
 
-def _kmeans_sets(plan: Plan, notes: list[str]) -> list[tuple[str, str, np.ndarray, int]]:
+def _kmeans_sets(plan: RunSettings, notes: list[str]) -> list[tuple[str, str, np.ndarray, int]]:
     """(label, source, x, full N) for Liao's sets (when present) and the synthetic blobs."""
     max_n = plan.pick(KMEANS_MAX_N)
     sets = []
@@ -85,7 +85,7 @@ def _kmeans_sets(plan: Plan, notes: list[str]) -> list[tuple[str, str, np.ndarra
     return sets
 
 
-def run_kmeans(plan: Plan) -> StudyResult:
+def run_kmeans(plan: RunSettings) -> StudyResult:
     res = StudyResult()
     names = select_variants("kmeans", KMEANS_VARIANTS, plan, res.notes)
     sets = _kmeans_sets(plan, res.notes)

@@ -34,7 +34,7 @@ from ..baselines import strict_torch
 from ..figures import empty_axes, finish_axes, grouped_bars, headroom, log_if_wide, pyplot, short_number
 from ..floors import compute_floor_us, dram_bandwidth, fp32_peak, memory_floor_us
 from ..harness import Progress, measure
-from ..study import Output, Plan, Study, StudyResult, error_text, per_level, release_gpu_cache, repeats, to_host
+from ..study import Output, RunSettings, Study, StudyResult, error_text, per_level, release_gpu_cache, repeats, to_host
 from ..tables import errors_note, fmt_cell, format_table, skipped_note
 
 __all__ = ["STUDY"]
@@ -112,7 +112,7 @@ IN_MEMORY_VARIANTS = ("device", "device_fused", "device_gemm", "device_tiled", "
 DOT_VARIANTS = ("device_gemm", "device_tiled", "auto")
 
 
-def run_kmeans_loop(plan: Plan) -> StudyResult:
+def run_kmeans_loop(plan: RunSettings) -> StudyResult:
     res = StudyResult()
     max_n = plan.pick(LOOP_MAX_N)
     reps = plan.pick(LOOP_REPEATS)

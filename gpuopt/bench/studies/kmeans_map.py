@@ -24,7 +24,7 @@ import gpuopt
 from ..figures import empty_axes, finish_axes, pyplot
 from ..floors import compute_floor_us, fp32_peak, memory_floor_us
 from ..harness import Progress, measure
-from ..study import Output, Plan, Study, StudyResult, error_text, per_level, release_gpu_cache, repeats
+from ..study import Output, RunSettings, Study, StudyResult, error_text, per_level, release_gpu_cache, repeats
 from ..tables import errors_note, fmt_cell, format_table
 
 __all__ = ["STUDY"]
@@ -70,7 +70,7 @@ def candidates(n: int, d: int, k: int) -> tuple[str | None, list[str]]:
     return auto_choice(n, d, k), [v for v in MAP_VARIANTS if fits(v, n, d, k)]
 
 
-def run_kmeans_map(plan: Plan) -> StudyResult:
+def run_kmeans_map(plan: RunSettings) -> StudyResult:
     res = StudyResult()
     n = plan.pick(MAP_N)
     reps = plan.pick(MAP_REPEATS)

@@ -25,7 +25,7 @@ from ..harness import Progress, measure
 from ..matmul_runs import (MATMUL_PARAM_ROWS, REFERENCES, call_matmul, matmul_entries, matmul_gpu_variants,
                            matmul_reference)
 from ..results import format_metadata
-from ..study import (Output, Plan, Study, StudyResult, error_text, finite_number, per_level, release_gpu_cache,
+from ..study import (Output, RunSettings, Study, StudyResult, error_text, finite_number, per_level, release_gpu_cache,
                      repeats, row_label, to_host)
 from ..tables import errors_note, extras_file, format_table, gflops_cell, md_table, sections_text
 
@@ -111,7 +111,7 @@ MATMUL_COLUMNS = ("n", "label", "variant", "params", "device", "median_ms", "min
                   *KERNEL_INFO_KEYS, KERNEL_NAME_KEY, "spin_us", "overhead_hidden", "flush_l2", "error")
 
 
-def run_matmul(plan: Plan) -> StudyResult:
+def run_matmul(plan: RunSettings) -> StudyResult:
     res = StudyResult()
     entries = matmul_entries(plan, res.notes)
     table = gpuopt.variants("matmul")

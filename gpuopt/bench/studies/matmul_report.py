@@ -19,7 +19,7 @@ import gpuopt
 from ..figures import MARKERS, drawable_rows, label_colors, pyplot, run_line, save_figure, size_ticks
 from ..harness import Progress, measure
 from ..matmul_runs import call_matmul, matmul_entries, matmul_gpu_variants, matmul_reference
-from ..study import (Output, Plan, Study, StudyResult, error_text, finite_number, per_level, release_gpu_cache,
+from ..study import (Output, RunSettings, Study, StudyResult, error_text, finite_number, per_level, release_gpu_cache,
                      repeats, row_label, to_host)
 from ..tables import Section, device_short, errors_note, extras_file, gflops_cell, sections_markdown, sections_text
 
@@ -123,7 +123,7 @@ def _report_primary() -> dict[str, tuple[str, list[float]]]:
     return out
 
 
-def run_matmul_report(plan: Plan) -> StudyResult:
+def run_matmul_report(plan: RunSettings) -> StudyResult:
     res = StudyResult()
     entries = matmul_entries(plan, res.notes)
     table = gpuopt.variants("matmul")

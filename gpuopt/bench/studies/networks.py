@@ -32,7 +32,7 @@ from ..figures import empty_axes, finish_figure, pyplot
 from ..floors import dram_bandwidth, fp32_peak
 from ..harness import Progress, measure
 from ..results import format_metadata
-from ..study import CALL_REPEATS, Output, Plan, Study, StudyResult, add_note, error_text, per_level
+from ..study import CALL_REPEATS, Output, RunSettings, Study, StudyResult, add_note, error_text, per_level
 from ..tables import fmt_cell, format_table, md_table
 
 __all__ = ["STUDY"]
@@ -71,7 +71,7 @@ def _op_pairs() -> tuple[tuple[str, tuple[str, ...]], ...]:
 # ----------------------------------------------------------------------------------------------- the nets
 
 
-def _mnist(notes: list[str], meta: dict[str, Any], plan: Plan):
+def _mnist(notes: list[str], meta: dict[str, Any], plan: RunSettings):
     from gpuopt.models import MnistCNN
 
     try:
@@ -133,7 +133,7 @@ def _median_wall(fn: Callable[[], Any], reps: Mapping[str, Any]) -> tuple[float,
     return float(np.median(walls)), len(walls), out
 
 
-def _network_rows(name: str, net, images: np.ndarray, labels, plan: Plan, res: StudyResult,
+def _network_rows(name: str, net, images: np.ndarray, labels, plan: RunSettings, res: StudyResult,
                   prog: Progress) -> None:
     reps = plan.pick(CALL_REPEATS)
     sizes = plan.pick(NETWORK_IMAGES)
@@ -282,7 +282,7 @@ def _op_cases(net, images=None) -> list[tuple[str, str, Callable[[str], Any], fl
     ]
 
 
-def _op_rows(net, plan: Plan, res: StudyResult, prog: Progress, images=None) -> None:
+def _op_rows(net, plan: RunSettings, res: StudyResult, prog: Progress, images=None) -> None:
     reps = plan.pick(CALL_REPEATS)
     gpu = gpuopt.device_info() or {}
     gflops, formula = fp32_peak(gpu)
@@ -315,7 +315,7 @@ def _runs(call: Callable[[], Any]) -> bool:
     return True
 
 
-def run_networks(plan: Plan) -> StudyResult:
+def run_networks(plan: RunSettings) -> StudyResult:
     res = StudyResult()
     res.meta["timing"] = ("numpy_ms: wall time of predict() from NumPy images to NumPy classes (float32 images in "
                           "[0, 1]; numpy_uint8_ms: raw uint8 pixels), median; device_ms: CUDA events on device-"

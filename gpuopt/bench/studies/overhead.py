@@ -24,7 +24,7 @@ import gpuopt
 from ..baselines import strict_torch
 from ..figures import empty_axes, finish_axes, grouped_bars, headroom, pyplot
 from ..harness import Progress
-from ..study import Output, Plan, Study, StudyResult, error_text, per_level
+from ..study import Output, RunSettings, Study, StudyResult, error_text, per_level
 from ..tables import errors_note, fmt_cell, format_table
 
 __all__ = ["STUDY"]
@@ -76,7 +76,7 @@ def _default(op: str, a: np.ndarray, b: np.ndarray) -> str:
     return matmul_default(a.shape, b.shape)
 
 
-def _cases(op: str, a: np.ndarray, b: np.ndarray, plan: Plan, notes: list[str]):
+def _cases(op: str, a: np.ndarray, b: np.ndarray, plan: RunSettings, notes: list[str]):
     """(caller, impl, variant, fn, sync) for every way this op is timed here."""
     fn = getattr(gpuopt, op)
     if not plan.gpu:
@@ -108,7 +108,7 @@ def _cases(op: str, a: np.ndarray, b: np.ndarray, plan: Plan, notes: list[str]):
         (lambda: call(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()).cpu().numpy()), tsync
 
 
-def run_overhead(plan: Plan) -> StudyResult:
+def run_overhead(plan: RunSettings) -> StudyResult:
     res = StudyResult()
     calls, batches = plan.pick(OVERHEAD_REPEATS)
     rng = np.random.default_rng(plan.seed)

@@ -21,7 +21,7 @@ from ..harness import Progress, median_timing
 from ..results import format_metadata
 from ..sparse_resident import (CUDNN_ROWS, FUSED_KERNEL_ROWS, ONE_PASS, RESIDENT_REPEATS, SPARSE_MAPS,
                                SPARSE_NEURONS_ROW, time_resident)
-from ..study import CALL_REPEATS, Output, Plan, Study, StudyResult, error_text, select_variants, timed_calls, to_host
+from ..study import CALL_REPEATS, Output, RunSettings, Study, StudyResult, error_text, select_variants, timed_calls, to_host
 from ..tables import device_short, errors_note, extras_file, fmt_cell, format_table, md_table
 
 __all__ = ["STUDY"]
@@ -37,7 +37,7 @@ SPARSE_FILTER_NOTE = "generated filters, one non-zero per 3x3 slice; the lab's f
 SPARSE_COLUMNS = ("variant", "filter_format", "C", "H", "W", "M", "nnz", "kernel_ms", "h2d_ms", "d2h_ms",
                   "transfer_ms", "total_ms", "wall_ms", "repeats", "speedup_vs_cpu", "exact_vs_cpu", "resident_kernel_ms",
                   "speedup_vs_cudnn", "timing_device", "details", "error")
-def _sparse_inputs(plan: Plan, notes: list[str], meta: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+def _sparse_inputs(plan: RunSettings, notes: list[str], meta: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     maps = plan.pick(SPARSE_MAPS)
     try:
         neurons = datasets.read_nctu_neurons_txt()
@@ -55,7 +55,7 @@ def _sparse_inputs(plan: Plan, notes: list[str], meta: dict[str, Any]) -> tuple[
     return x, w
 
 
-def run_sparse(plan: Plan) -> StudyResult:
+def run_sparse(plan: RunSettings) -> StudyResult:
     from gpuopt.sparse import COOFilters, FASTFilters
 
     res = StudyResult()

@@ -18,7 +18,7 @@ from gpuopt import datasets
 from ..figures import empty_axes, finish_figure, pyplot
 from ..harness import Progress
 from ..sparse_resident import CUDNN_ROWS, ONE_PASS, RESIDENT_REPEATS, SPARSE_MAPS, SPARSE_NEURONS_ROW, time_resident
-from ..study import Output, Plan, Study, StudyResult, error_text
+from ..study import Output, RunSettings, Study, StudyResult, error_text
 from ..tables import errors_note, fmt_cell, format_table
 
 __all__ = ["STUDY"]
@@ -51,7 +51,7 @@ def _inputs(rng, real: np.ndarray, density: float | None) -> np.ndarray:
     return x
 
 
-def run_density(plan: Plan) -> StudyResult:
+def run_density(plan: RunSettings) -> StudyResult:
     res = StudyResult()
     maps = plan.pick(SPARSE_MAPS)
     reps = plan.pick(RESIDENT_REPEATS)

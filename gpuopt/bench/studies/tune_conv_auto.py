@@ -22,7 +22,7 @@ import gpuopt
 from ..baselines import cudnn_algorithm
 from ..harness import Progress, measure
 from ..results import format_metadata
-from ..study import (Output, Plan, Study, StudyResult, entry_label, error_text, finite_number, per_level,
+from ..study import (Output, RunSettings, Study, StudyResult, entry_label, error_text, finite_number, per_level,
                      release_gpu_cache, repeats)
 from ..tables import extras_file
 
@@ -82,7 +82,7 @@ def _resolved_label(variant: str, params: Mapping[str, Any]) -> tuple[str, dict[
     return entry_label(variant, full), full
 
 
-def run_tune_conv_auto(plan: Plan) -> StudyResult:
+def run_tune_conv_auto(plan: RunSettings) -> StudyResult:
     if not plan.gpu:
         raise RuntimeError("tune_conv_auto needs a GPU (it times GPU kernels only)")
     res = StudyResult()
