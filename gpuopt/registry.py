@@ -21,9 +21,10 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from . import _ext
 from ._ext import kernel_choices
 
-__all__ = ["Param", "Variant", "register", "variants", "ops", "resolve", "cpu_variants", "REPORTS", "markdown"]
+__all__ = ["Param", "Variant", "register", "variants", "ops", "resolve", "lookup", "cpu_variants", "REPORTS", "markdown"]
 
 #: Short keys of the reports variants come from (the texts are in ../shared/seeds/).
 REPORTS: Mapping[str, str] = MappingProxyType(
@@ -262,6 +263,16 @@ def markdown(full: bool = False) -> str:
     return "\n".join(out)
 
 
+def lookup(op: str, name: str) -> Variant:
+    """Variant ``name`` of ``op`` as registered, without checking parameters or the GPU (:func:`resolve` does):
+    for a variant that picks another after the call's one resolve (k-means ``auto``)."""
+    _check_op(op)
+    table = _REGISTRY[op]
+    if name not in table:
+        raise ValueError(f"{op}: unknown variant {name!r}; valid variants: {list(table)}")
+    return table[name]
+
+
 def _check_op(op: str) -> None:
     if op not in _REGISTRY:
         raise ValueError(f"unknown op {op!r}; ops with variants: {ops()}")
@@ -331,8 +342,6 @@ def resolve(op: str, variant: str | None, params: Mapping[str, Any], *,
         where = f"{op}/{variant}"
         if key is not None:
             _RESOLVED[key] = (table, v, dict(resolved), where)
-    if v.needs_cuda and require_device:
-        from ._ext import require_cuda
-
-        require_cuda(where, cpu_variants(op))
+    if v.needs_cuda and require_device and _ext._load_cuda()[0] is None:  # (cached) the message only on failure
+        _ext.require_cuda(where, cpu_variants(op))
     return v, resolved

@@ -29,7 +29,7 @@ from typing import Any
 
 from .._exec import ExecContext
 from .._ext import host_check
-from ..registry import register, resolve
+from ..registry import lookup, register
 from .api import KMeansProblem
 
 #: rule 1's limit on k*D x chunks (the chunk sums a loop's finish reads; device_persistent's blocks each read their
@@ -39,7 +39,8 @@ SMALL_LOOP_SUMS = 65_536
 
 def fits(name: str, n: int, d: int, k: int) -> bool:
     """Whether k-means variant ``name`` takes N objects of D coordinates and k clusters (its host-side checks pass)."""
-    v, params = resolve("kmeans", name, {}, require_device=False)
+    v = lookup("kmeans", name)  # no resolve: the call's one resolve was of `auto`
+    params = v.defaults()
     try:
         host_check(v)(n, d, k, **params)
     except ValueError:  # past this variant's limits
@@ -47,25 +48,22 @@ def fits(name: str, n: int, d: int, k: int) -> bool:
     return True
 
 
-_fits = fits  # the name auto_choice below calls it by
-
-
 def auto_choice(n: int, d: int, k: int) -> str:
     """The variant ``auto`` runs for N objects of D coordinates and k clusters (see the module docstring)."""
-    if k * d * -(-n // 1024) <= SMALL_LOOP_SUMS and _fits("device_persistent", n, d, k):
+    if k * d * -(-n // 1024) <= SMALL_LOOP_SUMS and fits("device_persistent", n, d, k):
         return "device_persistent"
-    if 9 <= d <= 16 and k >= 64 and _fits("device_tiled", n, d, k):  # rule 3's tensor-core screen, before rule 2
+    if 9 <= d <= 16 and k >= 64 and fits("device_tiled", n, d, k):  # rule 3's tensor-core screen, before rule 2
         return "device_tiled"
     for name in ("device", "device_tiled", "liao_vec"):
-        if _fits(name, n, d, k):
+        if fits(name, n, d, k):
             return name
     return "cpu"
 
 
 def _run_auto(ctx: ExecContext, p: KMeansProblem) -> Any:
     n, d = p.x.shape
-    v, resolved = resolve("kmeans", auto_choice(n, d, p.init.shape[0]), {})
-    return ctx.run(v, p, **resolved)
+    v = lookup("kmeans", auto_choice(n, d, p.init.shape[0]))  # auto's GPU check covers it (or it is cpu)
+    return ctx.run(v, p, **v.defaults())
 
 
 register("kmeans", "auto", description="picks the variant predicted fastest for the shape: device_persistent for small "

@@ -20,6 +20,9 @@ __all__: list[str] = []
 #: The ``blocks`` parameter of the device-loop variants, and their registration facts.
 BLOCKS = Param("blocks", 0, (0, 1, 2, 3, 8, 64, 1024),
                "assign_and_sum blocks (0: as many as are resident at once); the result does not depend on it")
+#: The stop flag's batching of the host-synchronised device loops (device, device_gemm, device_tiled).
+LOOPS_PER_SYNC = Param("loops_per_sync", 8, (1, 2, 4, 8, 16, 32),
+                       "loops queued before the host reads the stop flag (later ones return at once)")
 DEVICE = dict(report="gpuopt", needs_cuda=True, kernel="csrc/kmeans/kmeans_device.cu",
               test="tests/kmeans/test_gpu_kmeans.py")
 
@@ -53,8 +56,7 @@ register("kmeans", "device", description="the whole loop on the GPU for k*D <= 1
          "distance) and sums each chunk of 1024 objects (float64 over the fixed tree of summation='chunked'), a "
          "warp per centre coordinate finishes the loop (a second kernel); the stop flag read once per batch of "
          "loops; equal to cpu(summation='chunked') bit for bit",
-         params=(Param("loops_per_sync", 8, (1, 2, 4, 8, 16, 32),
-                       "loops queued before the host reads the stop flag (later ones return at once)"), BLOCKS),
+         params=(LOOPS_PER_SYNC, BLOCKS),
          **DEVICE)(kmeans_device)
 register("kmeans", "device_fused", description="device with the finish fused: the last assign_and_sum block to "
          "finish closes the loop (group/chunk tree, new centres, delta, stop flag), one launch a loop; the same bits "
