@@ -42,7 +42,7 @@ namespace {
 constexpr int kTileThreads = 256;
 // A thread's register tile: 4 points x kCentresT centres, kCols threads a point row. 8 x 8 spilled at 128
 // registers (64 accumulators next to 8 points' (best, second, index)). Measured on the H200 at 10M x 16, k=256:
-// 4 x 8 (kCols 4) 109 registers, 2 blocks an SM, issue 68% busy: 3.89 ms a loop; 4 x 4 (kCols 8, unroll 2) 64
+// 4 x 8 (kCols 4) 109 registers, 2 blocks an SM, issue slots 68% busy: 3.89 ms/loop; 4 x 4 (kCols 8, unroll 2) 64
 // registers, 4 blocks an SM, but 2.57 G instructions against 2.16 G and 9.2 cycles an issue: 4.09 ms.
 constexpr int kCols = 4;
 constexpr int kTileCentres = 32;                          // centres a register pass: kCols x kCentresT

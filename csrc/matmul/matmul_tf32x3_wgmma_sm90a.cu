@@ -9,7 +9,7 @@
 // Block tile 128 x 128 x 32, two warpgroups of 64 x 128 (wgmma m64n128k8, both operands read from
 // shared memory through descriptors). Each k-step of 32 holds four 16 KB tiles (A hi, A lo, B hi, B lo),
 // rows of 128 bytes in the 128-byte swizzle (so wgmma's reads are conflict-free), filled by a 3-stage
-// cp.async pipeline (192 KB, one block per SM). Per k-step a warpgroup issues 12 wgmma (3 products x 4
+// cp.async pipeline (192 KB, one block per SM). Per k-step a warpgroup runs 12 wgmma (3 products x 4
 // k8) into a fragment zeroed by the first of them (scale-d 0), waits for them and adds the fragment to
 // its FP32 accumulator with ordinary round-to-nearest adds: the tensor cores' accumulator rounds toward
 // zero, so, as step 10's flush_k = 32, no more than 32 k are summed there (FP32-level error, tested).
