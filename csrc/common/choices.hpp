@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>    // (for the dispatchers: a tiling type list per table, indexed by the entry)
+#include <type_traits>
 #include <utility>
 
 #include "error.hpp"
@@ -91,6 +92,33 @@ constexpr TileDims tile_dims(const char* name) {
         else break;  // a suffix ("_k2") ends the sizes
     }
     return {v[0], v[1], v[2]};
+}
+
+// Whether the tiling types of Tuple (each with BM, BN, BK) are, in order, the sizes the table's names say: the
+// compile-time check that a dispatcher's type list and its table agree entry by entry.
+template <class Tuple, std::size_t N, std::size_t... I>
+constexpr bool tilings_match(const NameChoices<N>& table, std::index_sequence<I...>) {
+    return ((std::tuple_element_t<I, Tuple>::BM == tile_dims(table.names[I]).bm &&
+             std::tuple_element_t<I, Tuple>::BN == tile_dims(table.names[I]).bn &&
+             std::tuple_element_t<I, Tuple>::BK == tile_dims(table.names[I]).bk) && ...);
+}
+template <class Tuple, std::size_t N>
+constexpr bool tilings_match(const NameChoices<N>& table) {
+    static_assert(std::tuple_size_v<Tuple> == N, "one tiling per table entry");
+    return tilings_match<Tuple>(table, std::make_index_sequence<N>{});
+}
+
+// f(std::integral_constant<std::size_t, I>{}) for the I == i of 0..N-1 (i < N, checked by the caller): how a
+// dispatcher turns a table entry's runtime index into its instantiation. Instantiated in index order.
+template <std::size_t N, class F, std::size_t... I>
+auto at_index(std::size_t i, F&& f, std::index_sequence<I...>) {
+    decltype(f(std::integral_constant<std::size_t, 0>{})) out{};
+    ((i == I ? (void)(out = f(std::integral_constant<std::size_t, I>{})) : void()), ...);
+    return out;
+}
+template <std::size_t N, class F>
+auto at_index(std::size_t i, F&& f) {
+    return at_index<N>(i, std::forward<F>(f), std::make_index_sequence<N>{});
 }
 
 }  // namespace gpuopt

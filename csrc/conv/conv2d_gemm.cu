@@ -589,33 +589,14 @@ FastLaunch fast_launch(bool vec_w, i64 K, i64 NPQ) {
 // The tilings of kFastTiles (conv2d_choices.hpp), entry by entry.
 using FastTilings =
     std::tuple<FastTiling64x64x8, FastTiling128x128x8, FastTiling128x64x8, FastTiling64x128x8, FastTiling32x128x8>;
-static_assert(std::tuple_size_v<FastTilings> == kFastTiles.size(), "one tiling per kFastTiles entry");
-
-template <std::size_t I>
-constexpr bool fast_tiling_matches() {
-    using T = std::tuple_element_t<I, FastTilings>;
-    constexpr TileDims d = tile_dims(kFastTiles.names[I]);
-    return T::BM == d.bm && T::BN == d.bn && T::BK == d.bk;
-}
-template <std::size_t... I>
-constexpr bool fast_tilings_match(std::index_sequence<I...>) {
-    return (fast_tiling_matches<I>() && ...);
-}
-static_assert(fast_tilings_match(std::make_index_sequence<kFastTiles.size()>{}),
-              "FastTilings must have kFastTiles' BM x BN x BK, in its order");
-
-template <std::size_t... I>
-FastLaunch fast_launch_at(std::size_t tile, bool vec_w, i64 K, i64 NPQ, std::index_sequence<I...>) {
-    FastLaunch l;
-    ((tile == I ? (void)(l = fast_launch<std::tuple_element_t<I, FastTilings>>(vec_w, K, NPQ)) : void()), ...);
-    return l;
-}
+static_assert(tilings_match<FastTilings>(kFastTiles), "FastTilings must have kFastTiles' BM x BN x BK, in its order");
 
 FastLaunch fast_launch(FastTile tile, bool vec_w, i64 K, i64 NPQ) {
     const auto i = static_cast<std::size_t>(tile);
     GPUOPT_REQUIRE(i < kFastTiles.size(), "conv2d implicit_gemm_fast: tile must be an index into kFastTiles, got " +
                                               std::to_string(static_cast<int>(tile)));
-    return fast_launch_at(i, vec_w, K, NPQ, std::make_index_sequence<kFastTiles.size()>{});
+    return at_index<kFastTiles.size()>(
+        i, [&](auto e) { return fast_launch<std::tuple_element_t<decltype(e)::value, FastTilings>>(vec_w, K, NPQ); });
 }
 
 unsigned grid_y(i64 n) { return static_cast<unsigned>(std::min<i64>(n, kMaxGridY)); }

@@ -234,24 +234,6 @@ void check_tile(const char* family, Tile2d tile) {
 template <std::size_t I>
 constexpr TileDims kTile2dDims = tile_dims(kTiles2d.names[I]);
 
-template <std::size_t... I>
-MatmulLaunch launch_2d_at(std::size_t tile, std::int64_t M, std::int64_t N, std::index_sequence<I...>) {
-    MatmulLaunch l;
-    ((tile == I ? (void)(l = launch_2d<kTile2dDims<I>.bm, kTile2dDims<I>.bn, kTile2dDims<I>.bk, 8, 8>(M, N)) : void()),
-     ...);
-    return l;
-}
-
-template <std::size_t... I>
-MatmulLaunch launch_vec_at(std::size_t tile, bool vec_k, bool vec_n, std::int64_t M, std::int64_t N,
-                         std::index_sequence<I...>) {
-    MatmulLaunch l;
-    ((tile == I ? (void)(l = launch_vec<kTile2dDims<I>.bm, kTile2dDims<I>.bn, kTile2dDims<I>.bk, 8, 8>(vec_k, vec_n, M, N))
-                : void()),
-     ...);
-    return l;
-}
-
 }  // namespace
 
 MatmulLaunch launch_blocktile_1d(std::int64_t M, std::int64_t N) {
@@ -265,7 +247,10 @@ MatmulLaunch launch_blocktile_1d(std::int64_t M, std::int64_t N) {
 
 MatmulLaunch launch_blocktile_2d(std::int64_t M, std::int64_t N, Tile2d tile) {
     check_tile("blocktile_2d", tile);
-    return launch_2d_at(static_cast<std::size_t>(tile), M, N, std::make_index_sequence<kTiles2d.size()>{});
+    return at_index<kTiles2d.size()>(static_cast<std::size_t>(tile), [&](auto e) {
+        constexpr TileDims d = kTile2dDims<decltype(e)::value>;
+        return launch_2d<d.bm, d.bn, d.bk, 8, 8>(M, N);
+    });
 }
 
 MatmulLaunch launch_vectorized(const float* a, const float* b, const float* c, std::int64_t M, std::int64_t N,
@@ -275,7 +260,10 @@ MatmulLaunch launch_vectorized(const float* a, const float* b, const float* c, s
     const bool vec_k = K % 4 == 0 && aligned16(a);
     const bool vec_n = N % 4 == 0 && aligned16(b) && aligned16(c);
     check_tile("vectorized", tile);
-    return launch_vec_at(static_cast<std::size_t>(tile), vec_k, vec_n, M, N, std::make_index_sequence<kTiles2d.size()>{});
+    return at_index<kTiles2d.size()>(static_cast<std::size_t>(tile), [&](auto e) {
+        constexpr TileDims d = kTile2dDims<decltype(e)::value>;
+        return launch_vec<d.bm, d.bn, d.bk, 8, 8>(vec_k, vec_n, M, N);
+    });
 }
 
 void matmul_blocktile_1d(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K) {

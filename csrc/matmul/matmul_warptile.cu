@@ -90,23 +90,7 @@ template MatmulLaunch plan<Tiling128x128x16>(bool, bool, std::int64_t, std::int6
 
 // The tilings of kWarpTiles (matmul_choices.hpp), entry by entry.
 using WarpTilings = std::tuple<Tiling128x128x16, Tiling128x128x8, Tiling128x64x16, Tiling64x64x16>;
-static_assert(std::tuple_size_v<WarpTilings> == kWarpTiles.size(), "one tiling per kWarpTiles entry");
-template <std::size_t... I>
-constexpr bool tilings_match(std::index_sequence<I...>) {
-    return ((std::tuple_element_t<I, WarpTilings>::BM == tile_dims(kWarpTiles.names[I]).bm &&
-             std::tuple_element_t<I, WarpTilings>::BN == tile_dims(kWarpTiles.names[I]).bn &&
-             std::tuple_element_t<I, WarpTilings>::BK == tile_dims(kWarpTiles.names[I]).bk) && ...);
-}
-static_assert(tilings_match(std::make_index_sequence<kWarpTiles.size()>{}),
-              "WarpTilings must have kWarpTiles' BM x BN x BK, in its order");
-
-template <std::size_t... I>
-MatmulLaunch launch_at(std::size_t tile, bool vec_k, bool vec_n, std::int64_t M, std::int64_t N,
-                     std::index_sequence<I...>) {
-    MatmulLaunch l;
-    ((tile == I ? (void)(l = plan<std::tuple_element_t<I, WarpTilings>>(vec_k, vec_n, M, N)) : void()), ...);
-    return l;
-}
+static_assert(tilings_match<WarpTilings>(kWarpTiles), "WarpTilings must have kWarpTiles' BM x BN x BK, in its order");
 
 }  // namespace
 
@@ -117,7 +101,8 @@ MatmulLaunch launch_warptile(const float* a, const float* b, const float* c, std
     const auto i = static_cast<std::size_t>(tile);
     GPUOPT_REQUIRE(i < kWarpTiles.size(), "matmul warptile: tile must be an index into kWarpTiles, got " +
                                               std::to_string(static_cast<int>(tile)));
-    return launch_at(i, vec_k, vec_n, M, N, std::make_index_sequence<kWarpTiles.size()>{});
+    return at_index<kWarpTiles.size()>(
+        i, [&](auto e) { return plan<std::tuple_element_t<decltype(e)::value, WarpTilings>>(vec_k, vec_n, M, N); });
 }
 
 void matmul_warptile(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,
