@@ -43,11 +43,13 @@ struct IntChoices {
 
     static constexpr std::size_t size() { return N; }
     constexpr int default_value() const { return values[default_index]; }
-    constexpr bool contains(int v) const {
+    // Index of `v`, or N when it is not allowed.
+    constexpr std::size_t find(int v) const {
         for (std::size_t i = 0; i < N; ++i)
-            if (values[i] == v) return true;
-        return false;
+            if (values[i] == v) return i;
+        return N;
     }
+    constexpr bool contains(int v) const { return find(v) < N; }
 };
 
 // "'a', 'b' or 'c'": the allowed values for a message.
@@ -59,6 +61,28 @@ std::string choices_text(const NameChoices<N>& c) {
         out += std::string("'") + c.names[i] + "'";
     }
     return out;
+}
+
+// "0 (auto), 8 or 16": the allowed numbers for a message.
+template <std::size_t N>
+std::string choices_text(const IntChoices<N>& c) {
+    std::string out;
+    for (std::size_t i = 0; i < N; ++i) {
+        if (i > 0) out += i + 1 == N ? " or " : ", ";
+        out += std::to_string(c.values[i]);
+        if (c.values[i] == 0 && c.zero_name != nullptr) out += std::string(" (") + c.zero_name + ")";
+    }
+    return out;
+}
+
+// `v` when the table allows it; else InvalidArgument (ValueError in Python) naming `what`, the parameter and the
+// allowed values. Where a launcher takes a number, this is its check (the message is the table's, not restated).
+template <std::size_t N>
+int require_choice(const IntChoices<N>& c, int v, const std::string& what) {
+    if (!c.contains(v))
+        detail::fail_argument(__FILE__, __LINE__,
+                              what + ": " + c.param + " must be " + choices_text(c) + ", got " + std::to_string(v));
+    return v;
 }
 
 // The index of `name` in `c`; InvalidArgument (ValueError in Python) naming `what`, the parameter and the
@@ -119,6 +143,17 @@ auto at_index(std::size_t i, F&& f, std::index_sequence<I...>) {
 template <std::size_t N, class F>
 auto at_index(std::size_t i, F&& f) {
     return at_index<N>(i, std::forward<F>(f), std::make_index_sequence<N>{});
+}
+
+// f(std::integral_constant<int, Table.values[I]>{}) for the entry equal to v: how a dispatcher turns a number of
+// an IntChoices table into the instantiation for it, one per entry, in table order. v must be allowed (checked
+// first with require_choice); otherwise f is not called and the result is value-initialised.
+template <const auto& Table, class F>
+auto at_value(int v, F&& f) {
+    constexpr std::size_t n = std::decay_t<decltype(Table)>::size();
+    return at_index<n>(Table.find(v), [&f](auto i) {
+        return f(std::integral_constant<int, Table.values[decltype(i)::value]>{});
+    });
 }
 
 }  // namespace gpuopt
