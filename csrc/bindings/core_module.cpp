@@ -314,6 +314,7 @@ py::dict kernel_choices_py() {
     d["kmeans/stream/host_memory"] = choices_dict(kmeans::kStreamHostMemory);
     d["kmeans/stream/assign"] = choices_dict(kmeans::kStreamAssign);
     d["sparse_conv2d/fast_fused/kernel"] = choices_dict(sparse::kFusedKernels);
+    d["sparse_conv2d/fast_fused/split"] = choices_dict(sparse::kFusedSplits);
     return d;
 }
 

@@ -11,4 +11,8 @@ namespace gpuopt::sparse {
 enum class FusedKernel : int { kAuto, kWindow, kInt32, kFp32 };
 inline constexpr NameChoices<4> kFusedKernels{"kernel", {"auto", "window", "int32", "fp32"}, 0};
 
+// fast_fused: blocks of a thread-block cluster sharing one (maps, tile), each summing 1/split of the channels
+// (a cluster holds at most 8 portably); 0: chosen from the shape (spelled 0 in Python too, as users wrote it).
+inline constexpr IntChoices<5> kFusedSplits{"split", {0, 1, 2, 4, 8}, 0};
+
 }  // namespace gpuopt::sparse

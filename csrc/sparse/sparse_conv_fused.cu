@@ -254,8 +254,7 @@ void sparse_conv_fast_fused(const std::int16_t* x, const std::int32_t* codes, st
     sparse_conv_check(s);
     GPUOPT_REQUIRE(width >= 1 && width <= s.R * s.S, "sparse_conv: width (entries per padded slice) must be in 1..R*S = " +
                                                          std::to_string(s.R * s.S) + ", got " + std::to_string(width));
-    GPUOPT_REQUIRE(split == 0 || split == 1 || split == 2 || split == 4 || split == 8,
-                   "sparse_conv_fast_fused: split must be 0 (auto), 1, 2, 4 or 8, got " + std::to_string(split));
+    require_choice(kFusedSplits, split, "sparse_conv_fast_fused");
     GPUOPT_REQUIRE(x != nullptr && y != nullptr && codes != nullptr && overflow != nullptr,
                    "sparse_conv_fast_fused: null x, codes, y or overflow");
     const bool three = s.R == 3 && s.S == 3;

@@ -37,7 +37,7 @@ RESIDENT_REPEATS: dict[Any, dict[str, Any]] = per_level(
 def resident_layer(name: str, x, w) -> tuple[Callable[[], Any], Callable[[], np.ndarray]]:
     """(queue one layer, fetch its pooled result as NumPy) on device-resident operands: a one-pass variant's
     launcher on FAST codes already on the device, or cuDNN's dense FP32 conv + ReLU + max pool."""
-    from gpuopt._ext import launcher
+    from gpuopt._ext import cuda_host_module, launcher
     from gpuopt.sparse import FASTFilters
 
     m, c, r, s = w.shape
@@ -69,9 +69,11 @@ def resident_layer(name: str, x, w) -> tuple[Callable[[], Any], Callable[[], np.
         neurons = SparseNeurons.from_dense(x).to_device()
         dx, lists, name = neurons.dense, neuron_lists(neurons, fast.to_coo()), "fast_sparse_input"
     launch = launcher(gpuopt.variants("sparse_conv2d")["fast_fused" if kernel else name])
-    extra = (0, kernel) if kernel else ()  # split 0 (auto), the kernel
-    return (lambda: launch(dx.ptr, codes.ptr, width, dy.ptr, flag.ptr, c, x.shape[1], x.shape[2], m, r, s, *extra,
-                           **lists), lambda: dy.numpy())
+    extra = dict(split=0, kernel=kernel) if kernel else {}  # split 0 (auto), the kernel
+    cuda = cuda_host_module()
+    args = cuda.SparseConv2dArgs(dx.ptr, [codes.ptr], width, dy.ptr, flag.ptr,
+                                 cuda.SparseConvShape(c, x.shape[1], x.shape[2], m, r, s))
+    return (lambda: launch(args, **extra, **lists)), lambda: dy.numpy()
 
 
 def time_resident(name: str, x, w, reps: Mapping[str, Any]) -> tuple[float, np.ndarray]:

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _core
 from .._exec import ExecContext
-from .._ext import host_check, launcher
+from .._ext import cuda_host_module, host_check, launcher
 from ..registry import Param, register
 from .api import SparseConvProblem
 
@@ -62,12 +62,21 @@ def neuron_lists(n: Any, coo: Any) -> dict[str, Any]:
     return dict(lists, bound_proven=n.absmax * coo.max_map_abs_sum <= np.iinfo(np.int32).max)
 
 
-def _run_gpu(ctx: ExecContext, p: SparseConvProblem, **params: Any):
-    """Every GPU variant: its launcher ``sparse_conv2d_<format>`` (the binding rule) after its shape checks."""
-    fmt = _FORMAT[ctx.variant.name]
+def sparse_shape(p: SparseConvProblem) -> Any:
+    """The compiled module's ``SparseConvShape`` of a problem (needs a CUDA build, not a GPU)."""
     m, c, r, s = p.shape
     _, h, w = p.x.shape
-    host_check(ctx.variant)(c, h, w, m, r, s)  # the launcher's shape checks, before any conversion or transfer
+    return cuda_host_module("sparse_conv2d").SparseConvShape(c, h, w, m, r, s)
+
+
+def _run_gpu(ctx: ExecContext, p: SparseConvProblem, **params: Any):
+    """Every GPU variant: its launcher ``sparse_conv2d_<variant>(args, **params)`` (the binding rule) after its
+    shape checks, ``args`` one ``SparseConv2dArgs``."""
+    fmt = _FORMAT[ctx.variant.name]
+    m, _, _, _ = p.shape
+    _, h, w = p.x.shape
+    shape = sparse_shape(p)
+    host_check(ctx.variant)(shape)  # the launcher's shape checks, before any conversion or transfer
     run = launcher(ctx.variant)
     filters, width = _gpu_filters(fmt, p)
     # Everything the lab copied in is inside the h2d phase: input maps, then the filter
@@ -81,24 +90,20 @@ def _run_gpu(ctx: ExecContext, p: SparseConvProblem, **params: Any):
     ctx.details["h2d_calls"] = float(isinstance(p.x, np.ndarray) + sum(isinstance(f, np.ndarray) for f in filters))
     ctx.details["h2d_bytes"] = float((p.x.nbytes if isinstance(p.x, np.ndarray) else 0) + ctx.details["filter_bytes_sent"])
     dy = ctx.empty((m, h // 2, w // 2), np.int32)
-    ptrs = [f.ptr for f in dfilters]
-    if fmt != ctx.variant.name:  # the one-pass variants: queued, the overflow flag read with the result
-        flag = ctx.empty((1,), np.int32)
+    one_pass = fmt != ctx.variant.name  # queued, the overflow flag read with the result
+    flag = ctx.empty((1,), np.int32) if one_pass else None
+    args = cuda_host_module().SparseConv2dArgs(dx.ptr, [f.ptr for f in dfilters], width, dy.ptr,
+                                                flag.ptr if one_pass else 0, shape)
+    if one_pass:
         lists = _neuron_lists(ctx, p)
         with ctx.kernel():
-            run(dx.ptr, ptrs[0], width, dy.ptr, flag.ptr, c, h, w, m, r, s, *params.values(), **lists)
+            run(args, **params, **lists)
         out = ctx.finish(dy)
         if int(ctx.host(flag)[0]) != 0:
             raise ValueError(_OVERFLOW_MESSAGE)
         return out
     with ctx.kernel():
-        # Synchronises: the kernels run, then the 4-byte overflow flag is read back.
-        if fmt == "dense":
-            fits = run(dx.ptr, ptrs[0], dy.ptr, c, h, w, m, r, s)
-        elif fmt == "coo":
-            fits = run(dx.ptr, *ptrs, width, dy.ptr, c, h, w, m, r, s)
-        else:
-            fits = run(dx.ptr, ptrs[0], width, dy.ptr, c, h, w, m, r, s)
+        fits = run(args)  # synchronises: the kernels run, then the 4-byte overflow flag is read back
     if not fits:
         raise ValueError(_OVERFLOW_MESSAGE)
     return ctx.finish(dy)
@@ -119,8 +124,8 @@ register("sparse_conv2d", "fast_fused", description="FAST filters, conv + ReLU +
          "maps never written): a block owns 4-16 maps x a 32x32 tile, channels staged through shared memory, "
          "int32 sums where a per-block bound max|x|*sum|w| proves them exact, int64 otherwise; a cluster of `split` "
          "blocks shares the channels of one (maps, tile), partial sums added through distributed shared memory",
-         params=(Param("split", 0, (0, 1, 2, 4, 8), "blocks of a thread-block cluster summing 1/split "
-                                       "of the channels each; 0: from the shape (8 for the lab's layer)"),
+         params=(Param.from_kernels("sparse_conv2d/fast_fused/split", "blocks of a thread-block cluster "
+                                       "summing 1/split of the channels each; 0: from the shape (8 for the lab's layer)"),
                                  Param.from_kernels("sparse_conv2d/fast_fused/kernel", "window: one 2x2 pool "
                                        "window per thread (any size); int32 / fp32: register-blocked 3x3 (a 4x4 output "
                                        "patch x 4 maps per thread, taps by a warp-uniform switch), FP32 exact while "

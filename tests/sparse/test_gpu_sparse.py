@@ -12,6 +12,8 @@ from conftest import SEED
 from gpuopt import datasets
 from gpuopt.sparse import COOFilters, FASTFilters
 
+from .launch_args import args, shape
+
 pytestmark = pytest.mark.gpu
 
 GPU_VARIANTS = ["dense", "coo", "fast"]
@@ -229,20 +231,20 @@ def test_binding_rejects_bad_shapes_before_launch():
     cuda = cuda_module()
     # Null pointers are never dereferenced: the shape checks come first.
     with pytest.raises(ValueError, match="H and W"):
-        cuda.sparse_conv2d_dense(0, 0, 0, 1, 1, 4, 1, 3, 3)
+        cuda.sparse_conv2d_dense(args(cuda, 0, [0], 0, 0, 0, 1, 1, 4, 1, 3, 3))
     with pytest.raises(ValueError, match="odd"):
-        cuda.sparse_conv2d_dense(0, 0, 0, 1, 4, 4, 1, 2, 3)
+        cuda.sparse_conv2d_dense(args(cuda, 0, [0], 0, 0, 0, 1, 4, 4, 1, 2, 3))
     with pytest.raises(ValueError, match="width"):
-        cuda.sparse_conv2d_coo(0, 0, 0, 0, 10, 0, 1, 4, 4, 1, 3, 3)
+        cuda.sparse_conv2d_coo(args(cuda, 0, [0, 0, 0], 10, 0, 0, 1, 4, 4, 1, 3, 3))
     with pytest.raises(ValueError, match="width"):
-        cuda.sparse_conv2d_fast(0, 0, 0, 0, 1, 4, 4, 1, 3, 3)
+        cuda.sparse_conv2d_fast(args(cuda, 0, [0], 0, 0, 0, 1, 4, 4, 1, 3, 3))
     with pytest.raises(ValueError, match="null"):
-        cuda.sparse_conv2d_fast(0, 0, 1, 0, 1, 4, 4, 1, 3, 3)
+        cuda.sparse_conv2d_fast(args(cuda, 0, [0], 1, 0, 0, 1, 4, 4, 1, 3, 3))
     # The same shape checks, host only (what gpuopt runs before copying anything).
     for variant in GPU_VARIANTS:
         check = getattr(cuda.check, f"sparse_conv2d_{variant}")
         with pytest.raises(ValueError, match="H and W"):
-            check(1, 1, 4, 1, 3, 3)
+            check(shape(cuda, 1, 1, 4, 1, 3, 3))
         with pytest.raises(ValueError, match="odd"):
-            check(1, 4, 4, 1, 2, 3)
-        check(1, 4, 4, 1, 3, 3)
+            check(shape(cuda, 1, 4, 4, 1, 2, 3))
+        check(shape(cuda, 1, 4, 4, 1, 3, 3))

@@ -14,6 +14,7 @@ from gpuopt import datasets
 from gpuopt.sparse import COOFilters, FASTFilters
 
 from .test_gpu_sparse import I16, overflow_cases, ragged_filters, sparse_inputs
+from .launch_args import args, shape
 
 pytestmark = pytest.mark.gpu
 
@@ -233,20 +234,20 @@ def test_binding_checks_before_launch():
 
     cuda = cuda_module()
     with pytest.raises(ValueError, match="H and W"):
-        cuda.sparse_conv2d_fast_fused(0, 0, 1, 0, 0, 1, 1, 4, 1, 3, 3)
+        cuda.sparse_conv2d_fast_fused(args(cuda, 0, [0], 1, 0, 0, 1, 1, 4, 1, 3, 3), split=0, kernel="auto")
     with pytest.raises(ValueError, match="width"):
-        cuda.sparse_conv2d_fast_fused(0, 0, 10, 0, 0, 1, 4, 4, 1, 3, 3)
+        cuda.sparse_conv2d_fast_fused(args(cuda, 0, [0], 10, 0, 0, 1, 4, 4, 1, 3, 3), split=0, kernel="auto")
     with pytest.raises(ValueError, match="null"):
-        cuda.sparse_conv2d_fast_fused(0, 0, 1, 0, 0, 1, 4, 4, 1, 3, 3)
+        cuda.sparse_conv2d_fast_fused(args(cuda, 0, [0], 1, 0, 0, 1, 4, 4, 1, 3, 3), split=0, kernel="auto")
     for variant in FUSED:
         check = getattr(cuda.check, f"sparse_conv2d_{variant}")
         with pytest.raises(ValueError, match="up to 9x9"):
-            check(1, 4, 4, 1, 11, 11)
-        check(1, 4, 4, 1, 3, 3)
+            check(shape(cuda, 1, 4, 4, 1, 11, 11))
+        check(shape(cuda, 1, 4, 4, 1, 3, 3))
     with pytest.raises(ValueError, match="fast_fused"):
-        cuda.check.sparse_conv2d_fast_sparse_input(1, 40000, 4, 1, 3, 3)
+        cuda.check.sparse_conv2d_fast_sparse_input(shape(cuda, 1, 40000, 4, 1, 3, 3))
     with pytest.raises(ValueError, match="null"):
-        cuda.sparse_conv2d_fast_sparse_input(0, 0, 1, 0, 0, 1, 4, 4, 1, 3, 3)
+        cuda.sparse_conv2d_fast_sparse_input(args(cuda, 0, [0], 1, 0, 0, 1, 4, 4, 1, 3, 3))
 
 
 # fast_sparse_input's planes kernel (W <= 32, H <= 511, R and S <= 3; else the atomic kernel) at its edges: 1x3,

@@ -14,6 +14,7 @@ from gpuopt import datasets
 from gpuopt.sparse import COOFilters, FASTFilters
 
 from .test_gpu_sparse import I16, overflow_cases, ragged_filters, sparse_inputs
+from .launch_args import args, shape
 
 pytestmark = pytest.mark.gpu
 
@@ -173,11 +174,11 @@ def test_rejects_shapes():
     cuda = cuda_module()
     for c, h, w, r in [(1, 4, 33, 3), (1, 512, 4, 3), (1, 4, 4, 5), (4097, 4, 4, 3)]:
         with pytest.raises(ValueError, match="fast_imma"):
-            cuda.check.sparse_conv2d_fast_imma(c, h, w, 1, r, r)
+            cuda.check.sparse_conv2d_fast_imma(shape(cuda, c, h, w, 1, r, r))
     x, w = np.zeros((2, 4, 33), np.int16), np.ones((1, 2, 3, 3), np.int16)
     with pytest.raises(ValueError, match="W <= 32"):
         gpuopt.sparse_conv2d(x, w, variant="fast_imma")
     with pytest.raises(ValueError, match="width"):
-        cuda.sparse_conv2d_fast_imma(0, 0, 10, 0, 0, 1, 4, 4, 1, 3, 3)
+        cuda.sparse_conv2d_fast_imma(args(cuda, 0, [0], 10, 0, 0, 1, 4, 4, 1, 3, 3))
     with pytest.raises(ValueError, match="null"):
-        cuda.sparse_conv2d_fast_imma(0, 0, 1, 0, 0, 1, 4, 4, 1, 3, 3)
+        cuda.sparse_conv2d_fast_imma(args(cuda, 0, [0], 1, 0, 0, 1, 4, 4, 1, 3, 3))
