@@ -111,3 +111,29 @@ def test_the_public_functions_are_one_call_to_their_op():
         source = inspect.getsource(module)
         assert "dispatch(" not in source and "_plan.lookup" not in source, module.__name__
         assert isinstance(getattr(module, "_OP", None) or nn_api._RELU, _exec.Op)
+
+
+# ------------------------------------------------------------------------------------- one argument struct per op
+
+#: The ops whose launchers take a problem (device addresses and a shape): each launcher's one positional parameter
+#: is its op's struct, the variant's parameters keywords after it (csrc/bindings; a stream or a new field is added
+#: in one place).
+ARGUMENT_STRUCTS = {"conv2d": "Conv2dArgs", "matmul": "MatmulArgs", "sparse_conv2d": "SparseConv2dArgs"}
+
+
+def test_each_op_launcher_takes_its_one_argument_struct():
+    from gpuopt._ext import _load_cuda_host
+
+    cuda = _load_cuda_host()[0]
+    if cuda is None:
+        pytest.skip("a build without CUDA has no launchers")
+    wrong = []
+    for op, struct in ARGUMENT_STRUCTS.items():
+        assert cuda.variant_bindings[op], op
+        for variant in cuda.variant_bindings[op]:
+            signature = getattr(cuda, f"{op}_{variant}").__doc__.splitlines()[0]
+            params = signature[signature.index("(") + 1: signature.rindex(") ->")]
+            first, _, rest = params.partition(", ")
+            if not (first.startswith("args: ") and first.endswith(f".{struct}")) or (rest and not rest.startswith("*")):
+                wrong.append(signature)
+    assert not wrong, "launchers not taking (args: <Op>Args, *, params):\n" + "\n".join(wrong)

@@ -10,11 +10,19 @@
 
 namespace gpuopt::bind {
 
-// The arguments every matmul binding takes: device addresses of a (M x K), b (K x N) and
-// c (M x N), row-major float32, then the shape.
-#define GPUOPT_MATMUL_ARGS py::arg("a"), py::arg("b"), py::arg("c"), py::arg("M"), py::arg("N"), py::arg("K")
 using std::int64_t;
 using std::uintptr_t;
+
+// The one argument struct of every matmul variant's binding, matmul_<variant>(args, *, <parameters>): device
+// addresses of a (M x K), b (K x N) and c (M x N), row-major float32, and the shape.
+struct MatmulArgs {
+    uintptr_t a = 0, b = 0, c = 0;
+    int64_t M = 0, N = 0, K = 0;
+
+    const float* pa() const { return dptr<const float>(a); }
+    const float* pb() const { return dptr<const float>(b); }
+    float* pc() const { return dptr<float>(c); }
+};
 
 namespace {
 
@@ -22,14 +30,13 @@ namespace {
 // LaunchPlan(a, b, c).
 struct MatmulProblem {
     using Given = std::tuple<int64_t, int64_t, int64_t>;
-    static constexpr std::size_t head = 6;  // (a, b, c, M, N, K)
-    struct Fixed {
-        int64_t M, N, K;
-    };
-    static Fixed fix(int64_t M, int64_t N, int64_t K) { return {M, N, K}; }
+    static constexpr std::size_t head = 1;  // (const MatmulArgs&)
+    using Fixed = MatmulArgs;
+    static Fixed fix(int64_t M, int64_t N, int64_t K) { return MatmulArgs{0, 0, 0, M, N, K}; }
     template <typename L, typename... P>
-    static void launch(const L& l, const Fixed& f, uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t, const P&... p) {
-        l(a, b, c, f.M, f.N, f.K, p...);
+    static void launch(const L& l, Fixed f, uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t, const P&... p) {
+        f.a = a, f.b = b, f.c = c;
+        l(f, p...);
     }
 };
 
@@ -42,7 +49,7 @@ auto prepared_replay(Prep prep) {
         // Resolved on the first aligned replay, not here: planning needs no GPU (the tile choice does).
         auto l = std::make_shared<std::optional<matmul::PreparedLaunch>>();
         return [fn, prep, l, f, p...](uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t) {
-            if (((a | b | c) & 15) != 0) return fn(a, b, c, f.M, f.N, f.K, p...);
+            if (((a | b | c) & 15) != 0) return fn(MatmulArgs{a, b, c, f.M, f.N, f.K}, p...);
             if (!*l) *l = prep(f.M, f.N, f.K, p...);  // (the GIL is held: one thread resolves it)
             py::gil_scoped_release release;
             matmul::run_prepared(**l, dptr<const float>(a), dptr<const float>(b), dptr<float>(c));
@@ -50,7 +57,7 @@ auto prepared_replay(Prep prep) {
     };
 }
 
-// Binds matmul variant `variant` (fn(a, b, c, M, N, K, params...)) as matmul_<variant> and its planner (with a
+// Binds matmul variant `variant` (fn(const MatmulArgs&, params...)) as matmul_<variant> and its planner (with a
 // prepared launch where `prep` is not nullptr).
 template <typename Fn, typename Prep, typename... Params>
 void def_matmul(py::module_& m, const char* variant, Fn fn, Prep prep, const Params&... params) {
@@ -60,10 +67,10 @@ void def_matmul(py::module_& m, const char* variant, Fn fn, Prep prep, const Par
     }();
     if constexpr (sizeof...(Params) == 0) {
         def_planner(m, "matmul", variant, planner, py::arg("M"), py::arg("N"), py::arg("K"));
-        def_variant(m, "matmul", variant, fn, GPUOPT_MATMUL_ARGS);
+        def_variant(m, "matmul", variant, fn, py::arg("args"));
     } else {
         def_planner(m, "matmul", variant, planner, py::arg("M"), py::arg("N"), py::arg("K"), py::kw_only(), params...);
-        def_variant(m, "matmul", variant, fn, GPUOPT_MATMUL_ARGS, py::kw_only(), params...);
+        def_variant(m, "matmul", variant, fn, py::arg("args"), py::kw_only(), params...);
     }
 }
 
@@ -110,13 +117,24 @@ py::list kernel_info_list(const std::vector<KernelInfo>& infos) {
 }
 
 void bind_matmul(py::module_& m) {
-    // Variants (the ladder's order is gpuopt's registry's, not this file's): matmul_<variant>(a, b, c, M, N, K,
-    // *, <the variant's parameters>).
+    py::class_<MatmulArgs>(m, "MatmulArgs",
+                           "One matmul call: device addresses of a (M x K), b (K x N) and c (M x N), row-major "
+                           "float32, and the shape.")
+        .def(py::init([](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K) {
+                 return MatmulArgs{a, b, c, M, N, K};
+             }),
+             py::arg("a"), py::arg("b"), py::arg("c"), py::arg("M"), py::arg("N"), py::arg("K"))
+        .def_readonly("M", &MatmulArgs::M)
+        .def_readonly("N", &MatmulArgs::N)
+        .def_readonly("K", &MatmulArgs::K);
+
+    // Variants (the ladder's order is gpuopt's registry's, not this file's): matmul_<variant>(args, *, <the
+    // variant's parameters>).
     using Fn = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t);
     auto def = [&m](const char* variant, Fn fn, bool prepared) {
-        auto launcher = [fn](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K) {
+        auto launcher = [fn](const MatmulArgs& x) {
             py::gil_scoped_release release;
-            fn(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K);
+            fn(x.pa(), x.pb(), x.pc(), x.M, x.N, x.K);
         };
         if (prepared) def_matmul(m, variant, launcher, prep_of<>(variant, [](matmul::KernelParams&) {}));
         else def_matmul(m, variant, launcher, nullptr);
@@ -126,32 +144,30 @@ void bind_matmul(py::module_& m) {
     def("cublas", &matmul::matmul_cublas, false);
     def("cublas_tf32", &matmul::matmul_cublas_tf32, false);
 
-    def_matmul(m, "coalesced", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K,
-                                 const std::string& warp_layout) {
+    def_matmul(m, "coalesced", [](const MatmulArgs& x, const std::string& warp_layout) {
         const matmul::WarpLayout layout = warp_layout_of(warp_layout);
         py::gil_scoped_release release;
-        matmul::matmul_coalesced(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, layout);
+        matmul::matmul_coalesced(x.pa(), x.pb(), x.pc(), x.M, x.N, x.K, layout);
     }, prep_of<const std::string&>("coalesced", [](matmul::KernelParams& p, const std::string& w) {
         p.warp_layout = warp_layout_of(w);
     }),
        py::arg("warp_layout"));
-    def_matmul(m, "shared", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K, int block) {
+    def_matmul(m, "shared", [](const MatmulArgs& x, int block) {
         py::gil_scoped_release release;
-        matmul::matmul_shared(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, block);
+        matmul::matmul_shared(x.pa(), x.pb(), x.pc(), x.M, x.N, x.K, block);
     }, prep_of<int>("shared", [](matmul::KernelParams& p, int block) { p.block = block; }), py::arg("block"));
-    def_matmul(m, "tile_buffer", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K, int tile_sz) {
+    def_matmul(m, "tile_buffer", [](const MatmulArgs& x, int tile_sz) {
         py::gil_scoped_release release;
-        matmul::matmul_tile_buffer(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, tile_sz);
+        matmul::matmul_tile_buffer(x.pa(), x.pb(), x.pc(), x.M, x.N, x.K, tile_sz);
     }, prep_of<int>("tile_buffer", [](matmul::KernelParams& p, int tile_sz) { p.tile_sz = tile_sz; }), py::arg("tile_sz"));
 
     // blocktile_2d, vectorized (kTiles2d) and warptile (kWarpTiles): a tile name, converted through the table.
     auto def_tile = [&m](const char* variant, auto fn, auto table, auto set) {
         using Tile = std::decay_t<std::tuple_element_t<1, typename Signature<decltype(set)>::args>>;
-        def_matmul(m, variant, [fn, table, variant](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N,
-                                                   int64_t K, const std::string& tile) {
+        def_matmul(m, variant, [fn, table, variant](const MatmulArgs& x, const std::string& tile) {
             const Tile t = choice<Tile>(table, tile, variant);
             py::gil_scoped_release release;
-            fn(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, t);
+            fn(x.pa(), x.pb(), x.pc(), x.M, x.N, x.K, t);
         }, prep_of<const std::string&>(variant, [table, variant, set](matmul::KernelParams& p, const std::string& tile) {
             set(p, choice<Tile>(table, tile, variant));
         }), py::arg("tile"));
@@ -163,31 +179,28 @@ void bind_matmul(py::module_& m) {
     def_tile("warptile", &matmul::matmul_warptile, matmul::kWarpTiles,
              [](matmul::KernelParams& p, matmul::WarpTile t) { p.warp_tile = t; });
 
-    def_matmul(m, "async", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K,
-                             const std::string& tile, int stages, int split_k) {
+    def_matmul(m, "async", [](const MatmulArgs& x, const std::string& tile, int stages, int split_k) {
         const matmul::AsyncTile t = async_tile_of(tile);
         py::gil_scoped_release release;
-        matmul::matmul_async(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, t, stages,
-                             split_k);
+        matmul::matmul_async(x.pa(), x.pb(), x.pc(), x.M, x.N, x.K, t, stages, split_k);
     }, prep_of<const std::string&, int, int>("async", [](matmul::KernelParams& p, const std::string& tile, int stages,
                                                          int split_k) {
         p.async_tile = async_tile_of(tile), p.stages = stages, p.split_k = split_k;
     }),
        py::arg("tile"), py::arg("stages"), py::arg("split_k"));
 
-    def_matmul(m, "tf32x3", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K,
-                              int stages, int flush_k, const std::string& split) {
+    def_matmul(m, "tf32x3", [](const MatmulArgs& x, int stages, int flush_k, const std::string& split) {
         const matmul::Tf32x3Split s = split_of(split);
         py::gil_scoped_release release;
-        matmul::matmul_tf32x3(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K, stages, flush_k, s);
+        matmul::matmul_tf32x3(x.pa(), x.pb(), x.pc(), x.M, x.N, x.K, stages, flush_k, s);
     }, prep_of<int, int, const std::string&>("tf32x3", [](matmul::KernelParams& p, int stages, int flush_k,
                                                           const std::string& split) {
         p.stages = stages, p.flush_k = flush_k, p.split = split_of(split);
     }), py::arg("stages"), py::arg("flush_k"), py::arg("split"));
 
-    def_matmul(m, "tf32x3_wgmma", [](uintptr_t a, uintptr_t b, uintptr_t c, int64_t M, int64_t N, int64_t K) {
+    def_matmul(m, "tf32x3_wgmma", [](const MatmulArgs& x) {
         py::gil_scoped_release release;
-        matmul::matmul_tf32x3_wgmma(dptr<const float>(a), dptr<const float>(b), dptr<float>(c), M, N, K);
+        matmul::matmul_tf32x3_wgmma(x.pa(), x.pb(), x.pc(), x.M, x.N, x.K);
     }, nullptr);
 
     // The parameters not given are the tables' defaults (the variant's own for tile and stages).
@@ -222,7 +235,5 @@ void bind_matmul(py::module_& m) {
           "Registers, shared memory, local memory and occupancy of the kernel `variant` runs for an M x N x K "
           "product with 16-byte aligned operands.");
 }
-
-#undef GPUOPT_MATMUL_ARGS
 
 }  // namespace gpuopt::bind

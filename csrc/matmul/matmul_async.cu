@@ -86,8 +86,8 @@ Choice choose(AsyncTile tile, int split_k, std::int64_t M, std::int64_t N, std::
 
 MatmulLaunch launch_async(const float* /*a*/, const float* b, const float* c, std::int64_t M, std::int64_t N,
                         std::int64_t K, AsyncTile tile_param, int stages, int split_k) {
-    GPUOPT_REQUIRE(kAsyncSplitK.contains(split_k),
-                   "matmul async: split_k must be 1, 2, 4 or 0 (auto), got " + std::to_string(split_k));
+    require_choice(kAsyncSplitK, split_k, "matmul async");
+    require_choice(kAsyncStages, stages, "matmul async");
     GPUOPT_REQUIRE(split_k <= 1 || device_has_clusters(),
                    "matmul async: split_k > 1 needs thread-block clusters (compute capability 9.0 or newer)");
     const bool vec_n = N % 4 == 0 && aligned16(b) && aligned16(c);

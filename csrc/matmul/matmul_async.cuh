@@ -259,22 +259,21 @@ MatmulLaunch launch_split(bool vec_n, std::int64_t M, std::int64_t N) {
     return l;
 }
 
+// split_k and stages: checked against their tables by launch_async; split_k is resolved (not 0, auto) here.
 template <class T, int STAGES>
 MatmulLaunch launch_stages(int split_k, bool vec_n, std::int64_t M, std::int64_t N) {
-    if (split_k == 1) return launch_split<T, STAGES, 1>(vec_n, M, N);
-    if (split_k == 2) return launch_split<T, STAGES, 2>(vec_n, M, N);
-    if (split_k == 4) return launch_split<T, STAGES, 4>(vec_n, M, N);
-    ::gpuopt::detail::fail_argument(__FILE__, __LINE__,
-                                    "matmul async: split_k must be 1, 2 or 4, got " + std::to_string(split_k));
+    return at_value<kAsyncSplitK>(split_k, [&](auto s) {
+        constexpr int SPLIT = decltype(s)::value;
+        if constexpr (SPLIT == 0) return MatmulLaunch{};  // (auto: never reaches here)
+        else return launch_split<T, STAGES, SPLIT>(vec_n, M, N);
+    });
 }
 
 template <class T>
 MatmulLaunch plan(int stages, int split_k, bool vec_n, std::int64_t M, std::int64_t N) {
-    if (stages == 2) return launch_stages<T, 2>(split_k, vec_n, M, N);
-    if (stages == 3) return launch_stages<T, 3>(split_k, vec_n, M, N);
-    if (stages == 4) return launch_stages<T, 4>(split_k, vec_n, M, N);
-    ::gpuopt::detail::fail_argument(__FILE__, __LINE__,
-                                    "matmul async: stages must be 2, 3 or 4, got " + std::to_string(stages));
+    return at_value<kAsyncStages>(stages, [&](auto s) {
+        return launch_stages<T, decltype(s)::value>(split_k, vec_n, M, N);
+    });
 }
 
 }  // namespace async_detail

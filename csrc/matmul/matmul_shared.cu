@@ -64,19 +64,13 @@ MatmulLaunch plan(std::int64_t M, std::int64_t N, const char* name) {
 }  // namespace
 
 MatmulLaunch launch_shared(std::int64_t M, std::int64_t N, int block) {
-    if (block == 16) return plan<16, 1>(M, N, "shared");
-    if (block == 32) return plan<32, 1>(M, N, "shared");
-    GPUOPT_REQUIRE(false, "matmul shared: block must be 16 or 32 (32x32 = 1024 threads, the per-block limit), got " +
-                              std::to_string(block));
-    return {};
+    require_choice(kSharedBlocks, block, "matmul shared");
+    return at_value<kSharedBlocks>(block, [&](auto b) { return plan<decltype(b)::value, 1>(M, N, "shared"); });
 }
 
 MatmulLaunch launch_tile_buffer(std::int64_t M, std::int64_t N, int tile_sz) {
-    if (tile_sz == 1) return plan<16, 1>(M, N, "tile_buffer");
-    if (tile_sz == 2) return plan<16, 2>(M, N, "tile_buffer");
-    if (tile_sz == 4) return plan<16, 4>(M, N, "tile_buffer");
-    GPUOPT_REQUIRE(false, "matmul tile_buffer: tile_sz must be 1, 2 or 4, got " + std::to_string(tile_sz));
-    return {};
+    require_choice(kTileBufferSizes, tile_sz, "matmul tile_buffer");
+    return at_value<kTileBufferSizes>(tile_sz, [&](auto t) { return plan<16, decltype(t)::value>(M, N, "tile_buffer"); });
 }
 
 void matmul_shared(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,

@@ -235,11 +235,9 @@ MatmulLaunch launch_flush(bool vec, std::int64_t M, std::int64_t N) {
 
 template <int STAGES, bool TILE_SPLIT>
 MatmulLaunch launch_stages(int flush_k, bool vec, std::int64_t M, std::int64_t N) {
-    if (flush_k == 8) return launch_flush<STAGES, 8, TILE_SPLIT>(vec, M, N);
-    if (flush_k == 16) return launch_flush<STAGES, 16, TILE_SPLIT>(vec, M, N);
-    if (flush_k == 32) return launch_flush<STAGES, 32, TILE_SPLIT>(vec, M, N);
-    ::gpuopt::detail::fail_argument(__FILE__, __LINE__,
-                                    "matmul tf32x3: flush_k must be 8, 16 or 32, got " + std::to_string(flush_k));
+    return at_value<kTf32x3FlushK>(flush_k, [&](auto f) {
+        return launch_flush<STAGES, decltype(f)::value, TILE_SPLIT>(vec, M, N);
+    });
 }
 
 }  // namespace
@@ -251,10 +249,12 @@ MatmulLaunch launch_tf32x3(const float* a, const float* b, const float* c, std::
                    "matmul tf32x3: split must be an index into kTf32x3Splits, got " +
                        std::to_string(static_cast<int>(split)));
     const bool tile = split == Tf32x3Split::Tile;
-    if (stages == 3) return tile ? launch_stages<3, true>(flush_k, vec, M, N) : launch_stages<3, false>(flush_k, vec, M, N);
-    if (stages == 4) return tile ? launch_stages<4, true>(flush_k, vec, M, N) : launch_stages<4, false>(flush_k, vec, M, N);
-    ::gpuopt::detail::fail_argument(__FILE__, __LINE__,
-                                    "matmul tf32x3: stages must be 3 or 4, got " + std::to_string(stages));
+    require_choice(kTf32x3Stages, stages, "matmul tf32x3");
+    require_choice(kTf32x3FlushK, flush_k, "matmul tf32x3");
+    return at_value<kTf32x3Stages>(stages, [&](auto s) {
+        constexpr int S = decltype(s)::value;
+        return tile ? launch_stages<S, true>(flush_k, vec, M, N) : launch_stages<S, false>(flush_k, vec, M, N);
+    });
 }
 
 void matmul_tf32x3(const float* a, const float* b, float* c, std::int64_t M, std::int64_t N, std::int64_t K,

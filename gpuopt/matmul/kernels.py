@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _core
 from .._exec import ExecContext
-from .._ext import cuda_module, launcher, planner
+from .._ext import cuda_host_module, cuda_module, launcher, planner
 from .._plan import device_ptrs
 from ..cuda import DeviceArray
 from ..registry import Param, register, resolve, variants
@@ -44,14 +44,14 @@ def _kernel_args(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run_gpu(ctx: ExecContext, a, b, **params):
-    """Every GPU variant: ``matmul_<variant>(a, b, c, M, N, K, **params)`` (the binding rule)."""
+    """Every GPU variant: ``matmul_<variant>(args, **params)`` (the binding rule), ``args`` one ``MatmulArgs``."""
     run = launcher(ctx.variant)
     da, db = ctx.device(a), ctx.device(b)
     (m, k), n = da.shape, db.shape[1]
     dc = ctx.empty((m, n), np.float32)
     args = _kernel_args(params)
     with ctx.kernel():
-        run(da.ptr, db.ptr, dc.ptr, m, n, k, **args)
+        run(cuda_host_module().MatmulArgs(da.ptr, db.ptr, dc.ptr, m, n, k), **args)
     if getattr(ctx, "planning", False):  # (test stand-ins of the context have no plans)
         ctx.offer_replay(_replay(ctx, run, m, n, k, args))
     return ctx.finish(dc)
@@ -82,13 +82,13 @@ def _replay(ctx: ExecContext, run, m: int, n: int, k: int, args: dict[str, Any])
             return c if device_result else c.numpy()
 
         return replay
-    cuda, alloc = cuda_module(), DeviceArray._alloc
+    cuda, alloc, matmul_args = cuda_module(), DeviceArray._alloc, cuda_host_module().MatmulArgs
 
     def replay_unplanned(a, b):
         keep: list = []
         pa, pb = device_ptrs((a, b), keep)
         dc = alloc(cuda, shape, _F32, nbytes)
-        run(pa, pb, dc._ptr, m, n, k, **args)
+        run(matmul_args(pa, pb, dc._ptr, m, n, k), **args)
         return dc if device_result else dc.numpy()
 
     return replay_unplanned

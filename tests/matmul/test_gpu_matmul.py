@@ -170,7 +170,7 @@ def test_cpp_launchers_check_their_parameters():
     cuda = cuda_module()
     a = gpuopt.to_device(np.ones((4, 4), np.float32))
     c = gpuopt.cuda.empty((4, 4), np.float32)
-    args = (a.ptr, a.ptr, c.ptr, 4, 4, 4)
+    args = (cuda.MatmulArgs(a.ptr, a.ptr, c.ptr, 4, 4, 4),)
     with pytest.raises(ValueError, match="block must be 16 or 32"):
         cuda.matmul_shared(*args, block=64)
     with pytest.raises(ValueError, match="tile_sz must be 1, 2 or 4"):
@@ -181,14 +181,14 @@ def test_cpp_launchers_check_their_parameters():
         cuda.matmul_warptile(*args, tile="32x32x8")
     with pytest.raises(ValueError, match="stages must be 2, 3 or 4"):
         cuda.matmul_async(*args, tile="128x128x16", stages=7, split_k=1)
-    with pytest.raises(ValueError, match="split_k must be 1, 2, 4 or 0"):
+    with pytest.raises(ValueError, match=r"split_k must be 0 \(auto\), 1, 2 or 4, got 3"):
         cuda.matmul_async(*args, tile="128x128x16", stages=3, split_k=3)
     with pytest.raises(ValueError, match="matmul async: tile must be 'auto', .* got '96x96x16'"):
         cuda.matmul_async(*args, tile="96x96x16", stages=3, split_k=0)
     with pytest.raises(ValueError, match="M, N and K must be positive"):
-        cuda.matmul_async(a.ptr, a.ptr, c.ptr, 0, 4, 4, tile="auto", stages=3, split_k=0)
+        cuda.matmul_async(cuda.MatmulArgs(a.ptr, a.ptr, c.ptr, 0, 4, 4), tile="auto", stages=3, split_k=0)
     with pytest.raises(ValueError, match="must be < 2"):
-        cuda.matmul_vectorized(a.ptr, a.ptr, c.ptr, 1 << 31, 4, 4, tile="128x128x8")
+        cuda.matmul_vectorized(cuda.MatmulArgs(a.ptr, a.ptr, c.ptr, 1 << 31, 4, 4), tile="128x128x8")
 
 
 @pytest.mark.parametrize("cfg", [cfg for cfg in CONFIGS if cfg[0] in OWN_VARIANTS], ids=_config_id)
