@@ -11,6 +11,11 @@ Stream and synchronisation rules
   default stream). Call :func:`synchronize` (or :meth:`DeviceArray.numpy`, which waits)
   before timing on the host or reading it from another stream.
 * Ops given NumPy arrays copy the inputs in, run, copy the result out, and return NumPy.
+* An error an op can only find on the device (the sparse layer's int32 overflow, where the host could not
+  prove it impossible) does not cost a host round trip per call when the result stays on the device: it is
+  raised by the first of the result's :meth:`DeviceArray.numpy` / :meth:`DeviceArray.rows` /
+  :meth:`DeviceArray.check`, or :func:`synchronize`, that follows (once). With NumPy results it is raised by
+  the call itself.
 * A kernel fault surfaces as RuntimeError at the next synchronising call. Argument errors
   and bad launch configurations raise before anything runs and leave the process usable;
   a memory fault inside a kernel poisons the CUDA context until the process restarts
@@ -20,6 +25,7 @@ Stream and synchronisation rules
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any, Sequence
 
 import numpy as np
@@ -27,6 +33,31 @@ import numpy as np
 from ._ext import require_cuda
 
 __all__ = ["DeviceArray", "to_device", "empty", "synchronize", "is_device_array"]
+
+
+#: Errors found on the device and not yet read: result DeviceArray -> (its int32 device flag, the message). The
+#: flag is read when the caller synchronises on the result (numpy, rows, check) or on everything (synchronize).
+_DEFERRED: "weakref.WeakKeyDictionary[DeviceArray, tuple[DeviceArray, str]]" = weakref.WeakKeyDictionary()
+
+
+def defer_error(result: "DeviceArray", flag: "DeviceArray", message: str) -> None:
+    """Report ValueError(``message``) later if the int32 device ``flag`` is non-zero: at the first synchronising
+    read of ``result`` or :func:`synchronize` (for an op whose error the host cannot rule out, without a host
+    round trip per call)."""
+    _DEFERRED[result] = (flag, message)
+
+
+def _raise_deferred(result: "DeviceArray | None") -> None:
+    """Read and forget the deferred errors of ``result`` (None: of every array); raise the first that is set."""
+    if result is None:
+        pending = list(_DEFERRED.values())
+        _DEFERRED.clear()
+    else:
+        found = _DEFERRED.pop(result, None)
+        pending = [] if found is None else [found]
+    for flag, message in pending:
+        if int(flag.numpy()[0]) != 0:
+            raise ValueError(message)
 
 
 def _c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
@@ -93,10 +124,13 @@ class DeviceArray:
                 "version": 3, "stream": 1}
 
     def numpy(self) -> np.ndarray:
-        """Copy to a new NumPy array (waits for the work that produces it)."""
+        """Copy to a new NumPy array (waits for the work that produces it; raises the error its op found on the
+        device, if any: see the module docstring)."""
         out = np.empty(self._shape, dtype=self._dtype)
         if self.nbytes:
             require_cuda("DeviceArray.numpy").copy_d2h(out, self._ptr, self.nbytes)
+        if _DEFERRED:
+            _raise_deferred(self)
         return out
 
     def rows(self, n: int) -> np.ndarray:
@@ -105,7 +139,16 @@ class DeviceArray:
         out = np.empty((n, *self._shape[1:]), dtype=self._dtype)
         if out.nbytes:
             require_cuda("DeviceArray.rows").copy_d2h(out, self._ptr, out.nbytes)
+        if _DEFERRED:
+            _raise_deferred(self)
         return out
+
+    def check(self) -> "DeviceArray":
+        """Raise the error the op that made this array found on the device (ValueError, e.g. the sparse layer's
+        int32 overflow), if any; waits for that op. Returns self."""
+        if _DEFERRED:
+            _raise_deferred(self)
+        return self
 
     def copy(self) -> "DeviceArray":
         """A new device array with the same contents (device-to-device copy)."""
@@ -182,8 +225,11 @@ def empty(shape: Sequence[int], dtype: Any = np.float32) -> DeviceArray:
 
 
 def synchronize() -> None:
-    """Wait for all queued GPU work; raises RuntimeError if a kernel failed."""
+    """Wait for all queued GPU work; raises RuntimeError if a kernel failed, and the ValueError an op found on
+    the device and deferred (see the module docstring)."""
     require_cuda("gpuopt.cuda.synchronize").synchronize()
+    if _DEFERRED:
+        _raise_deferred(None)
 
 
 def empty_cache() -> None:

@@ -42,7 +42,11 @@ def sparse_conv2d(x, w, *, variant: str | None = None, timing: bool = False, **p
     ``y[m, i, j] = max over the 2x2 window at (2i, 2j) of relu(sum_{c, r, s}
     w[m, c, r, s] * x[c, h + r - R//2, w + s - S//2])`` with zero padding, in exact
     integer arithmetic. The result equals the lab's int32 accumulation; a sum that
-    does not fit in int32 raises ValueError instead of wrapping silently.
+    does not fit in int32 raises ValueError instead of wrapping silently. With a device
+    result the call does not wait for the kernel to say so: where the host cannot prove the
+    sums fit (max|x| x the largest sum of |w| over a map's taps, known for COO and FAST
+    filters and SparseNeurons), the error is raised by the result's first ``numpy()``,
+    ``rows()`` or ``check()``, or by ``gpuopt.synchronize()``.
 
     Parameters
     ----------

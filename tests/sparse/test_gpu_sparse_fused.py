@@ -266,3 +266,53 @@ def test_sparse_input_planes_edges(rng, c, h, w, m, r, s, zeros):
     y = gpuopt.sparse_conv2d(x, FASTFilters.from_dense(wt), variant="fast_sparse_input")
     np.testing.assert_array_equal(y, ref)
     assert (ref > 0).any() or zeros == 1.0
+
+
+# ---------------------------------------------------------------- no host round trip for device results
+@pytest.mark.parametrize("case", list(overflow_cases()), ids=lambda c: c[0])
+@pytest.mark.parametrize("variant", FUSED + ["fast_imma"])
+def test_device_results_defer_the_overflow_error(case, variant):
+    """With x and the filters on the device the call returns without reading the overflow flag; the error comes
+    from the result's first synchronising read (numpy, check) or gpuopt.synchronize(), once."""
+    from gpuopt.cuda import _DEFERRED
+
+    _, x, w = case
+    if variant == "fast_imma" and (x.shape[1] > 511 or x.shape[2] > 32):
+        pytest.skip("beyond fast_imma's maps")
+    gpuopt.synchronize()
+    dx = gpuopt.to_device(x)
+    for filters in (gpuopt.to_device(w), FASTFilters.from_dense(w).to_device()):
+        y = gpuopt.sparse_conv2d(dx, filters, variant=variant)
+        assert isinstance(y, gpuopt.DeviceArray) and y in _DEFERRED
+        with pytest.raises(ValueError, match="does not fit in int32"):
+            y.numpy()
+        assert y not in _DEFERRED  # reported once
+        y.numpy()
+        y = gpuopt.sparse_conv2d(dx, filters, variant=variant)
+        with pytest.raises(ValueError, match="does not fit in int32"):
+            gpuopt.synchronize()
+        gpuopt.synchronize()
+        y = gpuopt.sparse_conv2d(dx, filters, variant=variant)
+        with pytest.raises(ValueError, match="does not fit in int32"):
+            y.check()
+    # Sums that fit: the flag stays 0, nothing raised at any read.
+    small = gpuopt.to_device(np.ones_like(x))
+    y = gpuopt.sparse_conv2d(small, gpuopt.to_device(np.ones_like(w)), variant=variant)
+    np.testing.assert_array_equal(y.check().numpy(), gpuopt.sparse_conv2d(np.ones_like(x), np.ones_like(w),
+                                                                          variant="cpu"))
+    gpuopt.synchronize()
+
+
+@pytest.mark.parametrize("variant", FUSED + ["fast_imma"])
+def test_host_proven_bound_reads_no_flag(rng, variant):
+    """FAST filters whose largest per-map sum of |w| times any int16 fits int32: the host proves no overflow, so
+    nothing is deferred (no flag to read) and the result is exact."""
+    from gpuopt.cuda import _DEFERRED
+
+    x = sparse_inputs(rng, 8, 12, 12)
+    w = rng.integers(-3, 4, size=(5, 8, 3, 3)).astype(np.int16)
+    fast = FASTFilters.from_dense(w)
+    assert 32768 * fast.max_map_abs_sum <= np.iinfo(np.int32).max
+    y = gpuopt.sparse_conv2d(gpuopt.to_device(x), fast.to_device(), variant=variant)
+    assert y not in _DEFERRED
+    np.testing.assert_array_equal(y.numpy(), gpuopt.sparse_conv2d(x, w, variant="cpu"))

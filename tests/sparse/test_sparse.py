@@ -231,3 +231,20 @@ def test_auto_is_preferred():
 
     assert _PREFERRED["sparse_conv2d"] == ["auto"]  # variant=None: auto on a GPU, cpu without one
     assert not variants("sparse_conv2d")["auto"].params
+
+
+def test_the_host_bound_that_spares_device_results_a_flag_read():
+    """bound_proven: any int16 x (32768, or SparseNeurons' absmax) times the largest per-map sum of |w|, known
+    for COO and FAST filters; dense filters are not summed per call (not proven)."""
+    from gpuopt.sparse.api import SparseConvProblem
+    from gpuopt.sparse.nctu import bound_proven
+
+    x = np.zeros((8, 6, 6), np.int16)
+    fits = np.zeros((2, 8, 3, 3), np.int16)
+    fits[1, :, 1, :] = 2730  # 8 * 3 * 2730 = 65520: 32768 * 65520 < 2^31
+    over = fits.copy()
+    over[1, 0, 0, 0] = 16  # 65536: 32768 * 65536 = 2^31
+    for w, proven in ((fits, True), (over, False)):
+        for filters in (COOFilters.from_dense(w), FASTFilters.from_dense(w)):
+            assert bound_proven(SparseConvProblem(x, filters, w.shape)) is proven
+        assert not bound_proven(SparseConvProblem(x, w, w.shape))
