@@ -68,6 +68,25 @@ def test_defaults_users_get_today():
     assert v("matmul")["vectorized"].defaults() == {"tile": "128x128x8"}
     assert v("matmul")["async"].defaults() == {"tile": "auto", "stages": 3, "split_k": "auto"}
     assert v("matmul")["tf32x3"].defaults() == {"stages": 3, "flush_k": 16, "split": "fragment"}
+    kmeans = v("kmeans")
+    assert kmeans["cpu"].defaults() == {"summation": "liao"}
+    assert kmeans["liao"].defaults() == {"threads": 128}
+    for step in ("liao_occupancy", "liao_aos", "liao_vec"):
+        assert kmeans[step].defaults() == {"threads": 256, "reduction_threads": 512}, step
+    for loop in ("device", "device_gemm"):
+        assert kmeans[loop].defaults() == {"loops_per_sync": 8, "blocks": 0}, loop
+    assert kmeans["device_fused"].defaults() == {"loops_per_sync": 16, "blocks": 0}
+    assert kmeans["device_tiled"].defaults() == {"loops_per_sync": 8, "blocks": 0, "products": "auto"}
+    assert kmeans["device_persistent"].defaults() == {"blocks": 0, "x_memory": "auto"}
+    assert kmeans["stream"].defaults() == {"chunk_points": 0, "buffers": 3, "host_memory": "register",
+                                           "assign": "auto"}
+    # 0 stays the number 0 where Python showed it so (not "auto"), and the sets differ where they did.
+    for key in ("liao_vec/reduction_threads", "device/blocks", "device_persistent/blocks", "stream/chunk_points"):
+        name, param = key.split("/")
+        assert kmeans[name].params[param].allowed[0] == 0 and type(kmeans[name].params[param].allowed[0]) is int
+    assert set(kmeans["device"].params["loops_per_sync"].allowed) < set(
+        kmeans["device_fused"].params["loops_per_sync"].allowed)
+    assert set(kmeans["device"].params["blocks"].allowed) < set(kmeans["device_persistent"].params["blocks"].allowed)
 
 
 # ------------------------------------------------------------------------------------------------ C++ sources
