@@ -37,7 +37,7 @@ struct LiaoConfig {
 };
 
 // Rejects, before anything is allocated or launched, a configuration kmeans_liao cannot
-// run: n, d, k out of range, thread counts that are not a power of two in 32..1024, or k*d centre
+// run: n, d, k out of range, thread counts not in their tables (kmeans_choices.hpp), or k*d centre
 // coordinates (plus one int per thread) that do not fit this GPU's shared memory per
 // block (the message names the limit). Needs a current device.
 void kmeans_liao_check(std::int64_t n, std::int64_t d, std::int64_t k, const LiaoConfig& cfg);
