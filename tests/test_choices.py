@@ -89,6 +89,30 @@ def test_defaults_users_get_today():
     assert set(kmeans["device"].params["blocks"].allowed) < set(kmeans["device_persistent"].params["blocks"].allowed)
 
 
+#: kmeans Params whose values are numbers or names but that Python alone knows, each with the reason; empty: every
+#: such Param of a kmeans variant picks a launcher's number or code path, so its values are csrc's table.
+KMEANS_PYTHON_ONLY: dict[str, str] = {}
+
+
+def test_kmeans_number_and_name_params_are_native():
+    """Every Param of a registered kmeans variant whose values are numbers or names (a kernel's block size, grid,
+    batching, slab, mode) is built from csrc/kmeans/kmeans_choices.hpp's table (Param.from_kernels), not listed in
+    Python; exceptions are named in KMEANS_PYTHON_ONLY with their reason."""
+    checked, listed = [], []
+    for key, param in registered_params():
+        if not key.startswith("kmeans/"):
+            continue
+        values = (param.default, *param.allowed)
+        if not all(isinstance(a, (int, float, str)) and not isinstance(a, bool) for a in values):
+            continue
+        checked.append(key)
+        if key not in KMEANS_PYTHON_ONLY and param.native != key:
+            listed.append(key)
+    assert len(checked) >= 20, checked  # the scan sees the k-means variants' parameters
+    assert not listed, f"kmeans Params listed in Python, not read from csrc's tables: {listed}"
+    assert not set(KMEANS_PYTHON_ONLY) - set(checked), "allow-list entries that are no kmeans Param any more"
+
+
 # ------------------------------------------------------------------------------------------------ C++ sources
 
 def _strip_comments(text: str) -> str:
