@@ -68,6 +68,49 @@ def test_defaults_users_get_today():
     assert v("matmul")["vectorized"].defaults() == {"tile": "128x128x8"}
     assert v("matmul")["async"].defaults() == {"tile": "auto", "stages": 3, "split_k": "auto"}
     assert v("matmul")["tf32x3"].defaults() == {"stages": 3, "flush_k": 16, "split": "fragment"}
+    kmeans = v("kmeans")
+    assert kmeans["cpu"].defaults() == {"summation": "liao"}
+    assert kmeans["liao"].defaults() == {"threads": 128}
+    for step in ("liao_occupancy", "liao_aos", "liao_vec"):
+        assert kmeans[step].defaults() == {"threads": 256, "reduction_threads": 512}, step
+    for loop in ("device", "device_gemm"):
+        assert kmeans[loop].defaults() == {"loops_per_sync": 8, "blocks": 0}, loop
+    assert kmeans["device_fused"].defaults() == {"loops_per_sync": 16, "blocks": 0}
+    assert kmeans["device_tiled"].defaults() == {"loops_per_sync": 8, "blocks": 0, "products": "auto"}
+    assert kmeans["device_persistent"].defaults() == {"blocks": 0, "x_memory": "auto"}
+    assert kmeans["stream"].defaults() == {"chunk_points": 0, "buffers": 3, "host_memory": "register",
+                                           "assign": "auto"}
+    # 0 stays the number 0 where Python showed it so (not "auto"), and the sets differ where they did.
+    for key in ("liao_vec/reduction_threads", "device/blocks", "device_persistent/blocks", "stream/chunk_points"):
+        name, param = key.split("/")
+        assert kmeans[name].params[param].allowed[0] == 0 and type(kmeans[name].params[param].allowed[0]) is int
+    assert set(kmeans["device"].params["loops_per_sync"].allowed) < set(
+        kmeans["device_fused"].params["loops_per_sync"].allowed)
+    assert set(kmeans["device"].params["blocks"].allowed) < set(kmeans["device_persistent"].params["blocks"].allowed)
+
+
+#: kmeans Params whose values are numbers or names but that Python alone knows, each with the reason; empty: every
+#: such Param of a kmeans variant picks a launcher's number or code path, so its values are csrc's table.
+KMEANS_PYTHON_ONLY: dict[str, str] = {}
+
+
+def test_kmeans_number_and_name_params_are_native():
+    """Every Param of a registered kmeans variant whose values are numbers or names (a kernel's block size, grid,
+    batching, slab, mode) is built from csrc/kmeans/kmeans_choices.hpp's table (Param.from_kernels), not listed in
+    Python; exceptions are named in KMEANS_PYTHON_ONLY with their reason."""
+    checked, listed = [], []
+    for key, param in registered_params():
+        if not key.startswith("kmeans/"):
+            continue
+        values = (param.default, *param.allowed)
+        if not all(isinstance(a, (int, float, str)) and not isinstance(a, bool) for a in values):
+            continue
+        checked.append(key)
+        if key not in KMEANS_PYTHON_ONLY and param.native != key:
+            listed.append(key)
+    assert len(checked) >= 20, checked  # the scan sees the k-means variants' parameters
+    assert not listed, f"kmeans Params listed in Python, not read from csrc's tables: {listed}"
+    assert not set(KMEANS_PYTHON_ONLY) - set(checked), "allow-list entries that are no kmeans Param any more"
 
 
 # ------------------------------------------------------------------------------------------------ C++ sources

@@ -269,7 +269,7 @@ py::dict choices_dict(const NameChoices<N>& c) {
     return choices_dict(c, c.default_index);
 }
 template <std::size_t N>
-py::dict choices_dict(const IntChoices<N>& c) {
+py::dict choices_dict(const IntChoices<N>& c, std::size_t default_index) {
     auto value = [&c](int v) -> py::object {
         if (v == 0 && c.zero_name != nullptr) return py::str(c.zero_name);
         return py::int_(v);
@@ -278,8 +278,12 @@ py::dict choices_dict(const IntChoices<N>& c) {
     for (int v : c.values) allowed.append(value(v));
     py::dict d;
     d["allowed"] = py::tuple(allowed);
-    d["default"] = value(c.default_value());
+    d["default"] = value(c.values[default_index]);
     return d;
+}
+template <std::size_t N>
+py::dict choices_dict(const IntChoices<N>& c) {
+    return choices_dict(c, c.default_index);
 }
 
 }  // namespace
@@ -309,6 +313,20 @@ py::dict kernel_choices_py() {
     d["matmul/tf32x3/flush_k"] = choices_dict(matmul::kTf32x3FlushK);
     d["matmul/tf32x3/split"] = choices_dict(matmul::kTf32x3Splits);
     d["kmeans/cpu/summation"] = choices_dict(kmeans::kSummations);
+    d["kmeans/liao/threads"] = choices_dict(kmeans::kLiaoThreads);
+    for (const char* step : {"liao_occupancy", "liao_aos", "liao_vec"}) {
+        d[(std::string("kmeans/") + step + "/threads").c_str()] =
+            choices_dict(kmeans::kLiaoThreads, kmeans::kLiaoStepsDefaultThreads);
+        d[(std::string("kmeans/") + step + "/reduction_threads").c_str()] = choices_dict(kmeans::kLiaoReductionThreads);
+    }
+    for (const char* loop : {"device", "device_fused", "device_gemm", "device_tiled"})
+        d[(std::string("kmeans/") + loop + "/blocks").c_str()] = choices_dict(kmeans::kLoopBlocks);
+    for (const char* loop : {"device", "device_gemm", "device_tiled"})
+        d[(std::string("kmeans/") + loop + "/loops_per_sync").c_str()] = choices_dict(kmeans::kLoopsPerSync);
+    d["kmeans/device_fused/loops_per_sync"] = choices_dict(kmeans::kFusedLoopsPerSync);
+    d["kmeans/device_persistent/blocks"] = choices_dict(kmeans::kPersistentBlocks);
+    d["kmeans/stream/chunk_points"] = choices_dict(kmeans::kStreamChunkPoints);
+    d["kmeans/stream/buffers"] = choices_dict(kmeans::kStreamBuffers);
     d["kmeans/device_tiled/products"] = choices_dict(kmeans::tiled::kTiledProducts);
     d["kmeans/device_persistent/x_memory"] = choices_dict(kmeans::kPersistentXMemory);
     d["kmeans/stream/host_memory"] = choices_dict(kmeans::kStreamHostMemory);

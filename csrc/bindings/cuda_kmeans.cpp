@@ -121,14 +121,14 @@ void bind_kmeans(py::module_& m) {
                     },
                     py::arg("x_dev_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
                     py::arg("d"), py::arg("k"), py::arg("threshold"), py::arg("max_iter"), py::kw_only(),
-                    py::arg("loops_per_sync"), py::arg("blocks") = 0, loop_doc);
+                    py::arg("loops_per_sync"), py::arg("blocks") = kmeans::kLoopBlocks.default_value(), loop_doc);
         def_check(m, "kmeans", entry.name,
                   [check](std::int64_t n, std::int64_t d, std::int64_t k, int loops_per_sync, int blocks) {
                       check_loop_args(loops_per_sync, blocks);
                       check(n, d, k);
                   },
                   py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(), py::arg("loops_per_sync") = 1,
-                  py::arg("blocks") = 0, check_doc);
+                  py::arg("blocks") = kmeans::kLoopBlocks.default_value(), check_doc);
     }
     def_variant(m, "kmeans", "device_tiled",
                 [](std::uintptr_t x_dev, std::uintptr_t centroids_dev, std::uintptr_t membership_dev, std::int64_t n,
@@ -148,7 +148,8 @@ void bind_kmeans(py::module_& m) {
                 },
                 py::arg("x_dev_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
                 py::arg("d"), py::arg("k"), py::arg("threshold"), py::arg("max_iter"), py::kw_only(),
-                py::arg("loops_per_sync"), py::arg("blocks") = 0, py::arg("products") = kmeans::tiled::kTiledProducts.default_name(), loop_doc);
+                py::arg("loops_per_sync"), py::arg("blocks") = kmeans::kLoopBlocks.default_value(),
+                py::arg("products") = kmeans::tiled::kTiledProducts.default_name(), loop_doc);
     def_check(m, "kmeans", "device_tiled",
               [](std::int64_t n, std::int64_t d, std::int64_t k, int loops_per_sync, int blocks,
                  const std::string& products) {
@@ -158,7 +159,8 @@ void bind_kmeans(py::module_& m) {
                                                                "kmeans device_tiled"));
               },
               py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(), py::arg("loops_per_sync") = 1,
-              py::arg("blocks") = 0, py::arg("products") = kmeans::tiled::kTiledProducts.default_name(), check_doc);
+              py::arg("blocks") = kmeans::kLoopBlocks.default_value(),
+              py::arg("products") = kmeans::tiled::kTiledProducts.default_name(), check_doc);
     // kmeans_device_persistent(x_dev, centroids_dev, membership_dev, n, d, k, threshold, max_iter, *, blocks, x_memory,
     //   init_dev_ptr=0) -> (iterations, delta); one cooperative launch for the whole run. init_dev_ptr: the initial
     //   centres on the device (0: centroids_dev holds them), read by the kernel, so no copy is queued.
@@ -179,7 +181,8 @@ void bind_kmeans(py::module_& m) {
                 },
                 py::arg("x_dev_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
                 py::arg("d"), py::arg("k"), py::arg("threshold"), py::arg("max_iter"), py::kw_only(),
-                py::arg("blocks") = 0, py::arg("x_memory") = kmeans::kPersistentXMemory.default_name(), py::arg("init_dev_ptr") = 0,
+                py::arg("blocks") = kmeans::kPersistentBlocks.default_value(),
+                py::arg("x_memory") = kmeans::kPersistentXMemory.default_name(), py::arg("init_dev_ptr") = 0,
                 "The whole k-means run in one cooperative launch (see csrc/kmeans/kmeans_cuda.hpp).");
     m.def("kmeans_persistent_mapped", &kmeans::kmeans_device_persistent_mapped, py::arg("on"),
           "Testing aid: device_persistent's result through mapped host memory (True, the default) or copied back; "
@@ -189,7 +192,8 @@ void bind_kmeans(py::module_& m) {
                   persistent_config(blocks, x_memory);
                   kmeans::kmeans_device_persistent_check(n, d, k);
               },
-              py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(), py::arg("blocks") = 0,
+              py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(),
+              py::arg("blocks") = kmeans::kPersistentBlocks.default_value(),
               py::arg("x_memory") = kmeans::kPersistentXMemory.default_name(),
               "Raise ValueError if device_persistent cannot run this configuration (nothing runs; needs a device).");
     m.def("kmeans_grid_barrier_ms", &kmeans::kmeans_grid_barrier_ms, py::arg("blocks_per_sm"), py::arg("barriers"),
@@ -217,15 +221,21 @@ void bind_kmeans(py::module_& m) {
                 },
                 py::arg("x_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
                 py::arg("d"), py::arg("k"), py::arg("threshold"), py::arg("max_iter"), py::kw_only(),
-                py::arg("chunk_points") = 0, py::arg("buffers") = 3, py::arg("host_memory") = kmeans::kStreamHostMemory.default_name(),
-                py::arg("assign") = kmeans::kStreamAssign.default_name(), "k-means over points streamed from host memory (kmeans_cuda.hpp).");
+                py::arg("chunk_points") = kmeans::kStreamChunkPoints.default_value(),
+                py::arg("buffers") = kmeans::kStreamBuffers.default_value(),
+                py::arg("host_memory") = kmeans::kStreamHostMemory.default_name(),
+                py::arg("assign") = kmeans::kStreamAssign.default_name(),
+                "k-means over points streamed from host memory (kmeans_cuda.hpp).");
     def_check(m, "kmeans", "stream",
               [](std::int64_t n, std::int64_t d, std::int64_t k, std::int64_t chunk_points, int buffers,
                  const std::string& host_memory, const std::string& assign) {
                   kmeans::kmeans_stream_check(n, d, k, stream_config(chunk_points, buffers, host_memory, assign));
               },
-              py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(), py::arg("chunk_points") = 0,
-              py::arg("buffers") = 3, py::arg("host_memory") = kmeans::kStreamHostMemory.default_name(), py::arg("assign") = kmeans::kStreamAssign.default_name(),
+              py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(),
+              py::arg("chunk_points") = kmeans::kStreamChunkPoints.default_value(),
+              py::arg("buffers") = kmeans::kStreamBuffers.default_value(),
+              py::arg("host_memory") = kmeans::kStreamHostMemory.default_name(),
+              py::arg("assign") = kmeans::kStreamAssign.default_name(),
               "Raise ValueError if the stream variant cannot run this configuration (nothing runs; needs a device).");
     def_variant(m, "kmeans_predict", "device",
                 [](std::uintptr_t x_dev, std::uintptr_t centroids_dev, std::uintptr_t membership_dev, std::int64_t n,

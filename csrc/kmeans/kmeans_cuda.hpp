@@ -30,14 +30,14 @@ struct KMeansLiaoTiming {
 // Every step sums the squared differences in coordinate order without fused multiply-adds, so all
 // four give kmeans_cpu's memberships and centres bit for bit.
 struct LiaoConfig {
-    int threads = 128;            // find_nearest_cluster block: a power of two, 32..1024
-    int reduction_threads = 0;    // compute_delta block: a power of two, 32..1024; 0: Liao's rule
+    int threads = kLiaoThreads.default_value();  // find_nearest_cluster block: one of kLiaoThreads
+    int reduction_threads = 0;    // compute_delta block: one of kLiaoReductionThreads; 0: Liao's rule
     bool aos = false;             // array-of-structs objects and centres
     bool vector_loads = false;    // float4 loads of AoS rows (needs aos)
 };
 
 // Rejects, before anything is allocated or launched, a configuration kmeans_liao cannot
-// run: n, d, k out of range, thread counts that are not a power of two in 32..1024, or k*d centre
+// run: n, d, k out of range, thread counts not in their tables (kmeans_choices.hpp), or k*d centre
 // coordinates (plus one int per thread) that do not fit this GPU's shared memory per
 // block (the message names the limit). Needs a current device.
 void kmeans_liao_check(std::int64_t n, std::int64_t d, std::int64_t k, const LiaoConfig& cfg);
@@ -81,7 +81,8 @@ KMeansStats kmeans_device_fused(const float* x_dev, std::int64_t n, std::int64_t
 // and never reset, the loop count and history are written into pinned host memory mapped into the device, which
 // the host reads after one event wait (kmeans_persistent.cu; a copy back where mapped memory cannot be had).
 struct PersistentConfig {
-    int blocks = 0;           // the grid at most (0: as many as are co-resident); clamped to the co-resident count
+    // The grid at most (0: as many as are co-resident); clamped to the co-resident count.
+    int blocks = kPersistentBlocks.default_value();
     bool global_x = false;    // read x from global memory every loop even where it would fit shared memory
 };
 void kmeans_device_persistent_check(std::int64_t n, std::int64_t d, std::int64_t k);
@@ -128,8 +129,9 @@ KMeansStats kmeans_device(const float* x_dev, std::int64_t n, std::int64_t d, st
 // allocated once per call.
 enum class StreamAssign : int { Auto, Liao, Dot };  // kStreamAssign's order  // Auto: Liao's distance (device's) for k*D <= 1024, else the dot form
 struct StreamConfig {
-    std::int64_t chunk_points = 0;  // objects a slab: 0 or a positive multiple of kSumGroup; 0: kStreamBudgetBytes
-    int buffers = 3;                // slabs on the device, 2..4
+    // Objects a slab: 0 or a positive multiple of kSumGroup; 0: kStreamBudgetBytes.
+    std::int64_t chunk_points = kStreamChunkPoints.default_value();
+    int buffers = kStreamBuffers.default_value();  // slabs on the device: one of kStreamBuffers
     bool staged = false;            // pageable x through pinned staging copies instead of registering it
     StreamAssign assign = StreamAssign::Auto;
 };

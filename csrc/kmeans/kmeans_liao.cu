@@ -27,7 +27,18 @@ constexpr int kTransposeTile = 32;     // 32x32 tile, blocks of 32x8 threads
 constexpr int kTransposeRows = 8;
 constexpr int kMaxReductionThreads = 1024;
 
-bool is_power_of_two(std::int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+constexpr bool is_power_of_two(std::int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+// What the kernels need of the tables' thread counts: whole warps, at most a block's 1024 threads, and a power of two
+// (both block reductions halve it); reduction_threads 0 is Liao's rule.
+template <std::size_t N>
+constexpr bool block_reduction_sizes(const IntChoices<N>& table) {
+    for (int v : table.values)
+        if (v != 0 && !(v >= 32 && v <= kMaxReductionThreads && is_power_of_two(v))) return false;
+    return true;
+}
+static_assert(block_reduction_sizes(kLiaoThreads) && !kLiaoThreads.contains(0), "kLiaoThreads: 32..1024, powers of 2");
+static_assert(block_reduction_sizes(kLiaoReductionThreads), "kLiaoReductionThreads: 0 or 32..1024, powers of 2");
 
 std::int64_t next_power_of_two(std::int64_t v) {
     std::int64_t p = 1;
@@ -173,15 +184,8 @@ void kmeans_liao_check(std::int64_t n, std::int64_t d, std::int64_t k, const Lia
     GPUOPT_REQUIRE(k >= 1 && k <= n, "kmeans liao: k must be in 1..n");
     // One thread per object with int indices, and an int32 membership.
     GPUOPT_REQUIRE(n <= 2147483647LL, "kmeans liao: at most 2^31-1 objects, got " + std::to_string(n));
-    check_block_threads(threads, true);
-    GPUOPT_REQUIRE(is_power_of_two(threads),
-                   "kmeans liao: threads must be a power of two (the block reduction halves it), got " +
-                       std::to_string(threads));
-    GPUOPT_REQUIRE(cfg.reduction_threads == 0 ||
-                       (is_power_of_two(cfg.reduction_threads) && cfg.reduction_threads >= 32 &&
-                        cfg.reduction_threads <= kMaxReductionThreads),
-                   "kmeans liao: reduction_threads must be 0 (Liao's rule) or a power of two in 32..1024, got " +
-                       std::to_string(cfg.reduction_threads));
+    require_choice(kLiaoThreads, threads, "kmeans liao");
+    require_choice(kLiaoReductionThreads, cfg.reduction_threads, "kmeans liao");
     GPUOPT_REQUIRE(cfg.aos || !cfg.vector_loads, "kmeans liao: float4 loads need the array-of-structs layout");
     GPUOPT_REQUIRE(d <= 65535LL * kTransposeTile,
                    "kmeans liao: at most " + std::to_string(65535LL * kTransposeTile) + " coordinates (transpose grid y limit)");

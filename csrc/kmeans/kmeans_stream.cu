@@ -25,7 +25,13 @@ namespace gpuopt::kmeans {
 
 namespace {
 
-constexpr int kMaxBuffers = 4;
+// The slab events: a pair for each buffer, as many as kStreamBuffers offers at most (buffers is checked against it).
+constexpr int most_buffers() {
+    int most = 0;
+    for (int b : kStreamBuffers.values) most = b > most ? b : most;
+    return most;
+}
+constexpr int kMaxBuffers = most_buffers();
 
 // A non-blocking copy stream (a blocking one would serialise with the legacy stream 0 the kernels run on) and the
 // slab events, created once per device; the mutex serialises calls (they share them).
@@ -88,9 +94,7 @@ void kmeans_stream_check(std::int64_t n, std::int64_t d, std::int64_t k, const S
                    "kmeans stream: chunk_points must be 0 (a " + std::to_string(kStreamBudgetBytes >> 20) +
                        " MiB slab) or a positive multiple of " + std::to_string(kSumGroup) +
                        " (whole groups of the summation tree), got " + std::to_string(cfg.chunk_points));
-    GPUOPT_REQUIRE(cfg.buffers >= 2 && cfg.buffers <= kMaxBuffers,
-                   "kmeans stream: buffers must be in 2.." + std::to_string(kMaxBuffers) + ", got " +
-                       std::to_string(cfg.buffers));
+    require_choice(kStreamBuffers, cfg.buffers, "kmeans stream");
     if (uses_dot(d, k, cfg.assign))
         kmeans_device_gemm_check(n, d, k);
     else

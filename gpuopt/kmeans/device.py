@@ -17,12 +17,21 @@ from .api import KMeansProblem
 
 __all__: list[str] = []
 
-#: The ``blocks`` parameter of the device-loop variants, and their registration facts.
-BLOCKS = Param("blocks", 0, (0, 1, 2, 3, 8, 64, 1024),
-               "assign_and_sum blocks (0: as many as are resident at once); the result does not depend on it")
-#: The stop flag's batching of the host-synchronised device loops (device, device_gemm, device_tiled).
-LOOPS_PER_SYNC = Param("loops_per_sync", 8, (1, 2, 4, 8, 16, 32),
-                       "loops queued before the host reads the stop flag (later ones return at once)")
+
+def blocks(variant: str) -> Param:
+    """The ``blocks`` parameter of a device-loop variant (values and default: csrc/kmeans/kmeans_choices.hpp)."""
+    return Param.from_kernels(f"kmeans/{variant}/blocks", "assign_and_sum blocks (0: as many as are resident at "
+                              "once); the result does not depend on it")
+
+
+def loops_per_sync(variant: str) -> Param:
+    """The stop flag's batching of the host-synchronised device loops (device, device_gemm, device_tiled; values
+    and default: csrc/kmeans/kmeans_choices.hpp)."""
+    return Param.from_kernels(f"kmeans/{variant}/loops_per_sync",
+                              "loops queued before the host reads the stop flag (later ones return at once)")
+
+
+#: The device-loop variants' registration facts.
 DEVICE = dict(report="gpuopt", needs_cuda=True, kernel="csrc/kmeans/kmeans_device.cu",
               test="tests/kmeans/test_gpu_kmeans.py")
 
@@ -56,12 +65,12 @@ register("kmeans", "device", description="the whole loop on the GPU for k*D <= 1
          "distance) and sums each chunk of 1024 objects (float64 over the fixed tree of summation='chunked'), a "
          "warp per centre coordinate finishes the loop (a second kernel); the stop flag read once per batch of "
          "loops; equal to cpu(summation='chunked') bit for bit",
-         params=(LOOPS_PER_SYNC, BLOCKS),
+         params=(loops_per_sync("device"), blocks("device")),
          **DEVICE)(kmeans_device)
 register("kmeans", "device_fused", description="device with the finish fused: the last assign_and_sum block to "
          "finish closes the loop (group/chunk tree, new centres, delta, stop flag), one launch a loop; the same bits "
          "as device and cpu(summation='chunked')",
-         params=(Param("loops_per_sync", 16, (1, 2, 4, 8, 16, 32, 64),
+         params=(Param.from_kernels("kmeans/device_fused/loops_per_sync",
                        "loops queued before the host reads the stop flag and the delta history (later ones return "
-                       "at once)"), BLOCKS),
+                       "at once)"), blocks("device_fused")),
          **DEVICE)(kmeans_device)

@@ -5,7 +5,7 @@ register-tiled rebuild ``device_tiled``; the rest of the loop is :mod:`.device`'
 from __future__ import annotations
 
 from ..registry import Param, register
-from .device import BLOCKS, DEVICE, LOOPS_PER_SYNC, kmeans_device
+from .device import DEVICE, blocks, kmeans_device, loops_per_sync
 
 __all__: list[str] = []
 
@@ -13,7 +13,7 @@ register("kmeans", "device_gemm", description="device for k*D <= 4096: the neare
          "||c||^2 - 2 x.c (one FMA a centre coordinate), Liao's distances recomputed where the form's rounding bound "
          "cannot separate the two nearest: Liao's memberships; sums and finish as device; the same bits as device and "
          "cpu(summation='chunked')",
-         params=(LOOPS_PER_SYNC, BLOCKS),
+         params=(loops_per_sync("device_gemm"), blocks("device_gemm")),
          **DEVICE)(kmeans_device)
 
 register("kmeans", "device_tiled", description="device_gemm with its two halves rebuilt: the dot form as a "
@@ -26,7 +26,7 @@ register("kmeans", "device_tiled", description="device_gemm with its two halves 
          "thread a point), k <= 8192; the screen's products in FP32 FMAs or on the tensor cores in 3xTF32 (a warp 32 "
          "points x 32 centres of m16n8k8 mma.sync, with its own rounding bound for the near-tie test); the same bits as "
          "device_gemm and cpu(summation='chunked')",
-         params=(LOOPS_PER_SYNC, BLOCKS,
+         params=(loops_per_sync("device_tiled"), blocks("device_tiled"),
                  Param.from_kernels("kmeans/device_tiled/products",
                        "the screen's dot products: 'tf32x3' on the tensor cores (split operands, three mma products), "
                        "'ffma' FP32 FMAs, 'auto' by shape (kmeans_tiled.cu's resolve); memberships Liao's either way")),

@@ -32,17 +32,19 @@ def _kmeans_cpu(ctx: ExecContext, p: KMeansProblem, *, summation: str) -> tuple[
     return ctx.finish(centroids), ctx.finish(membership), iterations, delta
 
 
-_POWERS = (32, 64, 128, 256, 512, 1024)
+# Each step's thread counts and defaults are csrc's (kmeans_choices.hpp: kLiaoThreads, kLiaoReductionThreads).
+def _threads(variant: str) -> Param:
+    return Param.from_kernels(f"kmeans/{variant}/threads",
+                              "threads per block of find_nearest_cluster, one object each (Liao: 128; the CMU "
+                              "report: 256)")
 
 
-def _threads(default: int) -> Param:
-    return Param("threads", default, _POWERS,
-                 "threads per block of find_nearest_cluster, one object each (Liao: 128; the CMU report: 256)")
+def _reduction(variant: str) -> Param:
+    return Param.from_kernels(f"kmeans/{variant}/reduction_threads",
+                              "threads of compute_delta's one block (the CMU report: 512); 0: Liao's rule (the next "
+                              "power of two of the partial count, at most 1024)")
 
 
-_REDUCTION = Param("reduction_threads", 512, (0, *_POWERS),
-                   "threads of compute_delta's one block (the CMU report: 512); 0: Liao's rule (the next power of "
-                   "two of the partial count, at most 1024)")
 _LIAO = dict(needs_cuda=True, kernel="csrc/kmeans/kmeans_liao.cu", test="tests/kmeans/test_gpu_kmeans.py")
 
 
@@ -75,13 +77,13 @@ def _kmeans_liao(ctx: ExecContext, p: KMeansProblem, **params: int) -> tuple[Any
 # The CMU 18-645 report's ladder over Liao's port (its Tables 1-3), each step keeping the ones before it and
 # every one bit-identical to "cpu" (csrc/kmeans/kmeans_cuda.hpp).
 register("kmeans", "liao", description="Liao's CUDA port with the CMU report's fix", report="liao",
-         params=(_threads(128),), **_LIAO)(_kmeans_liao)
+         params=(_threads("liao"),), **_LIAO)(_kmeans_liao)
 register("kmeans", "liao_occupancy", description="the CMU report's occupancy step: 256 threads per "
-         "find_nearest_cluster block, 512 for compute_delta", report="cmu18645", params=(_threads(256), _REDUCTION),
-         **_LIAO)(_kmeans_liao)
+         "find_nearest_cluster block, 512 for compute_delta", report="cmu18645",
+         params=(_threads("liao_occupancy"), _reduction("liao_occupancy")), **_LIAO)(_kmeans_liao)
 register("kmeans", "liao_aos", description="the CMU report's AoS step: objects and centres row-major, no transpose "
          "(each thread reads its object's coordinates in a row)", report="cmu18645",
-         params=(_threads(256), _REDUCTION), **_LIAO)(_kmeans_liao)
+         params=(_threads("liao_aos"), _reduction("liao_aos")), **_LIAO)(_kmeans_liao)
 register("kmeans", "liao_vec", description="the CMU report's vectorised step, made explicit: AoS rows and centres "
-         "read as float4 where D % 4 == 0", report="cmu18645", params=(_threads(256), _REDUCTION), **_LIAO)(
-    _kmeans_liao)
+         "read as float4 where D % 4 == 0", report="cmu18645",
+         params=(_threads("liao_vec"), _reduction("liao_vec")), **_LIAO)(_kmeans_liao)

@@ -54,7 +54,7 @@ register("kmeans", "device_persistent", description="device's loop, the whole ru
          "bits everywhere) and goes on with its own centres; x and memberships stay in shared memory where a block's "
          "chunks fit; the host reads the loop count and the history once. k*D <= 1024; the same bits as device and "
          "cpu(summation='chunked')",
-         params=(Param("blocks", 0, (0, 1, 2, 3, 8, 64, 132, 264, 1024),
+         params=(Param.from_kernels("kmeans/device_persistent/blocks",
                        "the grid at most (0: as many as are co-resident; larger values are clamped to that); the "
                        "result does not depend on it"),
                  Param.from_kernels("kmeans/device_persistent/x_memory",

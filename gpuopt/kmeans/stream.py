@@ -16,9 +16,11 @@ from .device import initial_centroids
 
 __all__ = ["STREAM_CHUNKS"]
 
-#: chunk_points the registry lists: 0 (a slab of 256 MiB of points) or whole groups of the summation tree (32,768
-#: objects) times a power of two; the launcher takes any positive multiple of 32,768.
-STREAM_CHUNKS = (0, *(32_768 << i for i in range(10)))
+_CHUNK_POINTS = Param.from_kernels("kmeans/stream/chunk_points",
+                                   "objects a slab (a multiple of 32,768); 0: 256 MiB of points a slab")
+#: chunk_points the registry lists: csrc/kmeans/kmeans_choices.hpp's kStreamChunkPoints (0, or whole groups of the
+#: summation tree times a power of two), read, not listed again; the launcher takes any multiple of 32,768.
+STREAM_CHUNKS = _CHUNK_POINTS.allowed
 
 
 def _kmeans_stream(ctx: ExecContext, p: KMeansProblem, *, chunk_points: int, buffers: int, host_memory: str,
@@ -52,9 +54,9 @@ register("kmeans", "stream", description="device's loop over points that stay in
          "them through a few device slabs (copies on their own stream overlapped with the previous slab's "
          "assign-and-sum; slabs of whole 32,768-object groups, the group total carried in order), memberships and "
          "centres on the device; the same bits as device, device_gemm and cpu(summation='chunked')",
-         params=(Param("chunk_points", 0, STREAM_CHUNKS, "objects a slab (a multiple of 32,768); 0: 256 MiB of "
-                       "points a slab"),
-                 Param("buffers", 3, (2, 3, 4), "device slabs: copies run up to buffers - 1 slabs ahead"),
+         params=(_CHUNK_POINTS,
+                 Param.from_kernels("kmeans/stream/buffers",
+                       "device slabs: copies run up to buffers - 1 slabs ahead"),
                  Param.from_kernels("kmeans/stream/host_memory",
                        "pageable x: 'register' page-locks it in place for the call; 'staged' copies each slab "
                        "through pinned buffers allocated once per call"),

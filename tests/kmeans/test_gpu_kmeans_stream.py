@@ -101,7 +101,7 @@ def test_launcher_rejects_bad_configurations():
     check = cuda_module().check.kmeans_stream
     with pytest.raises(ValueError, match="multiple of 32768"):
         check(100_000, 4, 3, chunk_points=1000)
-    with pytest.raises(ValueError, match="buffers must be in 2..4"):
+    with pytest.raises(ValueError, match="buffers must be .*, got 1"):  # the table's values (kStreamBuffers)
         check(100_000, 4, 3, buffers=1)
     with pytest.raises(ValueError, match="host_memory must be"):
         check(100_000, 4, 3, host_memory="mapped")
@@ -128,7 +128,7 @@ def test_slab_parameters_are_checked_without_a_gpu():
     check = cuda_build().check.kmeans_stream
     with pytest.raises(ValueError, match="multiple of 32768"):
         check(100_000, 4, 3, chunk_points=GROUP + 1)
-    with pytest.raises(ValueError, match="buffers must be in 2..4"):
+    with pytest.raises(ValueError, match="buffers must be .*, got 5"):
         check(100_000, 4, 3, buffers=5)
     with pytest.raises(ValueError, match="assign must be"):
         check(100_000, 4, 3, assign="gemm")
