@@ -7,6 +7,22 @@
 
 namespace gpuopt::bind {
 
+// The one argument struct of the k-means loop launchers, kmeans_<variant>(args, *, <parameters>) (device,
+// device_fused, device_gemm, device_tiled, device_persistent, stream): the objects x (N, D) float32 (a device
+// address; stream also takes host memory), the centres (k, D) float32 on the device (the initial centres in,
+// the result out) and the memberships (N,) int32 on the device, the sizes and the stop rule. Liao's ladder steps
+// keep the report program's arguments (x on both sides, the initial centres and the result on the host).
+struct KMeansArgs {
+    std::uintptr_t x = 0, centroids = 0, membership = 0;
+    std::int64_t n = 0, d = 0, k = 0;
+    float threshold = 0.f;
+    std::int64_t max_iter = 0;
+
+    const float* px() const { return dptr<const float>(x); }
+    float* pc() const { return dptr<float>(centroids); }
+    std::int32_t* pm() const { return dptr<std::int32_t>(membership); }
+};
+
 namespace {
 
 // A run's delta history as a NumPy float32 array (the loop launchers' second result).
@@ -88,8 +104,21 @@ kmeans::PersistentConfig persistent_config(int blocks, const std::string& x_memo
 }  // namespace
 
 void bind_kmeans(py::module_& m) {
-    // kmeans_device / _fused / _gemm(x_dev, centroids_dev, membership_dev, n, d, k, threshold, max_iter, *,
-    //   loops_per_sync, blocks) -> (iterations, delta (iterations,) float32); centres and memberships in place.
+    py::class_<KMeansArgs>(m, "KMeansArgs",
+                           "One k-means loop call: addresses of x (N, D) float32, the centres (k, D) float32 (initial "
+                           "in, result out) and the memberships (N,) int32; N, D, k; the stop rule (threshold, "
+                           "max_iter).")
+        .def(py::init([](std::uintptr_t x, std::uintptr_t centroids, std::uintptr_t membership, std::int64_t n,
+                         std::int64_t d, std::int64_t k, float threshold, std::int64_t max_iter) {
+                 return KMeansArgs{x, centroids, membership, n, d, k, threshold, max_iter};
+             }),
+             py::arg("x"), py::arg("centroids"), py::arg("membership"), py::arg("n"), py::arg("d"), py::arg("k"),
+             py::arg("threshold"), py::arg("max_iter"))
+        .def_readonly("n", &KMeansArgs::n)
+        .def_readonly("d", &KMeansArgs::d)
+        .def_readonly("k", &KMeansArgs::k);
+    // kmeans_device / _fused / _gemm(args, *, loops_per_sync, blocks) -> (iterations, delta (iterations,) float32);
+    //   centres and memberships in place.
     //   kmeans_device_tiled takes products too ("auto", "tf32x3", "ffma": its screen's dot products).
     using DeviceLoop = kmeans::KMeansStats (*)(const float*, std::int64_t, std::int64_t, std::int64_t, float,
                                                std::int64_t, float*, std::int32_t*, int, int);
@@ -107,20 +136,16 @@ void bind_kmeans(py::module_& m) {
         const DeviceLoop loop = entry.run;
         const DeviceCheck check = entry.check;
         def_variant(m, "kmeans", entry.name,
-                    [loop](std::uintptr_t x_dev, std::uintptr_t centroids_dev, std::uintptr_t membership_dev,
-                           std::int64_t n, std::int64_t d, std::int64_t k, float threshold, std::int64_t max_iter,
-                           int loops_per_sync, int blocks) {
+                    [loop](const KMeansArgs& a, int loops_per_sync, int blocks) {
                         kmeans::KMeansStats stats;
                         {
                             py::gil_scoped_release release;
-                            stats = loop(dptr<const float>(x_dev), n, d, k, threshold, max_iter,
-                                         dptr<float>(centroids_dev), dptr<std::int32_t>(membership_dev),
+                            stats = loop(a.px(), a.n, a.d, a.k, a.threshold, a.max_iter, a.pc(), a.pm(),
                                          loops_per_sync, blocks);
                         }
                         return py::make_tuple(stats.iterations, delta_array(stats));
                     },
-                    py::arg("x_dev_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
-                    py::arg("d"), py::arg("k"), py::arg("threshold"), py::arg("max_iter"), py::kw_only(),
+                    py::arg("args"), py::kw_only(),
                     py::arg("loops_per_sync"), py::arg("blocks") = kmeans::kLoopBlocks.default_value(), loop_doc);
         def_check(m, "kmeans", entry.name,
                   [check](std::int64_t n, std::int64_t d, std::int64_t k, int loops_per_sync, int blocks) {
@@ -131,23 +156,18 @@ void bind_kmeans(py::module_& m) {
                   py::arg("blocks") = kmeans::kLoopBlocks.default_value(), check_doc);
     }
     def_variant(m, "kmeans", "device_tiled",
-                [](std::uintptr_t x_dev, std::uintptr_t centroids_dev, std::uintptr_t membership_dev, std::int64_t n,
-                   std::int64_t d, std::int64_t k, float threshold, std::int64_t max_iter, int loops_per_sync,
-                   int blocks, const std::string& products) {
+                [](const KMeansArgs& a, int loops_per_sync, int blocks, const std::string& products) {
                     const auto p = choice<kmeans::tiled::Products>(kmeans::tiled::kTiledProducts, products,
                                                                    "kmeans device_tiled");
                     kmeans::KMeansStats stats;
                     {
                         py::gil_scoped_release release;
-                        stats = kmeans::kmeans_device_tiled(dptr<const float>(x_dev), n, d, k, threshold, max_iter,
-                                                            dptr<float>(centroids_dev),
-                                                            dptr<std::int32_t>(membership_dev), loops_per_sync, blocks,
-                                                            p);
+                        stats = kmeans::kmeans_device_tiled(a.px(), a.n, a.d, a.k, a.threshold, a.max_iter, a.pc(),
+                                                            a.pm(), loops_per_sync, blocks, p);
                     }
                     return py::make_tuple(stats.iterations, delta_array(stats));
                 },
-                py::arg("x_dev_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
-                py::arg("d"), py::arg("k"), py::arg("threshold"), py::arg("max_iter"), py::kw_only(),
+                py::arg("args"), py::kw_only(),
                 py::arg("loops_per_sync"), py::arg("blocks") = kmeans::kLoopBlocks.default_value(),
                 py::arg("products") = kmeans::tiled::kTiledProducts.default_name(), loop_doc);
     def_check(m, "kmeans", "device_tiled",
@@ -161,26 +181,21 @@ void bind_kmeans(py::module_& m) {
               py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(), py::arg("loops_per_sync") = 1,
               py::arg("blocks") = kmeans::kLoopBlocks.default_value(),
               py::arg("products") = kmeans::tiled::kTiledProducts.default_name(), check_doc);
-    // kmeans_device_persistent(x_dev, centroids_dev, membership_dev, n, d, k, threshold, max_iter, *, blocks, x_memory,
-    //   init_dev_ptr=0) -> (iterations, delta); one cooperative launch for the whole run. init_dev_ptr: the initial
-    //   centres on the device (0: centroids_dev holds them), read by the kernel, so no copy is queued.
+    // kmeans_device_persistent(args, *, blocks, x_memory, init_dev_ptr=0) -> (iterations, delta); one cooperative
+    //   launch for the whole run. init_dev_ptr: the initial centres on the device (0: args.centroids holds them),
+    //   read by the kernel, so no copy is queued.
     def_variant(m, "kmeans", "device_persistent",
-                [](std::uintptr_t x_dev, std::uintptr_t centroids_dev, std::uintptr_t membership_dev, std::int64_t n,
-                   std::int64_t d, std::int64_t k, float threshold, std::int64_t max_iter, int blocks,
-                   const std::string& x_memory, std::uintptr_t init_dev) {
+                [](const KMeansArgs& a, int blocks, const std::string& x_memory, std::uintptr_t init_dev) {
                     const kmeans::PersistentConfig cfg = persistent_config(blocks, x_memory);
                     kmeans::KMeansStats stats;
                     {
                         py::gil_scoped_release release;
-                        stats = kmeans::kmeans_device_persistent(dptr<const float>(x_dev), n, d, k, threshold, max_iter,
-                                                                 dptr<float>(centroids_dev),
-                                                                 dptr<std::int32_t>(membership_dev), cfg,
-                                                                 dptr<const float>(init_dev));
+                        stats = kmeans::kmeans_device_persistent(a.px(), a.n, a.d, a.k, a.threshold, a.max_iter,
+                                                                 a.pc(), a.pm(), cfg, dptr<const float>(init_dev));
                     }
                     return py::make_tuple(stats.iterations, delta_array(stats));
                 },
-                py::arg("x_dev_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
-                py::arg("d"), py::arg("k"), py::arg("threshold"), py::arg("max_iter"), py::kw_only(),
+                py::arg("args"), py::kw_only(),
                 py::arg("blocks") = kmeans::kPersistentBlocks.default_value(),
                 py::arg("x_memory") = kmeans::kPersistentXMemory.default_name(), py::arg("init_dev_ptr") = 0,
                 "The whole k-means run in one cooperative launch (see csrc/kmeans/kmeans_cuda.hpp).");
@@ -200,28 +215,24 @@ void bind_kmeans(py::module_& m) {
           py::arg("cg"), py::call_guard<py::gil_scoped_release>(),
           "CUDA-event ms of `barriers` grid barriers alone (device_persistent's hand-written one, or cg: "
           "cooperative_groups').");
-    // kmeans_stream(x_ptr, centroids_dev, membership_dev, n, d, k, threshold, max_iter, *, chunk_points, buffers,
-    //   host_memory, assign) -> (iterations, delta, host path); x_ptr: host (pinned or not) or device memory.
+    // kmeans_stream(args, *, chunk_points, buffers, host_memory, assign) -> (iterations, delta, host path);
+    //   args.x: host (pinned or not) or device memory.
     def_variant(m, "kmeans", "stream",
-                [](std::uintptr_t x, std::uintptr_t centroids_dev, std::uintptr_t membership_dev, std::int64_t n,
-                   std::int64_t d, std::int64_t k, float threshold, std::int64_t max_iter, std::int64_t chunk_points,
-                   int buffers, const std::string& host_memory, const std::string& assign) {
+                [](const KMeansArgs& a, std::int64_t chunk_points, int buffers, const std::string& host_memory,
+                   const std::string& assign) {
                     const kmeans::StreamConfig cfg = stream_config(chunk_points, buffers, host_memory, assign);
                     kmeans::KMeansStats stats;
                     int path = 0;
                     {
                         py::gil_scoped_release release;
-                        stats = kmeans::kmeans_stream(dptr<const float>(x), n, d, k, threshold, max_iter,
-                                                      dptr<float>(centroids_dev), dptr<std::int32_t>(membership_dev),
+                        stats = kmeans::kmeans_stream(a.px(), a.n, a.d, a.k, a.threshold, a.max_iter, a.pc(), a.pm(),
                                                       cfg, &path);
                     }
                     const carray<float> delta = delta_array(stats);
                     static const char* const paths[] = {"device", "pinned", "registered", "staged"};
                     return py::make_tuple(stats.iterations, delta, paths[path]);
                 },
-                py::arg("x_ptr"), py::arg("centroids_dev_ptr"), py::arg("membership_dev_ptr"), py::arg("n"),
-                py::arg("d"), py::arg("k"), py::arg("threshold"), py::arg("max_iter"), py::kw_only(),
-                py::arg("chunk_points") = kmeans::kStreamChunkPoints.default_value(),
+                py::arg("args"), py::kw_only(), py::arg("chunk_points") = kmeans::kStreamChunkPoints.default_value(),
                 py::arg("buffers") = kmeans::kStreamBuffers.default_value(),
                 py::arg("host_memory") = kmeans::kStreamHostMemory.default_name(),
                 py::arg("assign") = kmeans::kStreamAssign.default_name(),

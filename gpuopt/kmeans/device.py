@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .._exec import ExecContext
-from .._ext import host_check, launcher
+from .._ext import cuda_host_module, host_check, launcher
 from ..cuda import DeviceArray, to_device
 from ..registry import Param, register
 from .api import KMeansProblem
@@ -36,6 +36,12 @@ DEVICE = dict(report="gpuopt", needs_cuda=True, kernel="csrc/kmeans/kmeans_devic
               test="tests/kmeans/test_gpu_kmeans.py")
 
 
+def kmeans_args(x: int, centroids: int, membership: int, n: int, d: int, k: int, p: KMeansProblem) -> Any:
+    """The loop launchers' one ``KMeansArgs``: the addresses of x, the centres and the memberships, the sizes and
+    ``p``'s stop rule."""
+    return cuda_host_module("kmeans").KMeansArgs(x, centroids, membership, n, d, k, p.threshold, p.max_iter)
+
+
 def initial_centroids(ctx: ExecContext, p: KMeansProblem) -> DeviceArray:
     """The initial centres on the device, the loop's working copy: a device init (x's first k rows) is copied
     on the device, no host round trip; a host one is uploaded (timed as a copy in)."""
@@ -57,7 +63,7 @@ def kmeans_device(ctx: ExecContext, p: KMeansProblem, **params: Any) -> tuple[An
     centroids = initial_centroids(ctx, p)
     membership = ctx.empty((n,), np.int32)
     with ctx.kernel():
-        iterations, delta = run(x_dev.ptr, centroids.ptr, membership.ptr, n, d, k, p.threshold, p.max_iter, **params)
+        iterations, delta = run(kmeans_args(x_dev.ptr, centroids.ptr, membership.ptr, n, d, k, p), **params)
     return ctx.finish(centroids), ctx.finish(membership), iterations, delta
 
 

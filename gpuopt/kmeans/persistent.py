@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 
 from .._exec import ExecContext, check_before_copy
-from .._ext import cuda_module, launcher
+from .._ext import cuda_host_module, cuda_module, launcher
 from ..cuda import DeviceArray, to_device
 from ..registry import Param, register
 from .api import KMeansProblem
-from .device import DEVICE
+from .device import DEVICE, kmeans_args
 
 __all__: list[str] = []
 
@@ -34,15 +34,16 @@ def _kmeans_persistent(ctx: ExecContext, p: KMeansProblem, **params: Any) -> tup
             centroids, init_ptr = to_device(p.init), 0
     membership = ctx.empty((n,), np.int32)
     with ctx.kernel():
-        iterations, delta = run(x_dev.ptr, centroids.ptr, membership.ptr, n, d, k, p.threshold, p.max_iter,
+        iterations, delta = run(kmeans_args(x_dev.ptr, centroids.ptr, membership.ptr, n, d, k, p),
                                 init_dev_ptr=init_ptr, **params)
     if ctx.planning and ctx.device_result and init_ptr == x_dev.ptr:
         threshold, max_iter, alloc, cuda = p.threshold, p.max_iter, DeviceArray._alloc, cuda_module()
+        args = cuda_host_module().KMeansArgs
         f32, i32 = np.dtype(np.float32), np.dtype(np.int32)
 
         def replay(x: DeviceArray) -> tuple[Any, Any, int, np.ndarray]:
             c, m = alloc(cuda, (k, d), f32, 4 * k * d), alloc(cuda, (n,), i32, 4 * n)
-            it, dl = run(x._ptr, c._ptr, m._ptr, n, d, k, threshold, max_iter, init_dev_ptr=x._ptr, **params)
+            it, dl = run(args(x._ptr, c._ptr, m._ptr, n, d, k, threshold, max_iter), init_dev_ptr=x._ptr, **params)
             return c, m, it, dl
         ctx.offer_replay(replay)
     return ctx.finish(centroids), ctx.finish(membership), iterations, delta

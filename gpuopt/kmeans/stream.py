@@ -12,7 +12,7 @@ from .._ext import host_check, launcher
 from ..cuda import DeviceArray
 from ..registry import Param, register
 from .api import KMeansProblem
-from .device import initial_centroids
+from .device import initial_centroids, kmeans_args
 
 __all__ = ["STREAM_CHUNKS"]
 
@@ -45,8 +45,7 @@ def _kmeans_stream(ctx: ExecContext, p: KMeansProblem, *, chunk_points: int, buf
     centroids = initial_centroids(ctx, p)
     membership = ctx.empty((n,), np.int32)
     with ctx.kernel():
-        iterations, delta, _path = run(x_ptr, centroids.ptr, membership.ptr, n, d, k, p.threshold, p.max_iter,
-                                       **params)
+        iterations, delta, _path = run(kmeans_args(x_ptr, centroids.ptr, membership.ptr, n, d, k, p), **params)
     return ctx.finish(centroids), ctx.finish(membership), iterations, delta
 
 
