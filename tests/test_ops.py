@@ -119,8 +119,8 @@ def test_the_public_functions_are_one_call_to_their_op():
 #: is its op's struct, the variant's parameters keywords after it (csrc/bindings; a stream or a new field is added
 #: in one place). Not here: the elementwise and row ops (x, y and a size or two) and k-means' Liao ladder steps,
 #: which keep the report program's arguments (x on both sides, the initial centres and the result on the host).
-ARGUMENT_STRUCTS = {"conv2d": "Conv2dArgs", "matmul": "MatmulArgs", "sparse_conv2d": "SparseConv2dArgs",
-                    "kmeans": "KMeansArgs"}
+ARGUMENT_STRUCTS = {"conv2d": "Conv2dArgs", "conv2d_pool": "ConvPoolArgs", "matmul": "MatmulArgs",
+                    "sparse_conv2d": "SparseConv2dArgs", "kmeans": "KMeansArgs"}
 #: Launchers of those ops that keep their own arguments, and why (above).
 OWN_ARGUMENTS = {"kmeans": {"liao", "liao_occupancy", "liao_aos", "liao_vec"}}
 

@@ -38,34 +38,59 @@ nn::InputType input_type(const std::string& input_dtype) {
     return input_dtype == "uint8" ? nn::InputType::Uint8 : nn::InputType::Float32;
 }
 
-conv::WinogradPool winograd_pool(const std::string& pool) {
-    return pool_kind(pool) == nn::PoolKind::Max ? conv::WinogradPool::Max : conv::WinogradPool::Average;
-}
-
 conv::WinogradProducts winograd_products(const std::string& products) {
     return choice<conv::WinogradProducts>(conv::kWinogradProducts, products, "conv2d_pool winograd");
 }
 
 }  // namespace
 
+// The one argument struct of every conv2d_pool launcher, conv2d_pool_<variant>(args, *, <parameters>): the device
+// addresses of x (float32, or uint8 images scaled by 1 / input_divisor), w, bias (0: none) and y, the shape and
+// the epilogue (activation, pool kind), converted from their names once, here.
+struct ConvPoolArgs {
+    std::uintptr_t x = 0;
+    nn::InputType input = nn::InputType::Float32;
+    float input_divisor = 1.f;
+    std::uintptr_t w = 0, bias = 0, y = 0;
+    nn::ConvPoolShape shape;
+    Activation act = Activation::None;
+    nn::PoolKind pool = nn::PoolKind::Max;
+
+    const float* pw() const { return dptr<const float>(w); }
+    const float* pbias() const { return bias ? dptr<const float>(bias) : nullptr; }
+    float* py() const { return dptr<float>(y); }
+    // The variants that read float32 images only (uint8 ones go through fused).
+    void require_float32(const char* variant) const {
+        if (input != nn::InputType::Float32)
+            throw py::value_error(std::string("conv2d_pool ") + variant + ": x must be float32 (uint8 images go "
+                                  "through the fused variant), got 'uint8'");
+    }
+};
+
 void bind_nn_conv_pool(py::module_& m) {
+    py::class_<ConvPoolArgs>(m, "ConvPoolArgs",
+                             "One conv2d_pool call: device addresses of x, w, bias (0: none) and y; x's dtype name "
+                             "('float32' or 'uint8') and divisor; shape = (N, C, H, W, K, R, S, pool_size); the "
+                             "activation ('none', 'relu', 'tanh') and the pool ('max', 'avg').")
+        .def(py::init([](std::uintptr_t x, const std::string& input_dtype, float input_divisor, std::uintptr_t w,
+                         std::uintptr_t bias, std::uintptr_t y, const py::tuple& shape, const std::string& activation,
+                         const std::string& pool) {
+                 return ConvPoolArgs{x, input_type(input_dtype), input_divisor, w, bias, y, conv_pool_shape(shape),
+                                     activation_from_string(activation), pool_kind(pool)};
+             }),
+             py::arg("x"), py::arg("input_dtype"), py::arg("input_divisor"), py::arg("w"), py::arg("bias"),
+             py::arg("y"), py::arg("shape"), py::arg("activation"), py::arg("pool"));
+
     def_variant(m, "conv2d_pool", "fused",
-                [](std::uintptr_t x, const std::string& input_dtype, float input_divisor, std::uintptr_t w,
-                   std::uintptr_t bias, std::uintptr_t y, const py::tuple& shape, const std::string& activation,
-                   const std::string& pool, int channels_per_block, int images, int channels_per_thread) {
-                    const nn::ConvPoolShape s = conv_pool_shape(shape);
-                    const nn::InputType type = input_type(input_dtype);
-                    const Activation act = activation_from_string(activation);
-                    const nn::PoolKind kind = pool_kind(pool);
+                [](const ConvPoolArgs& a, int channels_per_block, int images, int channels_per_thread) {
                     py::gil_scoped_release release;
-                    nn::conv2d_pool_fused(reinterpret_cast<const void*>(x), type, input_divisor, dptr<const float>(w),
-                                          bias ? dptr<const float>(bias) : nullptr, dptr<float>(y), s, act, kind,
+                    nn::conv2d_pool_fused(reinterpret_cast<const void*>(a.x), a.input, a.input_divisor, a.pw(),
+                                          a.pbias(), a.py(), a.shape, a.act, a.pool,
                                           {channels_per_block, images, channels_per_thread});
                 },
-                py::arg("x"), py::arg("input_dtype"), py::arg("input_divisor"), py::arg("w"), py::arg("bias"),
-                py::arg("y"), py::arg("shape"), py::arg("activation"), py::arg("pool"), py::kw_only(),
-                py::arg("channels_per_block"), py::arg("images"), py::arg("channels_per_thread"),
-                "Fused valid convolution + bias + activation + 2x2 pooling; shape = (N, C, H, W, K, R, S, pool_size).");
+                py::arg("args"), py::kw_only(), py::arg("channels_per_block"), py::arg("images"),
+                py::arg("channels_per_thread"),
+                "Fused valid convolution + bias + activation + 2x2 pooling.");
     def_check(m, "conv2d_pool", "fused", [](const py::tuple& shape, int channels_per_block, int images,
                                             int channels_per_thread) {
         nn::conv2d_pool_plan(conv_pool_shape(shape), {channels_per_block, images, channels_per_thread});
@@ -73,23 +98,14 @@ void bind_nn_conv_pool(py::module_& m) {
        py::arg("channels_per_thread"));
 
     def_variant(m, "conv2d_pool", "direct_smallc",
-                [](std::uintptr_t x, const std::string& input_dtype, float input_divisor, std::uintptr_t w,
-                   std::uintptr_t bias, std::uintptr_t y, const py::tuple& shape, const std::string& activation,
-                   const std::string& pool, int images, int maps) {
-                    const nn::ConvPoolShape s = conv_pool_shape(shape);
-                    const nn::InputType type = input_type(input_dtype);
-                    const Activation act = activation_from_string(activation);
-                    const nn::PoolKind kind = pool_kind(pool);
+                [](const ConvPoolArgs& a, int images, int maps) {
                     py::gil_scoped_release release;
-                    nn::conv2d_pool_direct_smallc(reinterpret_cast<const void*>(x), type, input_divisor,
-                                                  dptr<const float>(w), bias ? dptr<const float>(bias) : nullptr,
-                                                  dptr<float>(y), s, act, kind, {images, maps});
+                    nn::conv2d_pool_direct_smallc(reinterpret_cast<const void*>(a.x), a.input, a.input_divisor,
+                                                  a.pw(), a.pbias(), a.py(), a.shape, a.act, a.pool, {images, maps});
                 },
-                py::arg("x"), py::arg("input_dtype"), py::arg("input_divisor"), py::arg("w"), py::arg("bias"),
-                py::arg("y"), py::arg("shape"), py::arg("activation"), py::arg("pool"), py::kw_only(),
-                py::arg("images"), py::arg("maps"),
-                "First-layer convolution (C*R*S <= 100) + bias + activation + 2x2 pooling, input patches in registers; "
-                "shape = (N, C, H, W, K, R, S, pool_size).");
+                py::arg("args"), py::kw_only(), py::arg("images"), py::arg("maps"),
+                "First-layer convolution (C*R*S <= 100) + bias + activation + 2x2 pooling, input patches in "
+                "registers.");
     def_check(m, "conv2d_pool", "direct_smallc", [](const py::tuple& shape, int images, int maps) {
         nn::conv2d_pool_smallc_plan(conv_pool_shape(shape), {images, maps});
     }, py::arg("shape"), py::kw_only(), py::arg("images"), py::arg("maps"));
@@ -109,48 +125,31 @@ void bind_nn_conv_pool(py::module_& m) {
        "The launch conv2d_pool/direct_smallc makes for shape (N, C, H, W, K, R, S, pool_size); host only.");
 
     def_variant(m, "conv2d_pool", "zero_skip",
-                [](std::uintptr_t x, const std::string& input_dtype, float input_divisor, std::uintptr_t w,
-                   std::uintptr_t bias, std::uintptr_t y, const py::tuple& shape, const std::string& activation,
-                   const std::string& pool) {
-                    (void)input_divisor;
-                    if (input_dtype != "float32")
-                        throw py::value_error("conv2d_pool zero_skip: x must be float32 (uint8 images go through the "
-                                              "fused variant), got '" + input_dtype + "'");
-                    const nn::ConvPoolShape s = conv_pool_shape(shape);
-                    const Activation act = activation_from_string(activation);
-                    const nn::PoolKind kind = pool_kind(pool);
+                [](const ConvPoolArgs& a) {
+                    a.require_float32("zero_skip");
                     py::gil_scoped_release release;
-                    nn::conv2d_pool_skip(dptr<const float>(x), dptr<const float>(w),
-                                         bias ? dptr<const float>(bias) : nullptr, dptr<float>(y), s, act, kind);
+                    nn::conv2d_pool_skip(dptr<const float>(a.x), a.pw(), a.pbias(), a.py(), a.shape, a.act, a.pool);
                 },
-                py::arg("x"), py::arg("input_dtype"), py::arg("input_divisor"), py::arg("w"), py::arg("bias"),
-                py::arg("y"), py::arg("shape"), py::arg("activation"), py::arg("pool"),
-                "Convolution + bias + activation + 2x2 pooling by scattering the input, zeros skipped by a warp-uniform "
-                "test; shape = (N, C, H, W, K, R, S, 2).");
+                py::arg("args"),
+                "Convolution + bias + activation + 2x2 pooling by scattering the input, zeros skipped by a "
+                "warp-uniform test; pool_size 2.");
     def_check(m, "conv2d_pool", "zero_skip", [](const py::tuple& shape) {
         nn::conv2d_pool_skip_check(conv_pool_shape(shape));
     }, py::arg("shape"));
 
     def_variant(m, "conv2d_pool", "winograd",
-                [](std::uintptr_t x, const std::string& input_dtype, float input_divisor, std::uintptr_t w,
-                   std::uintptr_t bias, std::uintptr_t y, const py::tuple& shape, const std::string& activation,
-                   const std::string& pool, int tile, const std::string& products) {
-                    (void)input_divisor;
-                    if (input_dtype != "float32")
-                        throw py::value_error("conv2d_pool winograd: x must be float32 (uint8 images go through the "
-                                              "fused variant), got '" + input_dtype + "'");
-                    const conv::Conv2dShape s = winograd_shape(conv_pool_shape(shape));
-                    const Activation act = activation_from_string(activation);
-                    const conv::WinogradPool kind = winograd_pool(pool);
+                [](const ConvPoolArgs& a, int tile, const std::string& products) {
+                    a.require_float32("winograd");
+                    const conv::Conv2dShape s = winograd_shape(a.shape);
+                    const conv::WinogradPool kind =
+                        a.pool == nn::PoolKind::Max ? conv::WinogradPool::Max : conv::WinogradPool::Average;
                     const conv::WinogradProducts prod = winograd_products(products);
                     py::gil_scoped_release release;
-                    conv::conv2d_winograd(dptr<const float>(x), dptr<const float>(w),
-                                          bias ? dptr<const float>(bias) : nullptr, dptr<float>(y), s, act, tile, kind,
+                    conv::conv2d_winograd(dptr<const float>(a.x), a.pw(), a.pbias(), a.py(), s, a.act, tile, kind,
                                           prod);
                 },
-                py::arg("x"), py::arg("input_dtype"), py::arg("input_divisor"), py::arg("w"), py::arg("bias"),
-                py::arg("y"), py::arg("shape"), py::arg("activation"), py::arg("pool"), py::kw_only(), py::arg("m"),
-                py::arg("products"), "Fused Winograd convolution + bias + activation + 2x2 pooling; shape = (N, C, H, W, K, R, S, 2).");
+                py::arg("args"), py::kw_only(), py::arg("m"), py::arg("products"),
+                "Fused Winograd convolution + bias + activation + 2x2 pooling; pool_size 2.");
     def_check(m, "conv2d_pool", "winograd", [](const py::tuple& shape, int tile, const std::string& products) {
         conv::conv2d_winograd_check(winograd_shape(conv_pool_shape(shape)), tile, conv::WinogradPool::Max,
                                     winograd_products(products));

@@ -212,15 +212,17 @@ def _conv2d_pool_zero_skip(ctx: ExecContext, p: ConvPoolProblem) -> Any:
 
 
 def _run_gpu(ctx: ExecContext, p: ConvPoolProblem, **launch: Any) -> Any:
-    """Run ``ctx.variant``'s launcher (the binding rule) with its launcher-ready parameters."""
+    """Run ``ctx.variant``'s launcher (the binding rule), ``conv2d_pool_<variant>(args, **launch)`` with one
+    ``ConvPoolArgs``, with its launcher-ready parameters."""
     check_before_copy(ctx.variant, (p.x, p.w, p.bias), p.dims, **launch)
     run = launcher(ctx.variant)
     dx, dw = ctx.device(p.x), ctx.device(p.w)
     dbias = None if p.bias is None else ctx.device(p.bias)
     dy = ctx.empty(p.output_shape, np.float32)
+    args = cuda_host_module().ConvPoolArgs(dx.ptr, np.dtype(dx.dtype).name, p.input_divisor, dw.ptr,
+                                           0 if dbias is None else dbias.ptr, dy.ptr, p.dims, p.activation, p.pool)
     with ctx.kernel():
-        run(dx.ptr, np.dtype(dx.dtype).name, p.input_divisor, dw.ptr, 0 if dbias is None else dbias.ptr, dy.ptr,
-            p.dims, p.activation, p.pool, **launch)
+        run(args, **launch)
     return ctx.finish(dy)
 
 
