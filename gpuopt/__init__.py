@@ -27,7 +27,7 @@ from .matmul import matmul, matmul_kernel_info
 from .kmeans import KMeansResult, kmeans, kmeans_predict
 from .sparse import sparse_conv2d
 from ._exec import Timing
-from .cuda import DeviceArray, synchronize, to_device
+from .cuda import DeviceArray, from_dlpack, synchronize, to_device
 from . import cuda, datasets, nn, sparse
 from . import models
 
@@ -45,6 +45,7 @@ __all__ = [
     "to_device",
     "DeviceArray",
     "synchronize",
+    "from_dlpack",
     "Timing",
     "cuda",
     "nn",

@@ -32,7 +32,12 @@ import numpy as np
 
 from ._ext import require_cuda
 
-__all__ = ["DeviceArray", "to_device", "empty", "synchronize", "is_device_array"]
+__all__ = ["DeviceArray", "to_device", "empty", "synchronize", "is_device_array", "from_dlpack"]
+
+#: DLPack's device types (gpuopt's memory is kDLCUDA) and data type codes.
+_DL_CUDA, _DL_CUDA_MANAGED, _DL_CPU = 2, 13, 1
+_DL_CODES = {"i": 0, "u": 1, "f": 2, "b": 6}
+_DL_KINDS = {v: k for k, v in _DL_CODES.items()}
 
 
 #: Errors found on the device and not yet read: result DeviceArray -> (its int32 device flag, the message). The
@@ -123,6 +128,32 @@ class DeviceArray:
         return {"shape": self._shape, "typestr": self._dtype.str, "data": (self._ptr, False), "strides": None,
                 "version": 3, "stream": 1}
 
+    # ---------------------------------------------------------------- DLPack
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """(kDLCUDA, the device that owns the memory)."""
+        return _DL_CUDA, int(require_cuda("DeviceArray.__dlpack_device__").pointer_device(self._ptr))
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: Any = None) -> Any:
+        """A DLPack capsule viewing this array (no copy; ``copy=True``: of a device copy). ``stream``: the
+        consumer's stream (1 legacy default, 2 per-thread default, else a ``cudaStream_t``; None: legacy), made
+        to wait on the device for the work gpuopt queued; ``-1``: no ordering. ``torch.from_dlpack(a)``,
+        ``cupy.from_dlpack(a)``."""
+        cuda = require_cuda("DeviceArray.__dlpack__")
+        device = self.__dlpack_device__()
+        if dl_device is not None and tuple(dl_device) != device:
+            raise BufferError(f"DeviceArray lives on {device}, asked for {tuple(dl_device)}")
+        if copy:
+            return self.copy().__dlpack__(stream=stream)
+        if self._dtype.kind not in _DL_CODES:
+            raise BufferError(f"DLPack has no type for dtype {self._dtype}")
+        if stream is not None and stream != -1:
+            if isinstance(stream, bool) or not isinstance(stream, int) or stream == 0:
+                raise ValueError(f"stream must be None, -1, 1, 2 or a CUDA stream handle, got {stream!r}")
+            cuda.stream_wait_legacy(stream)
+        return cuda.dlpack_export(self, self._ptr, list(self._shape), _DL_CODES[self._dtype.kind],
+                                  8 * self._dtype.itemsize, device[1])
+
     def numpy(self) -> np.ndarray:
         """Copy to a new NumPy array (waits for the work that produces it; raises the error its op found on the
         device, if any: see the module docstring)."""
@@ -189,6 +220,32 @@ def as_device_array(obj: Any, name: str) -> DeviceArray:
     if stream not in (None, 0, 1):
         require_cuda(name).wait_stream(int(stream))
     return DeviceArray(shape, dtype, iface["data"][0], obj)
+
+
+def from_dlpack(obj: Any) -> DeviceArray:
+    """A DeviceArray viewing a GPU tensor of another library through DLPack (``__dlpack__``), without a copy:
+    PyTorch, CuPy, JAX, ... The producer orders its work before gpuopt's (it is asked for the legacy stream);
+    the tensor stays alive while the view does. C-contiguous only (ValueError otherwise); a host tensor: use
+    :func:`to_device`."""
+    if isinstance(obj, DeviceArray):
+        return obj
+    if not hasattr(obj, "__dlpack__"):
+        raise TypeError(f"from_dlpack takes an object with __dlpack__, got {type(obj).__name__}")
+    kind, _ = obj.__dlpack_device__()
+    if kind not in (_DL_CUDA, _DL_CUDA_MANAGED):
+        raise ValueError(f"from_dlpack: the tensor is not in CUDA device memory (DLPack device type {kind}); use "
+                         "gpuopt.to_device for host data")
+    cuda = require_cuda("gpuopt.from_dlpack")
+    ptr, shape, strides, code, bits, lanes, _, _, owner = cuda.dlpack_import(obj.__dlpack__(stream=1))
+    if lanes != 1 or code not in _DL_KINDS or bits % 8:
+        raise ValueError(f"from_dlpack: unsupported DLPack dtype (code {code}, {bits} bits, {lanes} lanes)")
+    dtype = np.dtype(f"{_DL_KINDS[code]}{bits // 8}") if code != 6 else np.dtype(bool)
+    if strides is not None and math.prod(shape) > 1:
+        expected = _c_strides(shape, 1)
+        if any(s != e for s, e, d in zip(strides, expected, shape) if d > 1):
+            raise ValueError(f"from_dlpack: the tensor must be C-contiguous (strides {strides} elements, expected "
+                             f"{expected}); make a contiguous copy first")
+    return DeviceArray(shape, dtype, ptr, owner)
 
 
 def to_device(array: Any) -> DeviceArray:

@@ -205,6 +205,7 @@ void def_planner(py::module_& m, const char* op, const char* variant, Fn&& fn, c
 }
 
 void bind_runtime(py::module_& m);
+void bind_dlpack(py::module_& m);  // cuda_dlpack.cpp: DLPack export and import
 void bind_matmul(py::module_& m);
 void bind_conv(py::module_& m);
 void bind_conv_cs6235(py::module_& m);

@@ -143,6 +143,7 @@ PYBIND11_MODULE(_cuda, m) {
     m.doc() = "gpuopt CUDA kernels (internal; use the gpuopt package API)";
     gpuopt::bind::init_variant_tables(m);
     gpuopt::bind::bind_runtime(m);
+    gpuopt::bind::bind_dlpack(m);
     gpuopt::bind::bind_matmul(m);
     gpuopt::bind::bind_conv(m);
     gpuopt::bind::bind_conv_cs6235(m);
