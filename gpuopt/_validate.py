@@ -26,7 +26,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from .cuda import DeviceArray, as_device_array
+from .cuda import DeviceArray, as_device_array, is_cuda_dlpack
 
 _FLOAT32 = np.dtype(np.float32)
 
@@ -87,7 +87,7 @@ def float_array(a: Any, name: str, ndim: int, layout: str = ""):
 
     Returns a NumPy array, or a :class:`gpuopt.cuda.DeviceArray` for device inputs.
     """
-    if type(a) is DeviceArray or hasattr(a, "__cuda_array_interface__"):  # (gpuopt's own first: no hasattr)
+    if type(a) is DeviceArray or hasattr(a, "__cuda_array_interface__") or is_cuda_dlpack(a):  # (gpuopt's first)
         return _device_array(a, name, ndim, layout, _FLOAT32)
     arr = _as_array(a, name)
     if arr.dtype.kind != "f":
@@ -102,7 +102,7 @@ def int_array(a: Any, name: str, ndim: int, layout: str = "", dtype: Any = np.in
 
     Device inputs must already have ``dtype`` and are returned as DeviceArray views.
     """
-    if hasattr(a, "__cuda_array_interface__"):
+    if hasattr(a, "__cuda_array_interface__") or is_cuda_dlpack(a):
         return _device_array(a, name, ndim, layout, dtype)
     arr = _as_array(a, name)
     if arr.dtype.kind not in "iu":

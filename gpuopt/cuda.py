@@ -193,18 +193,31 @@ class DeviceArray:
 
 
 def is_device_array(obj: Any) -> bool:
-    """True for objects exposing ``__cuda_array_interface__`` (gpuopt, CuPy, PyTorch, Numba)."""
-    return isinstance(obj, DeviceArray) or hasattr(obj, "__cuda_array_interface__")
+    """True for arrays in CUDA device memory: gpuopt's, objects exposing ``__cuda_array_interface__`` (CuPy,
+    PyTorch, Numba) and DLPack tensors on a CUDA device (JAX, ...)."""
+    return isinstance(obj, DeviceArray) or hasattr(obj, "__cuda_array_interface__") or is_cuda_dlpack(obj)
+
+
+def is_cuda_dlpack(obj: Any) -> bool:
+    """A DLPack tensor in CUDA memory without ``__cuda_array_interface__`` (taken in by :func:`from_dlpack`)."""
+    if type(obj) is np.ndarray or not hasattr(obj, "__dlpack_device__"):
+        return False
+    try:
+        return obj.__dlpack_device__()[0] in (_DL_CUDA, _DL_CUDA_MANAGED)
+    except Exception:  # (a producer that cannot say: not a device array gpuopt can use)
+        return False
 
 
 def as_device_array(obj: Any, name: str) -> DeviceArray:
-    """View a ``__cuda_array_interface__`` object as a DeviceArray without copying.
+    """View a ``__cuda_array_interface__`` object (or a CUDA DLPack tensor) as a DeviceArray without copying.
 
     Raises ValueError for non-contiguous or masked arrays (gpuopt's kernels read dense
     C-order memory; make a contiguous copy on the device first).
     """
     if isinstance(obj, DeviceArray):
         return obj
+    if not hasattr(obj, "__cuda_array_interface__"):
+        return from_dlpack(obj)
     iface = obj.__cuda_array_interface__
     shape = tuple(int(s) for s in iface["shape"])
     dtype = np.dtype(iface["typestr"])

@@ -119,3 +119,34 @@ def test_what_from_dlpack_refuses():
     cuda_module().dlpack_import(cap)
     with pytest.raises(ValueError, match="taken once"):
         cuda_module().dlpack_import(cap)
+
+
+class OnlyDLPack:
+    """A CUDA tensor that speaks DLPack only (as JAX's do): no __cuda_array_interface__."""
+
+    def __init__(self, t):
+        self._t = t
+
+    def __dlpack__(self, **kw):
+        return self._t.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self._t.__dlpack_device__()
+
+
+def test_ops_take_dlpack_only_inputs_like_device_arrays(rng):
+    torch = _torch()
+    x = rng.standard_normal((2, 3, 9, 9)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    wrap = lambda a: OnlyDLPack(torch.from_numpy(a).cuda())  # noqa: E731
+    y = gpuopt.conv2d(wrap(x), wrap(w), padding=1)
+    assert isinstance(y, gpuopt.DeviceArray)
+    np.testing.assert_allclose(y.numpy(), gpuopt.conv2d(x, w, padding=1, variant="cpu"), rtol=1e-4, atol=1e-5)
+    a, b = rng.standard_normal((5, 7)).astype(np.float32), rng.standard_normal((7, 3)).astype(np.float32)
+    np.testing.assert_allclose(gpuopt.matmul(wrap(a), wrap(b)).numpy(), a @ b, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(gpuopt.nn.relu(wrap(a)).numpy(), np.maximum(a, 0))
+    xs = rng.integers(-5, 6, (3, 8, 8)).astype(np.int16)
+    ws = rng.integers(-5, 6, (2, 3, 3, 3)).astype(np.int16)
+    np.testing.assert_array_equal(gpuopt.sparse_conv2d(wrap(xs), wrap(ws), variant="fast_fused").numpy(),
+                                  gpuopt.sparse_conv2d(xs, ws, variant="cpu"))
+    assert gpuopt.cuda.is_device_array(wrap(a)) and not gpuopt.cuda.is_device_array(a)

@@ -29,7 +29,7 @@ from .. import nn
 from .._ext import cuda_available, require_cuda
 from .._validate import Buffer, _as_array, _convert_hint, check_memory
 from ..conv import conv2d
-from ..cuda import DeviceArray, as_device_array, synchronize, to_device
+from ..cuda import DeviceArray, as_device_array, is_device_array, synchronize, to_device
 from .stages import Stage, cpu_stages, get_stage, missing, stages
 from .timing import ForwardTiming, Recorder
 
@@ -88,7 +88,7 @@ def prepare_images(images: Any, side: int, name: str = "images", *, check_finite
     finiteness check of float32 NumPy images to the caller (``_Images.checked`` is False): device-resident
     stages check each chunk as it is copied to the device, which saves a pass over the images.
     """
-    if hasattr(images, "__cuda_array_interface__"):
+    if is_device_array(images):
         arr = as_device_array(images, name)
         if arr.dtype not in (np.float32, np.uint8):
             raise TypeError(f"{name} is a device array of dtype {arr.dtype}; device images must be float32 (values in "
@@ -127,7 +127,7 @@ def prepare_labels(labels: Any, n: int, classes: int) -> np.ndarray:
     Device arrays are copied to the host. TypeError for non-integer indices; ValueError for a wrong length
     or shape or a class outside 0..classes-1.
     """
-    if hasattr(labels, "__cuda_array_interface__"):
+    if is_device_array(labels):
         labels = as_device_array(labels, "labels").numpy()
     y = _as_array(labels, "labels")
     if y.ndim == 2 and y.shape[1] == classes and y.dtype.kind in "fiub":

@@ -7,7 +7,7 @@ from typing import Any
 from .._exec import Op
 from .._validate import (Buffer, _as_array, activation_name, bias_vector, check_memory, float_array, integer,
                          runs_on_gpu)
-from ..cuda import DeviceArray
+from ..cuda import DeviceArray, as_device_array, is_cuda_dlpack, is_device_array
 
 __all__ = ["relu", "tanh", "max_pool2d", "avg_pool2d", "fully_connected", "argmax", "softmax"]
 
@@ -15,6 +15,8 @@ __all__ = ["relu", "tanh", "max_pool2d", "avg_pool2d", "fully_connected", "argma
 def _ndim(x) -> int:
     if hasattr(x, "__cuda_array_interface__"):
         return len(x.__cuda_array_interface__["shape"])
+    if is_cuda_dlpack(x):
+        return as_device_array(x, "x").ndim
     return _as_array(x, "x").ndim
 
 
@@ -22,7 +24,7 @@ def _elementwise(x):
     nd = _ndim(x)
     if nd == 0:
         raise ValueError("x must have at least one dimension, got a scalar")
-    x = float_array(x if hasattr(x, "__cuda_array_interface__") else _as_array(x, "x"), "x", nd, "")
+    x = float_array(x if is_device_array(x) else _as_array(x, "x"), "x", nd, "")
     return (x,), (x,)
 
 

@@ -24,7 +24,7 @@ from .._exec import ExecContext, Op, check_before_copy
 from .._ext import cuda_host_module, launcher
 from .._validate import (Buffer, _as_array, _check_shape, _device_array, activation_name, bias_vector, check_memory,
                          choice, float_array, integer, real, runs_on_gpu)
-from ..cuda import DeviceArray
+from ..cuda import DeviceArray, is_device_array
 from ..registry import Param, default_variant, register
 
 __all__ = ["conv2d_pool"]
@@ -60,7 +60,7 @@ class ConvPoolProblem:
 def _input(x: Any) -> Any:
     """x as float32 or uint8 (N, C, H, W), NumPy or DeviceArray."""
     layout = "(N, C, H, W)"
-    if hasattr(x, "__cuda_array_interface__"):
+    if is_device_array(x):
         from ..cuda import as_device_array
 
         dtype = as_device_array(x, "x").dtype

@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import _core
 from .._validate import int_array
+from ..cuda import is_device_array
 
 __all__ = ["COOFilters", "FASTFilters", "to_coo", "to_fast", "to_dense"]
 
@@ -314,8 +315,6 @@ def to_dense(w):
     """Dense int16 (M, C, R, S) filters from a dense array, COOFilters or FASTFilters."""
     if isinstance(w, (COOFilters, FASTFilters)):
         return w.to_dense()
-    if hasattr(w, "__cuda_array_interface__"):
-        return int_array(w, "w", 4, "(M, C, R, S)")
     return int_array(w, "w", 4, "(M, C, R, S)")
 
 
@@ -325,7 +324,7 @@ def to_coo(w) -> COOFilters:
         return w
     if isinstance(w, FASTFilters):
         return w.to_coo()
-    if hasattr(w, "__cuda_array_interface__"):
+    if is_device_array(w):
         from ..cuda import as_device_array
 
         w = as_device_array(w, "w").numpy()
