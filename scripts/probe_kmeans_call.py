@@ -15,8 +15,9 @@ for it in (1, 10):
     print(f"kmeans() device_persistent max_iter={it}: {st.median_ms * 1e3:.2f} us (hidden {st.overhead_hidden})", flush=True)
 cent = gpuopt.to_device(np.zeros((k, d), np.float32)); mem = gpuopt.to_device(np.zeros(n, np.int32))
 launcher = getattr(_cuda, "kmeans_device_persistent")
+args = lambda it: _cuda.KMeansArgs(x.ptr, cent.ptr, mem.ptr, n, d, k, 0.0, it)  # noqa: E731
 for it in (1, 10):
-    st = measure(lambda: launcher(x.ptr, cent.ptr, mem.ptr, n, d, k, 0.0, it, blocks=0, x_memory="auto"), warmup=10,
+    st = measure(lambda: launcher(args(it), blocks=0, x_memory="auto", init_dev_ptr=0), warmup=10,
                  repeat=50, flush_l2=True)
     print(f"launcher alone max_iter={it}: {st.median_ms * 1e3:.2f} us", flush=True)
 for it in (1, 10):
@@ -24,7 +25,7 @@ for it in (1, 10):
     for _ in range(R): call(it)
     print(f"host wall, kmeans() max_iter={it}: {(time.perf_counter() - t0) / R * 1e6:.1f} us a call", flush=True)
     t0 = time.perf_counter()
-    for _ in range(R): launcher(x.ptr, cent.ptr, mem.ptr, n, d, k, 0.0, it, blocks=0, x_memory="auto")
+    for _ in range(R): launcher(args(it), blocks=0, x_memory="auto", init_dev_ptr=0)
     print(f"host wall, launcher max_iter={it}: {(time.perf_counter() - t0) / R * 1e6:.1f} us a call", flush=True)
 pr = cProfile.Profile(); pr.enable()
 for _ in range(2000): call(1)

@@ -68,8 +68,11 @@ def resident_layer(name: str, x, w) -> tuple[Callable[[], Any], Callable[[], np.
 
         neurons = SparseNeurons.from_dense(x).to_device()
         dx, lists, name = neurons.dense, neuron_lists(neurons, fast.to_coo()), "fast_sparse_input"
-    launch = launcher(gpuopt.variants("sparse_conv2d")["fast_fused" if kernel else name])
-    extra = dict(split=0, kernel=kernel) if kernel else {}  # split 0 (auto), the kernel
+    variant = gpuopt.variants("sparse_conv2d")["fast_fused" if kernel else name]
+    launch = launcher(variant)
+    extra = variant.defaults()  # the registry's (fast_fused: split 0, i.e. from the shape, and kernel 'auto')
+    if kernel:
+        extra["kernel"] = kernel
     cuda = cuda_host_module()
     args = cuda.SparseConv2dArgs(dx.ptr, [codes.ptr], width, dy.ptr, flag.ptr,
                                  cuda.SparseConvShape(c, x.shape[1], x.shape[2], m, r, s))
