@@ -19,24 +19,26 @@ Deterministic: each output is one thread's sum, in (c, r, s) order.
 from __future__ import annotations
 
 from .._exec import ExecContext
+from .._ext import kernel_choices
 from ..registry import Param, register
 from .launch import run_gpu
 from .problem import Conv2dProblem
 
 __all__ = ["K_TILES", "PIXELS"]
 
-#: Output maps per thread ("auto": 8 when K <= 8, else 16).
-K_TILES = ("auto", 8, 16)
+#: Output maps per thread ("auto": 8 when K <= 8, else 16): csrc/conv/conv2d_choices.hpp's table.
+K_TILES = kernel_choices()["conv2d/direct_regblock/k_tile"]["allowed"]
 #: Output pixels per thread ("auto": 2, or 4 when K <= 8; fewer when an image's last run would waste > 1/8).
-PIXELS = ("auto", 1, 2, 4)
+PIXELS = kernel_choices()["conv2d/direct_regblock/pixels"]["allowed"]
 
 @register("conv2d", "direct_regblock",
           description="register-blocked direct convolution for short filter windows (small C*R*S): the input rows "
                       "of a run of 128*pixels output pixels and k_tile maps' filters in shared memory, "
                       "pixels x k_tile outputs per thread, coalesced stores",
           report="gpuopt", needs_cuda=True, kernel="csrc/conv/conv2d_direct.cu", test="tests/conv/test_gpu_direct.py",
-          params=(Param("k_tile", "auto", K_TILES, "output maps per thread (auto: 8 when K <= 8, else 16)"),
-                  Param("pixels", "auto", PIXELS,
+          params=(Param.from_kernels("conv2d/direct_regblock/k_tile",
+                                     "output maps per thread (auto: 8 when K <= 8, else 16)"),
+                  Param.from_kernels("conv2d/direct_regblock/pixels",
                         "output pixels per thread (auto: 2, or 4 when K <= 8; fewer when an image's last run of "
                         "128*pixels would waste more than 1/8 of its slots)")))
 def _direct_regblock(ctx: ExecContext, p: Conv2dProblem, *, k_tile, pixels):

@@ -187,8 +187,8 @@ def _conv2d_pool_direct_smallc(ctx: ExecContext, p: ConvPoolProblem, **launch: i
           "kernel), bias, activation and 2x2 pooling of each m x m output tile in registers; only pooled outputs "
           "are stored; float32 input, 3x3 and 5x5 filters, pool_size 2", report="gpuopt", needs_cuda=True,
           kernel="csrc/conv/conv2d_winograd.cu", test="tests/nn/test_gpu_conv_pool_winograd.py",
-          params=(Param("m", "auto", ("auto", 2, 4), "output tile side, even so 2x2 windows never cross tiles "
-                                                      "(auto: 4)"),
+          params=(Param.from_kernels("conv2d_pool/winograd/m",
+                                     "output tile side, even so 2x2 windows never cross tiles (auto: 4)"),
                   Param.from_kernels("conv2d_pool/winograd/products",
                         "per-point products: FFMA, or 3xTF32 mma on the tensor cores (FP32-level error; F(4x4, 5x5) "
                         "only; with C <= 32 the block that keeps V for every channel and runs all maps, MNIST conv2); "
