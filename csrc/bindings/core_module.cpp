@@ -12,6 +12,7 @@
 #include "../matmul/matmul_choices.hpp"
 #include "../kmeans/kmeans.hpp"
 #include "../matmul/matmul.hpp"
+#include "../nn/conv2d_pool_choices.hpp"
 #include "../nn/nn.hpp"
 #include "../sparse/sparse_conv.hpp"
 #include "../sparse/sparse_conv_cuda.hpp"
@@ -304,7 +305,14 @@ py::dict kernel_choices_py() {
     d["conv2d/unroll_c/unroll"] = choices_dict(conv::kCs6235UnrollC);
     d["conv2d/direct_regblock/k_tile"] = choices_dict(conv::kDirectKTiles);
     d["conv2d/direct_regblock/pixels"] = choices_dict(conv::kDirectPixels);
+    d["conv2d/direct_fused/channels_per_block"] = choices_dict(nn::kFusedChannelsPerBlock);
+    d["conv2d/direct_fused/images"] = choices_dict(nn::kFusedImages);
     d["conv2d/winograd/m"] = choices_dict(conv::kWinogradTiles);
+    d["conv2d_pool/fused/channels_per_block"] = choices_dict(nn::kFusedChannelsPerBlock);
+    d["conv2d_pool/fused/images"] = choices_dict(nn::kFusedImages);
+    d["conv2d_pool/fused/channels_per_thread"] = choices_dict(nn::kFusedChannelsPerThread);
+    d["conv2d_pool/direct_smallc/images"] = choices_dict(nn::kSmallcImages);
+    d["conv2d_pool/direct_smallc/maps"] = choices_dict(nn::kSmallcMaps);
     d["conv2d_pool/winograd/m"] = choices_dict(conv::kWinogradTiles);
     d["conv2d_pool/winograd/products"] = choices_dict(conv::kWinogradProducts);
     d["matmul/coalesced/warp_layout"] = choices_dict(matmul::kWarpLayouts);

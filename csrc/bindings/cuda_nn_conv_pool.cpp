@@ -32,10 +32,9 @@ conv::Conv2dShape winograd_shape(const nn::ConvPoolShape& p) {
     return s;
 }
 
+// The array's dtype (Python passes its name) as the launchers' enum.
 nn::InputType input_type(const std::string& input_dtype) {
-    if (input_dtype != "float32" && input_dtype != "uint8")
-        throw py::value_error("input_dtype must be 'float32' or 'uint8', got '" + input_dtype + "'");
-    return input_dtype == "uint8" ? nn::InputType::Uint8 : nn::InputType::Float32;
+    return choice<nn::InputType>(nn::kInputTypes, input_dtype, "conv2d_pool x");
 }
 
 conv::WinogradPool winograd_pool(const std::string& pool) {
@@ -113,7 +112,7 @@ void bind_nn_conv_pool(py::module_& m) {
                    std::uintptr_t bias, std::uintptr_t y, const py::tuple& shape, const std::string& activation,
                    const std::string& pool) {
                     (void)input_divisor;
-                    if (input_dtype != "float32")
+                    if (input_type(input_dtype) != nn::InputType::Float32)
                         throw py::value_error("conv2d_pool zero_skip: x must be float32 (uint8 images go through the "
                                               "fused variant), got '" + input_dtype + "'");
                     const nn::ConvPoolShape s = conv_pool_shape(shape);
@@ -136,7 +135,7 @@ void bind_nn_conv_pool(py::module_& m) {
                    std::uintptr_t bias, std::uintptr_t y, const py::tuple& shape, const std::string& activation,
                    const std::string& pool, int tile, const std::string& products) {
                     (void)input_divisor;
-                    if (input_dtype != "float32")
+                    if (input_type(input_dtype) != nn::InputType::Float32)
                         throw py::value_error("conv2d_pool winograd: x must be float32 (uint8 images go through the "
                                               "fused variant), got '" + input_dtype + "'");
                     const conv::Conv2dShape s = winograd_shape(conv_pool_shape(shape));

@@ -51,9 +51,9 @@ def _direct_regblock(ctx: ExecContext, p: Conv2dProblem, *, k_tile, pixels):
                       "cp.async double-buffered direct convolution, 2x4 outputs x 8 maps (4 for short windows) per "
                       "thread, bias and activation in registers",
           report="gpuopt", needs_cuda=True, kernel="csrc/nn/conv2d_pool.cu", test="tests/conv/test_gpu_direct.py",
-          params=(Param("channels_per_block", 0, (0, 8, 16, 24, 32, 40, 48, 56, 64),
+          params=(Param.from_kernels("conv2d/direct_fused/channels_per_block",
                         "output maps a block computes; 0 picks per shape (all of them, up to 64)"),
-                  Param("images", 0, (0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16),
+                  Param.from_kernels("conv2d/direct_fused/images",
                         "images a block computes at once; 0 picks per shape (about 256 threads a block)")))
 def _direct_fused(ctx: ExecContext, p: Conv2dProblem, *, channels_per_block, images):
     return run_gpu(ctx, p, channels_per_block=channels_per_block, images=images)
