@@ -63,6 +63,19 @@ def test_defaults_users_get_today():
     assert v("conv2d")["unroll_c"].defaults() == {"block_size": 128, "unroll": 4}
     assert v("conv2d")["implicit_gemm_fast"].defaults() == {"tile": "64x64x8"}
     assert v("conv2d")["unroll"].defaults() == {"gemm": "async"}
+    for name in ("plain", "reorder", "unroll_nk", "shared", "general"):
+        assert v("conv2d")[name].defaults() == {"block_size": 128}, name
+    for name in ("tiled", "tiled_unrolled", "tiled_corner_turn"):
+        assert v("conv2d")[name].defaults() == {"tile_width": 16}, name
+    assert v("conv2d")["tiled_channels"].defaults() == {"tile_width": 16, "channels_per_block": 2}
+    assert v("conv2d")["implicit_gemm"].defaults() == {"tile": 16}
+    assert v("conv2d")["direct_regblock"].defaults() == {"k_tile": "auto", "pixels": "auto"}
+    assert v("conv2d")["direct_fused"].defaults() == {"channels_per_block": 0, "images": 0}
+    assert v("conv2d")["winograd"].defaults() == {"m": "auto"}
+    assert v("conv2d")["auto"].defaults() == {"autotune": False, "algorithms": "precise"}
+    assert v("conv2d_pool")["fused"].defaults() == {"channels_per_block": 0, "images": 0, "channels_per_thread": 0}
+    assert v("conv2d_pool")["direct_smallc"].defaults() == {"images": 0, "maps": 0}
+    assert v("conv2d_pool")["winograd"].defaults() == {"m": "auto", "products": "auto"}
     assert v("matmul")["tile_buffer"].defaults() == {"tile_sz": 4}
     assert v("matmul")["blocktile_2d"].defaults() == {"tile": "64x64x8"}
     assert v("matmul")["vectorized"].defaults() == {"tile": "128x128x8"}
@@ -111,6 +124,32 @@ def test_kmeans_number_and_name_params_are_native():
     assert len(checked) >= 20, checked  # the scan sees the k-means variants' parameters
     assert not listed, f"kmeans Params listed in Python, not read from csrc's tables: {listed}"
     assert not set(KMEANS_PYTHON_ONLY) - set(checked), "allow-list entries that are no kmeans Param any more"
+
+
+#: The conv2d and conv2d_pool parameters only Python reads, each with why no C++ table holds it.
+PYTHON_ONLY = {
+    "conv2d/auto/autotune": "whether auto times every candidate on the first call: Python's loop over the variants",
+    "conv2d/auto/algorithms": "auto's precision class ('precise' or 'fast'), read by its Python heuristic only (not "
+                              "cuDNN's 'precise' or 'any': auto never runs cudnn)",
+}
+
+
+@pytest.mark.parametrize("op", ["conv2d", "conv2d_pool"])
+def test_conv_params_are_the_kernels_tables(op):
+    """Every parameter of a conv2d or conv2d_pool variant (numbers, kernel and tile names) is a C++ table's
+    (Param.from_kernels, under its own op/variant/param), except the Python-only ones listed above."""
+    python_only = {key for key in PYTHON_ONLY if key.startswith(op + "/")}
+    seen, restated = set(), []
+    for name, variant in gpuopt.variants(op).items():
+        for param in variant.params.values():
+            key = f"{op}/{name}/{param.name}"
+            seen.add(key)
+            if key in python_only:
+                assert not param.native, f"{key} reads a C++ table: take it off PYTHON_ONLY"
+            elif param.native != key:
+                restated.append(key)
+    assert not restated, f"parameters written in Python, not read from csrc's *_choices.hpp tables: {restated}"
+    assert python_only <= seen, f"PYTHON_ONLY names parameters that are not registered: {python_only - seen}"
 
 
 # ------------------------------------------------------------------------------------------------ C++ sources
@@ -187,8 +226,9 @@ def test_the_fast_conv_tile_list_is_written_once():
     assert files == {"csrc/conv/conv2d_choices.hpp"}, sorted(files)
 
 
-@pytest.mark.parametrize("header", ["conv/conv2d_choices.hpp", "matmul/matmul_choices.hpp",
-                                    "kmeans/kmeans_choices.hpp", "sparse/sparse_choices.hpp"])
+@pytest.mark.parametrize("header", ["conv/conv2d_choices.hpp", "nn/conv2d_pool_choices.hpp",
+                                    "matmul/matmul_choices.hpp", "kmeans/kmeans_choices.hpp",
+                                    "sparse/sparse_choices.hpp"])
 def test_choices_headers_are_plain_cpp(header):
     """The tables compile without CUDA (gpuopt._core exports them in every build): no CUDA include in them."""
     text = (CSRC / header).read_text()

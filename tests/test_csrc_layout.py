@@ -34,7 +34,7 @@ PUBLIC = {
     "conv": {"conv2d.hpp", "conv2d_cuda.hpp", "conv2d_choices.hpp"},
     "kmeans": {"kmeans.hpp", "kmeans_cuda.hpp", "kmeans_choices.hpp"},
     "matmul": {"matmul.hpp", "matmul_cuda.hpp", "matmul_warptile.cuh", "matmul_choices.hpp"},
-    "nn": {"nn.hpp", "nn_cuda.hpp", "conv2d_pool.hpp"},
+    "nn": {"nn.hpp", "nn_cuda.hpp", "conv2d_pool.hpp", "conv2d_pool_choices.hpp"},
     "sparse": {"sparse_conv.hpp", "sparse_conv_cuda.hpp", "sparse_choices.hpp"},
 }
 

@@ -12,6 +12,7 @@
 #include "../matmul/matmul_choices.hpp"
 #include "../kmeans/kmeans.hpp"
 #include "../matmul/matmul.hpp"
+#include "../nn/conv2d_pool_choices.hpp"
 #include "../nn/nn.hpp"
 #include "../sparse/sparse_conv.hpp"
 #include "../sparse/sparse_conv_cuda.hpp"
@@ -293,12 +294,30 @@ py::dict choices_dict(const IntChoices<N>& c) {
 // are written once, in C++, and the launchers dispatch on the same tables.
 py::dict kernel_choices_py() {
     py::dict d;
+    // A table several variants share is exported under each one's key.
+    for (const char* v : {"plain", "reorder", "unroll_k", "unroll_c", "unroll_nk", "shared", "general"})
+        d[py::str(std::string("conv2d/") + v + "/block_size")] = choices_dict(conv::kCs6235BlockSizes);
+    for (const char* v : {"tiled", "tiled_unrolled", "tiled_channels", "tiled_corner_turn"})
+        d[py::str(std::string("conv2d/") + v + "/tile_width")] = choices_dict(conv::kEce408TileWidths);
+    d["conv2d/tiled_channels/channels_per_block"] = choices_dict(conv::kEce408ChannelsPerBlock);
     d["conv2d/unroll/gemm"] = choices_dict(conv::kUnrollGemms);
+    d["conv2d/implicit_gemm/tile"] = choices_dict(conv::kImplicitGemmTiles);
     d["conv2d/implicit_gemm_fast/tile"] = choices_dict(conv::kFastTiles);
     d["conv2d/cudnn/algorithms"] = choices_dict(conv::kCudnnAlgorithms);
     d["conv2d/unroll_k/loop_order"] = choices_dict(conv::kCs6235LoopOrders);
     d["conv2d/unroll_k/unroll"] = choices_dict(conv::kCs6235UnrollK);
     d["conv2d/unroll_c/unroll"] = choices_dict(conv::kCs6235UnrollC);
+    d["conv2d/direct_regblock/k_tile"] = choices_dict(conv::kDirectKTiles);
+    d["conv2d/direct_regblock/pixels"] = choices_dict(conv::kDirectPixels);
+    d["conv2d/direct_fused/channels_per_block"] = choices_dict(nn::kFusedChannelsPerBlock);
+    d["conv2d/direct_fused/images"] = choices_dict(nn::kFusedImages);
+    d["conv2d/winograd/m"] = choices_dict(conv::kWinogradTiles);
+    d["conv2d_pool/fused/channels_per_block"] = choices_dict(nn::kFusedChannelsPerBlock);
+    d["conv2d_pool/fused/images"] = choices_dict(nn::kFusedImages);
+    d["conv2d_pool/fused/channels_per_thread"] = choices_dict(nn::kFusedChannelsPerThread);
+    d["conv2d_pool/direct_smallc/images"] = choices_dict(nn::kSmallcImages);
+    d["conv2d_pool/direct_smallc/maps"] = choices_dict(nn::kSmallcMaps);
+    d["conv2d_pool/winograd/m"] = choices_dict(conv::kWinogradTiles);
     d["conv2d_pool/winograd/products"] = choices_dict(conv::kWinogradProducts);
     d["matmul/coalesced/warp_layout"] = choices_dict(matmul::kWarpLayouts);
     d["matmul/shared/block"] = choices_dict(matmul::kSharedBlocks);

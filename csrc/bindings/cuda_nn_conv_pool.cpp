@@ -32,10 +32,9 @@ conv::Conv2dShape winograd_shape(const nn::ConvPoolShape& p) {
     return s;
 }
 
+// The array's dtype (Python passes its name) as the launchers' enum.
 nn::InputType input_type(const std::string& input_dtype) {
-    if (input_dtype != "float32" && input_dtype != "uint8")
-        throw py::value_error("input_dtype must be 'float32' or 'uint8', got '" + input_dtype + "'");
-    return input_dtype == "uint8" ? nn::InputType::Uint8 : nn::InputType::Float32;
+    return choice<nn::InputType>(nn::kInputTypes, input_dtype, "conv2d_pool x");
 }
 
 conv::WinogradProducts winograd_products(const std::string& products) {

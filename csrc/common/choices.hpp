@@ -133,12 +133,18 @@ constexpr bool tilings_match(const NameChoices<N>& table) {
 }
 
 // f(std::integral_constant<std::size_t, I>{}) for the I == i of 0..N-1 (i < N, checked by the caller): how a
-// dispatcher turns a table entry's runtime index into its instantiation. Instantiated in index order.
+// dispatcher turns a table entry's runtime index into its instantiation. Instantiated in index order; f may
+// return a value (the result; value-initialised when i >= N) or nothing.
 template <std::size_t N, class F, std::size_t... I>
 auto at_index(std::size_t i, F&& f, std::index_sequence<I...>) {
-    decltype(f(std::integral_constant<std::size_t, 0>{})) out{};
-    ((i == I ? (void)(out = f(std::integral_constant<std::size_t, I>{})) : void()), ...);
-    return out;
+    using R = decltype(f(std::integral_constant<std::size_t, 0>{}));
+    if constexpr (std::is_void_v<R>) {  // a launch: nothing to return
+        ((i == I ? f(std::integral_constant<std::size_t, I>{}) : void()), ...);
+    } else {
+        R out{};
+        ((i == I ? (void)(out = f(std::integral_constant<std::size_t, I>{})) : void()), ...);
+        return out;
+    }
 }
 template <std::size_t N, class F>
 auto at_index(std::size_t i, F&& f) {
@@ -153,6 +159,23 @@ auto at_value(int v, F&& f) {
     constexpr std::size_t n = std::decay_t<decltype(Table)>::size();
     return at_index<n>(Table.find(v), [&f](auto i) {
         return f(std::integral_constant<int, Table.values[decltype(i)::value]>{});
+    });
+}
+
+// at_value for a table whose 0 means "choose from the shape" (resolved before the dispatch): f is instantiated
+// for the non-zero entries only, in table order; v = 0 gives the value-initialised result.
+template <const auto& Table>
+constexpr int first_nonzero_value() {
+    for (int v : Table.values)
+        if (v != 0) return v;
+    return 0;
+}
+template <const auto& Table, class F>
+auto at_nonzero_value(int v, F&& f) {
+    using R = decltype(f(std::integral_constant<int, first_nonzero_value<Table>()>{}));
+    return at_value<Table>(v, [&f](auto c) -> R {
+        if constexpr (decltype(c)::value != 0) return f(c);
+        else if constexpr (!std::is_void_v<R>) return R{};
     });
 }
 

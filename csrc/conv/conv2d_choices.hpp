@@ -23,6 +23,10 @@ inline constexpr NameChoices<5> kFastTiles{"tile", {"64x64x8", "128x128x8", "128
 enum class CudnnAlgorithms : int { Precise = 0, Any = 1 };
 inline constexpr NameChoices<2> kCudnnAlgorithms{"algorithms", {"precise", "any"}, 0};
 
+// CS6235 (every variant): threads per block of the 1-D grid, the report's sweep (Fig 2); 128: its best over its
+// four configurations.
+inline constexpr IntChoices<6> kCs6235BlockSizes{"block_size", {32, 64, 128, 256, 512, 1024}, 2};
+
 // CS6235 unroll_k: the order of each thread's c, r, s loops (the other variants have a fixed order: crs, or rsc
 // for unroll_nk, shared and general). rsc (c innermost, padding checks once per tap) beat crs in the report (Fig 5).
 enum class Cs6235LoopOrder : int { Crs = 0, Rsc = 1 };
@@ -31,6 +35,23 @@ inline constexpr NameChoices<2> kCs6235LoopOrders{"loop_order", {"crs", "rsc"}, 
 // per step, 0 none (4: unrolling helped only at C = 832, Fig 4, and costs nothing at C < 4).
 inline constexpr IntChoices<4> kCs6235UnrollK{"unroll", {2, 4, 8, 16}, 2};
 inline constexpr IntChoices<5> kCs6235UnrollC{"unroll", {0, 2, 4, 8, 16}, 2};
+
+// ECE408 tiled variants: the output tile side T (T x T threads), the report's TILE_WIDTH sweep (Optimization 9);
+// tiled_channels: threads along the channel dimension of a block. The launchers also reject T*T*channels > 1024.
+inline constexpr IntChoices<8> kEce408TileWidths{"tile_width", {4, 8, 12, 16, 20, 24, 28, 32}, 3};
+inline constexpr IntChoices<6> kEce408ChannelsPerBlock{"channels_per_block", {1, 2, 4, 8, 16, 32}, 1};
+
+// implicit_gemm: the side of its output tile and k-step (tile x tile threads); 16: the ECE408 MNIST report's.
+inline constexpr IntChoices<2> kImplicitGemmTiles{"tile", {16, 32}, 0};
+
+// direct_regblock: output maps per thread (auto: 8 when K <= 8, else 16) and output pixels per thread (auto: 2,
+// or 4 when K <= 8; fewer when an image's last run would waste more than 1/8 of its slots). One instantiation
+// per non-zero pair.
+inline constexpr IntChoices<3> kDirectKTiles{"k_tile", {0, 8, 16}, 0, "auto"};
+inline constexpr IntChoices<4> kDirectPixels{"pixels", {0, 1, 2, 4}, 0, "auto"};
+
+// winograd (conv2d's and conv2d_pool's): the output tile side m of F(m x m, r x r); auto: kWinogradDefaultTile.
+inline constexpr IntChoices<3> kWinogradTiles{"m", {0, 2, 4}, 0, "auto"};
 
 // winograd (conv2d_pool's): the per-point products. Auto: the resident-V 3xTF32 block for F(4x4, 5x5) with
 // C <= 32 and K > 16 (MNIST conv2), else FFMA (notes/winograd.md).

@@ -28,6 +28,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "../common/launch.cuh"
 #include "conv2d_cuda.hpp"
@@ -252,26 +254,25 @@ KernelEntry entry() {
               &conv2d_cs6235_kernel_1024<NBeforeK, KU, NU, CU, Ord, Shared, std::int64_t>}}};
 }
 
-const KernelEntry* find_kernel(const Cs6235Launch& plan) {
-    static const KernelEntry table[] = {
+// Every row, in one list (the order the kernels have always been instantiated in): unroll_k's for each KU of
+// kCs6235UnrollK (crs, then rsc), unroll_c's for each CU of kCs6235UnrollC (0, no unrolling, is plain's row).
+template <std::size_t... K, std::size_t... C>
+std::vector<KernelEntry> kernel_table(std::index_sequence<K...>, std::index_sequence<C...>) {
+    return {
         entry<false, 1, 1, 1, Order::Crs>(),   // plain, unroll_c unroll=0
         entry<true, 1, 1, 1, Order::Crs>(),    // reorder
-        entry<false, 2, 1, 1, Order::Crs>(),   // unroll_k crs
-        entry<false, 4, 1, 1, Order::Crs>(),
-        entry<false, 8, 1, 1, Order::Crs>(),
-        entry<false, 16, 1, 1, Order::Crs>(),
-        entry<false, 2, 1, 1, Order::Rsc>(),   // unroll_k rsc; general k (small N, C < 256)
-        entry<false, 4, 1, 1, Order::Rsc>(),
-        entry<false, 8, 1, 1, Order::Rsc>(),
-        entry<false, 16, 1, 1, Order::Rsc>(),
-        entry<false, 1, 1, 2, Order::Crs>(),   // unroll_c
-        entry<false, 1, 1, 4, Order::Crs>(),
-        entry<false, 1, 1, 8, Order::Crs>(),
-        entry<false, 1, 1, 16, Order::Crs>(),
+        entry<false, kCs6235UnrollK.values[K], 1, 1, Order::Crs>()...,  // unroll_k crs
+        entry<false, kCs6235UnrollK.values[K], 1, 1, Order::Rsc>()...,  // unroll_k rsc; general k (small N, C < 256)
+        entry<false, 1, 1, std::max(1, kCs6235UnrollC.values[C]), Order::Crs>()...,  // unroll_c
         entry<false, 4, 4, 1, Order::Rsc>(),   // unroll_nk; general nk (large N)
         entry<true, 1, 1, 1, Order::Rsc, true>(),  // shared
         entry<false, 2, 1, 8, Order::Rsc>(),   // general k and c (small N, C >= 256)
     };
+}
+
+const KernelEntry* find_kernel(const Cs6235Launch& plan) {
+    static const std::vector<KernelEntry> table = kernel_table(std::make_index_sequence<kCs6235UnrollK.size()>{},
+                                                               std::make_index_sequence<kCs6235UnrollC.size()>{});
     for (const KernelEntry& e : table)
         if (e.n_before_k == plan.map_n_before_k && e.ku == plan.k_unroll && e.nu == plan.n_unroll &&
             e.cu == plan.c_unroll && e.order == plan.loop_order && e.shared == plan.shared)
@@ -330,8 +331,7 @@ Cs6235Variant cs6235_variant_from_string(const std::string& name) {
 Cs6235Launch conv2d_cs6235_plan(const Conv2dShape& s, const Cs6235Config& cfg) {
     s.validate();
     const std::string name = std::string("conv2d ") + variant_name(cfg.variant);
-    GPUOPT_REQUIRE(cfg.block_size >= 32 && cfg.block_size <= 1024 && cfg.block_size % 32 == 0,
-                   name + ": block_size must be a multiple of 32 in 32..1024, got " + std::to_string(cfg.block_size));
+    require_choice(kCs6235BlockSizes, cfg.block_size, name);
     const bool takes_unroll = cfg.variant == Cs6235Variant::UnrollK || cfg.variant == Cs6235Variant::UnrollC;
     GPUOPT_REQUIRE(takes_unroll || cfg.unroll == 0,
                    name + ": takes no unroll factor (unroll must be 0), got " + std::to_string(cfg.unroll));
@@ -343,15 +343,11 @@ Cs6235Launch conv2d_cs6235_plan(const Conv2dShape& s, const Cs6235Config& cfg) {
         case Cs6235Variant::Plain: break;
         case Cs6235Variant::Reorder: plan.map_n_before_k = true; break;
         case Cs6235Variant::UnrollK:
-            GPUOPT_REQUIRE(kCs6235UnrollK.contains(cfg.unroll),
-                           name + ": unroll must be 2, 4, 8 or 16, got " + std::to_string(cfg.unroll));
-            plan.k_unroll = cfg.unroll;
+            plan.k_unroll = require_choice(kCs6235UnrollK, cfg.unroll, name);
             plan.loop_order = cfg.loop_order;
             break;
         case Cs6235Variant::UnrollC:
-            GPUOPT_REQUIRE(kCs6235UnrollC.contains(cfg.unroll),
-                           name + ": unroll must be 0 (none), 2, 4, 8 or 16, got " + std::to_string(cfg.unroll));
-            plan.c_unroll = cfg.unroll == 0 ? 1 : cfg.unroll;
+            plan.c_unroll = require_choice(kCs6235UnrollC, cfg.unroll, name) == 0 ? 1 : cfg.unroll;
             break;
         case Cs6235Variant::UnrollNK:
             plan.k_unroll = 4;

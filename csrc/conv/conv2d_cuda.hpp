@@ -41,7 +41,7 @@ namespace gpuopt::conv {
 enum class Cs6235Variant : int { Plain = 0, Reorder, UnrollK, UnrollC, UnrollNK, Shared, General };
 
 // What the caller asks for (every field; no defaults here: the registry's come from conv2d_choices.hpp).
-// block_size: 32..1024, a multiple of 32. unroll: UnrollK kCs6235UnrollK maps per thread; UnrollC kCs6235UnrollC
+// block_size: kCs6235BlockSizes. unroll: UnrollK kCs6235UnrollK maps per thread; UnrollC kCs6235UnrollC
 // channels per step (0: none); must be 0 for the others. loop_order: UnrollK's choice; Crs for the others.
 struct Cs6235Config {
     Cs6235Variant variant;
@@ -98,7 +98,7 @@ void conv2d_unroll_constmem_check(const Conv2dShape& s);
 
 // Shared-memory tiled kernels: a tile_width x tile_width block of outputs per (tile, k, n), the input
 // tile ((T-1)*u + R) x ((T-1)*v + S) and the filters staged in shared memory per input channel.
-// tile_width: T*T <= 1024 (the report sweeps 4..32); the tile is shrunk to the output map when larger.
+// tile_width: kEce408TileWidths (conv2d_choices.hpp); the tile is shrunk to the output map when larger.
 // Rejected up front: more than 1024 threads per block, a tile that exceeds the GPU's shared memory.
 void conv2d_tiled(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
                   Activation act, int tile_width);
@@ -108,7 +108,7 @@ void conv2d_tiled_unrolled(const float* x, const float* w, const float* bias, fl
 // A third block dimension of channels_per_block threads over input channels, partial sums added to y
 // with atomicAdd: y is set to the bias (or 0) first and the activation runs after all channels (two
 // extra small kernels); float atomics make the result nondeterministic in the last bits.
-// T*T*channels_per_block <= 1024.
+// channels_per_block: kEce408ChannelsPerBlock; T*T*channels_per_block <= 1024.
 void conv2d_tiled_channels(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
                            Activation act, int tile_width, int channels_per_block);
 // tiled_unrolled with coalesced, corner-turned (tap-major) loads of the filters of 32 channels at a time.
@@ -156,7 +156,7 @@ void conv2d_unroll_check(const Conv2dShape& s, UnrollGemm gemm, std::int64_t scr
 void conv2d_implicit_gemm_check(const Conv2dShape& s, int tile);
 void conv2d_implicit_gemm_fast_check(const Conv2dShape& s, FastTile tile);
 
-// "implicit_gemm" (ECE408 MNIST): the shared-memory tiled matrix multiply (tile x tile threads, tile 16 or 32)
+// "implicit_gemm" (ECE408 MNIST): the shared-memory tiled matrix multiply (tile x tile threads, kImplicitGemmTiles)
 // of W and X_unrolled where each X tile is gathered from x by index (no unrolled buffer); bias and activation
 // in the store. Int indices: N*P*Q, C*R*S, K, P*Q, H + 2ph and W + 2pw must be < 2^31 - 1024 and C*H*W < 2^31
 // (unroll: the same but N*P*Q, which it splits), else InvalidArgument.
@@ -194,8 +194,8 @@ namespace gpuopt::conv {
 
 // What conv2d_direct_regblock runs for a shape (host only; validates like the launcher).
 struct DirectRegblockLaunch {
-    int k_tile = 16;                     // maps per thread (8 or 16)
-    int pixels = 4;                      // output pixels per thread (1, 2 or 4)
+    int k_tile = 16;                     // maps per thread (auto resolved)
+    int pixels = 4;                      // output pixels per thread (auto resolved)
     std::int64_t runs = 0;               // runs of <= 128 * pixels output pixels per image (blocks along x per image)
     std::int64_t segments = 0;           // 0: runs cross rows (Q < 128 * pixels); else runs per output row
     std::int64_t maps_per_block = 0;     // a multiple of k_tile
@@ -207,8 +207,8 @@ struct DirectRegblockLaunch {
     std::int64_t shared_bytes = 0;       // dynamic shared memory per block
 };
 
-// k_tile: 0 (auto: 8 when K <= 8, else 16), 8 or 16. pixels: 0 (auto: 2, or 4 when K <= 8; fewer when the last
-// run per image (or row) would waste more than 1/8 of its slots), 1, 2 or 4. multiprocessors: the GPU's, for the maps-per-block choice.
+// k_tile, pixels: values of kDirectKTiles, kDirectPixels (conv2d_choices.hpp; 0: auto, resolved per shape).
+// multiprocessors: the GPU's, for the maps-per-block choice.
 DirectRegblockLaunch conv2d_direct_regblock_plan(const Conv2dShape& s, int k_tile, int pixels, int multiprocessors);
 
 // y = act(conv(x, w) + bias); any shape, stride and padding whose single staged channel fits the GPU's shared
@@ -239,7 +239,7 @@ constexpr int kWinogradDefaultTile = 4;
 // Host-side checks (InvalidArgument naming why: stride, filter side, m, products); returns the tile side m it runs.
 int conv2d_winograd_check(const Conv2dShape& s, int m, WinogradPool pool, WinogradProducts products);
 
-// y = pool(act(conv(x, w) + bias)); m: 0 (auto), 2 or 4.
+// y = pool(act(conv(x, w) + bias)); m: kWinogradTiles (0: auto).
 void conv2d_winograd(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
                      Activation act, int m, WinogradPool pool, WinogradProducts products);
 

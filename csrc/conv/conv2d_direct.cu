@@ -268,17 +268,22 @@ DirectKernel select_filter(i64 R, i64 S) {
     return conv2d_direct_regblock_kernel<KT, PT, 0, 0>;
 }
 
+// The instantiation for a resolved (non-zero) k_tile and pixels of kDirectKTiles x kDirectPixels. at_value with
+// lambdas of a stated return type, not at_nonzero_value: through that one's nested lambdas cicc wrote other PTX
+// for one kernel (<16, 1, 3, 3>, a different SASS in every build), the instantiation order being the same.
 template <int KT>
 DirectKernel select_pixels(int pixels, i64 R, i64 S) {
-    switch (pixels) {
-        case 1: return select_filter<KT, 1>(R, S);
-        case 2: return select_filter<KT, 2>(R, S);
-        default: return select_filter<KT, 4>(R, S);
-    }
+    return at_value<kDirectPixels>(pixels, [&](auto pt) -> DirectKernel {
+        if constexpr (decltype(pt)::value == 0) return nullptr;
+        else return select_filter<KT, decltype(pt)::value>(R, S);
+    });
 }
 
 DirectKernel select_kernel(int k_tile, int pixels, i64 R, i64 S) {
-    return k_tile == 8 ? select_pixels<8>(pixels, R, S) : select_pixels<16>(pixels, R, S);
+    return at_value<kDirectKTiles>(k_tile, [&](auto kt) -> DirectKernel {
+        if constexpr (decltype(kt)::value == 0) return nullptr;
+        else return select_pixels<decltype(kt)::value>(pixels, R, S);
+    });
 }
 
 }  // namespace
@@ -286,11 +291,9 @@ DirectKernel select_kernel(int k_tile, int pixels, i64 R, i64 S) {
 DirectRegblockLaunch conv2d_direct_regblock_plan(const Conv2dShape& s, int k_tile, int pixels, int multiprocessors) {
     s.validate();
     const std::string what = "conv2d direct_regblock";
-    GPUOPT_REQUIRE(k_tile == 0 || k_tile == 8 || k_tile == 16,
-                   what + ": k_tile must be 0 (auto), 8 or 16, got " + std::to_string(k_tile));
+    require_choice(kDirectKTiles, k_tile, what);
     if (k_tile == 0) k_tile = s.K <= 8 ? 8 : 16;
-    GPUOPT_REQUIRE(pixels == 0 || pixels == 1 || pixels == 2 || pixels == 4,
-                   what + ": pixels must be 0 (auto), 1, 2 or 4, got " + std::to_string(pixels));
+    require_choice(kDirectPixels, pixels, what);
     const i64 P = s.P(), Q = s.Q(), PQ = P * Q;
     // Positions inside an image are ints, with room for a run past the last row or column (offsets of
     // images and channels are 64-bit, so the batch and an image may exceed 2^31 elements).
@@ -416,8 +419,9 @@ void conv2d_direct_regblock(const float* x, const float* w, const float* bias, f
 std::vector<KernelInfo> conv2d_direct_kernel_info() {
     std::vector<KernelInfo> out;
     const std::pair<int, int> filters[] = {{1, 1}, {3, 3}, {5, 5}, {7, 7}, {2, 4}};
-    for (int k_tile : {8, 16}) {
-        for (int pixels : {1, 2, 4}) {
+    for (int k_tile : kDirectKTiles.values) {
+        for (int pixels : kDirectPixels.values) {
+            if (k_tile == 0 || pixels == 0) continue;  // auto: resolved to one of the others
             for (const auto& [r, s] : filters) {
                 const void* kernel = reinterpret_cast<const void*>(select_kernel(k_tile, pixels, r, s));
                 const std::string filter = r == 2 ? "RxS" : std::to_string(r) + "x" + std::to_string(s);

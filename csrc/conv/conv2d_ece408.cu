@@ -339,8 +339,8 @@ TiledLaunch tiled_launch(const Conv2dShape& s, Activation act, int tile_width, i
     std::string& what = launch.what;
     what = std::string("conv2d ") + name + " (tile_width=" + std::to_string(tile_width) +
            (kAtomic ? ", channels_per_block=" + std::to_string(channels_per_block) : std::string()) + ")";
-    GPUOPT_REQUIRE(tile_width >= 1, what + ": tile_width must be >= 1");
-    GPUOPT_REQUIRE(channels_per_block >= 1, what + ": channels_per_block must be >= 1");
+    require_choice(kEce408TileWidths, tile_width, what);
+    if (kAtomic) require_choice(kEce408ChannelsPerBlock, channels_per_block, what);
     const i64 threads = static_cast<i64>(tile_width) * tile_width * channels_per_block;
     GPUOPT_REQUIRE(threads <= kMaxBlockThreads,
                    what + ": a block of " + std::to_string(tile_width) + " x " + std::to_string(tile_width) +

@@ -19,9 +19,9 @@
 //                       per chunk Y' has y's own layout: the GEMM writes y directly and the epilogue runs in place
 //                       (only when there is a bias or an activation).
 //   implicit_gemm       The ECE408 MNIST report's "unrolling by accessing the inputs directly according to their
-//                       indices": the textbook shared-memory tiled matrix multiply (TILE x TILE threads, TILE 16 or
-//                       32), the W tile loaded as in a matmul, the X tile gathered from x by index, no unrolled
-//                       buffer; bias and activation fused into the store.
+//                       indices": the textbook shared-memory tiled matrix multiply (TILE x TILE threads, TILE of
+//                       kImplicitGemmTiles), the W tile loaded as in a matmul, the X tile gathered from x by index,
+//                       no unrolled buffer; bias and activation fused into the store.
 //   implicit_gemm_fast  gpuopt's: the matmul ladder's warp-tiled kernel (matmul_warptile.cuh: the WarpTiling
 //                       block/warp/thread tile shapes, ThreadTile's lane layout, and warp_tile_fma, its shared ->
 //                       register fragment loads and 8x8 / 8x4 thread-tile FMAs, are used as they are), fed by two
@@ -653,8 +653,7 @@ void conv2d_unroll(const float* x, const float* w, const float* bias, float* y, 
 
 void conv2d_implicit_gemm_check(const Conv2dShape& s, int tile) {
     check_gemm_shape(s, "implicit_gemm", true);
-    GPUOPT_REQUIRE(tile == 16 || tile == 32, "conv2d implicit_gemm: tile must be 16 or 32 (tile x tile threads, "
-                                             "at most 1024 per block), got " + std::to_string(tile));
+    require_choice(kImplicitGemmTiles, tile, "conv2d implicit_gemm");
 }
 
 void conv2d_implicit_gemm(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
@@ -663,8 +662,10 @@ void conv2d_implicit_gemm(const float* x, const float* w, const float* bias, flo
     const GemmConv g = make_gemm_conv(x, w, bias, y, s, act, "implicit_gemm", true);
     check_block_threads(static_cast<i64>(tile) * tile, true);
     const dim3 grid(static_cast<unsigned>(ceil_div<i64>(g.NPQ, tile)), grid_y(ceil_div<i64>(g.K, tile)));
-    if (tile == 16) implicit_gemm_kernel<16><<<grid, 256>>>(g);
-    else implicit_gemm_kernel<32><<<grid, 1024>>>(g);
+    at_value<kImplicitGemmTiles>(tile, [&](auto t) {
+        constexpr int T = decltype(t)::value;
+        implicit_gemm_kernel<T><<<grid, T * T>>>(g);
+    });
     GPUOPT_CHECK_LAUNCH("conv2d implicit_gemm_kernel");
 }
 
@@ -700,8 +701,11 @@ std::vector<KernelInfo> conv2d_gemm_kernel_info() {
     std::vector<KernelInfo> out;
     out.push_back(info(im2col_kernel, "unroll im2col", kUnrollThreads, 0));
     out.push_back(info(unroll_epilogue_kernel, "unroll epilogue", kUnrollThreads, 0));
-    out.push_back(info(implicit_gemm_kernel<16>, "implicit_gemm<16>", 256, 0));
-    out.push_back(info(implicit_gemm_kernel<32>, "implicit_gemm<32>", 1024, 0));
+    for (int tile : kImplicitGemmTiles.values)
+        at_value<kImplicitGemmTiles>(tile, [&](auto t) {
+            constexpr int T = decltype(t)::value;
+            out.push_back(info(implicit_gemm_kernel<T>, "implicit_gemm<" + std::to_string(T) + ">", T * T, 0));
+        });
     for (std::size_t tile = 0; tile < kFastTiles.size(); ++tile)
         for (bool vec_w : {true, false}) {
             const FastLaunch l = fast_launch(static_cast<FastTile>(tile), vec_w, 1, 1);

@@ -362,8 +362,7 @@ int conv2d_winograd_check(const Conv2dShape& s, int m, WinogradPool pool, Winogr
     GPUOPT_REQUIRE(s.R == s.S && (s.R == 3 || s.R == 5),
                    "conv2d winograd: filters must be 3x3 or 5x5 (the compiled F(m, r)), got " + std::to_string(s.R) +
                        "x" + std::to_string(s.S));
-    GPUOPT_REQUIRE(m == 0 || m == 2 || m == 4, "conv2d winograd: m (output tile side) must be 2 or 4, got " +
-                                                   std::to_string(m));
+    require_choice(kWinogradTiles, m, "conv2d winograd");
     const int mm = m == 0 ? kWinogradDefaultTile : m;
     GPUOPT_REQUIRE(products != WinogradProducts::Tf32x3 || (mm == 4 && s.R == 5),
                    "conv2d winograd: products 'tf32x3' is compiled for F(4x4, 5x5) only (m = 4, 5x5 filters)");

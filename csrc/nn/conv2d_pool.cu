@@ -35,6 +35,12 @@ constexpr int kMaxThreads = 512;          // block size bound (__launch_bounds__
 constexpr int kMaxThreadsCpt4 = 384;      // with 4 channels a thread: two blocks an SM (<= 85 registers)
 constexpr int kTargetThreads = 256;       // images per block chosen to reach about this many threads
 constexpr int kMaxChannelsPerBlock = 64;  // output channels per block
+constexpr bool channels_per_block_fit() {  // each a whole number of 8-channel thread tiles (of 4 or 8 channels)
+    for (int v : kFusedChannelsPerBlock.values)
+        if (v % 8 != 0 || v > kMaxChannelsPerBlock) return false;
+    return true;
+}
+static_assert(channels_per_block_fit(), "kFusedChannelsPerBlock: multiples of 8 up to kMaxChannelsPerBlock");
 constexpr int kMaxTileQ = 32;             // conv output columns per tile (8 patches of 4)
 constexpr std::int64_t kStageBudget = 36 * 1024;  // per buffer, two per block: up to three blocks per SM (227 KB)
 
@@ -314,18 +320,12 @@ ConvPoolLaunch conv2d_pool_plan(const ConvPoolShape& s, const ConvPoolConfig& cf
 
     ConvPoolLaunch p;
     const int PP = static_cast<int>(windows_h(s)), QQ = static_cast<int>(windows_w(s));
-    GPUOPT_REQUIRE(cfg.channels_per_block == 0 ||
-                       (cfg.channels_per_block % 8 == 0 && cfg.channels_per_block >= 8 &&
-                        cfg.channels_per_block <= kMaxChannelsPerBlock),
-                   "conv2d_pool/fused: channels_per_block must be 0 (per shape) or a multiple of 8 up to 64, got " +
-                       std::to_string(cfg.channels_per_block));
-    GPUOPT_REQUIRE(cfg.images >= 0, "conv2d_pool/fused: images must be >= 0 (0: per shape)");
+    require_choice(kFusedChannelsPerBlock, cfg.channels_per_block, "conv2d_pool/fused");
+    require_choice(kFusedImages, cfg.images, "conv2d_pool/fused");
     p.channels_per_block = cfg.channels_per_block
                                ? cfg.channels_per_block
                                : static_cast<int>(std::min<std::int64_t>((s.K + 7) / 8 * 8, kMaxChannelsPerBlock));
-    GPUOPT_REQUIRE(cfg.channels_per_thread == 0 || cfg.channels_per_thread == 4 || cfg.channels_per_thread == 8,
-                   "conv2d_pool/fused: channels_per_thread must be 0 (per shape), 4 or 8, got " +
-                       std::to_string(cfg.channels_per_thread));
+    require_choice(kFusedChannelsPerThread, cfg.channels_per_thread, "conv2d_pool/fused");
     // A short reduction (a first layer: C*R*S of 25) leaves each thread little work per staged image; four
     // channels a thread halve the registers, so two or three blocks share an SM and hide the staging.
     p.channels_per_thread = cfg.channels_per_thread ? cfg.channels_per_thread : (s.C * s.R * s.S <= 32 ? 4 : 8);
@@ -361,8 +361,9 @@ namespace {
 template <int R, Activation ACT, PoolKind POOL, bool POOLED, typename TIn>
 void launch(const TIn* x, float divisor, const float* wt, const float* bias, float* y, const Layout& L,
             const ConvPoolLaunch& p) {
-    auto kernel = p.channels_per_thread == 4 ? conv_pool_kernel<R, R, 4, ACT, POOL, POOLED, TIn>
-                                             : conv_pool_kernel<R, R, 8, ACT, POOL, POOLED, TIn>;
+    const auto kernel = at_nonzero_value<kFusedChannelsPerThread>(p.channels_per_thread, [](auto cpt) {
+        return conv_pool_kernel<R, R, decltype(cpt)::value, ACT, POOL, POOLED, TIn>;
+    });
     require_shared_memory(kernel, static_cast<std::size_t>(p.shared_bytes), "conv2d_pool/fused");
     // As many blocks as stay resident (each loops over items), at most one per item.
     const int sms = multiprocessor_count();

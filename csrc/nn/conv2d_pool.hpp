@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "../common/activation.hpp"
+#include "conv2d_pool_choices.hpp"
 #include "nn.hpp"
 
 namespace gpuopt::nn {
@@ -23,8 +24,6 @@ struct ConvPoolShape {
     std::int64_t pooled_h() const { return (H - R + 1) / pool; }
     std::int64_t pooled_w() const { return (W - S + 1) / pool; }
 };
-
-enum class InputType : int { Float32 = 0, Uint8 = 1 };
 
 // The launch the fused kernel makes for a shape (block tile, images and channels per block,
 // shared memory); the planner is the host-side check too.
@@ -39,8 +38,7 @@ struct ConvPoolLaunch {
     std::int64_t blocks = 0;
 };
 
-// What the caller may fix; 0 picks per shape: output channels per block (a multiple of 8, <= 64), images per
-// block (about 256 threads a block), output channels per thread (4 or 8; 4 for reductions C*R*S <= 32).
+// What the caller may fix (values of conv2d_pool_choices.hpp's kFused* tables); 0 picks per shape.
 struct ConvPoolConfig {
     int channels_per_block = 0;
     int images = 0;
@@ -78,7 +76,7 @@ struct SmallcLaunch {
     std::int64_t blocks = 0;
 };
 
-struct SmallcConfig {
+struct SmallcConfig {  // values of kSmallcImages, kSmallcMaps (conv2d_pool_choices.hpp)
     int images = 0;  // 0: per shape (the fewest idle lanes; see conv2d_pool_smallc.cu)
     int maps = 0;    // 0: per shape (all K up to 32; see conv2d_pool_smallc.cu)
 };

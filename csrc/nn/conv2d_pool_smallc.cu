@@ -28,6 +28,12 @@ namespace gpuopt::nn {
 namespace {
 
 constexpr int kPatch = kSmallcPatch;
+constexpr bool maps_fit() {
+    for (int v : kSmallcMaps.values)
+        if (v > kSmallcMaxMaps) return false;
+    return true;
+}
+static_assert(maps_fit(), "kSmallcMaps: at most kSmallcMaxMaps maps a block");
 
 __host__ __device__ constexpr int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
@@ -274,11 +280,8 @@ SmallcLaunch conv2d_pool_smallc_plan(const ConvPoolShape& s, const SmallcConfig&
                    who + "w: C*R*S = " + std::to_string(s.C * s.R * s.S) + " taps a map; the kernel is for first layers "
                        "(at most " + std::to_string(kSmallcMaxTaps) + "); use variant 'fused'");
     GPUOPT_REQUIRE(s.K < (1LL << 24) && s.N < (1LL << 40), who + "N or K too large for the kernel's indices");
-    GPUOPT_REQUIRE(cfg.images >= 0 && cfg.images <= 64, who + "images must be 0 (per shape) or 1..64, got " +
-                                                            std::to_string(cfg.images));
-    GPUOPT_REQUIRE(cfg.maps >= 0 && cfg.maps <= kSmallcMaxMaps,
-                   who + "maps must be 0 (per shape) or 1.." + std::to_string(kSmallcMaxMaps) + ", got " +
-                       std::to_string(cfg.maps));
+    require_choice(kSmallcImages, cfg.images, "conv2d_pool/direct_smallc");
+    require_choice(kSmallcMaps, cfg.maps, "conv2d_pool/direct_smallc");
     SmallcLaunch p;
     const int ph = static_cast<int>(ceil_div<std::int64_t>(covered_h(s), kPatch));
     const int pw = static_cast<int>(ceil_div<std::int64_t>(covered_w(s), kPatch));

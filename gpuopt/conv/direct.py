@@ -19,24 +19,26 @@ Deterministic: each output is one thread's sum, in (c, r, s) order.
 from __future__ import annotations
 
 from .._exec import ExecContext
+from .._ext import kernel_choices
 from ..registry import Param, register
 from .launch import run_gpu
 from .problem import Conv2dProblem
 
 __all__ = ["K_TILES", "PIXELS"]
 
-#: Output maps per thread ("auto": 8 when K <= 8, else 16).
-K_TILES = ("auto", 8, 16)
+#: Output maps per thread ("auto": 8 when K <= 8, else 16): csrc/conv/conv2d_choices.hpp's table.
+K_TILES = kernel_choices()["conv2d/direct_regblock/k_tile"]["allowed"]
 #: Output pixels per thread ("auto": 2, or 4 when K <= 8; fewer when an image's last run would waste > 1/8).
-PIXELS = ("auto", 1, 2, 4)
+PIXELS = kernel_choices()["conv2d/direct_regblock/pixels"]["allowed"]
 
 @register("conv2d", "direct_regblock",
           description="register-blocked direct convolution for short filter windows (small C*R*S): the input rows "
                       "of a run of 128*pixels output pixels and k_tile maps' filters in shared memory, "
                       "pixels x k_tile outputs per thread, coalesced stores",
           report="gpuopt", needs_cuda=True, kernel="csrc/conv/conv2d_direct.cu", test="tests/conv/test_gpu_direct.py",
-          params=(Param("k_tile", "auto", K_TILES, "output maps per thread (auto: 8 when K <= 8, else 16)"),
-                  Param("pixels", "auto", PIXELS,
+          params=(Param.from_kernels("conv2d/direct_regblock/k_tile",
+                                     "output maps per thread (auto: 8 when K <= 8, else 16)"),
+                  Param.from_kernels("conv2d/direct_regblock/pixels",
                         "output pixels per thread (auto: 2, or 4 when K <= 8; fewer when an image's last run of "
                         "128*pixels would waste more than 1/8 of its slots)")))
 def _direct_regblock(ctx: ExecContext, p: Conv2dProblem, *, k_tile, pixels):
@@ -49,9 +51,9 @@ def _direct_regblock(ctx: ExecContext, p: Conv2dProblem, *, k_tile, pixels):
                       "cp.async double-buffered direct convolution, 2x4 outputs x 8 maps (4 for short windows) per "
                       "thread, bias and activation in registers",
           report="gpuopt", needs_cuda=True, kernel="csrc/nn/conv2d_pool.cu", test="tests/conv/test_gpu_direct.py",
-          params=(Param("channels_per_block", 0, (0, 8, 16, 24, 32, 40, 48, 56, 64),
+          params=(Param.from_kernels("conv2d/direct_fused/channels_per_block",
                         "output maps a block computes; 0 picks per shape (all of them, up to 64)"),
-                  Param("images", 0, (0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16),
+                  Param.from_kernels("conv2d/direct_fused/images",
                         "images a block computes at once; 0 picks per shape (about 256 threads a block)")))
 def _direct_fused(ctx: ExecContext, p: Conv2dProblem, *, channels_per_block, images):
     return run_gpu(ctx, p, channels_per_block=channels_per_block, images=images)

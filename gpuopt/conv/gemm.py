@@ -39,7 +39,7 @@ __all__ = ["GEMMS", "TILES", "FAST_TILES", "unroll_chunk_images"]
 #: kernels, and the 3xTF32 tensor-core ones (FP32-level error; ``tf32x3_wgmma`` on Hopper GPUs only).
 GEMMS = kernel_choices()["conv2d/unroll/gemm"]["allowed"]  # csrc/conv/conv2d_choices.hpp
 #: ``implicit_gemm``'s tile (tile x tile threads per block).
-TILES = (16, 32)
+TILES = kernel_choices()["conv2d/implicit_gemm/tile"]["allowed"]  # csrc/conv/conv2d_choices.hpp
 #: ``implicit_gemm_fast``'s block tiles, "BMxBNxBK": output maps x output pixels x filter taps per k-step.
 FAST_TILES = kernel_choices()["conv2d/implicit_gemm_fast/tile"]["allowed"]  # csrc/conv/conv2d_choices.hpp
 
@@ -75,7 +75,7 @@ register("conv2d", "implicit_gemm",
                      "unrolled input, each X tile gathered from x by index (no unrolled buffer); bias and "
                      "activation in the store",
          report="ece408-mnist", **_GEMM,
-         params=(Param("tile", 16, TILES,
+         params=(Param.from_kernels("conv2d/implicit_gemm/tile",
                        "side of the output tile and the k-step (tile x tile threads per block; 16: the report's "
                        "TILE_WIDTH)"),))(run_gpu)
 

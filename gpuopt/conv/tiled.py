@@ -20,44 +20,46 @@ Caveats a caller can see:
 
 from __future__ import annotations
 
+from .._ext import kernel_choices
 from ..registry import Param, register
 from .launch import run_gpu
 
 __all__ = ["TILE_WIDTHS", "CHANNELS_PER_BLOCK"]
 
-#: The report's TILE_WIDTH sweep (Optimization 9).
-TILE_WIDTHS = (4, 8, 12, 16, 20, 24, 28, 32)
-#: Threads along the channel dimension of a ``tiled_channels`` block.
-CHANNELS_PER_BLOCK = (1, 2, 4, 8, 16, 32)
+#: The report's TILE_WIDTH sweep (Optimization 9): csrc/conv/conv2d_choices.hpp's table.
+TILE_WIDTHS = kernel_choices()["conv2d/tiled/tile_width"]["allowed"]
+#: Threads along the channel dimension of a ``tiled_channels`` block (the same header's table).
+CHANNELS_PER_BLOCK = kernel_choices()["conv2d/tiled_channels/channels_per_block"]["allowed"]
 
 _ECE408 = dict(report="ece408-fashion", needs_cuda=True, kernel="csrc/conv/conv2d_ece408.cu",
                test="tests/conv/test_gpu_ece408.py")
 
 
-def _tile_width_param(default: int = 16) -> Param:
-    return Param("tile_width", default, TILE_WIDTHS,
-                 "side T of the output tile (block of T x T threads; input tile ((T-1)*u + R) x ((T-1)*v + S))")
+def _tile_width_param(variant: str) -> Param:
+    return Param.from_kernels(f"conv2d/{variant}/tile_width",
+                              "side T of the output tile (block of T x T threads; input tile ((T-1)*u + R) x "
+                              "((T-1)*v + S))")
 
 
 register("conv2d", "tiled",
          description="shared-memory tiling: per input channel the ((T-1)*u+R) x ((T-1)*v+S) input tile and the R x S "
                      "filter in shared memory, T x T threads per block over (p, q), grid over (tiles, k, n)",
-         params=(_tile_width_param(),), **_ECE408)(run_gpu)
+         params=(_tile_width_param("tiled"),), **_ECE408)(run_gpu)
 
 register("conv2d", "tiled_unrolled",
          description="tiled with __restrict__ pointers and the filter loops fully unrolled (1x1, 3x3, 5x5, 7x7; "
                      "generic loops otherwise)",
-         params=(_tile_width_param(),), **_ECE408)(run_gpu)
+         params=(_tile_width_param("tiled_unrolled"),), **_ECE408)(run_gpu)
 
 register("conv2d", "tiled_channels",
          description="tiled_unrolled with a third block dimension over input channels, partial sums added with "
                      "atomicAdd (bias before, activation after; float atomics: not bitwise reproducible)",
-         params=(_tile_width_param(),
-                 Param("channels_per_block", 2, CHANNELS_PER_BLOCK,
+         params=(_tile_width_param("tiled_channels"),
+                 Param.from_kernels("conv2d/tiled_channels/channels_per_block",
                        "threads along the channel dimension of a block (thread z sums channels z, z + this, ...); "
                        "tile_width**2 * channels_per_block must be <= 1024")), **_ECE408)(run_gpu)
 
 register("conv2d", "tiled_corner_turn",
          description="tiled_unrolled with coalesced loads of the filters of 32 channels at a time, corner-turned "
                      "(tap-major) into shared memory",
-         params=(_tile_width_param(),), **_ECE408)(run_gpu)
+         params=(_tile_width_param("tiled_corner_turn"),), **_ECE408)(run_gpu)

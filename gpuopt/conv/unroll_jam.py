@@ -17,20 +17,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._ext import cuda_host_module, kernel_limits
+from .._ext import cuda_host_module, kernel_choices, kernel_limits
 from ..registry import Param, register, resolve
 from .launch import run_gpu
 from .problem import check_shapes
 
 __all__ = ["cs6235_plan", "BLOCK_SIZES"]
 
-#: Threads per block the variants accept (the report's sweep, Fig 2).
-BLOCK_SIZES = (32, 64, 128, 256, 512, 1024)
+#: Threads per block the variants accept (the report's sweep, Fig 2): csrc/conv/conv2d_choices.hpp's table.
+BLOCK_SIZES = kernel_choices()["conv2d/plain/block_size"]["allowed"]
 
 
-def _block_size() -> Param:
-    return Param("block_size", 128, BLOCK_SIZES,
-                 "threads per block of the 1-D grid; 128: the report's best over its four configurations (Fig 2)")
+def _block_size(variant: str) -> Param:
+    return Param.from_kernels(f"conv2d/{variant}/block_size",
+                              "threads per block of the 1-D grid; 128: the report's best over its four configurations "
+                              "(Fig 2)")
 
 
 _CS = dict(report="cs6235", needs_cuda=True, kernel="csrc/conv/conv2d_cs6235.cu", test="tests/conv/test_gpu_cs6235.py")
@@ -38,16 +39,16 @@ _LIMITS = kernel_limits()
 
 register("conv2d", "plain",
          description="one thread per output, mapping q,p,k,n (q fastest), loops c,r,s in registers: the report's "
-                     "starting kernel with a tunable block size", params=(_block_size(),), **_CS)(run_gpu)
+                     "starting kernel with a tunable block size", params=(_block_size("plain"),), **_CS)(run_gpu)
 
 register("conv2d", "reorder",
          description="plain with the thread mapping q,p,n,k instead of q,p,k,n (report Sec. 4.2, Fig 6)",
-         params=(_block_size(),), **_CS)(run_gpu)
+         params=(_block_size("reorder"),), **_CS)(run_gpu)
 
 register("conv2d", "unroll_k",
          description="each thread computes `unroll` output maps at one (n, p, q): every input value loaded once "
                      "feeds them all (k unrolled and jammed into the c,r,s loops, tails for any K; Figs 3 and 5)",
-         params=(_block_size(),
+         params=(_block_size("unroll_k"),
                  Param.from_kernels("conv2d/unroll_k/unroll",
                        "output maps per thread; 8: with rsc the report's best at N = 128 (Sec. 4.1)"),
                  Param.from_kernels("conv2d/unroll_k/loop_order",
@@ -58,7 +59,7 @@ register("conv2d", "unroll_k",
 register("conv2d", "unroll_c",
          description="plain with the c loop unrolled by `unroll` and jammed into the r, s loops (tail for any C; "
                      "report Sec. 3.2, Fig 4)",
-         params=(_block_size(),
+         params=(_block_size("unroll_c"),
                  Param.from_kernels("conv2d/unroll_c/unroll",
                        "input channels per step (0: no unrolling); 4: unrolling helped only at C = 832 (Fig 4) and "
                        "costs nothing at C < 4, where every channel runs in the tail")),
@@ -67,19 +68,19 @@ register("conv2d", "unroll_c",
 register("conv2d", "unroll_nk",
          description="unroll-and-jam of n and k, 4 x 4: each thread computes 4 images x 4 maps at one (p, q), "
                      "loops r,s,c (tails for any N, K; report Sec. 5, Fig 8)",
-         params=(_block_size(),), **_CS)(run_gpu)
+         params=(_block_size("unroll_nk"),), **_CS)(run_gpu)
 
 register("conv2d", "shared",
          description="mapping q,p,n,k with the c loop tiled through shared memory: each block stages the filters of "
                      "the maps it spans, about block_size values per tile (report Sec. 4.2.1, Fig 7); any N, K, C",
-         params=(_block_size(),), **_CS)(run_gpu)
+         params=(_block_size("shared"),), **_CS)(run_gpu)
 
 register("conv2d", "general",
          description=f"the report's switching kernel: n and k unrolled 4 x 4 when N >= "
                      f"{_LIMITS['conv2d_general_min_images']} and K >= {_LIMITS['conv2d_general_min_maps']}, else k "
                      f"and c unrolled 2 x 8 when C >= {_LIMITS['conv2d_general_min_channels']}, else k unrolled by 2; "
                      "rsc loops (Sec. 3, Fig 1)",
-         params=(_block_size(),), **_CS)(run_gpu)
+         params=(_block_size("general"),), **_CS)(run_gpu)
 
 _VARIANTS = ("plain", "reorder", "unroll_k", "unroll_c", "unroll_nk", "shared", "general")
 

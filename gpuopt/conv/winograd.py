@@ -18,6 +18,7 @@ Deterministic: each output is one thread's fixed-order sum.
 from __future__ import annotations
 
 from .._exec import ExecContext
+from .._ext import kernel_choices
 from ..registry import Param, register
 from .launch import run_gpu
 from .problem import Conv2dProblem
@@ -27,8 +28,9 @@ from .winograd_math import conv2d_winograd, winograd_points, winograd_transforms
 
 __all__ = ["TILES", "ERROR_BOUNDS"]
 
-#: Output tile side m ("auto": 4, F(4,3) or F(4,5): 4x and 6.25x fewer multiplies than direct).
-TILES = ("auto", 2, 4)
+#: Output tile side m ("auto": 4, F(4,3) or F(4,5): 4x and 6.25x fewer multiplies than direct), from
+#: csrc/conv/conv2d_choices.hpp's table.
+TILES = kernel_choices()["conv2d/winograd/m"]["allowed"]
 
 #: Relative Frobenius error against float64 each F(m, r) is held to (tests/conv/test_gpu_winograd.py): a few
 #: times the NumPy float32 measurement of notes/winograd.md (the kernel sums channels in another order).
@@ -43,7 +45,8 @@ ERROR_BOUNDS = {(2, 3): 1e-6, (4, 3): 4e-6, (2, 5): 4e-6, (4, 5): 6e-6}
                       "in shared memory, products in 3xTF32 on the tensor cores",
           report="gpuopt", needs_cuda=True, kernel="csrc/conv/conv2d_winograd.cu",
           test="tests/conv/test_gpu_winograd.py",
-          params=(Param("m", "auto", TILES, "output tile side (auto: 4); F(2, r) rounds less, F(4, r) multiplies less"),))
+          params=(Param.from_kernels("conv2d/winograd/m",
+                                     "output tile side (auto: 4); F(2, r) rounds less, F(4, r) multiplies less"),))
 def _winograd(ctx: ExecContext, p: Conv2dProblem, *, m):
     # The launcher takes 0 for "auto".
     return run_gpu(ctx, p, m=0 if m == "auto" else m)

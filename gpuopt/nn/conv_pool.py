@@ -160,11 +160,11 @@ def _conv2d_pool_cpu(ctx: ExecContext, p: ConvPoolProblem) -> Any:
           "outputs are stored; "
           "uint8 input scaled as it is loaded (3x3 and 5x5 filters)", report="gpuopt", needs_cuda=True,
           preferred=True, kernel="csrc/nn/conv2d_pool.cu", test="tests/nn/test_gpu_conv_pool.py",
-          params=(Param("channels_per_block", 0, (0, 8, 16, 24, 32, 40, 48, 56, 64),
+          params=(Param.from_kernels("conv2d_pool/fused/channels_per_block",
                         "output channels a block computes (8 per thread); 0 picks per shape (all of them, up to 64)"),
-                  Param("images", 0, (0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16),
+                  Param.from_kernels("conv2d_pool/fused/images",
                         "images a block computes at once; 0 picks per shape (about 256 threads a block)"),
-                  Param("channels_per_thread", 0, (0, 4, 8),
+                  Param.from_kernels("conv2d_pool/fused/channels_per_thread",
                         "output channels of a thread's 2x4 register tile; 0 picks per shape (4 when C*R*S <= 32)")))
 def _conv2d_pool_fused(ctx: ExecContext, p: ConvPoolProblem, **launch: int) -> Any:
     return _run_gpu(ctx, p, **launch)
@@ -175,9 +175,9 @@ def _conv2d_pool_fused(ctx: ExecContext, p: ConvPoolProblem, **launch: int) -> A
           "registers (reused for every map when C = 1) and reads weights by broadcast 16-byte loads; bias, activation "
           "and 2x2 pooling in registers; uint8 input scaled as it is staged (3x3 and 5x5 filters)", report="gpuopt",
           needs_cuda=True, kernel="csrc/nn/conv2d_pool_smallc.cu", test="tests/nn/test_gpu_conv_pool_smallc.py",
-          params=(Param("images", 0, (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16),
+          params=(Param.from_kernels("conv2d_pool/direct_smallc/images",
                         "images a block stages; 0 picks per shape (the fewest idle lanes, up to 256 threads)"),
-                  Param("maps", 0, (0, 4, 6, 8, 12, 16, 24, 32, 48, 64),
+                  Param.from_kernels("conv2d_pool/direct_smallc/maps",
                         "output maps a block computes; 0 picks per shape (K split evenly into groups of <= 32)")))
 def _conv2d_pool_direct_smallc(ctx: ExecContext, p: ConvPoolProblem, **launch: int) -> Any:
     return _run_gpu(ctx, p, **launch)
@@ -187,8 +187,8 @@ def _conv2d_pool_direct_smallc(ctx: ExecContext, p: ConvPoolProblem, **launch: i
           "kernel), bias, activation and 2x2 pooling of each m x m output tile in registers; only pooled outputs "
           "are stored; float32 input, 3x3 and 5x5 filters, pool_size 2", report="gpuopt", needs_cuda=True,
           kernel="csrc/conv/conv2d_winograd.cu", test="tests/nn/test_gpu_conv_pool_winograd.py",
-          params=(Param("m", "auto", ("auto", 2, 4), "output tile side, even so 2x2 windows never cross tiles "
-                                                      "(auto: 4)"),
+          params=(Param.from_kernels("conv2d_pool/winograd/m",
+                                     "output tile side, even so 2x2 windows never cross tiles (auto: 4)"),
                   Param.from_kernels("conv2d_pool/winograd/products",
                         "per-point products: FFMA, or 3xTF32 mma on the tensor cores (FP32-level error; F(4x4, 5x5) "
                         "only; with C <= 32 the block that keeps V for every channel and runs all maps, MNIST conv2); "

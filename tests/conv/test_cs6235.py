@@ -128,14 +128,15 @@ def test_launcher_validates_before_touching_the_gpu():
     good = (1, 2, 5, 5, 3, 3, 3, 1, 1, 0, 0)  # N C H W K R S u v ph pw
     ptrs = (1 << 20, 2 << 20, 0, 3 << 20)  # never dereferenced: every call here fails validation
     cases = [
-        (cuda.conv2d_plain, dict(block_size=100), "block_size must be a multiple of 32"),
-        (cuda.conv2d_plain, dict(block_size=0), "block_size must be a multiple of 32"),
-        (cuda.conv2d_general, dict(block_size=2048), "block_size must be a multiple of 32"),
+        (cuda.conv2d_plain, dict(block_size=100), "block_size must be 32, 64, 128, 256, 512 or 1024, got 100"),
+        (cuda.conv2d_plain, dict(block_size=96), "block_size must be 32, 64, .*, got 96"),  # the registry's values only
+        (cuda.conv2d_plain, dict(block_size=0), "block_size must be .*, got 0"),
+        (cuda.conv2d_general, dict(block_size=2048), "block_size must be .*, got 2048"),
         (cuda.conv2d_unroll_k, dict(block_size=128, unroll=3, loop_order="crs"), "unroll must be 2, 4, 8 or 16"),
         (cuda.conv2d_unroll_k, dict(block_size=128, unroll=0, loop_order="rsc"), "unroll must be 2, 4, 8 or 16"),
         (cuda.conv2d_unroll_k, dict(block_size=128, unroll=4, loop_order="scr"), "loop_order must be 'crs' or 'rsc'"),
-        (cuda.conv2d_unroll_c, dict(block_size=128, unroll=1), r"unroll must be 0 \(none\), 2, 4, 8 or 16"),
-        (cuda.conv2d_unroll_c, dict(block_size=128, unroll=32), r"unroll must be 0 \(none\), 2, 4, 8 or 16"),
+        (cuda.conv2d_unroll_c, dict(block_size=128, unroll=1), r"unroll must be 0, 2, 4, 8 or 16, got 1"),
+        (cuda.conv2d_unroll_c, dict(block_size=128, unroll=32), r"unroll must be 0, 2, 4, 8 or 16, got 32"),
     ]
     for fn, kw, match in cases:
         with pytest.raises(ValueError, match=match):

@@ -263,7 +263,7 @@ def test_launchers_reject_blocks_over_1024_threads(rng, variant):
     y = gpuopt.cuda.empty((1, 3, 38, 38))
     shape = (1, 2, 40, 40, 3, 3, 3, 1, 1, 0, 0)
     one_slice = {"channels_per_block": 1} if variant == "tiled_channels" else {}
-    with pytest.raises(ValueError, match="1024 threads per block"):
+    with pytest.raises(ValueError, match="tile_width must be .*, got 33"):  # 33 x 33: not a table value
         fn(conv_call(cuda_module(), x.ptr, w.ptr, 0, y.ptr, shape), tile_width=33, **one_slice)
     if variant == "tiled_channels":
         with pytest.raises(ValueError, match="32 x 32 x 2 = 2048 threads"):
@@ -296,9 +296,9 @@ def test_launchers_reject_bad_arguments_before_launch(rng, variant):
 
     more = []
     if variant in TILED:
-        more.append(("tile_width must be >= 1", LAUNCH_GOOD, {"tile_width": 0}))
+        more.append(("tile_width must be .*, got 0", LAUNCH_GOOD, {"tile_width": 0}))
     if variant == "tiled_channels":
-        more.append(("channels_per_block must be >= 1", LAUNCH_GOOD, {"channels_per_block": 0}))
+        more.append(("channels_per_block must be .*, got 0", LAUNCH_GOOD, {"channels_per_block": 0}))
     params = {p.name: p.default for p in gpuopt.variants("conv2d")[variant].params.values()}
     check_launcher_rejects_bad_arguments(getattr(cuda_module(), f"conv2d_{variant}"), rng, more, what=variant,
                                          **params)

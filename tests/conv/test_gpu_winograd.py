@@ -22,7 +22,7 @@ from .cases import (ECE408, LAUNCH_GOOD, check_against_cpu, check_launcher_rejec
 pytestmark = pytest.mark.gpu
 
 VARIANT = "winograd"
-TILES = (2, 4)
+TILES = tuple(m for m in gpuopt.variants("conv2d")[VARIANT].params["m"].allowed if m != "auto")
 
 
 def cuda():
@@ -139,7 +139,7 @@ def test_refuses_other_shapes_naming_why(rng, stride, w_shape, match):
 def test_launcher_rejects_bad_arguments_before_launch(rng):
     more = [("stride must be 1", (1, 2, 5, 5, 3, 3, 3, 2, 1, 0, 0), {}),
             ("filters must be 3x3 or 5x5", (1, 2, 5, 5, 3, 1, 1, 1, 1, 0, 0), {}),
-            (r"m \(output tile side\) must be 2 or 4", LAUNCH_GOOD, {"m": 3})]
+            (r"m must be 0 \(auto\), 2 or 4, got 3", LAUNCH_GOOD, {"m": 3})]
     check_launcher_rejects_bad_arguments(cuda().conv2d_winograd, rng, more=more, what=VARIANT, m=0)
 
 
