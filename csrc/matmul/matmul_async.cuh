@@ -262,10 +262,8 @@ MatmulLaunch launch_split(bool vec_n, std::int64_t M, std::int64_t N) {
 // split_k and stages: checked against their tables by launch_async; split_k is resolved (not 0, auto) here.
 template <class T, int STAGES>
 MatmulLaunch launch_stages(int split_k, bool vec_n, std::int64_t M, std::int64_t N) {
-    return at_value<kAsyncSplitK>(split_k, [&](auto s) {
-        constexpr int SPLIT = decltype(s)::value;
-        if constexpr (SPLIT == 0) return MatmulLaunch{};  // (auto: never reaches here)
-        else return launch_split<T, STAGES, SPLIT>(vec_n, M, N);
+    return at_nonzero_value<kAsyncSplitK>(split_k, [&](auto s) {
+        return launch_split<T, STAGES, decltype(s)::value>(vec_n, M, N);
     });
 }
 
