@@ -56,11 +56,20 @@ def _neuron_lists(ctx: ExecContext, p: SparseConvProblem) -> dict[str, Any]:
     return neuron_lists(n, p.coo())
 
 
+_INT32_MAX = int(np.iinfo(np.int32).max)
+_INT16_ABS_MAX = 32768  # |x| of any int16 (-32768)
+
+
+def sums_fit_int32(xmax: int, wsum: int) -> bool:
+    """Whether every pre-activation sum fits int32 when max|x| <= ``xmax`` and each map's sum of |w| <= ``wsum``."""
+    return int(xmax) * int(wsum) <= _INT32_MAX
+
+
 def neuron_lists(n: Any, coo: Any) -> dict[str, Any]:
     """The launcher keywords of SparseNeurons ``n`` on the device with filters ``coo``: their lists' addresses and
     whether max|x| * max_m sum|w_m| <= INT32_MAX (no sum can overflow)."""
     lists = {k: a.ptr for k, a in n.device_lists().items()}
-    return dict(lists, bound_proven=n.absmax * coo.max_map_abs_sum <= _INT32_MAX)
+    return dict(lists, bound_proven=sums_fit_int32(n.absmax, coo.max_map_abs_sum))
 
 
 def sparse_shape(p: SparseConvProblem) -> Any:
@@ -70,10 +79,6 @@ def sparse_shape(p: SparseConvProblem) -> Any:
     return cuda_host_module("sparse_conv2d").SparseConvShape(c, h, w, m, r, s)
 
 
-_INT32_MAX = int(np.iinfo(np.int32).max)
-_INT16_ABS_MAX = 32768  # |x| of any int16 (-32768)
-
-
 def bound_proven(p: SparseConvProblem) -> bool:
     """Whether no pre-activation sum of ``p`` can overflow int32, from what the host knows at no cost: max|x|
     (SparseNeurons: their absmax; otherwise any int16, 32768) times the largest sum of |w| over one map's taps
@@ -81,8 +86,7 @@ def bound_proven(p: SparseConvProblem) -> bool:
     wsum = getattr(p.filters, "max_map_abs_sum", None)
     if wsum is None:
         return False
-    xmax = int(p.neurons.absmax) if p.neurons is not None else _INT16_ABS_MAX
-    return xmax * wsum <= _INT32_MAX
+    return sums_fit_int32(p.neurons.absmax if p.neurons is not None else _INT16_ABS_MAX, wsum)
 
 
 def _run_gpu(ctx: ExecContext, p: SparseConvProblem, **params: Any):
