@@ -7,6 +7,9 @@ Every variant receives an :class:`ExecContext` first; ``ctx.variant`` is the reg
 place), ``ctx.empty(...)`` for outputs, run their kernels inside ``with ctx.kernel():``
 and return ``ctx.finish(out)``, which gives NumPy back when the caller passed NumPy and a
 DeviceArray when the caller passed device arrays. CPU variants call ``ctx.host(a)``.
+A GPU call runs on one stream, ``ctx.stream`` (gpuopt.cuda's rules: an explicit ``stream=``, else its first
+device input's, else the legacy default stream): :meth:`ExecContext.run` makes it the current stream of the
+compiled module for the run, so every copy, allocation and launcher call of the variant is queued on it.
 With ``timing=True`` each phase is measured: with CUDA events on the GPU (the device
 timeline, so the host's own overhead between launches is not counted as kernel time
 unless the GPU sat idle waiting), with ``time.perf_counter`` on the CPU.
@@ -22,10 +25,10 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from . import _ext, _plan, registry
-from .cuda import DeviceArray, to_device
+from .cuda import DeviceArray, stream_handle, to_device
 from .registry import resolve
 
-__all__ = ["Timing", "ExecContext", "check_before_copy", "dispatch", "Op"]
+__all__ = ["Timing", "ExecContext", "call_stream", "check_before_copy", "dispatch", "Op"]
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ class _Phase:
 
             if self.start is None:  # first begin of this phase: later ones extend it
                 self.start = cuda_module().Event()
-                self.start.record()
+                self.start.record()  # (on the current stream: the call's)
         else:
             self._t0 = time.perf_counter()
 
@@ -101,8 +104,9 @@ _UNTIMED = nullcontext()
 class ExecContext:
     """Placement and timing of one op call (see the module docstring)."""
 
-    def __init__(self, *, timing: bool, device_result: bool, gpu: bool, variant: Any = None) -> None:
+    def __init__(self, *, timing: bool, device_result: bool, gpu: bool, variant: Any = None, stream: int = 0) -> None:
         self.timing = timing
+        self.stream = stream  # the call's stream (a handle; 0: the legacy default stream)
         self.device_result = device_result
         self.gpu = gpu
         self.variant = variant
@@ -168,10 +172,14 @@ class ExecContext:
         """Run ``variant`` (a registry Variant, parameters resolved) in this call's context: how a variant
         that picks another (conv2d ``auto``) hands the call over."""
         outer, self.variant = self.variant, variant
+        cuda = _ext._load_cuda()[0] if self.gpu and outer is None else None  # (the outermost run sets the stream)
+        previous = cuda.set_stream(self.stream) if cuda is not None else None
         try:
             return variant.impl(self, *args, **params)
         finally:
             self.variant = outer
+            if cuda is not None:
+                cuda.set_stream(previous)
 
     def record(self) -> Timing | None:
         """The Timing of this call (waits for the last event), or None without timing."""
@@ -194,14 +202,31 @@ def check_before_copy(variant: Any, arrays: tuple, *args: Any, **params: Any) ->
         check(*args, **params)
 
 
-def _run(v: Any, resolved: dict[str, Any], timing: bool, arrays: tuple, args: tuple) -> Any:
+def call_stream(arrays: tuple, stream: int | None) -> int:
+    """The stream a call runs on (a handle): ``stream`` when given (see gpuopt.cuda.stream_handle), else its first
+    device array's; every device array made on another stream is waited for there (an event, no host wait)."""
+    s = stream
+    for a in arrays:
+        if type(a) is _DA:
+            on = a._stream
+            if on is not None and on != s:  # (None: a complete array, read anywhere)
+                if s is None:
+                    s = on
+                else:
+                    _ext.cuda_module().stream_wait(s, on)
+    return 0 if s is None else s
+
+
+def _run(v: Any, resolved: dict[str, Any], timing: bool, arrays: tuple, args: tuple, stream: int | None = None) -> Any:
     """Run the resolved variant ``v`` on ``args`` in a new context: the result (and its Timing)."""
-    ctx = ExecContext(timing=timing, device_result=any(isinstance(a, DeviceArray) for a in arrays), gpu=v.needs_cuda)
+    ctx = ExecContext(timing=timing, device_result=any(isinstance(a, DeviceArray) for a in arrays), gpu=v.needs_cuda,
+                      stream=call_stream(arrays, stream) if v.needs_cuda else 0)
     out = ctx.run(v, *args, **resolved)
     return (out, ctx.record()) if timing else out
 
 
-def dispatch(op: str, variant: str | None, params: dict[str, Any], timing: bool, arrays: tuple, *args: Any) -> Any:
+def dispatch(op: str, variant: str | None, params: dict[str, Any], timing: bool, arrays: tuple, *args: Any,
+             stream: Any = None) -> Any:
     """Resolve ``variant`` of ``op``, run it on ``args`` and return its result (and Timing): an op without an
     :class:`Op` (test stand-ins). ``arrays`` are the caller's array arguments: if any is a DeviceArray the result is
     returned on the device.
@@ -209,22 +234,24 @@ def dispatch(op: str, variant: str | None, params: dict[str, Any], timing: bool,
     if not isinstance(timing, bool):
         raise TypeError(f"{op}: timing must be True or False, got {timing!r}")
     v, resolved = resolve(op, variant, params)
-    return _run(v, resolved, timing, arrays, args)
+    return _run(v, resolved, timing, arrays, args, stream_handle(stream))
 
 
 _PLANS = _plan._PLANS
 _REGISTRY = registry._REGISTRY
+_DA = DeviceArray
 _NO_PLAN = (_plan.Uncacheable, TypeError)  # TypeError: an unhashable value, rejected the long way
 
 
 class Op:
     """One public op: its checks, its variant resolution and its plan cache, in one place.
 
-    ``op(variant, timing, params, *args)`` runs a call of the public function (``args``: its own arguments, in
-    the order ``validate`` takes them). The long way: ``validate(*args) -> (arrays, run_args)`` (every argument
-    check; ``arrays`` are the caller's arrays, whose kinds decide where the result goes), the variant resolved
-    once (``default(*run_args)`` names it for ``variant=None`` without parameters, where the op has a rule of
-    its own), ``check(variant_name, *run_args)`` (the size check, which needs the variant), the GPU requirement,
+    ``op(variant, timing, params, *args, stream=None)`` runs a call of the public function (``args``: its own
+    arguments, in the order ``validate`` takes them; ``stream``: the public ``stream=``, see gpuopt.cuda).
+    The call's stream is resolved by :func:`call_stream` from its device arrays. The long way:
+    ``validate(*args) -> (arrays, run_args)`` (every argument check; ``arrays`` are the caller's arrays, whose
+    kinds decide where the result goes), the variant resolved once (``default(*run_args)`` names it for
+    ``variant=None`` without parameters, where the op has a rule of its own), ``check(variant_name, *run_args)`` (the size check, which needs the variant), the GPU requirement,
     then the variant's run function on ``run_args``. ``result(out, *args)`` turns the run function's value into
     the public result (kmeans' ``KMeansResult``).
 
@@ -245,8 +272,11 @@ class Op:
         self.name, self.validate, self.key, self.rebuild = name, validate, key, rebuild
         self.default, self.check, self.result = default, check, result
 
-    def __call__(self, variant: str | None, timing: bool, params: dict[str, Any], *args: Any) -> Any:
+    def __call__(self, variant: str | None, timing: bool, params: dict[str, Any], *args: Any,
+                 stream: Any = None) -> Any:
         key = None
+        if stream is not None:
+            stream = stream_handle(stream)
         if timing is False and self.key is not None:
             try:
                 if not (variant is None or type(variant) is str):
@@ -261,7 +291,16 @@ class Op:
             if plan is not None and plan.generation == registry._GENERATION[0]:
                 table = _REGISTRY.get(self.name)
                 if table is plan.table and table.get(plan.variant.name) is plan.variant:
-                    out = plan.run(*handles)
+                    s = stream
+                    for h in handles:  # call_stream, inlined (the hot path)
+                        if type(h) is _DA:
+                            on = h._stream
+                            if on is not None and on != s:
+                                if s is None:
+                                    s = on
+                                else:
+                                    _ext.cuda_module().stream_wait(s, on)
+                    out = plan.run(0 if s is None else s, *handles)
                     return out if self.result is None else self.result(out, *args)
         elif not isinstance(timing, bool):
             raise TypeError(f"{self.name}: timing must be True or False, got {timing!r}")
@@ -276,22 +315,23 @@ class Op:
             from ._ext import require_cuda
 
             require_cuda(f"{self.name}/{v.name}", registry.cpu_variants(self.name))
+        s = call_stream(arrays, stream) if v.needs_cuda else 0
         if key is None:  # _run inlined: this is every unplanned call's path
             ctx = ExecContext(timing=timing, device_result=any([isinstance(a, DeviceArray) for a in arrays]),
-                              gpu=v.needs_cuda)
+                              gpu=v.needs_cuda, stream=s)
             out = ctx.run(v, *run_args, **resolved)
             if timing:
                 out = (out, ctx.record())
         else:
-            out = self._plan(key, v, resolved, arrays, run_args)
+            out = self._plan(key, v, resolved, arrays, run_args, s)
         if self.result is None:
             return out
         return (self.result(out[0], *args), out[1]) if timing else self.result(out, *args)
 
-    def _plan(self, key: tuple, v: Any, resolved: dict[str, Any], arrays: tuple, run_args: tuple) -> Any:
-        """Run a keyed call the long way, then store its plan under ``key``."""
+    def _plan(self, key: tuple, v: Any, resolved: dict[str, Any], arrays: tuple, run_args: tuple, stream: int) -> Any:
+        """Run a keyed call the long way on ``stream``, then store its plan under ``key``."""
         device_result = any(isinstance(a, DeviceArray) for a in arrays)
-        ctx = ExecContext(timing=False, device_result=device_result, gpu=v.needs_cuda)
+        ctx = ExecContext(timing=False, device_result=device_result, gpu=v.needs_cuda, stream=stream)
         ctx.planning = True
         out = ctx.run(v, *run_args, **resolved)
         if len(ctx.replays) == 1:
@@ -299,8 +339,8 @@ class Op:
         else:
             rebuild, gpu = self.rebuild(*run_args), v.needs_cuda
 
-            def run(*handles: Any) -> Any:
-                c = ExecContext(timing=False, device_result=device_result, gpu=gpu)
+            def run(stream: int, *handles: Any) -> Any:
+                c = ExecContext(timing=False, device_result=device_result, gpu=gpu, stream=stream)
                 return c.run(v, *rebuild(*handles), **resolved)
         _plan.store(key, _plan.Plan(self.name, v, run))
         return out

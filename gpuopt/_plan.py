@@ -2,13 +2,14 @@
 argument packing (the per-call cost measured in notes/overhead.md).
 
 An op (gpuopt._exec.Op) first builds a key from what decides how a call is checked and run -- per array its
-kind (gpuopt device array, foreign ``__cuda_array_interface__`` array, NumPy), shape, dtype, strides and
-stream; every scalar argument with its type; the variant and its parameters with their types; the CUDA module
-and the current device -- and looks it up. A miss takes the long way (every check, with its messages, exactly
-as before) and, when that call succeeded, stores a plan: a hit then does the dict lookup, the output
-allocation and one launcher call. Arguments that cannot be keyed cheaply and exactly (lists, float64 or
-strided NumPy, bools where ints go, unhashable values) always take the long way. A plan is used only while the
-registry is as it was when it was made (the op's table, its variant, the registration count).
+kind (gpuopt device array, foreign ``__cuda_array_interface__`` array, NumPy), shape, dtype and strides; every
+scalar argument with its type; the variant and its parameters with their types; the CUDA module and the current
+device (not the stream: a plan runs on the call's stream, ``run(stream, *handles)``) -- and looks it up. A miss
+takes the long way (every check, with its messages, exactly as before) and, when that call succeeded, stores a
+plan: a hit then does the dict lookup, the output allocation and one launcher call. Arguments that cannot be
+keyed cheaply and exactly (lists, float64 or strided NumPy, bools where ints go, unhashable values) always take
+the long way. A plan is used only while the registry is as it was when it was made (the op's table, its variant,
+the registration count).
 
 Two kinds of plan: a *launch* plan, where the variant's run function handed over a compiled
 ``LaunchPlan`` (shape, activation and parameters converted once in C++; called with the device addresses),
@@ -22,7 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _ext, registry
-from .cuda import DeviceArray, to_device_checked
+from .cuda import DeviceArray, cai_stream, to_device_checked
 
 __all__ = ["Uncacheable", "Plan", "arg_key", "scalar_key", "params_key", "device_key", "store", "clear", "size",
            "device_ptrs", "MAX_PLANS"]
@@ -57,14 +58,13 @@ def arg_key(a: Any) -> tuple[Any, Any]:
     iface = getattr(a, "__cuda_array_interface__", None)
     if type(iface) is not dict:
         raise Uncacheable
-    shape, typestr, strides, stream = iface["shape"], iface["typestr"], iface.get("strides"), iface.get("stream")
+    shape, typestr, strides = iface["shape"], iface["typestr"], iface.get("strides")
     if iface.get("mask") is not None:
         raise Uncacheable
-    key = (t, tuple(shape), typestr, None if strides is None else tuple(strides), stream)
-    if stream not in (None, 0, 1):  # done on every call, as the long way does (an event wait, no host sync)
-        _ext.cuda_module().wait_stream(int(stream))
+    key = (t, tuple(shape), typestr, None if strides is None else tuple(strides))
     view = object.__new__(_DA)  # what as_device_array makes, without its checks (the key stands for them)
     view._shape, view._dtype, view._ptr, view._owner = key[1], np.dtype(typestr), iface["data"][0], a
+    view._stream = cai_stream(a, iface)  # the producer's (the op runs on it or waits for it)
     return key, view
 
 
@@ -96,7 +96,7 @@ def device_key() -> tuple:
 
 
 class Plan:
-    """A resolved, checked call; ``run(*handles)`` runs it."""
+    """A resolved, checked call; ``run(stream, *handles)`` runs it on ``stream`` (a handle)."""
 
     __slots__ = ("op", "table", "variant", "generation", "run")
 
@@ -123,18 +123,23 @@ def size() -> int:
     return len(_PLANS)
 
 
-def device_ptrs(handles: tuple, keep: list) -> list[int]:
-    """The device addresses of a plan's inputs (0 for None); NumPy inputs are copied in, their device copies
-    appended to ``keep`` (alive until the launch is queued)."""
-    out = []
-    for h in handles:
-        t = type(h)
-        if t is _DA:
-            out.append(h._ptr)
-        elif h is None:
-            out.append(0)
-        else:
-            d = to_device_checked(h)[0]
-            keep.append(d)
-            out.append(d._ptr)
-    return out
+def device_ptrs(handles: tuple, keep: list, stream: int = 0) -> list[int]:
+    """The device addresses of a plan's inputs (0 for None); NumPy inputs are copied in on ``stream``, their device
+    copies appended to ``keep`` (alive until the launch is queued)."""
+    cuda = _ext.cuda_module()
+    previous = cuda.set_stream(stream)
+    try:
+        out = []
+        for h in handles:
+            t = type(h)
+            if t is _DA:
+                out.append(h._ptr)
+            elif h is None:
+                out.append(0)
+            else:
+                d = to_device_checked(h)[0]
+                keep.append(d)
+                out.append(d._ptr)
+        return out
+    finally:
+        cuda.set_stream(previous)

@@ -2,14 +2,22 @@
 
 Stream and synchronisation rules
 --------------------------------
-* gpuopt queues all its GPU work on the CUDA legacy default stream ("stream 0"), which
-  orders with the default streams of CuPy and PyTorch.
-* A foreign array whose ``__cuda_array_interface__`` names another stream is waited for
-  on the device (an event, no host sync) before gpuopt reads it.
-* Ops given device arrays return a :class:`DeviceArray` without waiting for the kernel:
-  the result is ready for any later work on stream 0 (gpuopt's, CuPy's or PyTorch's
-  default stream). Call :func:`synchronize` (or :meth:`DeviceArray.numpy`, which waits)
-  before timing on the host or reading it from another stream.
+* Every op runs on one stream, the call's stream: the ``stream=`` it is given (a raw ``cudaStream_t``
+  handle, a ``torch.cuda.Stream``, a CuPy stream, or any object with ``cuda_stream``, ``ptr`` or
+  ``__cuda_stream__``); else the stream of its first device input -- for a torch tensor PyTorch's *current*
+  stream (so inside ``with torch.cuda.stream(s):`` gpuopt runs on ``s``, and under ``torch.cuda.graph`` capture it
+  is captured), for other foreign arrays the stream their ``__cuda_array_interface__`` names (CuPy's current
+  stream), for a gpuopt :class:`DeviceArray` the stream it was made on; else (NumPy only) the legacy default
+  stream. Everything
+  of the call -- copies, kernels, cuBLAS/cuDNN, its memory -- is queued on it, in order with the caller's work.
+* A device input made on another stream than the call's is waited for on the device (an event, no host sync);
+  one whose stream is None (:meth:`DeviceArray.synchronize` was called: a network's weights) is not.
+* Ops given device arrays return a :class:`DeviceArray` without waiting for the kernel; it remembers its stream
+  (its ``__cuda_array_interface__`` and ``__dlpack__`` report it, so PyTorch and CuPy order their reads after
+  it). :meth:`DeviceArray.numpy` waits for that stream; :func:`synchronize` for the whole device.
+* Memory is stream-ordered: a result's block is freed on its stream when the array is garbage-collected, and
+  reused elsewhere only once that is safe. A stream must therefore outlive the arrays made on it (PyTorch's
+  streams always do; a CuPy ``Stream`` object or a raw handle must be kept alive as long as its results).
 * Ops given NumPy arrays copy the inputs in, run, copy the result out, and return NumPy.
 * An error an op can only find on the device (the sparse layer's int32 overflow, where the host could not
   prove it impossible) does not cost a host round trip per call when the result stays on the device: it is
@@ -25,6 +33,7 @@ Stream and synchronisation rules
 from __future__ import annotations
 
 import math
+import sys
 import weakref
 from typing import Any, Sequence
 
@@ -32,7 +41,7 @@ import numpy as np
 
 from ._ext import require_cuda
 
-__all__ = ["DeviceArray", "to_device", "empty", "synchronize", "is_device_array", "from_dlpack"]
+__all__ = ["DeviceArray", "to_device", "empty", "synchronize", "is_device_array", "from_dlpack", "stream_handle"]
 
 #: DLPack's device types (gpuopt's memory is kDLCUDA) and data type codes.
 _DL_CUDA, _DL_CUDA_MANAGED, _DL_CPU = 2, 13, 1
@@ -65,6 +74,59 @@ def _raise_deferred(result: "DeviceArray | None") -> None:
             raise ValueError(message)
 
 
+def stream_handle(stream: Any) -> int | None:
+    """The ``cudaStream_t`` handle (an int; 0: the legacy default stream, 2: the per-thread one) of ``stream``: None
+    (returned as None: "not given"), an int handle (1 is read as 0, as the CUDA Array Interface numbers it), a
+    ``torch.cuda.Stream`` (``cuda_stream``), a CuPy stream (``ptr``), a Numba stream (``handle``) or any object with
+    ``__cuda_stream__`` (returning ``(version, handle)``). TypeError for anything else."""
+    if stream is None:
+        return None
+    t = type(stream)
+    if t is int:
+        h = stream
+    elif t is bool or t is float:
+        raise TypeError(f"stream must be a CUDA stream or its handle (an int), got {stream!r}")
+    elif hasattr(stream, "__cuda_stream__"):
+        h = stream.__cuda_stream__()[1]
+    elif hasattr(stream, "cuda_stream"):  # torch.cuda.Stream / ExternalStream
+        h = stream.cuda_stream
+    elif hasattr(stream, "ptr"):  # cupy.cuda.Stream
+        h = stream.ptr
+    elif hasattr(stream, "handle"):  # numba's stream (a ctypes c_void_p)
+        h = getattr(stream.handle, "value", stream.handle) or 0
+    elif isinstance(stream, int):  # NumPy integers
+        h = int(stream)
+    else:
+        raise TypeError(f"stream must be a CUDA stream (torch, CuPy, Numba, or with __cuda_stream__) or its handle "
+                        f"(an int), got {type(stream).__name__}")
+    h = int(h)
+    if h < 0:
+        raise ValueError(f"stream handle must be >= 0, got {h}")
+    return 0 if h == 1 else h
+
+
+def _torch_stream(obj: Any) -> int:
+    """PyTorch's current stream on ``obj``'s device when ``obj`` is a torch tensor (its ``__cuda_array_interface__``
+    is version 2: no stream), else 0. torch's raw-stream query (what Triton uses), without importing torch."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(obj, torch.Tensor):
+        return 0
+    try:
+        h = torch._C._cuda_getCurrentRawStream(obj.get_device())
+    except AttributeError:  # (a torch without the private query)
+        h = torch.cuda.current_stream(obj.device).cuda_stream
+    return 0 if h in (None, 1) else int(h)
+
+
+def cai_stream(obj: Any, iface: dict) -> int:
+    """The stream a ``__cuda_array_interface__`` array is made on (a handle, 0: legacy): its ``stream`` entry, or for
+    a torch tensor (which reports none) PyTorch's current stream."""
+    stream = iface.get("stream")
+    if stream is None:
+        return _torch_stream(obj) if iface.get("version", 3) < 3 or "stream" not in iface else 0
+    return 0 if stream == 1 else int(stream)
+
+
 def _c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
     strides, acc = [], itemsize
     for dim in reversed(shape):
@@ -82,23 +144,27 @@ class DeviceArray:
     Numba consume it without a copy, e.g. ``torch.as_tensor(d, device="cuda")``.
     """
 
-    __slots__ = ("_shape", "_dtype", "_ptr", "_owner", "__weakref__")
+    __slots__ = ("_shape", "_dtype", "_ptr", "_owner", "_stream", "__weakref__")
 
-    def __init__(self, shape: Sequence[int], dtype: Any, ptr: int, owner: Any) -> None:
+    def __init__(self, shape: Sequence[int], dtype: Any, ptr: int, owner: Any, stream: int | None = None) -> None:
         self._shape = tuple(int(s) for s in shape)
         self._dtype = np.dtype(dtype)
         self._ptr = int(ptr)
         self._owner = owner
+        # The stream its contents are made on (a handle, 0: legacy; None: complete, usable on any stream without
+        # waiting): given, else a view's owner's.
+        self._stream = stream if stream is not None else (owner._stream if isinstance(owner, DeviceArray) else 0)
 
     @classmethod
     def empty(cls, shape: Sequence[int], dtype: Any = np.float32) -> "DeviceArray":
-        """Uninitialised device array (filled with 0xFF bytes while poisoning is on)."""
+        """Uninitialised device array (filled with 0xFF bytes while poisoning is on), on the current stream (an
+        op's: its call's stream; else the legacy default stream)."""
         cuda = require_cuda("gpuopt.cuda.empty")
         shape = tuple(int(s) for s in shape)
         dtype = np.dtype(dtype)
         buf = cuda.Buffer(math.prod(shape) * dtype.itemsize)
         out = object.__new__(cls)  # every op's output is made here: skip __init__'s conversions, done above
-        out._shape, out._dtype, out._ptr, out._owner = shape, dtype, buf.ptr, buf
+        out._shape, out._dtype, out._ptr, out._owner, out._stream = shape, dtype, buf.ptr, buf, buf.stream
         return out
 
     @classmethod
@@ -107,7 +173,7 @@ class DeviceArray:
         ``cuda``'s pool."""
         buf = cuda.Buffer(nbytes)
         out = object.__new__(cls)
-        out._shape, out._dtype, out._ptr, out._owner = shape, dtype, buf.ptr, buf
+        out._shape, out._dtype, out._ptr, out._owner, out._stream = shape, dtype, buf.ptr, buf, buf.stream
         return out
 
     # ---------------------------------------------------------------- array protocol
@@ -125,8 +191,22 @@ class DeviceArray:
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
+        # The stream it is made on, which the consumer waits for (1 for the legacy default stream: the interface
+        # disallows 0; None for a complete array: no wait).
         return {"shape": self._shape, "typestr": self._dtype.str, "data": (self._ptr, False), "strides": None,
-                "version": 3, "stream": 1}
+                "version": 3, "stream": 1 if self._stream == 0 else self._stream}
+
+    stream = property(lambda self: self._stream,
+                      doc="the stream handle its contents are made on (0: legacy; None: complete, see synchronize)")
+
+    def synchronize(self) -> "DeviceArray":
+        """Wait on the host for the stream this array is made on; from then on it is complete, and ops on any stream
+        read it without waiting (its ``stream`` becomes None). For arrays made once and read by many calls on other
+        streams (a network's weights). Returns self."""
+        if self._stream is not None:
+            require_cuda("DeviceArray.synchronize").stream_synchronize(self._stream)
+            self._stream = None
+        return self
 
     # ---------------------------------------------------------------- DLPack
     def __dlpack_device__(self) -> tuple[int, int]:
@@ -137,7 +217,7 @@ class DeviceArray:
                    copy: Any = None) -> Any:
         """A DLPack capsule viewing this array (no copy; ``copy=True``: of a device copy). ``stream``: the
         consumer's stream (1 legacy default, 2 per-thread default, else a ``cudaStream_t``; None: legacy), made
-        to wait on the device for the work gpuopt queued; ``-1``: no ordering. ``torch.from_dlpack(a)``,
+        to wait on the device for the stream this array is made on; ``-1``: no ordering. ``torch.from_dlpack(a)``,
         ``cupy.from_dlpack(a)``."""
         cuda = require_cuda("DeviceArray.__dlpack__")
         device = self.__dlpack_device__()
@@ -150,7 +230,8 @@ class DeviceArray:
         if stream is not None and stream != -1:
             if isinstance(stream, bool) or not isinstance(stream, int) or stream == 0:
                 raise ValueError(f"stream must be None, -1, 1, 2 or a CUDA stream handle, got {stream!r}")
-            cuda.stream_wait_legacy(stream)
+            if self._stream is not None:
+                cuda.stream_wait(stream, self._stream)
         return cuda.dlpack_export(self, self._ptr, list(self._shape), _DL_CODES[self._dtype.kind],
                                   8 * self._dtype.itemsize, device[1])
 
@@ -159,7 +240,7 @@ class DeviceArray:
         device, if any: see the module docstring)."""
         out = np.empty(self._shape, dtype=self._dtype)
         if self.nbytes:
-            require_cuda("DeviceArray.numpy").copy_d2h(out, self._ptr, self.nbytes)
+            require_cuda("DeviceArray.numpy").copy_d2h(out, self._ptr, self.nbytes, self._stream or 0)
         if _DEFERRED:
             _raise_deferred(self)
         return out
@@ -169,7 +250,7 @@ class DeviceArray:
         n = min(int(n), self._shape[0])
         out = np.empty((n, *self._shape[1:]), dtype=self._dtype)
         if out.nbytes:
-            require_cuda("DeviceArray.rows").copy_d2h(out, self._ptr, out.nbytes)
+            require_cuda("DeviceArray.rows").copy_d2h(out, self._ptr, out.nbytes, self._stream or 0)
         if _DEFERRED:
             _raise_deferred(self)
         return out
@@ -182,10 +263,16 @@ class DeviceArray:
         return self
 
     def copy(self) -> "DeviceArray":
-        """A new device array with the same contents (device-to-device copy)."""
-        out = DeviceArray.empty(self._shape, self._dtype)
-        if self.nbytes:
-            require_cuda("DeviceArray.copy").copy_d2d(out.ptr, self._ptr, self.nbytes)
+        """A new device array with the same contents (device-to-device copy, on this array's stream)."""
+        cuda = require_cuda("DeviceArray.copy")
+        stream = self._stream or 0
+        previous = cuda.set_stream(stream)
+        try:
+            out = DeviceArray.empty(self._shape, self._dtype)
+            if self.nbytes:
+                cuda.copy_d2d(out.ptr, self._ptr, self.nbytes, stream)
+        finally:
+            cuda.set_stream(previous)
         return out
 
     def __repr__(self) -> str:
@@ -229,17 +316,16 @@ def as_device_array(obj: Any, name: str) -> DeviceArray:
         if any(s != e for s, e, d in zip(strides, expected, shape) if d > 1):
             raise ValueError(f"{name}: device arrays must be C-contiguous (strides {tuple(strides)}, expected "
                              f"{expected}); make a contiguous copy on the device first")
-    stream = iface.get("stream")
-    if stream not in (None, 0, 1):
-        require_cuda(name).wait_stream(int(stream))
-    return DeviceArray(shape, dtype, iface["data"][0], obj)
+    # The producer's stream: an op on it needs no wait, one on another stream waits for it.
+    return DeviceArray(shape, dtype, iface["data"][0], obj, cai_stream(obj, iface))
 
 
-def from_dlpack(obj: Any) -> DeviceArray:
+def from_dlpack(obj: Any, stream: Any = None) -> DeviceArray:
     """A DeviceArray viewing a GPU tensor of another library through DLPack (``__dlpack__``), without a copy:
-    PyTorch, CuPy, JAX, ... The producer orders its work before gpuopt's (it is asked for the legacy stream);
-    the tensor stays alive while the view does. C-contiguous only (ValueError otherwise); a host tensor: use
-    :func:`to_device`."""
+    PyTorch, CuPy, JAX, ... The producer orders its work before gpuopt's (DLPack's stream handshake); the tensor
+    stays alive while the view does. C-contiguous only (ValueError otherwise); a host tensor: use
+    :func:`to_device`. ``stream``: the stream the view will be read on (default the legacy default stream),
+    which the producer is asked to order its work before."""
     if isinstance(obj, DeviceArray):
         return obj
     if not hasattr(obj, "__dlpack__"):
@@ -249,7 +335,8 @@ def from_dlpack(obj: Any) -> DeviceArray:
         raise ValueError(f"from_dlpack: the tensor is not in CUDA device memory (DLPack device type {kind}); use "
                          "gpuopt.to_device for host data")
     cuda = require_cuda("gpuopt.from_dlpack")
-    ptr, shape, strides, code, bits, lanes, _, _, owner = cuda.dlpack_import(obj.__dlpack__(stream=1))
+    on = stream_handle(stream) or 0
+    ptr, shape, strides, code, bits, lanes, _, _, owner = cuda.dlpack_import(obj.__dlpack__(stream=on or 1))
     if lanes != 1 or code not in _DL_KINDS or bits % 8:
         raise ValueError(f"from_dlpack: unsupported DLPack dtype (code {code}, {bits} bits, {lanes} lanes)")
     dtype = np.dtype(f"{_DL_KINDS[code]}{bits // 8}") if code != 6 else np.dtype(bool)
@@ -258,7 +345,7 @@ def from_dlpack(obj: Any) -> DeviceArray:
         if any(s != e for s, e, d in zip(strides, expected, shape) if d > 1):
             raise ValueError(f"from_dlpack: the tensor must be C-contiguous (strides {strides} elements, expected "
                              f"{expected}); make a contiguous copy first")
-    return DeviceArray(shape, dtype, ptr, owner)
+    return DeviceArray(shape, dtype, ptr, owner, on)
 
 
 def to_device(array: Any) -> DeviceArray:
@@ -294,10 +381,14 @@ def empty(shape: Sequence[int], dtype: Any = np.float32) -> DeviceArray:
     return DeviceArray.empty(shape, dtype)
 
 
-def synchronize() -> None:
-    """Wait for all queued GPU work; raises RuntimeError if a kernel failed, and the ValueError an op found on
-    the device and deferred (see the module docstring)."""
-    require_cuda("gpuopt.cuda.synchronize").synchronize()
+def synchronize(stream: Any = None) -> None:
+    """Wait for all queued GPU work (``stream``: only that stream's, see :func:`stream_handle`); raises RuntimeError
+    if a kernel failed, and the ValueError an op found on the device and deferred (see the module docstring)."""
+    handle = stream_handle(stream)
+    if handle is None:
+        require_cuda("gpuopt.cuda.synchronize").synchronize()
+    else:
+        require_cuda("gpuopt.cuda.synchronize").stream_synchronize(handle)
     if _DEFERRED:
         _raise_deferred(None)
 

@@ -160,3 +160,57 @@ def test_the_name_rule_can_fail(tmp_path):
     root = _plant(tmp_path, {"kmeans/x.cu": "void f() { matmul::dev::cp_async_commit(); matmul::run(); }\n",
                              "bindings/cuda_matmul.cpp": "void g() { matmul::dev::x(); }\n"})
     assert matmul_name_violations(root) == ["kmeans/x.cu:1: matmul::dev is not declared in matmul's public headers"]
+
+
+# ---------------------------------------------------------------- the caller's stream
+# Every launch, async copy, memset and event of the kernels goes on the current stream (common/stream.hpp): a
+# launch without a stream, a synchronous cudaMemcpy/cudaMemset or an explicit legacy stream (nullptr) would run
+# outside the caller's stream, unordered with its work and missed by a graph capture.
+_STREAM_EXEMPT = {"common/runtime.cu", "common/memory_pool.cu"}  # (the stream services themselves)
+
+
+def _launch_configs(text: str) -> list[str]:
+    return [m.group(1) for m in re.finditer(r"<<<(.*?)>>>", text, re.S)]
+
+
+def _top_level_args(config: str) -> int:
+    depth, n = 0, 1
+    for ch in config:
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        n += ch == "," and depth == 0
+    return n
+
+
+def stream_violations(root: Path) -> list[str]:
+    bad = []
+    for path in sorted(root.rglob("*")):
+        if path.suffix not in (".cu", ".cuh", ".cpp", ".hpp") or path.relative_to(root).as_posix() in _STREAM_EXEMPT:
+            continue
+        text = path.read_text()
+        rel = path.relative_to(root).as_posix()
+        bad += [f"{rel}: <<<{c}>>> has no stream" for c in _launch_configs(text) if _top_level_args(c) < 4]
+        bad += [f"{rel}: {m.group(0)}" for m in re.finditer(r"\bcudaMem(cpy|set)\(", text)]
+        bad += [f"{rel}: {m.group(0)}" for m in re.finditer(r"cuda(MemsetAsync|MemcpyAsync|EventRecord|LaunchKernel|"
+                                                            r"LaunchCooperativeKernel|MemcpyToSymbolAsync)\([^;]*"
+                                                            r"nullptr\)\)", text)]
+        for m in re.finditer(r"\bcudaMemsetAsync\(", text):  # (a memset's stream is its 4th argument)
+            depth, end = 1, m.end()
+            while depth and end < len(text):
+                depth += {"(": 1, ")": -1}.get(text[end], 0)
+                end += 1
+            if _top_level_args(text[m.end():end - 1]) < 4:
+                bad.append(f"{rel}: {text[m.start():end]} has no stream")
+    return bad
+
+
+def test_every_launch_and_copy_goes_on_the_current_stream():
+    assert stream_violations(CSRC) == []
+
+
+@pytest.mark.parametrize("line", ["kernel<<<grid, block>>>(x);", "k<<<g, b, smem>>>(x);", "cudaMemcpy(d, s, n, k);",
+                                  "cudaMemsetAsync(p, 0, n, nullptr));", "cudaMemsetAsync(p, 0, n);",
+                                  "cudaEventRecord(ev, nullptr));"])
+def test_the_stream_rule_can_fail(tmp_path, line):
+    (tmp_path / "a.cu").write_text(line + "\n")
+    assert len(stream_violations(tmp_path)) == 1

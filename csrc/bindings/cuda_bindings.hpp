@@ -22,6 +22,7 @@
 
 #include "../common/error.hpp"
 #include "../common/memory_pool.hpp"
+#include "../common/stream.hpp"
 #include "../matmul/matmul_cuda.hpp"
 
 namespace gpuopt::bind {
@@ -41,32 +42,36 @@ py::list kernel_info_list(const std::vector<KernelInfo>& infos);
 
 inline std::string binding_name(const char* op, const char* variant) { return std::string(op) + "_" + variant; }
 
-// A block of device memory from the caching pool; returned to the pool when the Python
-// object dies. gpuopt.DeviceArray wraps it with a shape and dtype.
+// A block of device memory from gpuopt's pool, allocated on the current stream; freed in that stream's order
+// when the Python object dies. gpuopt.DeviceArray wraps it with a shape and dtype.
 class Buffer {
 public:
-    explicit Buffer(std::size_t nbytes) : nbytes_(nbytes), ptr_(pool_alloc(nbytes)) {}
-    ~Buffer() { pool_free(ptr_, nbytes_); }
+    explicit Buffer(std::size_t nbytes) : block_(pool_alloc(nbytes)) {}
+    ~Buffer() { pool_free(block_); }
     Buffer(const Buffer&) = delete;
     Buffer& operator=(const Buffer&) = delete;
-    std::uintptr_t ptr() const { return reinterpret_cast<std::uintptr_t>(ptr_); }
-    std::size_t nbytes() const { return nbytes_; }
+    std::uintptr_t ptr() const { return reinterpret_cast<std::uintptr_t>(block_.ptr); }
+    std::size_t nbytes() const { return block_.bytes; }
+    // The stream it was allocated on, as a handle (0: the legacy default stream).
+    std::uintptr_t stream() const { return reinterpret_cast<std::uintptr_t>(block_.stream); }
 
 private:
-    std::size_t nbytes_;
-    void* ptr_;
+    PoolBlock block_;
 };
 
 // One launch of a variant with everything but the device addresses fixed (shape, activation, parameters, all
 // converted once): gpuopt's plan cache makes one per distinct problem (plan.<op>_<variant>), so a repeated call
 // crosses into C++ once, with four integers, instead of building argument objects and parsing keywords.
 // With an output set (set_output), run_new(...) also allocates the output from the pool and returns it as a
-// gpuopt DeviceArray: a replay is then one call into C++.
+// gpuopt DeviceArray: a replay is then one call into C++. Both run on the stream handle they are given (stream.hpp).
 class LaunchPlan {
 public:
     using Fn = std::function<void(std::uintptr_t, std::uintptr_t, std::uintptr_t, std::uintptr_t)>;
     explicit LaunchPlan(Fn fn) : fn_(std::move(fn)) {}
-    void operator()(std::uintptr_t a, std::uintptr_t b, std::uintptr_t c, std::uintptr_t d) const { fn_(a, b, c, d); }
+    void operator()(std::uintptr_t a, std::uintptr_t b, std::uintptr_t c, std::uintptr_t d, std::uintptr_t stream) const {
+        StreamScope scope(stream_from_handle(stream));
+        fn_(a, b, c, d);
+    }
 
     // The output: a `cls` (gpuopt.DeviceArray) of `shape` and `dtype`, `nbytes` long, passed as address `slot`
     // (2: c of (a, b, c), 3: d of (a, b, c, d)).
@@ -76,9 +81,10 @@ public:
         cls_ = std::move(cls), shape_ = std::move(shape), dtype_ = std::move(dtype), nbytes_ = nbytes, slot_ = slot;
     }
 
-    // Launch on a new output (the addresses of the inputs in the other slots) and return it.
-    py::object run_new(std::uintptr_t a, std::uintptr_t b, std::uintptr_t c) const {
+    // Launch on a new output (the addresses of the inputs in the other slots) on `stream` and return it.
+    py::object run_new(std::uintptr_t a, std::uintptr_t b, std::uintptr_t c, std::uintptr_t stream) const {
         GPUOPT_REQUIRE(slot_ != 0, "LaunchPlan.run_new: no output set");
+        StreamScope scope(stream_from_handle(stream));
         auto buf = std::make_unique<Buffer>(nbytes_);
         const std::uintptr_t out = buf->ptr();
         if (slot_ == 2) fn_(a, b, out, c);
@@ -88,11 +94,12 @@ public:
         py::object array = py::reinterpret_steal<py::object>(type->tp_alloc(type, 0));
         if (!array) throw py::error_already_set();
         // Interned once and never released (a static py::object would be released after the interpreter).
-        static PyObject* const names[4] = {PyUnicode_InternFromString("_shape"), PyUnicode_InternFromString("_dtype"),
-                                           PyUnicode_InternFromString("_ptr"), PyUnicode_InternFromString("_owner")};
-        py::int_ address(out);
-        PyObject* const values[4] = {shape_.ptr(), dtype_.ptr(), address.ptr(), owner.ptr()};
-        for (int i = 0; i < 4; ++i)
+        static PyObject* const names[5] = {PyUnicode_InternFromString("_shape"), PyUnicode_InternFromString("_dtype"),
+                                           PyUnicode_InternFromString("_ptr"), PyUnicode_InternFromString("_owner"),
+                                           PyUnicode_InternFromString("_stream")};
+        py::int_ address(out), on(stream == 1 ? 0 : stream);
+        PyObject* const values[5] = {shape_.ptr(), dtype_.ptr(), address.ptr(), owner.ptr(), on.ptr()};
+        for (int i = 0; i < 5; ++i)
             if (PyObject_SetAttr(array.ptr(), names[i], values[i]) != 0) throw py::error_already_set();
         return array;
     }
@@ -174,10 +181,11 @@ inline void init_variant_tables(py::module_& m) {
     m.def_submodule("plan", "Planners of the GPU variants' launchers: plan.<op>_<variant>(<problem>, **params) "
                             "returns a LaunchPlan, called with the device addresses only (gpuopt's plan cache).");
     py::class_<LaunchPlan>(m, "LaunchPlan", "A variant's launch with all but the device addresses fixed.")
-        .def("__call__", &LaunchPlan::operator(), py::arg("a"), py::arg("b"), py::arg("c"), py::arg("d") = 0)
+        .def("__call__", &LaunchPlan::operator(), py::arg("a"), py::arg("b"), py::arg("c"), py::arg("d") = 0,
+             py::arg("stream") = 0)
         .def("set_output", &LaunchPlan::set_output, py::arg("cls"), py::arg("shape"), py::arg("dtype"),
              py::arg("nbytes"), py::arg("slot"))
-        .def("run_new", &LaunchPlan::run_new, py::arg("a"), py::arg("b"), py::arg("c") = 0);
+        .def("run_new", &LaunchPlan::run_new, py::arg("a"), py::arg("b"), py::arg("c") = 0, py::arg("stream") = 0);
 }
 
 // Binds the launcher of GPU variant `variant` of `op` as `<op>_<variant>` and lists it in `variant_bindings`.

@@ -132,18 +132,6 @@ void bind_dlpack(py::module_& m) {
           py::arg("capsule"),
           "(ptr, shape, strides in elements or None, dtype code, bits, lanes, device type, device id, owner) of a "
           "DLPack capsule, which it consumes; the owner runs the producer's deleter when it goes.");
-    m.def("stream_wait_legacy", [](std::uintptr_t stream) {
-        // A consumer's stream (DLPack's and the CUDA Array Interface's numbering: 1 legacy, 2 per-thread) ordered
-        // after the work gpuopt queued on the legacy stream: an event, no host wait.
-        if (stream == 1) return;
-        cudaStream_t s = stream == 2 ? cudaStreamPerThread : reinterpret_cast<cudaStream_t>(stream);
-        cudaEvent_t ev;
-        GPUOPT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-        cudaError_t status = cudaEventRecord(ev, nullptr);
-        if (status == cudaSuccess) status = cudaStreamWaitEvent(s, ev, 0);
-        cudaEventDestroy(ev);
-        GPUOPT_CUDA_CHECK(status);
-    }, py::arg("stream"), "Order a consumer's stream after gpuopt's queued work (device-side wait).");
 }
 
 }  // namespace gpuopt::bind

@@ -9,6 +9,7 @@
 #include "../common/memory_pool.hpp"
 #include "../common/runtime.hpp"
 #include "../common/staging.hpp"
+#include "../common/stream.hpp"
 #include "cuda_bindings.hpp"
 
 namespace py = pybind11;
@@ -57,7 +58,10 @@ public:
     ~Event() { cudaEventDestroy(ev_); }
     Event(const Event&) = delete;
     Event& operator=(const Event&) = delete;
-    void record() { GPUOPT_CUDA_CHECK(cudaEventRecord(ev_, nullptr)); }
+    // On `stream` (a handle), or the current stream (-1).
+    void record(std::intptr_t stream) {
+        GPUOPT_CUDA_CHECK(cudaEventRecord(ev_, stream < 0 ? current_stream() : stream_from_handle(stream)));
+    }
     void synchronize() {
         py::gil_scoped_release release;
         GPUOPT_CUDA_CHECK(cudaEventSynchronize(ev_));
@@ -74,6 +78,67 @@ private:
     cudaEvent_t ev_ = nullptr;
 };
 
+// One CUDA graph captured from a stream (gpuopt.cuda.Graph): capture in this thread's mode (other threads may go
+// on allocating), instantiated to free its own unfreed allocations at each launch (its outputs are graph memory,
+// at the same addresses every launch), launched on any stream.
+class Graph {
+public:
+    Graph() = default;
+    ~Graph() { reset(); }
+    Graph(const Graph&) = delete;
+    Graph& operator=(const Graph&) = delete;
+
+    void begin(std::uintptr_t stream) {
+        GPUOPT_REQUIRE(!capturing_ && exec_ == nullptr, "Graph.begin: this graph is captured already");
+        const cudaStream_t s = stream_from_handle(stream);
+        GPUOPT_REQUIRE(s != nullptr, "Graph.begin: the legacy default stream cannot be captured; use a stream of "
+                                     "its own");
+        GPUOPT_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        stream_ = s, capturing_ = true;
+    }
+    // Ends the capture and instantiates the graph (abort=True: ends it and throws the graph away).
+    void end(bool abort) {
+        GPUOPT_REQUIRE(capturing_, "Graph.end: no capture in progress");
+        capturing_ = false;
+        cudaGraph_t graph = nullptr;
+        const cudaError_t status = cudaStreamEndCapture(stream_, &graph);
+        if (abort || status != cudaSuccess) {
+            if (graph) cudaGraphDestroy(graph);
+            cudaGetLastError();
+            if (!abort) GPUOPT_CUDA_CHECK(status);
+            return;
+        }
+        graph_ = graph;
+        GPUOPT_CUDA_CHECK(cudaGraphInstantiateWithFlags(&exec_, graph_, cudaGraphInstantiateFlagAutoFreeOnLaunch));
+    }
+    void launch(std::uintptr_t stream) {
+        GPUOPT_REQUIRE(exec_ != nullptr, "Graph.launch: nothing captured");
+        GPUOPT_CUDA_CHECK(cudaGraphLaunch(exec_, stream_from_handle(stream)));
+    }
+    std::size_t nodes() const {
+        std::size_t n = 0;
+        if (graph_) GPUOPT_CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &n));
+        return n;
+    }
+
+private:
+    void reset() noexcept {
+        if (capturing_) {
+            cudaGraph_t g = nullptr;
+            cudaStreamEndCapture(stream_, &g);
+            if (g) cudaGraphDestroy(g);
+            cudaGetLastError();
+        }
+        if (exec_) cudaGraphExecDestroy(exec_);
+        if (graph_) cudaGraphDestroy(graph_);
+        exec_ = nullptr, graph_ = nullptr, capturing_ = false;
+    }
+    cudaGraph_t graph_ = nullptr;
+    cudaGraphExec_t exec_ = nullptr;
+    cudaStream_t stream_ = nullptr;
+    bool capturing_ = false;
+};
+
 }  // namespace
 
 void bind_runtime(py::module_& m) {
@@ -86,9 +151,10 @@ void bind_runtime(py::module_& m) {
         return device;
     }, "The calling thread's current CUDA device (part of every cached plan's key).");
 
-    py::class_<Buffer>(m, "Buffer", "Device memory from gpuopt's caching pool.")
+    py::class_<Buffer>(m, "Buffer", "Device memory from gpuopt's pool, allocated on the current stream.")
         .def(py::init<std::size_t>(), py::arg("nbytes"))
         .def_property_readonly("ptr", &Buffer::ptr)
+        .def_property_readonly("stream", &Buffer::stream)
         .def_property_readonly("nbytes", &Buffer::nbytes);
 
     m.def("copy_h2d", [](std::uintptr_t dst, const py::array& src, std::size_t nbytes, bool check_finite) {
@@ -98,21 +164,24 @@ void bind_runtime(py::module_& m) {
     }, py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("check_finite") = false,
        "Copy a C-contiguous host array to the device (staged through pinned memory when large); with "
        "check_finite (float32 only) returns whether every value is finite, else True.");
-    m.def("copy_d2h", [](py::array& dst, std::uintptr_t src, std::size_t nbytes) {
+    m.def("copy_d2h", [](py::array& dst, std::uintptr_t src, std::size_t nbytes, std::uintptr_t stream) {
         void* p = const_cast<void*>(host_source(dst, nbytes));
         GPUOPT_REQUIRE(dst.writeable(), "destination array must be writeable");
         py::gil_scoped_release release;
-        copy_device_to_host(p, dptr<const void>(src), nbytes);
-    }, py::arg("dst"), py::arg("src"), py::arg("nbytes"));
-    m.def("copy_d2d", [](std::uintptr_t dst, std::uintptr_t src, std::size_t nbytes) {
+        StreamScope scope(stream_from_handle(stream));
+        copy_to_host_sync(p, dptr<const void>(src), nbytes);
+    }, py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("stream") = 0,
+       "Copy device memory to a host array after the work queued on `stream` (the data's producer); waits.");
+    m.def("copy_d2d", [](std::uintptr_t dst, std::uintptr_t src, std::size_t nbytes, std::uintptr_t stream) {
+        StreamScope scope(stream_from_handle(stream));
         copy_device_to_device(dptr<void>(dst), dptr<const void>(src), nbytes);
-    }, py::arg("dst"), py::arg("src"), py::arg("nbytes"));
+    }, py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("stream") = 0);
     m.def("memset", [](std::uintptr_t dst, int value, std::size_t nbytes) { memset_device(dptr<void>(dst), value, nbytes); },
           py::arg("dst"), py::arg("value"), py::arg("nbytes"));
 
-    py::class_<Event>(m, "Event", "A CUDA event on stream 0 (timing enabled).")
+    py::class_<Event>(m, "Event", "A CUDA event (timing enabled).")
         .def(py::init<>())
-        .def("record", &Event::record)
+        .def("record", &Event::record, py::arg("stream") = -1, "Record on a stream handle (-1: the current stream).")
         .def("synchronize", &Event::synchronize)
         .def("elapsed_ms", &Event::elapsed_ms, py::arg("end"));
 
@@ -124,8 +193,33 @@ void bind_runtime(py::module_& m) {
         py::gil_scoped_release release;
         check_device_errors();
     });
-    m.def("wait_stream", &wait_for_stream, py::arg("stream"),
-          "Order stream 0 after work queued on a producer's stream (device-side wait).");
+    m.def("set_stream", [](std::uintptr_t stream) {
+        const auto previous = reinterpret_cast<std::uintptr_t>(current_stream());
+        set_current_stream(stream_from_handle(stream));
+        return previous;
+    }, py::arg("stream"), "Make `stream` (a handle: 0 or 1 legacy, 2 per-thread, else a cudaStream_t) this thread's "
+       "current stream, the one every launcher queues on; returns the previous one.");
+    m.def("current_stream", [] { return reinterpret_cast<std::uintptr_t>(current_stream()); },
+          "This thread's current stream (a handle; 0: the legacy default stream).");
+    m.def("stream_wait", [](std::uintptr_t waiter, std::uintptr_t producer) {
+        stream_wait(stream_from_handle(waiter), stream_from_handle(producer));
+    }, py::arg("waiter"), py::arg("producer"),
+       "Make stream `waiter` wait, on the device, for the work queued so far on stream `producer` (handles).");
+    m.def("new_stream", [] {
+        cudaStream_t s = nullptr;
+        GPUOPT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        return reinterpret_cast<std::uintptr_t>(s);
+    }, "A new non-blocking stream on the current device (a handle; never destroyed by gpuopt).");
+    py::class_<Graph>(m, "Graph", "A CUDA graph captured from a stream (gpuopt.cuda.Graph).")
+        .def(py::init<>())
+        .def("begin", &Graph::begin, py::arg("stream"))
+        .def("end", &Graph::end, py::arg("abort") = false)
+        .def("launch", &Graph::launch, py::arg("stream"))
+        .def_property_readonly("nodes", &Graph::nodes);
+    m.def("stream_synchronize", [](std::uintptr_t stream) {
+        py::gil_scoped_release release;
+        GPUOPT_CUDA_CHECK(cudaStreamSynchronize(stream_from_handle(stream)));
+    }, py::arg("stream"), "Wait on the host for the work queued on one stream.");
     m.def("spin", &spin, py::arg("microseconds"), "Keep the GPU busy (hides launch overhead in timings).");
     m.def("pool_release_cached", [] {
         pool_release_cached();

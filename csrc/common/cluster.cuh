@@ -9,6 +9,7 @@
 #include <cstddef>
 
 #include "cuda_check.cuh"
+#include "stream.hpp"
 
 namespace gpuopt::cluster {
 
@@ -61,6 +62,7 @@ void launch_ex(void (*kernel)(Params...), unsigned blocks, unsigned threads, std
     config.gridDim = dim3(blocks);
     config.blockDim = dim3(threads);
     config.dynamicSmemBytes = smem;
+    config.stream = current_stream();
     cudaLaunchAttribute attrs[2];
     unsigned n = 0;
     if (split > 1) {

@@ -1,4 +1,5 @@
-// Owning, move-only device allocation from the caching pool (memory_pool.hpp).
+// Owning, move-only device allocation from gpuopt's pool (memory_pool.hpp), on the current stream (stream.hpp)
+// and freed in that stream's order.
 #pragma once
 
 #include <cstddef>
@@ -7,6 +8,7 @@
 #include "cuda_check.cuh"
 #include "error.hpp"
 #include "memory_pool.hpp"
+#include "stream.hpp"
 
 namespace gpuopt {
 
@@ -15,42 +17,43 @@ class DeviceBuffer {
 public:
     DeviceBuffer() = default;
     explicit DeviceBuffer(std::size_t count) : count_(count) {
-        if (count_ > 0) ptr_ = static_cast<T*>(pool_alloc(count_ * sizeof(T)));
+        if (count_ > 0) block_ = pool_alloc(count_ * sizeof(T));
     }
     ~DeviceBuffer() { reset(); }
 
     DeviceBuffer(const DeviceBuffer&) = delete;
     DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-    DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), count_(std::exchange(o.count_, 0)) {}
+    DeviceBuffer(DeviceBuffer&& o) noexcept : block_(std::exchange(o.block_, PoolBlock{})), count_(std::exchange(o.count_, 0)) {}
     DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
         if (this != &o) {
             reset();
-            ptr_ = std::exchange(o.ptr_, nullptr);
+            block_ = std::exchange(o.block_, PoolBlock{});
             count_ = std::exchange(o.count_, 0);
         }
         return *this;
     }
 
-    T* data() const { return ptr_; }
+    T* data() const { return static_cast<T*>(block_.ptr); }
     std::size_t size() const { return count_; }
     std::size_t bytes() const { return count_ * sizeof(T); }
 
-    void upload(const T* host, std::size_t count, cudaStream_t stream = nullptr) {
+    // Queued on the buffer's stream.
+    void upload(const T* host, std::size_t count) {
         GPUOPT_REQUIRE(count <= count_, "copy larger than the device buffer");
-        GPUOPT_CUDA_CHECK(cudaMemcpyAsync(ptr_, host, count * sizeof(T), cudaMemcpyHostToDevice, stream));
+        GPUOPT_CUDA_CHECK(cudaMemcpyAsync(data(), host, count * sizeof(T), cudaMemcpyHostToDevice, block_.stream));
     }
-    void download(T* host, std::size_t count, cudaStream_t stream = nullptr) const {
+    void download(T* host, std::size_t count) const {
         GPUOPT_REQUIRE(count <= count_, "copy larger than the device buffer");
-        GPUOPT_CUDA_CHECK(cudaMemcpyAsync(host, ptr_, count * sizeof(T), cudaMemcpyDeviceToHost, stream));
+        GPUOPT_CUDA_CHECK(cudaMemcpyAsync(host, data(), count * sizeof(T), cudaMemcpyDeviceToHost, block_.stream));
     }
 
 private:
     void reset() noexcept {
-        if (ptr_) pool_free(ptr_, count_ * sizeof(T));
-        ptr_ = nullptr;
+        pool_free(block_);
+        block_ = PoolBlock{};
         count_ = 0;
     }
-    T* ptr_ = nullptr;
+    PoolBlock block_;
     std::size_t count_ = 0;
 };
 

@@ -7,6 +7,7 @@
 
 #include "cuda_check.cuh"
 #include "error.hpp"
+#include "stream.hpp"  // every launch goes on current_stream()
 
 namespace gpuopt {
 

@@ -1,4 +1,5 @@
-// Process-wide cuBLAS and cuDNN handles, created on first use, bound to stream 0.
+// Process-wide cuBLAS and cuDNN handles, created on first use; each use binds them to the current stream
+// (stream.hpp).
 #pragma once
 
 #include <cublas_v2.h>

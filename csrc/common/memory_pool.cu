@@ -1,105 +1,164 @@
-#include <algorithm>
-#include <map>
+#include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <vector>
 
 #include "cuda_check.cuh"
+#include "error.hpp"
 #include "memory_pool.hpp"
+#include "stream.hpp"
 
 namespace gpuopt {
 
 namespace {
-constexpr std::size_t kGranule = 512;
+constexpr int kMaxDevices = 64;
 
-struct Pool {
+struct Pools {
     std::mutex mutex;
-    std::multimap<std::size_t, void*> cached;  // rounded size -> block
-    std::size_t cached_bytes = 0;
-    std::size_t in_use_bytes = 0;
-    bool poison = false;
+    std::atomic<cudaMemPool_t> pool[kMaxDevices] = {};
+    std::atomic<std::size_t> in_use{0};
+    std::atomic<bool> poison{false};
+    std::vector<PoolBlock> deferred;  // frees that wait for a capture of their stream to end (under mutex)
 };
 
-Pool& pool() {
-    static Pool* p = new Pool();  // never destroyed: no cudaFree after the driver shut down
+Pools& pools() {
+    static Pools* p = new Pools();  // never destroyed: no CUDA call after the driver shut down
     return *p;
 }
 
-std::size_t round_up(std::size_t bytes) { return (bytes + kGranule - 1) / kGranule * kGranule; }
-}  // namespace
-
-void* pool_alloc(std::size_t bytes) {
-    const std::size_t size = round_up(bytes == 0 ? 1 : bytes);
-    Pool& p = pool();
-    void* ptr = nullptr;
-    bool poison = false;
-    {
-        std::lock_guard<std::mutex> lock(p.mutex);
-        // Exact-size reuse: ops are called with the same shapes over and over, and a
-        // block is always returned under the size it was allocated with.
-        auto it = p.cached.find(size);
-        if (it != p.cached.end()) {
-            ptr = it->second;
-            p.cached_bytes -= size;
-            p.in_use_bytes += size;
-            p.cached.erase(it);
-        }
-        poison = p.poison;
-    }
-    if (!ptr) {
-        cudaError_t status = cudaMalloc(&ptr, size);
-        if (status == cudaErrorMemoryAllocation) {
-            cudaGetLastError();
-            pool_release_cached();  // give the cache back and try once more
-            status = cudaMalloc(&ptr, size);
-        }
-        GPUOPT_CUDA_CHECK(status);
-        std::lock_guard<std::mutex> lock(p.mutex);
-        p.in_use_bytes += size;
-    }
-    if (poison) GPUOPT_CUDA_CHECK(cudaMemsetAsync(ptr, 0xFF, bytes));
-    return ptr;
+cudaMemPool_t create_pool(int device) {
+    cudaMemPoolProps props = {};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    cudaMemPool_t pool = nullptr;
+    GPUOPT_CUDA_CHECK(cudaMemPoolCreate(&pool, &props));
+    std::uint64_t keep_everything = UINT64_MAX;  // the pool caches: nothing goes back at a synchronisation
+    GPUOPT_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
+    return pool;
 }
 
-void pool_free(void* ptr, std::size_t bytes) noexcept {
-    if (!ptr) return;
-    const std::size_t size = round_up(bytes == 0 ? 1 : bytes);
-    Pool& p = pool();
+cudaMemPool_t device_pool() {
+    int device = 0;
+    GPUOPT_CUDA_CHECK(cudaGetDevice(&device));
+    GPUOPT_REQUIRE(device >= 0 && device < kMaxDevices, "gpuopt's pool handles devices 0..63");
+    Pools& p = pools();
+    cudaMemPool_t pool = p.pool[device].load(std::memory_order_acquire);
+    if (pool) return pool;
     std::lock_guard<std::mutex> lock(p.mutex);
-    p.cached.emplace(size, ptr);
-    p.cached_bytes += size;
-    p.in_use_bytes -= std::min(p.in_use_bytes, size);
+    pool = p.pool[device].load(std::memory_order_relaxed);
+    if (!pool) p.pool[device].store(pool = create_pool(device), std::memory_order_release);
+    return pool;
+}
+
+// This thread in relaxed capture mode for a scope: while another stream is being captured in the global mode
+// (torch.cuda.graph's), the pool's calls on streams outside that capture are then allowed (PyTorch's allocator does
+// the same).
+class RelaxedCapture {
+public:
+    RelaxedCapture() noexcept { cudaThreadExchangeStreamCaptureMode(&mode_); }
+    ~RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+    RelaxedCapture(const RelaxedCapture&) = delete;
+    RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+private:
+    cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
+// The capture sequence `stream` is in (0: not capturing). A stream that cannot be asked (the legacy stream while
+// a blocking stream is captured elsewhere) counts as not capturing; its error is cleared.
+unsigned long long capture_of(cudaStream_t stream) noexcept {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    if (cudaStreamGetCaptureInfo(stream, &status, &id) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return status == cudaStreamCaptureStatusActive ? id : 0;
+}
+
+// Frees deferred blocks whose stream's capture has ended (caller holds the mutex).
+void flush_deferred(Pools& p) noexcept {
+    std::size_t kept = 0;
+    for (PoolBlock& b : p.deferred) {
+        if (capture_of(b.stream) != 0) p.deferred[kept++] = b;
+        else if (cudaFreeAsync(b.ptr, b.stream) != cudaSuccess) cudaGetLastError();
+    }
+    p.deferred.resize(kept);
+}
+}  // namespace
+
+PoolBlock pool_alloc(std::size_t bytes) {
+    RelaxedCapture relaxed;
+    PoolBlock b;
+    b.bytes = bytes;
+    b.stream = current_stream();
+    b.capture = capture_of(b.stream);
+    cudaMemPool_t pool = device_pool();
+    // In a capture the allocation is the graph's (an allocation node, from the device's graph memory): only
+    // cudaMallocAsync makes one; an explicit pool's allocation is refused there.
+    cudaError_t status = b.capture != 0 ? cudaMallocAsync(&b.ptr, bytes == 0 ? 1 : bytes, b.stream)
+                                        : cudaMallocFromPoolAsync(&b.ptr, bytes == 0 ? 1 : bytes, pool, b.stream);
+    if (status == cudaErrorMemoryAllocation && b.capture == 0) {
+        cudaGetLastError();
+        cudaMemPoolTrimTo(pool, 0);  // give back what is cached and idle, and try once more
+        status = cudaMallocFromPoolAsync(&b.ptr, bytes == 0 ? 1 : bytes, pool, b.stream);
+    }
+    GPUOPT_CUDA_CHECK(status);
+    Pools& p = pools();
+    p.in_use.fetch_add(bytes, std::memory_order_relaxed);
+    if (p.poison.load(std::memory_order_relaxed)) GPUOPT_CUDA_CHECK(cudaMemsetAsync(b.ptr, 0xFF, bytes, b.stream));
+    return b;
+}
+
+void pool_free(const PoolBlock& b) noexcept {
+    if (!b.ptr) return;
+    RelaxedCapture relaxed;
+    Pools& p = pools();
+    p.in_use.fetch_sub(b.bytes, std::memory_order_relaxed);
+    const unsigned long long capture = capture_of(b.stream);
+    if (capture != 0 && capture != b.capture) {
+        // Freed while its stream is captured by a sequence it was not allocated in (an output of an earlier call
+        // replaced inside a capture): a free node would free it on every replay. It waits for the capture's end.
+        std::lock_guard<std::mutex> lock(p.mutex);
+        p.deferred.push_back(b);
+        return;
+    }
+    if (cudaFreeAsync(b.ptr, b.stream) != cudaSuccess) cudaGetLastError();
+    if (capture == 0) {
+        std::lock_guard<std::mutex> lock(p.mutex);
+        if (!p.deferred.empty()) flush_deferred(p);
+    }
 }
 
 void pool_release_cached() noexcept {
-    Pool& p = pool();
-    std::vector<void*> blocks;
-    {
-        std::lock_guard<std::mutex> lock(p.mutex);
-        for (auto& kv : p.cached) blocks.push_back(kv.second);
-        p.cached.clear();
-        p.cached_bytes = 0;
-    }
-    for (void* b : blocks) cudaFree(b);
+    if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
+    Pools& p = pools();
+    std::lock_guard<std::mutex> lock(p.mutex);
+    flush_deferred(p);
+    for (auto& slot : p.pool)
+        if (cudaMemPool_t pool = slot.load(std::memory_order_acquire)) cudaMemPoolTrimTo(pool, 0);
 }
 
 std::size_t pool_cached_bytes() noexcept {
-    std::lock_guard<std::mutex> lock(pool().mutex);
-    return pool().cached_bytes;
+    std::size_t total = 0;
+    for (auto& slot : pools().pool) {
+        cudaMemPool_t pool = slot.load(std::memory_order_acquire);
+        if (!pool) continue;
+        std::uint64_t reserved = 0, used = 0;
+        if (cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved) != cudaSuccess ||
+            cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used) != cudaSuccess) {
+            cudaGetLastError();
+            continue;
+        }
+        total += reserved > used ? static_cast<std::size_t>(reserved - used) : 0;
+    }
+    return total;
 }
 
-std::size_t pool_in_use_bytes() noexcept {
-    std::lock_guard<std::mutex> lock(pool().mutex);
-    return pool().in_use_bytes;
-}
+std::size_t pool_in_use_bytes() noexcept { return pools().in_use.load(std::memory_order_relaxed); }
 
-void pool_set_poison(bool on) noexcept {
-    std::lock_guard<std::mutex> lock(pool().mutex);
-    pool().poison = on;
-}
-
-bool pool_poison() noexcept {
-    std::lock_guard<std::mutex> lock(pool().mutex);
-    return pool().poison;
-}
+void pool_set_poison(bool on) noexcept { pools().poison.store(on, std::memory_order_relaxed); }
+bool pool_poison() noexcept { return pools().poison.load(std::memory_order_relaxed); }
 
 }  // namespace gpuopt

@@ -3,6 +3,7 @@
 #include "cuda_check.cuh"
 #include "launch.cuh"
 #include "runtime.hpp"
+#include "stream.hpp"
 
 namespace gpuopt {
 
@@ -14,7 +15,33 @@ __global__ void spin_kernel(unsigned long long nanoseconds) {
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
     } while (now - start < nanoseconds);
 }
+
+thread_local cudaStream_t t_current_stream = nullptr;
+
+// One event per thread for stream_wait: cudaStreamWaitEvent takes the event's state when it is called, so the
+// event can be recorded again at once.
+cudaEvent_t wait_event() {
+    thread_local cudaEvent_t ev = nullptr;
+    if (!ev) GPUOPT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    return ev;
+}
 }  // namespace
+
+cudaStream_t current_stream() noexcept { return t_current_stream; }
+void set_current_stream(cudaStream_t stream) noexcept { t_current_stream = stream; }
+
+void stream_wait(cudaStream_t waiter, cudaStream_t producer) {
+    if (waiter == producer) return;
+    cudaEvent_t ev = wait_event();
+    GPUOPT_CUDA_CHECK(cudaEventRecord(ev, producer));
+    GPUOPT_CUDA_CHECK(cudaStreamWaitEvent(waiter, ev, 0));
+}
+
+void copy_to_host_sync(void* host, const void* device, std::size_t bytes) {
+    const cudaStream_t s = current_stream();
+    GPUOPT_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, s));
+    GPUOPT_CUDA_CHECK(cudaStreamSynchronize(s));
+}
 
 void device_synchronize() { GPUOPT_CUDA_CHECK(cudaDeviceSynchronize()); }
 
@@ -23,37 +50,18 @@ void check_device_errors() {
     GPUOPT_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-void wait_for_stream(std::uintptr_t stream) {
-    // 1 and 2 name the legacy and per-thread default streams (CUDA Array Interface v3):
-    // stream 0 already orders with the first; the second is synchronised through it.
-    if (stream == 0 || stream == 1) return;
-    cudaStream_t s = stream == 2 ? cudaStreamPerThread : reinterpret_cast<cudaStream_t>(stream);
-    cudaEvent_t ev;
-    GPUOPT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-    cudaError_t status = cudaEventRecord(ev, s);
-    if (status == cudaSuccess) status = cudaStreamWaitEvent(nullptr, ev, 0);
-    cudaEventDestroy(ev);  // safe: destruction is deferred until the event completes
-    GPUOPT_CUDA_CHECK(status);
-}
-
 void spin(double microseconds) {
     GPUOPT_REQUIRE(microseconds >= 0 && microseconds <= 1e6, "spin: 0..1e6 microseconds");
-    spin_kernel<<<1, 1>>>(static_cast<unsigned long long>(microseconds * 1000.0));
+    spin_kernel<<<1, 1, 0, current_stream()>>>(static_cast<unsigned long long>(microseconds * 1000.0));
     GPUOPT_CHECK_LAUNCH("spin_kernel");
 }
 
-void memset_device(void* ptr, int value, std::size_t bytes) { GPUOPT_CUDA_CHECK(cudaMemsetAsync(ptr, value, bytes)); }
+void memset_device(void* ptr, int value, std::size_t bytes) {
+    GPUOPT_CUDA_CHECK(cudaMemsetAsync(ptr, value, bytes, current_stream()));
+}
 
 void copy_device_to_device(void* dst, const void* src, std::size_t bytes) {
-    GPUOPT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice));
-}
-
-void copy_host_to_device(void* dst, const void* src, std::size_t bytes) {
-    GPUOPT_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
-}
-
-void copy_device_to_host(void* dst, const void* src, std::size_t bytes) {
-    GPUOPT_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    GPUOPT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, current_stream()));
 }
 
 int max_shared_memory_per_block_optin() {

@@ -12,6 +12,7 @@
 #include "error.hpp"
 #include "parallel.hpp"
 #include "runtime.hpp"
+#include "stream.hpp"
 
 namespace gpuopt {
 
@@ -100,7 +101,7 @@ SmallRing& small_ring() {
     return *r;
 }
 
-// bytes <= kSmallBytes, through the next slot of the ring, ordered on stream 0.
+// bytes <= kSmallBytes, through the next slot of the ring, ordered on the current stream.
 void copy_small(void* dst, const void* src, std::size_t bytes) {
     SmallRing& r = small_ring();
     std::lock_guard<std::mutex> lock(r.mutex);
@@ -110,8 +111,8 @@ void copy_small(void* dst, const void* src, std::size_t bytes) {
     GPUOPT_CUDA_CHECK(cudaEventSynchronize(r.drained[k]));  // the slot's previous DMA is done (at once, usually)
     char* slot = r.arena + static_cast<std::size_t>(k) * kSmallBytes;
     std::memcpy(slot, src, bytes);
-    GPUOPT_CUDA_CHECK(cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, nullptr));
-    GPUOPT_CUDA_CHECK(cudaEventRecord(r.drained[k], nullptr));
+    GPUOPT_CUDA_CHECK(cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, current_stream()));
+    GPUOPT_CUDA_CHECK(cudaEventRecord(r.drained[k], current_stream()));
 }
 
 int staging_threads() { return std::min(kMaxThreads, cpu_threads()); }
@@ -136,7 +137,8 @@ bool copy_host_to_device_staged(void* dst, const void* src, std::size_t bytes, b
     }
     if (bytes < kMinStagedBytes || threads < 2) {
         const bool finite = !check_finite_f32 || all_finite_f32(src, bytes);
-        copy_host_to_device(dst, src, bytes);
+        // (pageable: the driver stages the data before returning, so the host array may change at once)
+        GPUOPT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, current_stream()));
         return finite;
     }
     Staging& st = staging();
@@ -160,8 +162,8 @@ bool copy_host_to_device_staged(void* dst, const void* src, std::size_t bytes, b
             std::memcpy(slot + at, from + offset + at, len);
             if (check_finite_f32) bad |= static_cast<int>(!all_finite_f32(slot + at, len));
         }
-        GPUOPT_CUDA_CHECK(cudaMemcpyAsync(to + offset, slot, n, cudaMemcpyHostToDevice, nullptr));
-        GPUOPT_CUDA_CHECK(cudaEventRecord(st.drained[k], nullptr));
+        GPUOPT_CUDA_CHECK(cudaMemcpyAsync(to + offset, slot, n, cudaMemcpyHostToDevice, current_stream()));
+        GPUOPT_CUDA_CHECK(cudaEventRecord(st.drained[k], current_stream()));
     }
     return bad == 0;
 }

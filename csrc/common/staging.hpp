@@ -8,8 +8,8 @@
 
 namespace gpuopt {
 
-// Copy `bytes` from pageable host memory to the device, ordered on stream 0 like cudaMemcpy: the host buffer
-// may be reused when this returns; kernels queued later on stream 0 see the data. Copies up to 64 KiB go through
+// Copy `bytes` from pageable host memory to the device, ordered on the current stream (stream.hpp): the host
+// buffer may be reused when this returns; kernels queued later on that stream see the data. Copies up to 64 KiB go through
 // a ring of small pinned slots (no stream synchronisation); copies under 2 MiB (or with one host thread) take the
 // driver's path. With check_finite_f32 the bytes are read as float32 (bytes % 4 == 0) and the
 // result says whether all of them are finite, checked on the staged copy while it is in cache (no second pass).

@@ -1,8 +1,9 @@
 // CUDA-event timing: the only clock that measures device work without a host sync in
-// the middle. Events are created once and reused.
+// the middle. Events are created once and reused; recorded on the current stream unless told otherwise.
 #pragma once
 
 #include "cuda_check.cuh"
+#include "stream.hpp"
 
 namespace gpuopt {
 
@@ -24,8 +25,8 @@ public:
     EventTimer(const EventTimer&) = delete;
     EventTimer& operator=(const EventTimer&) = delete;
 
-    void start(cudaStream_t stream = nullptr) { GPUOPT_CUDA_CHECK(cudaEventRecord(start_, stream)); }
-    void stop(cudaStream_t stream = nullptr) { GPUOPT_CUDA_CHECK(cudaEventRecord(stop_, stream)); }
+    void start(cudaStream_t stream = current_stream()) { GPUOPT_CUDA_CHECK(cudaEventRecord(start_, stream)); }
+    void stop(cudaStream_t stream = current_stream()) { GPUOPT_CUDA_CHECK(cudaEventRecord(stop_, stream)); }
     // Milliseconds between start() and stop(); waits for the stop event.
     float elapsed_ms() const {
         GPUOPT_CUDA_CHECK(cudaEventSynchronize(stop_));

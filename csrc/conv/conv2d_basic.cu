@@ -60,7 +60,7 @@ void conv2d_basic(const float* x, const float* w, const float* bias, float* y, c
     check_block_threads(kThreads, true);
     const std::int64_t P = s.P(), Q = s.Q();
     const std::int64_t total = s.N * s.K * P * Q;
-    conv2d_basic_kernel<<<grid_for(total, kThreads), kThreads>>>(x, w, bias, y, s, P, Q, act);
+    conv2d_basic_kernel<<<grid_for(total, kThreads), kThreads, 0, current_stream()>>>(x, w, bias, y, s, P, Q, act);
     GPUOPT_CHECK_LAUNCH("conv2d_basic_kernel");
 }
 

@@ -423,7 +423,7 @@ void conv2d_cs6235(const float* x, const float* w, const float* bias, float* y, 
                                " input channel(s) for every output map a block spans")
                                   .c_str());
     }
-    fn<<<grid_for(d.total, B), B, smem>>>(x, w, bias, y, s, d, act);
+    fn<<<grid_for(d.total, B), B, smem, current_stream()>>>(x, w, bias, y, s, d, act);
     GPUOPT_CHECK_LAUNCH("conv2d_cs6235_kernel");
 }
 

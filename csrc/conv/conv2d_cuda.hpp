@@ -1,4 +1,5 @@
-// conv2d on the GPU: device pointers, NCHW input, KCRS filters, NKPQ output, float32, stream 0.
+// conv2d on the GPU: device pointers, NCHW input, KCRS filters, NKPQ output, float32, the current stream
+// (common/stream.hpp).
 // Same semantics as conv2d_cpu (conv2d.hpp): y = act(conv(x, w) + bias), bias nullable.
 // Launchers validate the shape and check every CUDA call and launch.
 #pragma once

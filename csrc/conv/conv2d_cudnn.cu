@@ -77,7 +77,7 @@ bool is_transform_algorithm(cudnnConvolutionFwdAlgo_t algo) {
 
 // Process-wide state behind one mutex: the setup cache, the workspace, and the use of the
 // shared cuDNN handle (a handle must not be used by two threads at once). Held for a whole
-// call: the work is only queued on stream 0, except the one-off algorithm search.
+// call: the work is only queued on the current stream, except the one-off algorithm search.
 struct State {
     std::mutex mutex;
     std::map<SetupKey, ForwardSetup> setups;
@@ -114,8 +114,8 @@ const cudnnConvolutionFwdAlgoPerf_t& retime_candidates(const ForwardSetup& setup
     DeviceBuffer<float> x(static_cast<std::size_t>(s.N * s.C * s.H * s.W));
     DeviceBuffer<float> w(static_cast<std::size_t>(s.K * s.C * s.R * s.S));
     DeviceBuffer<float> y(static_cast<std::size_t>(s.N * s.K * s.P() * s.Q()));
-    GPUOPT_CUDA_CHECK(cudaMemsetAsync(x.data(), 0x3C, x.bytes(), nullptr));
-    GPUOPT_CUDA_CHECK(cudaMemsetAsync(w.data(), 0x3C, w.bytes(), nullptr));
+    GPUOPT_CUDA_CHECK(cudaMemsetAsync(x.data(), 0x3C, x.bytes(), current_stream()));
+    GPUOPT_CUDA_CHECK(cudaMemsetAsync(w.data(), 0x3C, w.bytes(), current_stream()));
     std::size_t workspace_bytes = 0;
     for (const auto& c : candidates) workspace_bytes = std::max(workspace_bytes, c.memory);
     DeviceBuffer<char> workspace(workspace_bytes);
@@ -252,7 +252,7 @@ void conv2d_cudnn(const float* x, const float* w, const float* bias, float* y, c
     const std::int64_t plane = s.P() * s.Q();
     const std::int64_t total = s.N * s.K * plane;
     check_block_threads(kEpilogueThreads, true);
-    bias_activation_kernel<<<grid_for(total, kEpilogueThreads), kEpilogueThreads>>>(y, bias, total, plane, s.K, act);
+    bias_activation_kernel<<<grid_for(total, kEpilogueThreads), kEpilogueThreads, 0, current_stream()>>>(y, bias, total, plane, s.K, act);
     GPUOPT_CHECK_LAUNCH("bias_activation_kernel");
 }
 

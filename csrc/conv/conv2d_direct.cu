@@ -412,7 +412,7 @@ void conv2d_direct_regblock(const float* x, const float* w, const float* bias, f
     a.plane = static_cast<int>(plan.rows * plan.pitch);
 
     const dim3 grid(static_cast<unsigned>(s.N * plan.runs), static_cast<unsigned>(plan.map_groups));
-    kernel<<<grid, kThreads, static_cast<std::size_t>(plan.shared_bytes)>>>(x, w, bias, y, a);
+    kernel<<<grid, kThreads, static_cast<std::size_t>(plan.shared_bytes), current_stream()>>>(x, w, bias, y, a);
     GPUOPT_CHECK_LAUNCH("conv2d_direct_regblock_kernel");
 }
 

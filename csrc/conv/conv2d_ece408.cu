@@ -33,9 +33,10 @@
 //   bitwise reproducible from run to run. The other variants are deterministic.
 // * unroll_constmem: the constant bank (64 KB) is one per process and device, so filter banks over
 //   65536 bytes (K*C*R*S*4) are rejected with InvalidArgument, and a mutex makes "copy the weights in,
-//   launch" one step: concurrent calls from several host threads are serialised. Both the copy and the
-//   kernel are queued on the legacy default stream, so a later call's copy cannot overwrite the weights
-//   before an earlier call's kernel has finished.
+//   launch" one step: concurrent calls from several host threads are serialised. The copy and the kernel
+//   are queued on the call's stream, and a call on another stream than the last one's first waits there
+//   for the last kernel (an event), so a later call's copy cannot overwrite the weights before an earlier
+//   call's kernel has finished.
 // * Grids of the tiled kernels: x over the output tiles of a map, y over k, z over n; y and z are capped at
 //   65535 blocks and the kernels loop over the rest, so any N and K run. unroll_constmem: x over the
 //   columns (n, p, q), grid-stride, y over groups of output maps.
@@ -403,17 +404,17 @@ void launch_tiled(const float* x, const float* w, const float* bias, float* y, c
 
     if constexpr (kAtomic) {
         if (bias != nullptr) {
-            fill_bias_kernel<<<grid_for(total, 256), 256>>>(bias, y, total, s.K, PQ);
+            fill_bias_kernel<<<grid_for(total, 256), 256, 0, current_stream()>>>(bias, y, total, s.K, PQ);
             GPUOPT_CHECK_LAUNCH("fill_bias_kernel");
         } else {
-            GPUOPT_CUDA_CHECK(cudaMemsetAsync(y, 0, static_cast<std::size_t>(total) * sizeof(float), nullptr));
+            GPUOPT_CUDA_CHECK(cudaMemsetAsync(y, 0, static_cast<std::size_t>(total) * sizeof(float), current_stream()));
         }
     }
-    kernel<<<grid, block, smem>>>(x, w, bias, y, params);
+    kernel<<<grid, block, smem, current_stream()>>>(x, w, bias, y, params);
     GPUOPT_CHECK_LAUNCH("conv2d_tiled_kernel");
     if constexpr (kAtomic) {
         if (act != Activation::None) {
-            activation_kernel<<<grid_for(total, 256), 256>>>(y, total, act);
+            activation_kernel<<<grid_for(total, 256), 256, 0, current_stream()>>>(y, total, act);
             GPUOPT_CHECK_LAUNCH("activation_kernel");
         }
     }
@@ -427,9 +428,16 @@ __constant__ float c_weights[kConstantFloats];  // W_unrolled, row k = w[k] flat
 
 constexpr int kConstmemThreads = 256;
 
-std::mutex& constant_bank_mutex() {
-    static std::mutex m;
-    return m;
+// The constant bank's users, in order: the mutex makes copy + launch one step; `done` is recorded after the last
+// kernel that read the bank (on `stream`, outside any capture), which a call on another stream waits for.
+struct ConstantBank {
+    std::mutex mutex;
+    cudaEvent_t done = nullptr;
+    cudaStream_t stream = nullptr;
+};
+ConstantBank& constant_bank() {
+    static ConstantBank* bank = new ConstantBank;  // never destroyed (driver shutdown)
+    return *bank;
 }
 
 // Thread j of the 1-D grid owns column j = (n, p, q) of X_unrolled (q fastest: a warp writes consecutive
@@ -487,7 +495,7 @@ template <int KB>
 void launch_unroll_constmem(const float* x, const float* bias, float* y, const ConvParams& g) {
     const i64 columns = static_cast<i64>(g.N) * g.P * g.Q;
     const dim3 grid(grid_for(columns, kConstmemThreads), static_cast<unsigned>(ceil_div(g.K, KB)));
-    conv2d_unroll_constmem_kernel<KB><<<grid, kConstmemThreads>>>(x, bias, y, g);
+    conv2d_unroll_constmem_kernel<KB><<<grid, kConstmemThreads, 0, current_stream()>>>(x, bias, y, g);
     GPUOPT_CHECK_LAUNCH("conv2d_unroll_constmem_kernel");
 }
 
@@ -557,8 +565,12 @@ void conv2d_unroll_constmem(const float* x, const float* w, const float* bias, f
     const std::size_t bytes = static_cast<std::size_t>(s.K * s.C * s.R * s.S) * sizeof(float);
 
     // The constant bank is process-wide: the copy and the launch that reads it are one step.
-    std::lock_guard<std::mutex> lock(constant_bank_mutex());
-    GPUOPT_CUDA_CHECK(cudaMemcpyToSymbolAsync(c_weights, w, bytes, 0, cudaMemcpyDeviceToDevice, nullptr));
+    ConstantBank& bank = constant_bank();
+    std::lock_guard<std::mutex> lock(bank.mutex);
+    const cudaStream_t on = current_stream();
+    if (!bank.done) GPUOPT_CUDA_CHECK(cudaEventCreateWithFlags(&bank.done, cudaEventDisableTiming));
+    else if (bank.stream != on) GPUOPT_CUDA_CHECK(cudaStreamWaitEvent(on, bank.done, 0));
+    GPUOPT_CUDA_CHECK(cudaMemcpyToSymbolAsync(c_weights, w, bytes, 0, cudaMemcpyDeviceToDevice, on));
     // Output maps per thread: the largest of 8, 4, 2, 1 that is <= K.
     if (g.K >= 8)
         launch_unroll_constmem<8>(x, bias, y, g);
@@ -568,6 +580,12 @@ void conv2d_unroll_constmem(const float* x, const float* w, const float* bias, f
         launch_unroll_constmem<2>(x, bias, y, g);
     else
         launch_unroll_constmem<1>(x, bias, y, g);
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    GPUOPT_CUDA_CHECK(cudaStreamIsCapturing(on, &capture));
+    if (capture == cudaStreamCaptureStatusNone) {  // (in a capture the next call runs on the same stream anyway)
+        GPUOPT_CUDA_CHECK(cudaEventRecord(bank.done, on));
+        bank.stream = on;
+    }
 }
 
 }  // namespace gpuopt::conv

@@ -641,11 +641,11 @@ void conv2d_unroll(const float* x, const float* w, const float* bias, float* y, 
         gc.NPQ = ncols;
         float* out = chunk == 1 ? gc.y : yp.data();
         const dim3 cols_grid(static_cast<unsigned>(ceil_div<i64>(ncols, kUnrollThreads)));
-        im2col_kernel<<<dim3(cols_grid.x, grid_y(g.CRS)), kUnrollThreads>>>(gc, ncols, xu.data());
+        im2col_kernel<<<dim3(cols_grid.x, grid_y(g.CRS)), kUnrollThreads, 0, current_stream()>>>(gc, ncols, xu.data());
         GPUOPT_CHECK_LAUNCH("conv2d im2col_kernel");
         run_gemm(gemm, w, xu.data(), out, s.K, ncols, g.CRS);
         if (epilogue_needed) {
-            unroll_epilogue_kernel<<<dim3(cols_grid.x, grid_y(g.K)), kUnrollThreads>>>(gc, out, ncols);
+            unroll_epilogue_kernel<<<dim3(cols_grid.x, grid_y(g.K)), kUnrollThreads, 0, current_stream()>>>(gc, out, ncols);
             GPUOPT_CHECK_LAUNCH("conv2d unroll_epilogue_kernel");
         }
     }
@@ -664,7 +664,7 @@ void conv2d_implicit_gemm(const float* x, const float* w, const float* bias, flo
     const dim3 grid(static_cast<unsigned>(ceil_div<i64>(g.NPQ, tile)), grid_y(ceil_div<i64>(g.K, tile)));
     at_value<kImplicitGemmTiles>(tile, [&](auto t) {
         constexpr int T = decltype(t)::value;
-        implicit_gemm_kernel<T><<<grid, T * T>>>(g);
+        implicit_gemm_kernel<T><<<grid, T * T, 0, current_stream()>>>(g);
     });
     GPUOPT_CHECK_LAUNCH("conv2d implicit_gemm_kernel");
 }
@@ -690,7 +690,7 @@ void conv2d_implicit_gemm_fast(const float* x, const float* w, const float* bias
     check_block_threads(l.threads, true);
     require_shared_memory(l.kernel, l.shared_bytes, l.name.c_str());
     const int vec_y = g.PQ % 4 == 0 && aligned16(y) ? 1 : 0;
-    l.kernel<<<static_cast<unsigned>(l.blocks), l.threads, l.shared_bytes>>>(g, vec_y);
+    l.kernel<<<static_cast<unsigned>(l.blocks), l.threads, l.shared_bytes, current_stream()>>>(g, vec_y);
     GPUOPT_CHECK_LAUNCH("conv2d implicit_gemm_fast_kernel");
 }
 

@@ -225,7 +225,7 @@ void conv2d_implicit_gemm_tf32x3(const float* x, const float* w, const float* bi
                                                               std::max(per_sm, 1));
     void* args[] = {&g};
     GPUOPT_CUDA_CHECK(cudaLaunchKernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(kThreads), args,
-                                       static_cast<std::size_t>(bytes), nullptr));
+                                       static_cast<std::size_t>(bytes), current_stream()));
 }
 
 

@@ -404,11 +404,11 @@ void conv2d_winograd(const float* x, const float* w, const float* bias, float* y
     // Transformed filters, once per call (pool scratch; stream-ordered reuse after the kernel).
     DeviceBuffer<float> u(static_cast<std::size_t>(n) * n * a.Cp * a.Kp);
     const i64 pairs = static_cast<i64>(a.Kp) * a.Cp;
-    L.filter<<<grid_for(pairs, 256), 256>>>(w, u.data(), a.K, a.C, a.Kp, a.Cp);
+    L.filter<<<grid_for(pairs, 256), 256, 0, current_stream()>>>(w, u.data(), a.K, a.C, a.Kp, a.Cp);
     GPUOPT_CHECK_LAUNCH("winograd_filter_kernel");
     const dim3 grid(static_cast<unsigned>(ceil_div(a.tiles, L.TB)),
                     L.all_maps ? 1u : static_cast<unsigned>(a.Kp / L.KB));
-    L.kernel<<<grid, L.threads, static_cast<std::size_t>(L.shared_bytes)>>>(x, u.data(), bias, y, a);
+    L.kernel<<<grid, L.threads, static_cast<std::size_t>(L.shared_bytes), current_stream()>>>(x, u.data(), bias, y, a);
     GPUOPT_CHECK_LAUNCH("conv2d_winograd_kernel");
 }
 

@@ -1,5 +1,5 @@
 // k-means on the GPU. Every variant reproduces kmeans_cpu (Liao's seq_kmeans) bit for
-// bit: same memberships, iterations, delta history and centres. Stream 0 throughout;
+// bit: same memberships, iterations, delta history and centres. The current stream (common/stream.hpp) throughout;
 // launchers check their configuration up front and every CUDA call and launch.
 #pragma once
 
@@ -12,7 +12,7 @@
 namespace gpuopt::kmeans {
 
 // Milliseconds accumulated over the loop of kmeans_liao, measured with CUDA events on
-// stream 0 (the device timeline).
+// the current stream (the device timeline).
 struct KMeansLiaoTiming {
     double setup_ms = 0.0;     // once, before the loop: transpose of x to SoA (not for AoS), membership = -1
     double upload_ms = 0.0;    // per loop: centres (SoA) host -> device
@@ -120,7 +120,7 @@ KMeansStats kmeans_device(const float* x_dev, std::int64_t n, std::int64_t d, st
 
 // "stream": points that need not fit in device memory (kmeans_stream.cu). x stays where it is (host memory,
 // pinned or not, or the device) and every loop streams it through a device slab of `buffers` slabs of
-// chunk_points objects: the copy of slab s + 1 (a stream of its own) overlaps the kernels of slab s (stream 0:
+// chunk_points objects: the copy of slab s + 1 (a stream of its own) overlaps the kernels of slab s (the call's stream:
 // device's assign_and_sum and finish_loop over the slab's groups, the total carried from slab to slab in group
 // order). chunk_points is a multiple of kSumGroup, so every slab holds whole groups of the summation tree and the
 // result is device's (and cpu(summation="chunked")'s) bit for bit, for any chunk_points; memberships and centres

@@ -500,8 +500,10 @@ KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::
     // Group counters, counts and state zeroed in one call. Every membership starts at -1, so the first loop
     // counts all n objects as changed (as the reference).
     GPUOPT_CUDA_CHECK(cudaMemsetAsync(small.data(), 0,
-                                      (group_words + static_cast<std::size_t>(k) + kStateWords) * sizeof(unsigned long long)));
-    GPUOPT_CUDA_CHECK(cudaMemsetAsync(membership_dev, 0xFF, static_cast<std::size_t>(n) * sizeof(std::int32_t)));
+                                      (group_words + static_cast<std::size_t>(k) + kStateWords) * sizeof(unsigned long long),
+                                      current_stream()));
+    GPUOPT_CUDA_CHECK(cudaMemsetAsync(membership_dev, 0xFF, static_cast<std::size_t>(n) * sizeof(std::int32_t),
+                                      current_stream()));
 
     // The host's copy of [LoopState][history], read once per batch.
     std::vector<unsigned char> host(sizeof(LoopState) + static_cast<std::size_t>(max_iter) * sizeof(float));
@@ -532,7 +534,7 @@ KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::
             }
             // The stop flag and the history up to the batch's last possible loop, in one copy.
             const std::size_t bytes = sizeof(LoopState) + static_cast<std::size_t>(host_state.iterations + batch) * sizeof(float);
-            GPUOPT_CUDA_CHECK(cudaMemcpy(host.data(), state, bytes, cudaMemcpyDeviceToHost));
+            copy_to_host_sync(host.data(), state, bytes);
             std::memcpy(&host_state, host.data(), sizeof(LoopState));
         }
     };
@@ -610,7 +612,7 @@ void kmeans_predict_device(const float* x_dev, std::int64_t n, std::int64_t d, c
     GPUOPT_REQUIRE(x_dev && centroids_dev && membership_dev, "kmeans_predict device: null pointer argument");
     const auto blocks = static_cast<unsigned>((n + kPredictThreads - 1) / kPredictThreads);
     with_dim(d, [&](auto dim) {
-        predict_kernel<dim.value><<<blocks, kPredictThreads>>>(x_dev, n, static_cast<int>(d), static_cast<int>(k),
+        predict_kernel<dim.value><<<blocks, kPredictThreads, 0, current_stream()>>>(x_dev, n, static_cast<int>(d), static_cast<int>(k),
                                                                centroids_dev, membership_dev);
         GPUOPT_CHECK_LAUNCH("kmeans predict_kernel");
     });

@@ -238,12 +238,12 @@ KMeansStats kmeans_liao(const float* x_dev, const float* x_host, std::int64_t n,
         const dim3 block(kTransposeTile, kTransposeRows);
         const dim3 grid(static_cast<unsigned>(ceil_div<std::int64_t>(n, kTransposeTile)),
                         static_cast<unsigned>(ceil_div<std::int64_t>(d, kTransposeTile)));
-        transpose_to_soa<<<grid, block>>>(x_dev, x_soa.data(), n, static_cast<int>(d));
+        transpose_to_soa<<<grid, block, 0, current_stream()>>>(x_dev, x_soa.data(), n, static_cast<int>(d));
         GPUOPT_CHECK_LAUNCH("transpose_to_soa");
     }
     // Every membership starts at -1 (0xFFFFFFFF), so the first loop counts all n objects
     // as changed, as the CPU reference does.
-    GPUOPT_CUDA_CHECK(cudaMemsetAsync(membership_dev.data(), 0xFF, membership_dev.bytes()));
+    GPUOPT_CUDA_CHECK(cudaMemsetAsync(membership_dev.data(), 0xFF, membership_dev.bytes(), current_stream()));
     if (timing) {
         setup_timer->stop();
         timing->setup_ms += setup_timer->elapsed_ms();
@@ -254,29 +254,28 @@ KMeansStats kmeans_liao(const float* x_dev, const float* x_host, std::int64_t n,
     do {
         if (!cfg.aos) centres_to_soa(centroids_host, k, d, centres_soa.data());
         if (timing) upload_timer->start();
-        GPUOPT_CUDA_CHECK(cudaMemcpy(centres_dev.data(), cfg.aos ? centroids_host : centres_soa.data(),
-                                     centre_floats * sizeof(float), cudaMemcpyHostToDevice));
+        GPUOPT_CUDA_CHECK(cudaMemcpyAsync(centres_dev.data(), cfg.aos ? centroids_host : centres_soa.data(),
+                                          centre_floats * sizeof(float), cudaMemcpyHostToDevice, current_stream()));
         if (timing) {
             upload_timer->stop();
             kernel_timer->start();
         }
-        find_nearest<<<static_cast<unsigned>(num_blocks), threads, shared_bytes>>>(
+        find_nearest<<<static_cast<unsigned>(num_blocks), threads, shared_bytes, current_stream()>>>(
             cfg.aos ? x_dev : x_soa.data(), centres_dev.data(), static_cast<int>(n), static_cast<int>(d),
             static_cast<int>(k), membership_dev.data(), partials.data());
         GPUOPT_CHECK_LAUNCH("find_nearest_cluster");
-        compute_delta<<<1, reduction_threads>>>(partials.data(), static_cast<int>(num_blocks), changed_dev.data());
+        compute_delta<<<1, reduction_threads, 0, current_stream()>>>(partials.data(), static_cast<int>(num_blocks), changed_dev.data());
         GPUOPT_CHECK_LAUNCH("compute_delta");
         if (timing) {
             kernel_timer->stop();
             download_timer->start();
         }
-        GPUOPT_CUDA_CHECK(cudaMemcpy(membership_host, membership_dev.data(), membership_dev.bytes(),
-                                     cudaMemcpyDeviceToHost));
+        copy_to_host_sync(membership_host, membership_dev.data(), membership_dev.bytes());
         if (timing) download_timer->stop();
         // Synchronous and queued after every event of this loop: once it returns, the
         // events below are complete and reading them waits for nothing.
         int changed = 0;
-        GPUOPT_CUDA_CHECK(cudaMemcpy(&changed, changed_dev.data(), sizeof(int), cudaMemcpyDeviceToHost));
+        copy_to_host_sync(&changed, changed_dev.data(), sizeof(int));
         if (timing) {
             timing->upload_ms += upload_timer->elapsed_ms();
             timing->kernels_ms += kernel_timer->elapsed_ms();

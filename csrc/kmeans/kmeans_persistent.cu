@@ -502,7 +502,7 @@ DeviceState& device_state(int device) {
     DeviceState& st = states[device];
     if (!st.done_counter) {
         GPUOPT_CUDA_CHECK(cudaMalloc(&st.done_counter, sizeof(unsigned)));
-        GPUOPT_CUDA_CHECK(cudaMemset(st.done_counter, 0, sizeof(unsigned)));
+        GPUOPT_CUDA_CHECK(cudaMemsetAsync(st.done_counter, 0, sizeof(unsigned), current_stream()));
         GPUOPT_CUDA_CHECK(cudaEventCreateWithFlags(&st.done, cudaEventDisableTiming));
     }
     return st;
@@ -515,12 +515,13 @@ void prepare_counters(DeviceState& st, std::int64_t groups) {
         st.arrivals = nullptr, st.arrivals_len = 0;
         const std::int64_t len = std::max<std::int64_t>(groups, 2 * st.arrivals_len + 64);
         GPUOPT_CUDA_CHECK(cudaMalloc(&st.arrivals, static_cast<std::size_t>(len) * sizeof(unsigned)));
-        GPUOPT_CUDA_CHECK(cudaMemset(st.arrivals, 0, static_cast<std::size_t>(len) * sizeof(unsigned)));
+        GPUOPT_CUDA_CHECK(cudaMemsetAsync(st.arrivals, 0, static_cast<std::size_t>(len) * sizeof(unsigned), current_stream()));
         st.arrivals_len = len;
     }
     if (st.in_doubt) {
-        GPUOPT_CUDA_CHECK(cudaMemset(st.arrivals, 0, static_cast<std::size_t>(st.arrivals_len) * sizeof(unsigned)));
-        GPUOPT_CUDA_CHECK(cudaMemset(st.done_counter, 0, sizeof(unsigned)));
+        GPUOPT_CUDA_CHECK(cudaMemsetAsync(st.arrivals, 0, static_cast<std::size_t>(st.arrivals_len) * sizeof(unsigned),
+                                          current_stream()));
+        GPUOPT_CUDA_CHECK(cudaMemsetAsync(st.done_counter, 0, sizeof(unsigned), current_stream()));
         st.done_base = 0, st.in_doubt = false;
     }
 }
@@ -621,7 +622,8 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
         }
         // Fails (RuntimeError) rather than deadlock where the grid cannot be co-resident.
         st.in_doubt = true;  // until the run's loop count is read
-        GPUOPT_CUDA_CHECK(cudaLaunchCooperativeKernel(fn, dim3(launch.grid), dim3(kThreads), params, launch.shared, nullptr));
+        GPUOPT_CUDA_CHECK(cudaLaunchCooperativeKernel(fn, dim3(launch.grid), dim3(kThreads), params, launch.shared,
+                                                      current_stream()));
     });
     KMeansStats stats;
     auto ended = [&](int loops) {  // the counters as the run left them
@@ -629,7 +631,7 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
         st.in_doubt = false;
     };
     if (copied.size() == 0) {  // mapped: one wait, then the host reads what block 0 wrote
-        GPUOPT_CUDA_CHECK(cudaEventRecord(st.done, nullptr));
+        GPUOPT_CUDA_CHECK(cudaEventRecord(st.done, current_stream()));
         GPUOPT_CUDA_CHECK(cudaEventSynchronize(st.done));
         const int* host = st.host_result;
         GPUOPT_REQUIRE(host[0] >= 1 && host[0] <= max_iter, "kmeans device_persistent: the run wrote no loop count");
@@ -643,15 +645,14 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
     constexpr std::int64_t kFirst = 63;
     int host[1 + kFirst];
     const std::int64_t first = std::min<std::int64_t>(max_iter, kFirst);
-    GPUOPT_CUDA_CHECK(cudaMemcpy(host, result, (1 + first) * sizeof(int), cudaMemcpyDeviceToHost));
+    copy_to_host_sync(host, result, (1 + first) * sizeof(int));
     GPUOPT_REQUIRE(host[0] >= 1 && host[0] <= max_iter, "kmeans device_persistent: the run wrote no loop count");
     stats.iterations = host[0];
     ended(host[0]);
     stats.delta.resize(static_cast<std::size_t>(stats.iterations));
     std::memcpy(stats.delta.data(), host + 1, std::min<std::int64_t>(stats.iterations, first) * sizeof(float));
     if (stats.iterations > first)
-        GPUOPT_CUDA_CHECK(cudaMemcpy(stats.delta.data() + first, result + 1 + first,
-                                     (stats.iterations - first) * sizeof(float), cudaMemcpyDeviceToHost));
+        copy_to_host_sync(stats.delta.data() + first, result + 1 + first, (stats.iterations - first) * sizeof(float));
     return stats;
 }
 
@@ -660,7 +661,8 @@ double kmeans_grid_barrier_ms(int blocks_per_sm, int barriers, bool cg) {
                    "kmeans_grid_barrier_ms: blocks_per_sm in 1..8, barriers >= 1");
     const unsigned grid = static_cast<unsigned>(multiprocessor_count() * blocks_per_sm);
     DeviceBuffer<unsigned long long> bar(1);
-    GPUOPT_CUDA_CHECK(cudaMemsetAsync(bar.data(), 0, sizeof(unsigned long long)));
+    const cudaStream_t on = current_stream();
+    GPUOPT_CUDA_CHECK(cudaMemsetAsync(bar.data(), 0, sizeof(unsigned long long), on));
     auto* b = reinterpret_cast<GridBarrier*>(bar.data());
     void* params[] = {&b, &barriers};
     const void* kernel = cg ? reinterpret_cast<const void*>(barrier_only<true>)
@@ -668,10 +670,10 @@ double kmeans_grid_barrier_ms(int blocks_per_sm, int barriers, bool cg) {
     cudaEvent_t start, stop;
     GPUOPT_CUDA_CHECK(cudaEventCreate(&start));
     GPUOPT_CUDA_CHECK(cudaEventCreate(&stop));
-    GPUOPT_CUDA_CHECK(cudaLaunchCooperativeKernel(kernel, dim3(grid), dim3(kThreads), params, 0, nullptr));  // warm-up
-    GPUOPT_CUDA_CHECK(cudaEventRecord(start));
-    GPUOPT_CUDA_CHECK(cudaLaunchCooperativeKernel(kernel, dim3(grid), dim3(kThreads), params, 0, nullptr));
-    GPUOPT_CUDA_CHECK(cudaEventRecord(stop));
+    GPUOPT_CUDA_CHECK(cudaLaunchCooperativeKernel(kernel, dim3(grid), dim3(kThreads), params, 0, on));  // warm-up
+    GPUOPT_CUDA_CHECK(cudaEventRecord(start, on));
+    GPUOPT_CUDA_CHECK(cudaLaunchCooperativeKernel(kernel, dim3(grid), dim3(kThreads), params, 0, on));
+    GPUOPT_CUDA_CHECK(cudaEventRecord(stop, on));
     GPUOPT_CUDA_CHECK(cudaEventSynchronize(stop));
     float ms = 0.f;
     GPUOPT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));

@@ -2,7 +2,7 @@
 // device slab, for N past device memory. Per loop, slab by slab in object order:
 //   copy stream  x[slab s] -> buffer s % buffers (cudaMemcpyAsync), after the kernels of the buffer's last slab
 //                (event free[b]); then event ready[b]
-//   stream 0     waits ready[b]; assign_and_sum over the slab's chunks and finish_loop<Streamed> over its groups
+//   the call's   waits ready[b]; assign_and_sum over the slab's chunks and finish_loop<Streamed> over its groups
 //                (kmeans_loop_parts.hpp: device's kernels); event free[b]
 // The copies run up to buffers - 1 slabs ahead, across the loop boundary too, so the copy engine keeps going while
 // the host reads the stop flag (one small copy a loop). Slabs are whole groups of the summation tree (kSumGroup
@@ -18,6 +18,7 @@
 #include "../common/device_buffer.cuh"
 #include "../common/error.hpp"
 #include "../common/staging.hpp"
+#include "../common/stream.hpp"
 #include "kmeans_cuda.hpp"
 #include "kmeans_loop_parts.hpp"
 
@@ -33,7 +34,7 @@ constexpr int most_buffers() {
 }
 constexpr int kMaxBuffers = most_buffers();
 
-// A non-blocking copy stream (a blocking one would serialise with the legacy stream 0 the kernels run on) and the
+// A non-blocking copy stream (a blocking one would serialise with the legacy stream the kernels may run on) and the
 // slab events, created once per device; the mutex serialises calls (they share them).
 struct StreamPipeline {
     cudaStream_t copy = nullptr;
@@ -122,9 +123,10 @@ KMeansStats kmeans_stream(const float* x, std::int64_t n, std::int64_t d, std::i
     DeviceBuffer<double> chunk_sums(static_cast<std::size_t>((chunk / kSumChunk) * k * d));
     DeviceBuffer<double> running(static_cast<std::size_t>(k * d));
     DeviceBuffer<unsigned long long> loop(parts::loop_words(k, max_iter));
-    GPUOPT_CUDA_CHECK(cudaMemsetAsync(loop.data(), 0, parts::head_words(k) * sizeof(unsigned long long)));
-    GPUOPT_CUDA_CHECK(cudaMemsetAsync(running.data(), 0, running.bytes()));
-    GPUOPT_CUDA_CHECK(cudaMemsetAsync(membership_dev, 0xFF, static_cast<std::size_t>(n) * sizeof(std::int32_t)));
+    const cudaStream_t on = current_stream();
+    GPUOPT_CUDA_CHECK(cudaMemsetAsync(loop.data(), 0, parts::head_words(k) * sizeof(unsigned long long), on));
+    GPUOPT_CUDA_CHECK(cudaMemsetAsync(running.data(), 0, running.bytes(), on));
+    GPUOPT_CUDA_CHECK(cudaMemsetAsync(membership_dev, 0xFF, static_cast<std::size_t>(n) * sizeof(std::int32_t), on));
 
     // Where x is: device memory and pinned host memory are copied from as they are; pageable memory is registered
     // for the call, or staged (asked for, or registration refused).
@@ -145,8 +147,8 @@ KMeansStats kmeans_stream(const float* x, std::int64_t n, std::int64_t d, std::i
         GPUOPT_CUDA_CHECK(cudaHostAlloc(&staging.ptr, slab_floats * sizeof(float) * nbuf, cudaHostAllocPortable));
     if (host_path) *host_path = path;
 
-    // The copies start after the work queued before on stream 0 (a device x's producer).
-    GPUOPT_CUDA_CHECK(cudaEventRecord(p.start, nullptr));
+    // The copies start after the work queued before on the call's stream (a device x's producer).
+    GPUOPT_CUDA_CHECK(cudaEventRecord(p.start, current_stream()));
     GPUOPT_CUDA_CHECK(cudaStreamWaitEvent(p.copy, p.start, 0));
     Drain drain{p.copy};
     const unsigned blocks = parts::assign_grid((std::min(chunk, n) + kSumChunk - 1) / kSumChunk, d, k, dot);
@@ -178,15 +180,14 @@ KMeansStats kmeans_stream(const float* x, std::int64_t n, std::int64_t d, std::i
             while (issued < g + nbuf) issue_copy(issued++);  // up to nbuf - 1 slabs ahead
             const int b = static_cast<int>(g % nbuf);
             const std::int64_t first = s * chunk, len = std::min(chunk, n - first);
-            GPUOPT_CUDA_CHECK(cudaStreamWaitEvent(nullptr, p.ready[b], 0));
+            GPUOPT_CUDA_CHECK(cudaStreamWaitEvent(current_stream(), p.ready[b], 0));
             parts::launch_slab(slab.data() + slab_floats * b, len, n, d, k, dot, blocks, centroids_dev,
                                membership_dev + first, chunk_sums.data(), loop.data(), running.data(),
-                               s == slabs - 1, threshold, max_iter, nullptr);
-            GPUOPT_CUDA_CHECK(cudaEventRecord(p.free[b], nullptr));
+                               s == slabs - 1, threshold, max_iter, current_stream());
+            GPUOPT_CUDA_CHECK(cudaEventRecord(p.free[b], current_stream()));
         }
         // The stop flag and the history so far; the copy stream goes on with the next loop's first slabs.
-        GPUOPT_CUDA_CHECK(cudaMemcpy(host.data(), parts::state_of(loop.data(), k), parts::state_bytes(it + 1),
-                                     cudaMemcpyDeviceToHost));
+        copy_to_host_sync(host.data(), parts::state_of(loop.data(), k), parts::state_bytes(it + 1));
         if (parts::copy_done(host.data(), &iterations)) break;
     }
     KMeansStats stats;

@@ -661,12 +661,12 @@ void launch(const Launch& l, const float* x, std::int64_t n, std::int64_t d, std
     const int di = static_cast<int>(d), ki = static_cast<int>(k);
     if (d <= kMaxTiledDim)
         with_assign_tiled(d, k, l.products, [&](auto kernel, std::size_t shared) {
-            kernel<<<l.assign_blocks, kTileThreads, shared>>>(x, n, di, ki, centres, membership, state);
+            kernel<<<l.assign_blocks, kTileThreads, shared, current_stream()>>>(x, n, di, ki, centres, membership, state);
         });
     else
-        assign_any<<<l.assign_blocks, kTileThreads>>>(x, n, di, ki, centres, membership, state);
+        assign_any<<<l.assign_blocks, kTileThreads, 0, current_stream()>>>(x, n, di, ki, centres, membership, state);
     GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign");
-    sum_members<<<l.sum_blocks, kTileThreads, sum_shared_bytes(ki)>>>(x, n, di, ki, membership, chunk_sums, counts,
+    sum_members<<<l.sum_blocks, kTileThreads, sum_shared_bytes(ki), current_stream()>>>(x, n, di, ki, membership, chunk_sums, counts,
                                                                      state);
     GPUOPT_CHECK_LAUNCH("kmeans device_tiled sum_members");
 }

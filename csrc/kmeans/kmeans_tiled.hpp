@@ -28,7 +28,7 @@ struct Launch {
 void check(std::int64_t n, std::int64_t d, std::int64_t k, Products p);
 // blocks > 0: at most that many blocks a grid (tests: the result never depends on the grid).
 Launch plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks, Products p);
-// One loop's assignment (memberships, the change count in the state) and chunk sums + member counts, on stream 0;
+// One loop's assignment (memberships, the change count in the state) and chunk sums + member counts, on the current stream;
 // state is kmeans_device.cuh's LoopState.
 void launch(const Launch& l, const float* x, std::int64_t n, std::int64_t d, std::int64_t k, const float* centres,
             std::int32_t* membership, double* chunk_sums, unsigned long long* counts, void* state);

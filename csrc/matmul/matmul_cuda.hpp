@@ -1,5 +1,5 @@
 // matmul on the GPU: device pointers, row-major float32 (a: M x K, b: K x N, c: M x N),
-// stream 0. Launchers check their configuration and every launch; they allocate nothing.
+// the current stream (common/stream.hpp). Launchers check their configuration and every launch; they allocate nothing.
 //
 // The ladder, simple to fast (notes/matmul.md has each step's prediction and outcome):
 //   naive -> coalesced -> shared -> tile_buffer (the CMU report) -> blocktile_1d ->
@@ -108,7 +108,7 @@ struct PreparedLaunch {
 // launch has a 2-D grid, nor tf32x3_wgmma, nor cublas); ValueError for others.
 PreparedLaunch matmul_prepare(Step variant, const KernelParams& params, std::int64_t M, std::int64_t N,
                               std::int64_t K);
-// Launch it on stream 0 (a, b, c 16-byte aligned) and check the launch.
+// Launch it on the current stream (a, b, c 16-byte aligned) and check the launch.
 void run_prepared(const PreparedLaunch& l, const float* a, const float* b, float* c);
 
 // The kernel `variant` runs for an M x N x K product with 16-byte aligned operands (the

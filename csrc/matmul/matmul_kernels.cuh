@@ -41,7 +41,7 @@ bool device_has_clusters();
 
 // Output tiles of BM x BN: the 1-D grid size (a launch is rejected beyond 2^31-1 blocks).
 unsigned tile_count(std::int64_t M, std::int64_t N, int BM, int BN, const char* what);
-// Launch a planned kernel on stream 0 and check the launch.
+// Launch a planned kernel on the current stream and check the launch.
 void run_launch(const MatmulLaunch& l, const float* a, const float* b, float* c, std::int64_t M, std::int64_t N,
                 std::int64_t K);
 // Registers, shared memory, spills and occupancy of a planned matmul kernel (gpuopt::kernel_info of it).

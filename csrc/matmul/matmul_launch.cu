@@ -3,6 +3,7 @@
 
 #include "../common/cuda_check.cuh"
 #include "../common/error.hpp"
+#include "../common/stream.hpp"
 #include "matmul_kernels.cuh"
 
 namespace gpuopt::matmul {
@@ -29,7 +30,7 @@ namespace {
 void launch_checked(MatmulKernel kernel, unsigned blocks, int threads, std::size_t smem, int cluster, const float* a,
                     const float* b, float* c, int M, int N, int K) {
     if (cluster == 1) {
-        kernel<<<blocks, threads, smem>>>(a, b, c, M, N, K);
+        kernel<<<blocks, threads, smem, current_stream()>>>(a, b, c, M, N, K);
         GPUOPT_CUDA_CHECK(cudaGetLastError());
         return;
     }
@@ -39,7 +40,7 @@ void launch_checked(MatmulKernel kernel, unsigned blocks, int threads, std::size
     config.gridDim = dim3(blocks);
     config.blockDim = dim3(static_cast<unsigned>(threads));
     config.dynamicSmemBytes = smem;
-    config.stream = nullptr;
+    config.stream = current_stream();
     cudaLaunchAttribute attribute{};
     attribute.id = cudaLaunchAttributeClusterDimension;
     attribute.val.clusterDim.x = static_cast<unsigned>(cluster);

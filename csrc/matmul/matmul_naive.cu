@@ -1,5 +1,6 @@
 // Ladder step 1, "naive": one thread per output on a 2-D grid of 16x16 blocks (the CMU report's
 // original kernel, with its bug fixed): the starting point every later step is measured against.
+#include "../common/stream.hpp"
 #include "matmul_kernels.cuh"
 
 namespace gpuopt::matmul {
@@ -35,7 +36,7 @@ void matmul_naive(const float* a, const float* b, float* c, std::int64_t M, std:
     GPUOPT_REQUIRE(N < (1LL << 31) && K < (1LL << 31), "matmul naive: N and K must be < 2^31");
     const dim3 block(kBlock, kBlock);
     const dim3 grid(static_cast<unsigned>(ceil_div<std::int64_t>(N, kBlock)), static_cast<unsigned>(ceil_div<std::int64_t>(M, kBlock)));
-    matmul_naive_kernel<<<grid, block>>>(a, b, c, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K));
+    matmul_naive_kernel<<<grid, block, 0, current_stream()>>>(a, b, c, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K));
     GPUOPT_CHECK_LAUNCH("matmul_naive_kernel");
 }
 

@@ -22,6 +22,7 @@
 #include "../common/cuda_check.cuh"
 #include "../common/device_buffer.cuh"
 #include "../common/error.hpp"
+#include "../common/stream.hpp"
 #include "../common/tf32.cuh"
 #include "../common/wgmma.cuh"
 #include "matmul_kernels.cuh"
@@ -202,16 +203,16 @@ void matmul_tf32x3_wgmma(const float* a, const float* b, float* c, std::int64_t 
     DeviceBuffer<float> a_hi(Mp * Kp), a_lo(Mp * Kp), b_hi(Np * Kp), b_lo(Np * Kp);
     const bool vec_a = K % 4 == 0 && aligned16(a);
     const unsigned kx = static_cast<unsigned>(ceil_div<std::int64_t>(Kp / 4, 128));
-    split_rows<<<dim3(kx, static_cast<unsigned>(std::min<std::int64_t>(Mp, 65535))), 128>>>(
+    split_rows<<<dim3(kx, static_cast<unsigned>(std::min<std::int64_t>(Mp, 65535))), 128, 0, current_stream()>>>(
         a, static_cast<int>(M), static_cast<int>(K), a_hi.data(), a_lo.data(), static_cast<int>(Mp),
         static_cast<int>(Kp), vec_a);
     GPUOPT_CUDA_CHECK(cudaGetLastError());
     split_cols<<<dim3(static_cast<unsigned>(Np / 32), static_cast<unsigned>(std::min<std::int64_t>(Kp / 32, 65535))),
-                 dim3(32, 8)>>>(b, static_cast<int>(K), static_cast<int>(N), b_hi.data(), b_lo.data(),
+                 dim3(32, 8), 0, current_stream()>>>(b, static_cast<int>(K), static_cast<int>(N), b_hi.data(), b_lo.data(),
                                 static_cast<int>(Kp));
     GPUOPT_CUDA_CHECK(cudaGetLastError());
     const bool vec_c = N % 2 == 0 && reinterpret_cast<std::uintptr_t>(c) % 8 == 0;
-    tf32x3_wgmma_kernel<<<blocks, THREADS, SMEM_BYTES>>>(a_hi.data(), a_lo.data(), b_hi.data(), b_lo.data(), c,
+    tf32x3_wgmma_kernel<<<blocks, THREADS, SMEM_BYTES, current_stream()>>>(a_hi.data(), a_lo.data(), b_hi.data(), b_lo.data(), c,
                                                           static_cast<int>(M), static_cast<int>(N),
                                                           static_cast<int>(Kp), static_cast<int>(Mp / BM),
                                                           static_cast<int>(Np / BN), vec_c);

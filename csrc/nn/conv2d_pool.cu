@@ -372,7 +372,7 @@ void launch(const TIn* x, float divisor, const float* wt, const float* bias, flo
     const int kblocks = ceil_div(L.K, L.cpb);
     const std::int64_t resident = std::max<std::int64_t>(1, static_cast<std::int64_t>(sms) * std::max(per_sm, 1) / kblocks);
     const dim3 grid(static_cast<unsigned>(std::min(p.blocks, resident)), static_cast<unsigned>(kblocks));
-    kernel<<<grid, p.threads, p.shared_bytes>>>(x, divisor, wt, bias, y, L);
+    kernel<<<grid, p.threads, p.shared_bytes, current_stream()>>>(x, divisor, wt, bias, y, L);
     GPUOPT_CHECK_LAUNCH("conv_pool_kernel");
 }
 
@@ -417,7 +417,7 @@ void conv2d_pool_fused(const void* x, InputType input_type, float input_divisor,
     const int RS = static_cast<int>(s.R * s.S);
     const std::int64_t arranged = static_cast<std::int64_t>(ceil_div(L.K, L.cpb)) * L.C * RS * L.cpb;
     DeviceBuffer<float> wt(static_cast<std::size_t>(arranged));  // pool memory; freed in stream order
-    arrange_filters<<<grid_for(arranged, 256), 256>>>(w, wt.data(), L.K, L.C, RS, L.cpb, 1, arranged);
+    arrange_filters<<<grid_for(arranged, 256), 256, 0, current_stream()>>>(w, wt.data(), L.K, L.C, RS, L.cpb, 1, arranged);
     GPUOPT_CHECK_LAUNCH("arrange_filters");
     if (s.R == 3)
         dispatch_act<3>(act, pool, x, input_type, input_divisor, wt.data(), bias, y, L, p, s.pool == 2);

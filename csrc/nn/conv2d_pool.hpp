@@ -6,7 +6,7 @@
 // float32 division: raw MNIST pixels to [0, 1] on the device), w (K, C, R, S) float32, bias (K,) or
 // null, y (N, K, (H-R+1)/2, (W-S+1)/2) float32 (trailing conv rows/columns that do not fill a window
 // are dropped, as pool2d does). pool 1 stores the convolution itself, y (N, K, H-R+1, W-S+1): conv2d's
-// `direct_fused`. Device pointers, stream 0.
+// `direct_fused`. Device pointers, the current stream (common/stream.hpp).
 #pragma once
 
 #include <cstdint>

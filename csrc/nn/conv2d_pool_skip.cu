@@ -197,7 +197,7 @@ void launch(const float* x, const float* wt, const float* bias, float* y, std::i
     const std::int64_t items = n * SkipGeometry<H, W, R, S>::G;
     // Persistent: one block an SM (its shared memory and registers), fewer when the batch has fewer items.
     const std::int64_t blocks = std::min<std::int64_t>(multiprocessor_count(), items);
-    kernel<<<static_cast<unsigned>(blocks), kSkipWarps * 32, static_cast<std::size_t>(bytes)>>>(
+    kernel<<<static_cast<unsigned>(blocks), kSkipWarps * 32, static_cast<std::size_t>(bytes), current_stream()>>>(
         x, wt, bias, y, n, C, K, reinterpret_cast<std::uintptr_t>(x) % 16 == 0);
 }
 
@@ -254,7 +254,7 @@ void conv2d_pool_skip(const float* x, const float* w, const float* bias, float* 
     const int kpl = K > 32 ? 2 : 1;
     const std::int64_t arranged = static_cast<std::int64_t>(C) * RS * 32 * kpl;
     DeviceBuffer<float> wt(static_cast<std::size_t>(arranged));  // pool memory; freed in stream order
-    arrange_filters<<<grid_for(arranged, 256), 256>>>(w, wt.data(), K, C, RS, 32 * kpl, kpl, arranged);  // one block
+    arrange_filters<<<grid_for(arranged, 256), 256, 0, current_stream()>>>(w, wt.data(), K, C, RS, 32 * kpl, kpl, arranged);  // one block
     GPUOPT_CHECK_LAUNCH("arrange_filters");
     auto run = [&](auto shape, auto kp) {
         constexpr SkipShape c = kSkipShapes[decltype(shape)::value];

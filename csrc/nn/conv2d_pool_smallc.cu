@@ -335,7 +335,7 @@ void launch(const void* x, bool u8, float divisor, const float* w, const float* 
     auto kernel = smallc_kernel<R, ACT, POOL, POOLED>;
     require_shared_memory(kernel, static_cast<std::size_t>(p.shared_bytes), "conv2d_pool/direct_smallc");
     GPUOPT_REQUIRE(p.blocks < (1LL << 31), "conv2d_pool/direct_smallc: too many images for one grid");
-    kernel<<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes>>>(x, u8, divisor, w, bias, y, L);
+    kernel<<<static_cast<unsigned>(p.blocks), p.threads, p.shared_bytes, current_stream()>>>(x, u8, divisor, w, bias, y, L);
     GPUOPT_CHECK_LAUNCH("smallc_kernel");
 }
 

@@ -99,9 +99,8 @@ void check_argmax(const float* x, const i64* out, i64 nrows, i64 cols, const cha
     GPUOPT_REQUIRE(nrows == 0 || (x != nullptr && out != nullptr), std::string(what) + ": null pointer");
 }
 
-// The streams variant's cached resources, one set per device: two blocking streams (they also
-// order with the legacy default stream), an event to order them after stream 0 explicitly, and a
-// pinned buffer that only grows. The mutex serialises calls (the buffer is shared).
+// The streams variant's cached resources, one set per device: two blocking streams, an event to
+// order them after the call's stream, and a pinned buffer that only grows. The mutex serialises calls (the buffer is shared).
 struct Pipeline {
     cudaStream_t stream[2] = {nullptr, nullptr};
     cudaEvent_t ready = nullptr;
@@ -141,7 +140,7 @@ void row_op_check(i64 nrows, i64 cols, const char* what) {
 void argmax_basic(const float* x, i64* out, i64 nrows, i64 cols) {
     check_argmax(x, out, nrows, cols, "argmax basic");
     if (nrows == 0) return;
-    argmax_basic_kernel<<<grid_for(nrows, kThreads), kThreads>>>(x, out, nrows, cols);
+    argmax_basic_kernel<<<grid_for(nrows, kThreads), kThreads, 0, current_stream()>>>(x, out, nrows, cols);
     GPUOPT_CHECK_LAUNCH("argmax_basic_kernel");
 }
 
@@ -149,14 +148,14 @@ void argmax_warp(const float* x, i64* out, i64 nrows, i64 cols) {
     check_argmax(x, out, nrows, cols, "argmax warp");
     row_op_check(nrows, cols, "argmax warp");
     if (nrows == 0) return;
-    launch_rows(x, out, nrows, cols, nullptr);
+    launch_rows(x, out, nrows, cols, current_stream());
 }
 
 void argmax_streams(const float* x, i64* out, i64* host_out, i64 nrows, i64 cols) {
     check_argmax(x, out, nrows, cols, "argmax streams");
     row_op_check(nrows, cols, "argmax streams");
     if (host_out == nullptr) {  // a device result: nothing to overlap with
-        if (nrows > 0) launch_rows(x, out, nrows, cols, nullptr);
+        if (nrows > 0) launch_rows(x, out, nrows, cols, current_stream());
         return;
     }
     if (nrows == 0) return;
@@ -169,10 +168,9 @@ void argmax_streams(const float* x, i64* out, i64* host_out, i64 nrows, i64 cols
         GPUOPT_CUDA_CHECK(cudaMallocHost(&p.pinned, static_cast<std::size_t>(nrows) * sizeof(i64)));
         p.capacity = nrows;
     }
-    // Both halves wait for the work queued before on stream 0 (x's producer, out's poisoning in the
-    // tests). Blocking streams would wait for the legacy default stream anyway; the event makes the
-    // order explicit instead of implicit.
-    GPUOPT_CUDA_CHECK(cudaEventRecord(p.ready, nullptr));
+    // Both halves wait for the work queued before on the call's stream (x's producer, out's poisoning
+    // in the tests); the host waits for both before returning, so later work on any stream sees out.
+    GPUOPT_CUDA_CHECK(cudaEventRecord(p.ready, current_stream()));
     DrainStreams drain{p};
     const i64 half = (nrows + 1) / 2;
     for (int h = 0; h < 2; ++h) {

@@ -1,5 +1,5 @@
-// The layer ops on the GPU: device pointers, row-major float32, the CUDA legacy default stream
-// (stream 0) unless a launcher says otherwise. Same semantics as the CPU references (nn.hpp);
+// The layer ops on the GPU: device pointers, row-major float32, the current stream
+// (common/stream.hpp) unless a launcher says otherwise. Same semantics as the CPU references (nn.hpp);
 // every launcher checks its arguments before any CUDA call and every launch after it. Sizes are
 // 64-bit and every kernel loops grid-stride, so any size that fits in memory runs. Where a
 // launcher has limits that need no device, they are also a `<launcher>_check` (run by gpuopt
@@ -73,9 +73,9 @@ void argmax_warp(const float* x, std::int64_t* out, std::int64_t rows, std::int6
 // streams (the report's final design): with host_out, rows are split in two halves, each half's
 // warp kernel queued on its own stream and followed there by an async copy of that half's indices
 // into a cached pinned buffer, so the first half's copy overlaps the second half's kernel; the
-// streams wait for the work queued before on stream 0; returns once host_out[0..rows) is filled
+// streams wait for the work queued before on the current stream; returns once host_out[0..rows) is filled
 // (out is the device scratch). Without host_out (nullptr: the caller wants a device array) it is
-// argmax_warp on stream 0.
+// argmax_warp on the current stream.
 void argmax_streams(const float* x, std::int64_t* out, std::int64_t* host_out, std::int64_t rows,
                     std::int64_t cols);
 

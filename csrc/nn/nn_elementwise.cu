@@ -45,8 +45,8 @@ template <Activation ACT>
 void launch(const float* x, float* y, std::int64_t n) {
     const bool vec = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(y) % 16 == 0;
     const unsigned blocks = grid_for(vec ? ceil_div<std::int64_t>(n, 4) : n, kThreads);
-    if (vec) activation_kernel<ACT, true><<<blocks, kThreads>>>(x, y, n);
-    else activation_kernel<ACT, false><<<blocks, kThreads>>>(x, y, n);
+    if (vec) activation_kernel<ACT, true><<<blocks, kThreads, 0, current_stream()>>>(x, y, n);
+    else activation_kernel<ACT, false><<<blocks, kThreads, 0, current_stream()>>>(x, y, n);
     GPUOPT_CHECK_LAUNCH("activation_kernel");
 }
 

@@ -102,7 +102,7 @@ void check_fc(const float* x, const float* w, const float* y, i64 N, i64 I, i64 
 void bias_activation(float* y, const float* bias, i64 N, i64 O, Activation act) {
     if (bias == nullptr && act == Activation::None) return;
     with_activation(act, [&](auto a) {
-        bias_activation_kernel<decltype(a)::value><<<grid_for(N * O, kThreads), kThreads>>>(y, bias, N * O, O);
+        bias_activation_kernel<decltype(a)::value><<<grid_for(N * O, kThreads), kThreads, 0, current_stream()>>>(y, bias, N * O, O);
     });
     GPUOPT_CHECK_LAUNCH("bias_activation_kernel");
 }
@@ -113,7 +113,7 @@ void fully_connected_basic(const float* x, const float* w, const float* bias, fl
                            Activation act) {
     check_fc(x, w, y, N, I, O, "basic");
     with_activation(act, [&](auto a) {
-        fc_basic_kernel<decltype(a)::value><<<grid_for(N * O, kThreads), kThreads>>>(x, w, bias, y, N, I, O);
+        fc_basic_kernel<decltype(a)::value><<<grid_for(N * O, kThreads), kThreads, 0, current_stream()>>>(x, w, bias, y, N, I, O);
     });
     GPUOPT_CHECK_LAUNCH("fc_basic_kernel");
 }
@@ -125,7 +125,7 @@ void fully_connected_tiled(const float* x, const float* w, const float* bias, fl
     const dim3 grid(static_cast<unsigned>(tiles_o < 2147483647LL ? tiles_o : 2147483647LL),
                     static_cast<unsigned>(tiles_n < 65535 ? tiles_n : 65535));
     const dim3 block(kTile, kTile);
-    with_activation(act, [&](auto a) { fc_tiled_kernel<decltype(a)::value><<<grid, block>>>(x, w, bias, y, N, I, O); });
+    with_activation(act, [&](auto a) { fc_tiled_kernel<decltype(a)::value><<<grid, block, 0, current_stream()>>>(x, w, bias, y, N, I, O); });
     GPUOPT_CHECK_LAUNCH("fc_tiled_kernel");
 }
 

@@ -88,8 +88,8 @@ void pool2d_basic(const float* x, float* y, i64 planes, i64 H, i64 W, i64 size, 
     const i64 OH = H / size, OW = W / size, total = planes * OH * OW;
     if (total == 0) return;
     const unsigned blocks = grid_for(total, kThreads);
-    if (kind == PoolKind::Max) pool_basic_kernel<PoolKind::Max><<<blocks, kThreads>>>(x, y, planes, H, W, size, OH, OW);
-    else pool_basic_kernel<PoolKind::Average><<<blocks, kThreads>>>(x, y, planes, H, W, size, OH, OW);
+    if (kind == PoolKind::Max) pool_basic_kernel<PoolKind::Max><<<blocks, kThreads, 0, current_stream()>>>(x, y, planes, H, W, size, OH, OW);
+    else pool_basic_kernel<PoolKind::Average><<<blocks, kThreads, 0, current_stream()>>>(x, y, planes, H, W, size, OH, OW);
     GPUOPT_CHECK_LAUNCH("pool_basic_kernel");
 }
 
@@ -99,8 +99,8 @@ void pool2d_coalesced(const float* x, float* y, i64 planes, i64 H, i64 W, i64 si
     if (total == 0) return;
     const unsigned blocks = grid_for(total, kThreads);
     if (kind == PoolKind::Max)
-        pool_coalesced_kernel<PoolKind::Max><<<blocks, kThreads>>>(x, y, H, W, size, OH, OW, total);
-    else pool_coalesced_kernel<PoolKind::Average><<<blocks, kThreads>>>(x, y, H, W, size, OH, OW, total);
+        pool_coalesced_kernel<PoolKind::Max><<<blocks, kThreads, 0, current_stream()>>>(x, y, H, W, size, OH, OW, total);
+    else pool_coalesced_kernel<PoolKind::Average><<<blocks, kThreads, 0, current_stream()>>>(x, y, H, W, size, OH, OW, total);
     GPUOPT_CHECK_LAUNCH("pool_coalesced_kernel");
 }
 

@@ -54,7 +54,7 @@ void softmax_cuda(const float* x, float* y, i64 nrows, i64 cols) {
     if (nrows == 0) return;
     rows::with_lanes(cols, [&](auto lanes) {
         constexpr int L = decltype(lanes)::value;
-        softmax_rows_kernel<L><<<rows::row_blocks<L>(nrows), kThreads>>>(x, y, nrows, static_cast<int>(cols));
+        softmax_rows_kernel<L><<<rows::row_blocks<L>(nrows), kThreads, 0, current_stream()>>>(x, y, nrows, static_cast<int>(cols));
     });
     GPUOPT_CHECK_LAUNCH("softmax_rows_kernel");
 }

@@ -157,13 +157,13 @@ bool run(const std::int16_t* x, const Filter& filter, std::int32_t* y, const Spa
     const std::int64_t out_count = s.M * s.out_h() * s.out_w();
     DeviceBuffer<std::int32_t> pre(static_cast<std::size_t>(pre_count));
     DeviceBuffer<int> overflow(1);
-    GPUOPT_CUDA_CHECK(cudaMemsetAsync(overflow.data(), 0, sizeof(int), nullptr));
+    GPUOPT_CUDA_CHECK(cudaMemsetAsync(overflow.data(), 0, sizeof(int), current_stream()));
 
-    conv_relu_kernel<Filter><<<grid_for(pre_count, kThreads), kThreads>>>(
+    conv_relu_kernel<Filter><<<grid_for(pre_count, kThreads), kThreads, 0, current_stream()>>>(
         x, filter, pre.data(), overflow.data(), static_cast<int>(s.C), static_cast<int>(s.H), static_cast<int>(s.W),
         static_cast<int>(s.M), static_cast<int>(s.R / 2), static_cast<int>(s.S / 2));
     GPUOPT_CHECK_LAUNCH("sparse conv_relu_kernel");
-    max_pool_2x2_kernel<<<grid_for(out_count, kThreads), kThreads>>>(pre.data(), y, static_cast<int>(s.H),
+    max_pool_2x2_kernel<<<grid_for(out_count, kThreads), kThreads, 0, current_stream()>>>(pre.data(), y, static_cast<int>(s.H),
                                                                       static_cast<int>(s.W), static_cast<int>(s.M));
     GPUOPT_CHECK_LAUNCH("sparse max_pool_2x2_kernel");
 
@@ -171,8 +171,7 @@ bool run(const std::int16_t* x, const Filter& filter, std::int32_t* y, const Spa
     // the flag (this also surfaces a kernel fault here). The scratch goes back to the pool
     // only after this point.
     int overflowed = 0;
-    GPUOPT_CUDA_CHECK(cudaMemcpyAsync(&overflowed, overflow.data(), sizeof(int), cudaMemcpyDeviceToHost, nullptr));
-    GPUOPT_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+    copy_to_host_sync(&overflowed, overflow.data(), sizeof(int));
     return overflowed == 0;
 }
 

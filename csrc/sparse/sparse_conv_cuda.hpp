@@ -1,4 +1,5 @@
-// The NCTU lab's sparse convolution layer on the GPU: device pointers, stream 0.
+// The NCTU lab's sparse convolution layer on the GPU: device pointers, the current stream
+// (common/stream.hpp).
 //
 // Every function computes y[M][H/2][W/2] = maxpool2x2(relu(conv_same(x, w))) exactly,
 // like sparse_conv_cpu, from filters in one of the lab's three formats:
@@ -38,7 +39,7 @@ bool sparse_conv_coo(const std::int16_t* x, const std::int16_t* data, const std:
 bool sparse_conv_fast(const std::int16_t* x, const std::int32_t* codes, std::int64_t width, std::int32_t* y,
                       const SparseConvShape& s);
 
-// The one-pass variants below compute the same y, but do NOT synchronise: they queue their work on stream 0
+// The one-pass variants below compute the same y, but do NOT synchronise: they queue their work on the current stream
 // and set the device int *overflow (1 element, zeroed first) to 1 when some sum does not fit in int32 (y then
 // unspecified). The caller reads the flag with the result, so the hot path has no host round trip.
 //
@@ -65,7 +66,7 @@ void sparse_conv_sparse_input_check(const SparseConvShape& s);
 // device by sparse_neurons_compact from int16 x (C, H, W) (H <= kSparsePlanesMaxH, W <= kSparsePlanesMaxW):
 // nz int32 [C][H*W] (a channel's non-zeros in raster order, value << 16 | 4 * (iy * 32 + ix); capacity H*W),
 // rowptr int32 [C][H + 1] (row iy's entries are nz[c][rowptr[c][iy] .. rowptr[c][iy + 1])), absmax int32 [C]
-// (max |x| of the channel). Queued on stream 0, no synchronisation.
+// (max |x| of the channel). Queued on the current stream, no synchronisation.
 void sparse_neurons_check(std::int64_t C, std::int64_t H, std::int64_t W);
 void sparse_neurons_compact(const std::int16_t* x, int* nz, int* rowptr, int* absmax, std::int64_t C, std::int64_t H,
                             std::int64_t W);

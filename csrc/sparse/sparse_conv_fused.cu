@@ -241,7 +241,7 @@ void launch(const std::int16_t* x, const std::int32_t* codes, std::int32_t* y, i
     GPUOPT_REQUIRE(blocks <= INT_MAX, "sparse_conv_fast_fused: too many blocks (maps x tiles >= 2^31)");
     const std::size_t smem = sizeof(int) * kChunk * g.chan_words + sizeof(int2) * MB * kChunk * g.width;
     require_shared_memory(fused_fast_kernel<MB>, smem, "sparse_conv_fast_fused");
-    GPUOPT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), nullptr));
+    GPUOPT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), current_stream()));
     cluster::launch(fused_fast_kernel<MB>, static_cast<unsigned>(blocks), kThreads, smem, g.split, x, codes, y, overflow,
                     g);
     GPUOPT_CHECK_LAUNCH("sparse fused_fast_kernel");

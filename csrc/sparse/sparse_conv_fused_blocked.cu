@@ -302,7 +302,7 @@ void launch(const std::int16_t* x, const std::int32_t* codes, std::int32_t* y, i
     const std::size_t smem = stage > partials ? stage : partials;
     auto kernel = fused_blocked_kernel<T, MT, MG>;
     require_shared_memory(kernel, smem, "sparse_conv_fast_fused");
-    GPUOPT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), nullptr));
+    GPUOPT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), current_stream()));
     cluster::launch(kernel, static_cast<unsigned>(blocks), kPatches * MG, smem, g.split, x, codes, y, overflow, g);
     GPUOPT_CHECK_LAUNCH("sparse fused_blocked_kernel");
 }

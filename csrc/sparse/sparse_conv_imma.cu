@@ -301,11 +301,11 @@ void sparse_conv_fast_imma(const std::int16_t* x, const std::int32_t* codes, std
     GPUOPT_REQUIRE(prep_blocks <= INT_MAX && blocks <= INT_MAX, "sparse_conv_fast_imma: too many blocks");
     const std::size_t smem = static_cast<std::size_t>(kStages) * kStageBytes;
     require_shared_memory(imma_kernel, smem, "sparse_conv_fast_imma");
-    // Scratch from the caching pool (returned while the kernels are queued: every pool user queues on stream 0).
+    // Scratch from the caching pool (returned while the kernels are queued: freed in the call stream's order).
     DeviceBuffer<std::uint8_t> xq(static_cast<std::size_t>(g.chunks) * g.xchunk);
     DeviceBuffer<std::int8_t> wq(static_cast<std::size_t>(g.mtiles) * g.chunks * kABytes);
     DeviceBuffer<int> wide(static_cast<std::size_t>(g.mtiles) * g.chunks * kTapBlocks);
-    prepare_kernel<<<static_cast<unsigned>(prep_blocks), kPrepThreads>>>(x, codes, xq.data(), wq.data(), wide.data(),
+    prepare_kernel<<<static_cast<unsigned>(prep_blocks), kPrepThreads, 0, current_stream()>>>(x, codes, xq.data(), wq.data(), wide.data(),
                                                                          overflow, g);
     GPUOPT_CHECK_LAUNCH("sparse prepare_kernel");
     cluster::launch_ex(imma_kernel, static_cast<unsigned>(blocks), kThreads, smem, 1, true,

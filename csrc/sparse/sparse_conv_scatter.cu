@@ -185,8 +185,8 @@ void launch(const std::int16_t* x, const std::int32_t* codes, std::int32_t* y, i
     // on the same (legacy default) stream, after these kernels.
     DeviceBuffer<int2> nz(static_cast<std::size_t>(g.C) * g.H * g.W);
     DeviceBuffer<int> count(g.C), absmax(g.C);
-    GPUOPT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), nullptr));
-    compact_kernel<<<g.C, kThreads>>>(x, nz.data(), count.data(), absmax.data(), g.H, g.W);
+    GPUOPT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), current_stream()));
+    compact_kernel<<<g.C, kThreads, 0, current_stream()>>>(x, nz.data(), count.data(), absmax.data(), g.H, g.W);
     GPUOPT_CHECK_LAUNCH("sparse compact_kernel");
     cluster::launch(scatter_kernel<MB>, static_cast<unsigned>(blocks), kThreads, smem, g.split, x, codes,
                     static_cast<const int2*>(nz.data()), static_cast<const int*>(count.data()),

@@ -340,7 +340,7 @@ void sparse_neurons_compact(const std::int16_t* x, int* nz, int* rowptr, int* ab
     sparse_neurons_check(C, H, W);
     GPUOPT_REQUIRE(x != nullptr && nz != nullptr && rowptr != nullptr && absmax != nullptr,
                    "sparse_neurons_compact: null x, nz, rowptr or absmax");
-    compact_rows_kernel<<<static_cast<unsigned>(C), kCompactThreads>>>(x, nz, rowptr, absmax, nullptr,
+    compact_rows_kernel<<<static_cast<unsigned>(C), kCompactThreads, 0, current_stream()>>>(x, nz, rowptr, absmax, nullptr,
                                                                         static_cast<int>(H), static_cast<int>(W));
     GPUOPT_CHECK_LAUNCH("sparse compact_rows_kernel");
 }
@@ -379,16 +379,16 @@ bool sparse_conv_fast_sparse_input_planes(const std::int16_t* x, const std::int3
         GPUOPT_REQUIRE(lists->nz != nullptr && lists->rowptr != nullptr && lists->absmax != nullptr,
                        "sparse_conv_fast_sparse_input: null neuron lists");
         g.lists = 1, g.zero_flag = lists->bound_proven ? 1 : 0;  // else the flag is zeroed first (a memset: some block may set it)
-        if (!lists->bound_proven) GPUOPT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), nullptr));
+        if (!lists->bound_proven) GPUOPT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), current_stream()));
         cluster::launch_ex(planes_kernel, static_cast<unsigned>(blocks), kThreads, smem, g.split, false, x, codes,
                            lists->nz, lists->rowptr, lists->absmax, y, overflow, g);
         GPUOPT_CHECK_LAUNCH("sparse planes_kernel");
         return true;
     }
-    // Scratch from the caching pool (returned while the kernels are queued: every pool user queues on stream 0).
+    // Scratch from the caching pool (returned while the kernels are queued: freed in the call stream's order).
     DeviceBuffer<int> nz(static_cast<std::size_t>(g.C) * g.H * g.W);
     DeviceBuffer<int> rowptr(static_cast<std::size_t>(g.C) * (g.H + 1)), absmax(g.C);
-    compact_rows_kernel<<<g.C, kCompactThreads>>>(x, nz.data(), rowptr.data(), absmax.data(), overflow, g.H, g.W);
+    compact_rows_kernel<<<g.C, kCompactThreads, 0, current_stream()>>>(x, nz.data(), rowptr.data(), absmax.data(), overflow, g.H, g.W);
     GPUOPT_CHECK_LAUNCH("sparse compact_rows_kernel");
     // Dependent launch: its prologue (planes zeroed, the first codes staged) overlaps the compaction's tail.
     cluster::launch_ex(planes_kernel, static_cast<unsigned>(blocks), kThreads, smem, g.split, true, x, codes,

@@ -13,7 +13,7 @@ __all__ = ["conv2d"]
 
 
 def conv2d(x, w, *, stride=1, padding=0, bias=None, activation=None, variant: str | None = None, timing: bool = False,
-           **params: Any):
+           stream: Any = None, **params: Any):
     """2-D convolution (cross-correlation, as in cuDNN and every report) of a batch.
 
     ``y[n, k, p, q] = act(bias[k] + sum_{c, r, s} x[n, c, p*u - ph + r, q*v - pw + s] * w[k, c, r, s])``
@@ -38,6 +38,10 @@ def conv2d(x, w, *, stride=1, padding=0, bias=None, activation=None, variant: st
         available one, or "cpu" without a GPU.
     timing : bool
         Also return a :class:`gpuopt.Timing` of the call's phases (ms).
+    stream : optional
+        The stream to run on: a ``cudaStream_t`` handle (int), ``torch.cuda.Stream``, CuPy stream, or anything
+        with ``cuda_stream``/``ptr``/``__cuda_stream__``. Default: the first device input's stream (PyTorch's
+        or CuPy's current stream for their arrays), else the legacy default stream (:mod:`gpuopt.cuda`).
     **params
         Tunable parameters of the variant (``gpuopt.variants("conv2d")[variant].params``).
 
@@ -66,7 +70,7 @@ def conv2d(x, w, *, stride=1, padding=0, bias=None, activation=None, variant: st
     device arrays (``__cuda_array_interface__``) must be float32 and C-contiguous and are
     used without a copy (see :mod:`gpuopt.cuda` for the stream rules).
     """
-    return _OP(variant, timing, params, x, w, stride, padding, bias, activation)
+    return _OP(variant, timing, params, x, w, stride, padding, bias, activation, stream=stream)
 
 
 def _key(x, w, stride, padding, bias, activation):

@@ -65,22 +65,26 @@ def _replay(ctx: ExecContext, p: Conv2dProblem, shape: Any, run: Any, params: di
         launch.set_output(DeviceArray, out_shape, _F32, nbytes, 3)
         run_new = launch.run_new
 
-        def replay(x: Any, w: Any, bias: Any) -> Any:
+        def replay(stream: int, x: Any, w: Any, bias: Any) -> Any:
             if type(x) is _DA and type(w) is _DA and (bias is None or type(bias) is _DA):  # no copies
-                y = run_new(x._ptr, w._ptr, 0 if bias is None else bias._ptr)
+                y = run_new(x._ptr, w._ptr, 0 if bias is None else bias._ptr, stream)
             else:
                 keep: list = []
-                y = run_new(*device_ptrs((x, w, bias), keep))
+                y = run_new(*device_ptrs((x, w, bias), keep, stream), stream)
             return y if device_result else y.numpy()
 
         return replay
     conv_args, cuda, alloc = cuda_host_module().Conv2dArgs, cuda_module(), DeviceArray._alloc
 
-    def replay_unplanned(x: Any, w: Any, bias: Any) -> Any:
-        keep: list = []
-        px, pw, pb = device_ptrs((x, w, bias), keep)
-        dy = alloc(cuda, out_shape, _F32, nbytes)
-        run(conv_args(px, pw, pb, dy._ptr, shape, act), **params)
+    def replay_unplanned(stream: int, x: Any, w: Any, bias: Any) -> Any:
+        previous = cuda.set_stream(stream)
+        try:
+            keep: list = []
+            px, pw, pb = device_ptrs((x, w, bias), keep, stream)
+            dy = alloc(cuda, out_shape, _F32, nbytes)
+            run(conv_args(px, pw, pb, dy._ptr, shape, act), **params)
+        finally:
+            cuda.set_stream(previous)
         return dy if device_result else dy.numpy()
 
     return replay_unplanned

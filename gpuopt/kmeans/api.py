@@ -53,7 +53,7 @@ class KMeansProblem:
 
 
 def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, seed: int = 0, variant: str | None = None,
-           timing: bool = False, **params: Any):
+           timing: bool = False, stream: Any = None, **params: Any):
     """k-means clustering exactly as Wei-keng Liao's ``seq_kmeans`` computes it.
 
     The initial centres are the first ``k`` objects (or ``init``). Each loop assigns
@@ -87,6 +87,11 @@ def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, seed: int = 0, var
         Also return a :class:`gpuopt.Timing` (its ``kernel_ms`` is Liao's "computation
         timing": the whole loop).
 
+    stream : optional
+        The stream to run on: a ``cudaStream_t`` handle (int), ``torch.cuda.Stream``, CuPy stream, or anything
+        with ``cuda_stream``/``ptr``/``__cuda_stream__``. Default: the first device input's stream (PyTorch's
+        or CuPy's current stream for their arrays), else the legacy default stream (:mod:`gpuopt.cuda`).
+
     Returns
     -------
     KMeansResult
@@ -102,7 +107,7 @@ def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, seed: int = 0, var
         Wrong shapes, empty x, non-finite x/init/threshold, k out of range,
         unknown variant or parameter.
     """
-    return _OP(variant, timing, params, x, k, threshold, max_iter, init, seed)
+    return _OP(variant, timing, params, x, k, threshold, max_iter, init, seed, stream=stream)
 
 
 def _key(x, k, threshold, max_iter, init, seed):

@@ -41,9 +41,14 @@ def _kmeans_persistent(ctx: ExecContext, p: KMeansProblem, **params: Any) -> tup
         args = cuda_host_module().KMeansArgs
         f32, i32 = np.dtype(np.float32), np.dtype(np.int32)
 
-        def replay(x: DeviceArray) -> tuple[Any, Any, int, np.ndarray]:
-            c, m = alloc(cuda, (k, d), f32, 4 * k * d), alloc(cuda, (n,), i32, 4 * n)
-            it, dl = run(args(x._ptr, c._ptr, m._ptr, n, d, k, threshold, max_iter), init_dev_ptr=x._ptr, **params)
+        def replay(stream: int, x: DeviceArray) -> tuple[Any, Any, int, np.ndarray]:
+            previous = cuda.set_stream(stream)
+            try:
+                c, m = alloc(cuda, (k, d), f32, 4 * k * d), alloc(cuda, (n,), i32, 4 * n)
+                it, dl = run(args(x._ptr, c._ptr, m._ptr, n, d, k, threshold, max_iter), init_dev_ptr=x._ptr,
+                             **params)
+            finally:
+                cuda.set_stream(previous)
             return c, m, it, dl
         ctx.offer_replay(replay)
     return ctx.finish(centroids), ctx.finish(membership), iterations, delta

@@ -24,7 +24,7 @@ class PredictProblem:
     centroids: Any
 
 
-def kmeans_predict(x, centroids, *, variant: str | None = None, timing: bool = False, **params: Any):
+def kmeans_predict(x, centroids, *, variant: str | None = None, timing: bool = False, stream: Any = None, **params: Any):
     """The nearest centre of every object, as :func:`gpuopt.kmeans` assigns them.
 
     Distances are squared Euclidean in float32, summed over coordinates in order, ties to the lower centre index
@@ -34,6 +34,11 @@ def kmeans_predict(x, centroids, *, variant: str | None = None, timing: bool = F
     ----------
     x : array_like float (N, D), or a device array
     centroids : array_like float (k, D), or a device array (e.g. ``kmeans(...).centroids``)
+
+    stream : optional
+        The stream to run on: a ``cudaStream_t`` handle (int), ``torch.cuda.Stream``, CuPy stream, or anything
+        with ``cuda_stream``/``ptr``/``__cuda_stream__``. Default: the first device input's stream (PyTorch's
+        or CuPy's current stream for their arrays), else the legacy default stream (:mod:`gpuopt.cuda`).
 
     Returns
     -------
@@ -55,7 +60,7 @@ def kmeans_predict(x, centroids, *, variant: str | None = None, timing: bool = F
     for a, name in ((x, "x"), (centroids, "centroids")):
         if isinstance(a, np.ndarray) and not np.isfinite(a).all():
             raise ValueError(f"{name} must contain only finite values (NaN/inf found)")
-    return dispatch("kmeans_predict", variant, params, timing, (x, centroids), PredictProblem(x, centroids))
+    return dispatch("kmeans_predict", variant, params, timing, (x, centroids), PredictProblem(x, centroids), stream=stream)
 
 
 @register("kmeans_predict", "cpu", description="CPU reference (C++, OpenMP over objects): Liao's assignment step",

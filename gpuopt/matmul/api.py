@@ -13,7 +13,7 @@ from ..registry import default_variant, variants
 __all__ = ["matmul"]
 
 
-def matmul(a, b, *, variant: str | None = None, timing: bool = False, **params: Any):
+def matmul(a, b, *, variant: str | None = None, timing: bool = False, stream: Any = None, **params: Any):
     """Single-precision matrix product ``c = a @ b``.
 
     Parameters
@@ -26,6 +26,10 @@ def matmul(a, b, *, variant: str | None = None, timing: bool = False, **params: 
         available one, or "cpu" without a GPU.
     timing : bool
         Also return a :class:`gpuopt.Timing` of the call's phases (ms).
+    stream : optional
+        The stream to run on: a ``cudaStream_t`` handle (int), ``torch.cuda.Stream``, CuPy stream, or anything
+        with ``cuda_stream``/``ptr``/``__cuda_stream__``. Default: the first device input's stream (PyTorch's
+        or CuPy's current stream for their arrays), else the legacy default stream (:mod:`gpuopt.cuda`).
     **params
         Tunable parameters of the variant.
 
@@ -49,7 +53,7 @@ def matmul(a, b, *, variant: str | None = None, timing: bool = False, **params: 
     Other float dtypes are converted to float32 and non-contiguous inputs are copied;
     device arrays must be float32 and C-contiguous and are used without a copy.
     """
-    return _OP(variant, timing, params, a, b)
+    return _OP(variant, timing, params, a, b, stream=stream)
 
 
 def _key(a, b):

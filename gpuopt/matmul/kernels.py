@@ -73,22 +73,26 @@ def _replay(ctx: ExecContext, run, m: int, n: int, k: int, args: dict[str, Any])
         launch.set_output(DeviceArray, shape, _F32, nbytes, 2)
         run_new = launch.run_new
 
-        def replay(a, b):
+        def replay(stream, a, b):
             if type(a) is _DA and type(b) is _DA:  # device arrays (foreign ones arrive as views): no copies
-                c = run_new(a._ptr, b._ptr)
+                c = run_new(a._ptr, b._ptr, 0, stream)
             else:
                 keep: list = []
-                c = run_new(*device_ptrs((a, b), keep))
+                c = run_new(*device_ptrs((a, b), keep, stream), 0, stream)
             return c if device_result else c.numpy()
 
         return replay
     cuda, alloc, matmul_args = cuda_module(), DeviceArray._alloc, cuda_host_module().MatmulArgs
 
-    def replay_unplanned(a, b):
-        keep: list = []
-        pa, pb = device_ptrs((a, b), keep)
-        dc = alloc(cuda, shape, _F32, nbytes)
-        run(matmul_args(pa, pb, dc._ptr, m, n, k), **args)
+    def replay_unplanned(stream, a, b):
+        previous = cuda.set_stream(stream)
+        try:
+            keep: list = []
+            pa, pb = device_ptrs((a, b), keep, stream)
+            dc = alloc(cuda, shape, _F32, nbytes)
+            run(matmul_args(pa, pb, dc._ptr, m, n, k), **args)
+        finally:
+            cuda.set_stream(previous)
         return dc if device_result else dc.numpy()
 
     return replay_unplanned

@@ -175,12 +175,16 @@ def _flatten(a: Any) -> Any:
 def _concat_device(parts: list[DeviceArray]) -> DeviceArray:
     if len(parts) == 1:
         return parts[0]
-    out = DeviceArray.empty((sum(p.shape[0] for p in parts), *parts[0].shape[1:]), parts[0].dtype)
-    cuda, offset = require_cuda("gpuopt.models"), 0
-    for p in parts:
-        if p.nbytes:
-            cuda.copy_d2d(out.ptr + offset, p.ptr, p.nbytes)
-        offset += p.nbytes
+    cuda, offset, stream = require_cuda("gpuopt.models"), 0, parts[0]._stream or 0  # (the chunks' stream)
+    previous = cuda.set_stream(stream)
+    try:
+        out = DeviceArray.empty((sum(p.shape[0] for p in parts), *parts[0].shape[1:]), parts[0].dtype)
+        for p in parts:
+            if p.nbytes:
+                cuda.copy_d2d(out.ptr + offset, p.ptr, p.nbytes, stream)
+            offset += p.nbytes
+    finally:
+        cuda.set_stream(previous)
     return out
 
 
@@ -223,6 +227,7 @@ class Network:
                                     else integer(memory_budget_bytes, "memory_budget_bytes", 1))
         self.source = source
         self._device: dict[str, DeviceArray] | None = None
+        self._graphs: dict[tuple, Any] = {}  # batch shape -> its captured forward (gpuopt.models.graph)
 
     # ---------------------------------------------------------------- facts
 
@@ -295,9 +300,10 @@ class Network:
                      gpu=stage.gpu, device_result=stage.resident)
 
     def _device_weights(self) -> dict[str, DeviceArray]:
-        """The weights on the device, uploaded on the first call and kept for this network's lifetime."""
+        """The weights on the device, uploaded on the first call and kept for this network's lifetime; complete
+        (DeviceArray.synchronize), so calls on any stream, and graph captures, read them without waiting."""
         if self._device is None:
-            self._device = {key: to_device(arr) for key, arr in self._weights.items()}
+            self._device = {key: to_device(arr).synchronize() for key, arr in self._weights.items()}
         return self._device
 
     def _run(self, images: Any, head: str | None, variant: str | None, timing: bool, max_batch: int | None):
@@ -355,7 +361,7 @@ class Network:
     # ---------------------------------------------------------------- the public calls
 
     def forward(self, images: Any, *, variant: str | None = None, timing: bool = False,
-                max_batch: int | None = None):
+                max_batch: int | None = None, graph: bool = False):
         """The logits of a batch.
 
         Parameters
@@ -370,6 +376,10 @@ class Network:
             Also return a :class:`ForwardTiming`.
         max_batch : int, optional
             Largest chunk for this call (also limited by ``memory_budget_bytes``).
+        graph : bool
+            Replay the forward from a CUDA graph captured for this batch shape on its first call (one launch
+            instead of a host loop of op calls; same results; device-resident GPU stages only, not with
+            ``timing``). See :mod:`gpuopt.models.graph`.
 
         Returns
         -------
@@ -387,13 +397,27 @@ class Network:
         RuntimeError
             The stage needs a GPU or op variants this build does not have.
         """
-        return self._run(images, None, variant, timing, max_batch)
+        return self._forward(images, None, variant, timing, max_batch, graph)
 
     def predict(self, images: Any, *, variant: str | None = None, timing: bool = False,
-                max_batch: int | None = None):
+                max_batch: int | None = None, graph: bool = False):
         """The predicted class of each image: int64 (N,) (the stage's argmax of the logits; ties to the first
         class). Arguments and placement as :meth:`forward`; with ``timing=True``: ``(classes, ForwardTiming)``."""
-        return self._run(images, "predict", variant, timing, max_batch)
+        return self._forward(images, "predict", variant, timing, max_batch, graph)
+
+    def _forward(self, images: Any, head: str | None, variant: str | None, timing: bool, max_batch: int | None,
+                 graph: bool) -> Any:
+        if graph is False:
+            return self._run(images, head, variant, timing, max_batch)
+        if graph is not True:
+            raise TypeError(f"graph must be True or False, got {graph!r}")
+        if timing is not False:
+            raise ValueError("graph=True replays the whole forward as one graph: it has no per-layer timing; time "
+                             "the call with CUDA events instead (timing=False)")
+        from .graph import graph_forward
+
+        imgs = images if isinstance(images, _Images) else prepare_images(images, self.side, check_finite=False)
+        return graph_forward(self, imgs, head, variant, max_batch, self._run)
 
     def evaluate(self, images: Any, labels: Any, *, variant: str | None = None, timing: bool = False,
                  max_batch: int | None = None, return_counts: bool = False):

@@ -1,4 +1,8 @@
-"""The public layer ops of ``gpuopt.nn``: argument checks, then the variant's run function."""
+"""The public layer ops of ``gpuopt.nn``: argument checks, then the variant's run function.
+
+Every op also takes ``stream=`` (the stream to run on; default the first device input's stream, see
+:mod:`gpuopt.cuda`).
+"""
 
 from __future__ import annotations
 
@@ -31,14 +35,14 @@ def _elementwise(x):
 _RELU, _TANH = Op("relu", _elementwise), Op("tanh", _elementwise)
 
 
-def relu(x, *, variant: str | None = None, timing: bool = False, **params: Any):
+def relu(x, *, variant: str | None = None, timing: bool = False, stream: Any = None, **params: Any):
     """``max(x, 0)`` elementwise (NaN stays NaN). x: float array of any shape -> float32, same shape."""
-    return _RELU(variant, timing, params, x)
+    return _RELU(variant, timing, params, x, stream=stream)
 
 
-def tanh(x, *, variant: str | None = None, timing: bool = False, **params: Any):
+def tanh(x, *, variant: str | None = None, timing: bool = False, stream: Any = None, **params: Any):
     """``tanh(x)`` elementwise. x: float array of any shape -> float32, same shape."""
-    return _TANH(variant, timing, params, x)
+    return _TANH(variant, timing, params, x, stream=stream)
 
 
 def _pool(x, size):
@@ -55,32 +59,34 @@ def _pool(x, size):
 _MAX_POOL2D, _AVG_POOL2D = Op("max_pool2d", _pool), Op("avg_pool2d", _pool)
 
 
-def max_pool2d(x, size: int = 2, *, variant: str | None = None, timing: bool = False, **params: Any):
+def max_pool2d(x, size: int = 2, *, variant: str | None = None, timing: bool = False, stream: Any = None,
+               **params: Any):
     """Max pooling over non-overlapping size x size windows (stride = size).
 
     x : float, shape (..., H, W) with 2 to 4 dimensions -> float32 (..., H // size, W // size).
     Trailing rows/columns that do not fill a window are dropped; NaN in a window gives NaN.
     """
-    return _MAX_POOL2D(variant, timing, params, x, size)
+    return _MAX_POOL2D(variant, timing, params, x, size, stream=stream)
 
 
-def avg_pool2d(x, size: int = 2, *, variant: str | None = None, timing: bool = False, **params: Any):
+def avg_pool2d(x, size: int = 2, *, variant: str | None = None, timing: bool = False, stream: Any = None,
+               **params: Any):
     """Average pooling over non-overlapping size x size windows (stride = size).
 
     x : float, shape (..., H, W) with 2 to 4 dimensions -> float32 (..., H // size, W // size).
     """
-    return _AVG_POOL2D(variant, timing, params, x, size)
+    return _AVG_POOL2D(variant, timing, params, x, size, stream=stream)
 
 
 def fully_connected(x, w, bias=None, *, activation: str | None = None, variant: str | None = None,
-                    timing: bool = False, **params: Any):
+                    timing: bool = False, stream: Any = None, **params: Any):
     """Fully connected layer ``y = act(x @ w + bias)``.
 
     x : float (N, I); w : float (I, O) (the ECE408 model's [in, out] layout);
     bias : float (O,), optional; activation : None (or "none"), "relu" or "tanh", applied after
     the bias (the networks fuse fc1 + ReLU) -> float32 (N, O).
     """
-    return _FULLY_CONNECTED(variant, timing, params, x, w, bias, activation)
+    return _FULLY_CONNECTED(variant, timing, params, x, w, bias, activation, stream=stream)
 
 
 def _fully_connected(x, w, bias, activation):
@@ -104,21 +110,21 @@ def _fully_connected_sizes(variant: str, x, w, bias, activation) -> None:
 _FULLY_CONNECTED = Op("fully_connected", _fully_connected, check=_fully_connected_sizes)
 
 
-def argmax(x, *, variant: str | None = None, timing: bool = False, **params: Any):
+def argmax(x, *, variant: str | None = None, timing: bool = False, stream: Any = None, **params: Any):
     """Index of the largest entry of each row: x float (N, D) -> int64 (N,).
 
     Ties go to the first index; a NaN counts as the largest (as ``numpy.argmax``).
     """
-    return _ARGMAX(variant, timing, params, x)
+    return _ARGMAX(variant, timing, params, x, stream=stream)
 
 
-def softmax(x, *, variant: str | None = None, timing: bool = False, **params: Any):
+def softmax(x, *, variant: str | None = None, timing: bool = False, stream: Any = None, **params: Any):
     """Softmax of each row: x float (N, D) -> float32 (N, D), ``exp(x - max) / sum(exp(x - max))``.
 
     The row's max is subtracted first (no overflow). A NaN or +inf in a row, or a row of -inf,
     gives a row of NaN.
     """
-    return _SOFTMAX(variant, timing, params, x)
+    return _SOFTMAX(variant, timing, params, x, stream=stream)
 
 
 def _rows(x):

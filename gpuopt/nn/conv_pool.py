@@ -73,7 +73,7 @@ def _input(x: Any) -> Any:
 
 
 def conv2d_pool(x, w, bias=None, *, activation: str = "none", pool: str = "max", pool_size: int = 2,
-                input_divisor: float = 1.0, variant: str | None = None, timing: bool = False, **params: Any):
+                input_divisor: float = 1.0, variant: str | None = None, timing: bool = False, stream: Any = None, **params: Any):
     """``pool(act(conv2d(x, w) + bias))``: valid, stride-1 convolution, then non-overlapping pooling.
 
     Parameters
@@ -86,13 +86,18 @@ def conv2d_pool(x, w, bias=None, *, activation: str = "none", pool: str = "max",
     pool : "max" or "avg"; pool_size : window side and stride (the ``fused`` kernel: 2, or 1 for the layer
         unpooled, which is conv2d's ``direct_fused``).
 
+    stream : optional
+        The stream to run on: a ``cudaStream_t`` handle (int), ``torch.cuda.Stream``, CuPy stream, or anything
+        with ``cuda_stream``/``ptr``/``__cuda_stream__``. Default: the first device input's stream (PyTorch's
+        or CuPy's current stream for their arrays), else the legacy default stream (:mod:`gpuopt.cuda`).
+
     Returns
     -------
     float32 (N, K, (H - R + 1) // pool_size, (W - S + 1) // pool_size): trailing convolution rows and
     columns that do not fill a window are dropped, as in ``max_pool2d``. NumPy for NumPy callers, a
     DeviceArray when any input is on the device; ``(out, Timing)`` with ``timing=True``.
     """
-    return _OP(variant, timing, params, x, w, bias, activation, pool, pool_size, input_divisor)
+    return _OP(variant, timing, params, x, w, bias, activation, pool, pool_size, input_divisor, stream=stream)
 
 
 def _validate(x, w, bias, activation, pool, pool_size, input_divisor):

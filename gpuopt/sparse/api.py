@@ -36,7 +36,7 @@ class SparseConvProblem:
         return to_fast(self.filters)
 
 
-def sparse_conv2d(x, w, *, variant: str | None = None, timing: bool = False, **params: Any):
+def sparse_conv2d(x, w, *, variant: str | None = None, timing: bool = False, stream: Any = None, **params: Any):
     """The NCTU lab's sparse convolution layer: conv ("same", stride 1) -> ReLU -> 2x2 max pool.
 
     ``y[m, i, j] = max over the 2x2 window at (2i, 2j) of relu(sum_{c, r, s}
@@ -61,13 +61,18 @@ def sparse_conv2d(x, w, *, variant: str | None = None, timing: bool = False, **p
         Also return a :class:`gpuopt.Timing`: kernels, host-to-device (input maps and
         filters in the variant's format) and device-to-host, as the lab graded them.
 
+    stream : optional
+        The stream to run on: a ``cudaStream_t`` handle (int), ``torch.cuda.Stream``, CuPy stream, or anything
+        with ``cuda_stream``/``ptr``/``__cuda_stream__``. Default: the first device input's stream (PyTorch's
+        or CuPy's current stream for their arrays), else the legacy default stream (:mod:`gpuopt.cuda`).
+
     Returns
     -------
     numpy.ndarray or DeviceArray, int32, shape (M, H // 2, W // 2)
         A trailing odd row/column is dropped by the pooling. A DeviceArray when x is a
         device array (int16, C-contiguous). With ``timing=True``: ``(y, Timing)``.
     """
-    return _OP(variant, timing, params, x, w)
+    return _OP(variant, timing, params, x, w, stream=stream)
 
 
 def _validate(x, w):

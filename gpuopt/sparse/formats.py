@@ -171,13 +171,15 @@ class COOFilters:
 
     def to_device(self, formats: tuple[str, ...] = _KERNEL_FORMATS) -> "COOFilters":
         """Copy the kernel arrays of ``formats`` to the device once and keep them there (returns self): later
-        ``sparse_conv2d`` calls with these filters neither re-encode nor re-send them. Needs a GPU."""
+        ``sparse_conv2d`` calls with these filters neither re-encode nor re-send them. Needs a GPU. The copies are
+        waited for once (DeviceArray.synchronize): calls on any stream, and graph captures, read them without a wait.
+        """
         from ..cuda import DeviceArray, to_device
 
         for fmt in (formats,) if isinstance(formats, str) else formats:
             arrays, width = self.kernel_arrays(fmt)
-            self.__dict__["_kernel_arrays"][fmt] = ([a if isinstance(a, DeviceArray) else to_device(a) for a in arrays],
-                                                    width)
+            self.__dict__["_kernel_arrays"][fmt] = (
+                [a if isinstance(a, DeviceArray) else to_device(a).synchronize() for a in arrays], width)
         return self
 
     @property

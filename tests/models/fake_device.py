@@ -29,6 +29,7 @@ from gpuopt.registry import Param, Variant
 class _Buffer:
     def __init__(self, mem: "FakeCuda", nbytes: int) -> None:
         self.data = np.full(max(nbytes, 1), 0xFF, np.uint8)  # poisoned: NaN as float32, -1 as ints
+        self.stream = mem._stream  # allocated on the current stream, as the real pool
         self.ptr = mem._next
         mem._next += (max(nbytes, 1) + 511) // 256 * 256 + 256  # a gap between allocations
         mem._bases.append(self.ptr)
@@ -43,6 +44,18 @@ class FakeCuda:
         self._bases: list[int] = []
         self._live: weakref.WeakValueDictionary[int, _Buffer] = weakref.WeakValueDictionary()
         self.h2d = self.d2h = self.d2d = 0
+        self._stream = 0
+        self.waits: list[tuple[int, int]] = []
+
+    def set_stream(self, stream: int) -> int:  # one host timeline: streams only label the arrays
+        previous, self._stream = self._stream, int(stream)
+        return previous
+
+    def stream_wait(self, waiter: int, producer: int) -> None:
+        self.waits.append((waiter, producer))
+
+    def stream_synchronize(self, stream: int) -> None:
+        pass
 
     def Buffer(self, nbytes: int) -> _Buffer:  # noqa: N802 (the real module's name)
         return _Buffer(self, int(nbytes))
@@ -59,16 +72,16 @@ class FakeCuda:
         self._view(dst, nbytes)[:] = np.ascontiguousarray(host).view(np.uint8).reshape(-1)[:nbytes]
         return not check_finite or bool(np.isfinite(host).all())
 
-    def copy_d2h(self, out: np.ndarray, src: int, nbytes: int) -> None:
+    def copy_d2h(self, out: np.ndarray, src: int, nbytes: int, stream: int = 0) -> None:
         self.d2h += 1
         out.view(np.uint8).reshape(-1)[:nbytes] = self._view(src, nbytes)
 
-    def copy_d2d(self, dst: int, src: int, nbytes: int) -> None:
+    def copy_d2d(self, dst: int, src: int, nbytes: int, stream: int = 0) -> None:
         self.d2d += 1
         self._view(dst, nbytes)[:] = self._view(src, nbytes)
 
     class Event:
-        def record(self) -> None:
+        def record(self, stream: int = -1) -> None:
             self.t = time.perf_counter()
 
         def elapsed_ms(self, end: "FakeCuda.Event") -> float:
