@@ -251,8 +251,9 @@ class Op:
     The call's stream is resolved by :func:`call_stream` from its device arrays. The long way:
     ``validate(*args) -> (arrays, run_args)`` (every argument check; ``arrays`` are the caller's arrays, whose
     kinds decide where the result goes), the variant resolved once (``default(*run_args)`` names it for
-    ``variant=None`` without parameters, where the op has a rule of its own), ``check(variant_name, *run_args)`` (the size check, which needs the variant), the GPU requirement,
-    then the variant's run function on ``run_args``. ``result(out, *args)`` turns the run function's value into
+    ``variant=None`` without parameters, where the op has a rule of its own), ``check(variant_name, *run_args)``
+    (the size check, which needs the variant), the GPU requirement, then the variant's run function on
+    ``run_args``. ``result(out, *args)`` turns the run function's value into
     the public result (kmeans' ``KMeansResult``).
 
     With ``key``, calls without timing use the plan cache (gpuopt._plan): ``key(*args) -> (key, handles)`` (or

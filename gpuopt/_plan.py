@@ -23,7 +23,8 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _ext, registry
-from .cuda import DeviceArray, cai_stream, to_device_checked
+from . import cuda as cuda_py
+from .cuda import DeviceArray, cai_stream, to_device_checked, torch_tensor_type, torch_view
 
 __all__ = ["Uncacheable", "Plan", "arg_key", "scalar_key", "params_key", "device_key", "store", "clear", "size",
            "device_ptrs", "MAX_PLANS"]
@@ -55,6 +56,11 @@ def arg_key(a: Any) -> tuple[Any, Any]:
         if a.dtype is not _FLOAT32 or not a.flags.c_contiguous:
             raise Uncacheable
         return (_ND, a.shape), a
+    if t is cuda_py._TORCH_TENSOR or (cuda_py._TORCH_TENSOR is None and t is torch_tensor_type()):
+        view = torch_view(a)  # (its attributes, not its slow __cuda_array_interface__)
+        if view is None:
+            raise Uncacheable
+        return (t, view._shape, view._dtype), view
     iface = getattr(a, "__cuda_array_interface__", None)
     if type(iface) is not dict:
         raise Uncacheable

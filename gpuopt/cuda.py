@@ -33,6 +33,7 @@ Stream and synchronisation rules
 from __future__ import annotations
 
 import math
+import operator
 import sys
 import weakref
 from typing import Any, Sequence
@@ -94,8 +95,8 @@ def stream_handle(stream: Any) -> int | None:
         h = stream.ptr
     elif hasattr(stream, "handle"):  # numba's stream (a ctypes c_void_p)
         h = getattr(stream.handle, "value", stream.handle) or 0
-    elif isinstance(stream, int):  # NumPy integers
-        h = int(stream)
+    elif hasattr(stream, "__index__"):  # NumPy integers
+        h = operator.index(stream)
     else:
         raise TypeError(f"stream must be a CUDA stream (torch, CuPy, Numba, or with __cuda_stream__) or its handle "
                         f"(an int), got {type(stream).__name__}")
@@ -118,6 +119,38 @@ def _torch_stream(obj: Any) -> int:
     return 0 if h in (None, 1) else int(h)
 
 
+#: torch.Tensor once torch is imported (None before: gpuopt never imports torch itself), and torch's dtypes.
+_TORCH_TENSOR: Any = None
+_TORCH_DTYPES: dict[Any, np.dtype] = {}
+
+
+def torch_tensor_type() -> Any:
+    """``torch.Tensor`` if torch has been imported, else None."""
+    global _TORCH_TENSOR
+    if _TORCH_TENSOR is None:
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            for name in ("float32", "float64", "float16", "int8", "int16", "int32", "int64", "uint8", "bool"):
+                _TORCH_DTYPES[getattr(torch, name)] = np.dtype(name)
+            _TORCH_TENSOR = torch.Tensor
+    return _TORCH_TENSOR
+
+
+def torch_view(t: Any) -> "DeviceArray | None":
+    """A DeviceArray viewing a CUDA, C-contiguous torch tensor of a NumPy dtype, on PyTorch's current stream, read
+    from the tensor's own attributes (torch's ``__cuda_array_interface__`` is a Python property that costs ~5 us a
+    call); None for anything else (the caller takes the general path and its messages)."""
+    if not t.is_cuda or not t.is_contiguous():
+        return None
+    dtype = _TORCH_DTYPES.get(t.dtype)
+    if dtype is None:
+        return None
+    view = object.__new__(DeviceArray)
+    view._shape, view._dtype, view._ptr, view._owner = tuple(t.shape), dtype, t.data_ptr(), t
+    view._stream = _torch_stream(t)
+    return view
+
+
 def cai_stream(obj: Any, iface: dict) -> int:
     """The stream a ``__cuda_array_interface__`` array is made on (a handle, 0: legacy): its ``stream`` entry, or for
     a torch tensor (which reports none) PyTorch's current stream."""
@@ -125,6 +158,9 @@ def cai_stream(obj: Any, iface: dict) -> int:
     if stream is None:
         return _torch_stream(obj) if iface.get("version", 3) < 3 or "stream" not in iface else 0
     return 0 if stream == 1 else int(stream)
+
+
+_OWNERS = object()  # DeviceArray(stream=...) not given: the owner's stream
 
 
 def _c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
@@ -146,14 +182,16 @@ class DeviceArray:
 
     __slots__ = ("_shape", "_dtype", "_ptr", "_owner", "_stream", "__weakref__")
 
-    def __init__(self, shape: Sequence[int], dtype: Any, ptr: int, owner: Any, stream: int | None = None) -> None:
+    def __init__(self, shape: Sequence[int], dtype: Any, ptr: int, owner: Any, stream: Any = _OWNERS) -> None:
         self._shape = tuple(int(s) for s in shape)
         self._dtype = np.dtype(dtype)
         self._ptr = int(ptr)
         self._owner = owner
         # The stream its contents are made on (a handle, 0: legacy; None: complete, usable on any stream without
-        # waiting): given, else a view's owner's.
-        self._stream = stream if stream is not None else (owner._stream if isinstance(owner, DeviceArray) else 0)
+        # waiting): given, else a view's owner's (else legacy).
+        if stream is _OWNERS:
+            stream = owner._stream if isinstance(owner, DeviceArray) else 0
+        self._stream = stream
 
     @classmethod
     def empty(cls, shape: Sequence[int], dtype: Any = np.float32) -> "DeviceArray":
@@ -303,6 +341,10 @@ def as_device_array(obj: Any, name: str) -> DeviceArray:
     """
     if isinstance(obj, DeviceArray):
         return obj
+    if type(obj) is torch_tensor_type():
+        view = torch_view(obj)
+        if view is not None:
+            return view
     if not hasattr(obj, "__cuda_array_interface__"):
         return from_dlpack(obj)
     iface = obj.__cuda_array_interface__

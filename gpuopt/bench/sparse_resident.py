@@ -76,7 +76,11 @@ def resident_layer(name: str, x, w) -> tuple[Callable[[], Any], Callable[[], np.
     cuda = cuda_host_module()
     args = cuda.SparseConv2dArgs(dx.ptr, [codes.ptr], width, dy.ptr, flag.ptr,
                                  cuda.SparseConvShape(c, x.shape[1], x.shape[2], m, r, s))
-    return (lambda: launch(args, **extra, **lists)), lambda: dy.numpy()
+    def run() -> None:
+        launch(args, **extra, **lists)
+
+    run.keep = (dx, codes, dy, flag)  # type: ignore[attr-defined]  # args' addresses stay valid while run lives
+    return run, lambda: dy.numpy()
 
 
 def time_resident(name: str, x, w, reps: Mapping[str, Any]) -> tuple[float, np.ndarray]:

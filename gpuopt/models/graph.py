@@ -54,9 +54,10 @@ def _copy_in(cuda: Any, dst: DeviceArray, images: Any, stream: int) -> None:
 
 
 def graph_forward(net: Any, imgs: Any, head: str | None, variant: str | None, max_batch: int | None,
-                  run: Any) -> Any:
+                  run: Any, check_finite: Any) -> Any:
     """``net``'s forward of the prepared images ``imgs`` (gpuopt.models.network._Images) replayed from its graph for
-    this shape (captured on the first call); ``run(images, ...)`` is the network's eager forward."""
+    this shape (captured on the first call); ``run(images, ...)`` is the network's eager forward, ``check_finite``
+    its check of host images."""
     stage = net._stage(variant, head)
     if not (stage.gpu and stage.resident):
         raise ValueError(f"graph=True needs a device-resident GPU stage; {net.network} stage {stage.name!r} passes "
@@ -66,13 +67,11 @@ def graph_forward(net: Any, imgs: Any, head: str | None, variant: str | None, ma
     key = (stage.name, head, tuple(data.shape), data.dtype.str, max_batch, cuda.current_device())
     cap = net._graphs.get(key)
     if cap is None:
-        cap = _capture(net, cuda, imgs, head, stage.name, max_batch, run)
+        cap = _capture(cuda, imgs, head, stage.name, max_batch, run, check_finite)
         net._graphs[key] = cap
     else:
         if not imgs.device and not imgs.checked:
-            from .network import check_finite_images
-
-            check_finite_images(data)
+            check_finite(data)
         _copy_in(cuda, cap.images, data, cap.stream)
     cap.graph.launch(cap.stream)
     caller = data._stream if isinstance(data, DeviceArray) and data._stream is not None else 0
@@ -84,21 +83,19 @@ def graph_forward(net: Any, imgs: Any, head: str | None, variant: str | None, ma
     return out
 
 
-def _capture(net: Any, cuda: Any, imgs: Any, head: str | None, stage: str, max_batch: int | None,
-             run: Any) -> GraphForward:
-    from .network import _Images, check_finite_images
-
+def _capture(cuda: Any, imgs: Any, head: str | None, stage: str, max_batch: int | None, run: Any,
+             check_finite: Any) -> GraphForward:
     stream = _capture_stream(cuda)
     data = imgs.data
     if not imgs.device and not imgs.checked:
-        check_finite_images(data)
+        check_finite(data)
     previous = cuda.set_stream(stream)
     try:
         images = DeviceArray.empty(data.shape, data.dtype)  # on the capture stream
     finally:
         cuda.set_stream(previous)
     _copy_in(cuda, images, data, stream)
-    static = _Images(images, True)
+    static = type(imgs)(images, True)  # the input buffer as the network's prepared images
     run(static, head, stage, False, max_batch)  # eager once: kernels loaded, plans made, weights uploaded
     graph = cuda.Graph()
     graph.begin(stream)
@@ -109,5 +106,5 @@ def _capture(net: Any, cuda: Any, imgs: Any, head: str | None, stage: str, max_b
         raise
     graph.end()
     if not isinstance(out, DeviceArray):
-        raise RuntimeError(f"{net.network} stage {stage!r}: the captured forward returned host data")
+        raise RuntimeError(f"stage {stage!r}: the captured forward returned host data")
     return GraphForward(graph, stream, images, out)

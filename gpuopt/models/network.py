@@ -417,7 +417,7 @@ class Network:
         from .graph import graph_forward
 
         imgs = images if isinstance(images, _Images) else prepare_images(images, self.side, check_finite=False)
-        return graph_forward(self, imgs, head, variant, max_batch, self._run)
+        return graph_forward(self, imgs, head, variant, max_batch, self._run, check_finite_images)
 
     def evaluate(self, images: Any, labels: Any, *, variant: str | None = None, timing: bool = False,
                  max_batch: int | None = None, return_counts: bool = False):

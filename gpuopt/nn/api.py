@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import _plan
 from .._exec import Op
 from .._validate import (Buffer, _as_array, activation_name, bias_vector, check_memory, float_array, integer,
                          runs_on_gpu)
@@ -32,7 +33,17 @@ def _elementwise(x):
     return (x,), (x,)
 
 
-_RELU, _TANH = Op("relu", _elementwise), Op("tanh", _elementwise)
+def _one_array_key(x):
+    k, h = _plan.arg_key(x)
+    return (k,), (h,)
+
+
+def _same(*run_args):  # (the run arguments of a one-array op are its array: rebuilt as they are)
+    return lambda x: (x,)
+
+
+_RELU = Op("relu", _elementwise, key=_one_array_key, rebuild=_same)
+_TANH = Op("tanh", _elementwise, key=_one_array_key, rebuild=_same)
 
 
 def relu(x, *, variant: str | None = None, timing: bool = False, stream: Any = None, **params: Any):
@@ -56,7 +67,17 @@ def _pool(x, size):
     return (x,), (x, size)
 
 
-_MAX_POOL2D, _AVG_POOL2D = Op("max_pool2d", _pool), Op("avg_pool2d", _pool)
+def _pool_key(x, size):
+    k, h = _plan.arg_key(x)
+    return (k, _plan.scalar_key(size)), (h,)
+
+
+def _pool_rebuild(x, size):
+    return lambda hx: (hx, size)
+
+
+_MAX_POOL2D = Op("max_pool2d", _pool, key=_pool_key, rebuild=_pool_rebuild)
+_AVG_POOL2D = Op("avg_pool2d", _pool, key=_pool_key, rebuild=_pool_rebuild)
 
 
 def max_pool2d(x, size: int = 2, *, variant: str | None = None, timing: bool = False, stream: Any = None,
@@ -107,7 +128,19 @@ def _fully_connected_sizes(variant: str, x, w, bias, activation) -> None:
                  device_result=any(isinstance(a, DeviceArray) for a in (x, w, bias)))
 
 
-_FULLY_CONNECTED = Op("fully_connected", _fully_connected, check=_fully_connected_sizes)
+def _fully_connected_key(x, w, bias, activation):
+    if not (activation is None or type(activation) is str):
+        raise _plan.Uncacheable
+    (kx, hx), (kw, hw), (kb, hb) = _plan.arg_key(x), _plan.arg_key(w), _plan.arg_key(bias)
+    return (kx, kw, kb, activation), (hx, hw, hb)
+
+
+def _fully_connected_rebuild(x, w, bias, activation):
+    return lambda hx, hw, hb: (hx, hw, hb, activation)
+
+
+_FULLY_CONNECTED = Op("fully_connected", _fully_connected, check=_fully_connected_sizes, key=_fully_connected_key,
+                      rebuild=_fully_connected_rebuild)
 
 
 def argmax(x, *, variant: str | None = None, timing: bool = False, stream: Any = None, **params: Any):
@@ -132,4 +165,5 @@ def _rows(x):
     return (x,), (x,)
 
 
-_ARGMAX, _SOFTMAX = Op("argmax", _rows), Op("softmax", _rows)
+_ARGMAX = Op("argmax", _rows, key=_one_array_key, rebuild=_same)
+_SOFTMAX = Op("softmax", _rows, key=_one_array_key, rebuild=_same)

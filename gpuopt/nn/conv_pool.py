@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _core
+from .. import _core, _plan
 from .._exec import ExecContext, Op, check_before_copy
 from .._ext import cuda_host_module, launcher
 from .._validate import (Buffer, _as_array, _check_shape, _device_array, activation_name, bias_vector, check_memory,
@@ -73,7 +73,8 @@ def _input(x: Any) -> Any:
 
 
 def conv2d_pool(x, w, bias=None, *, activation: str = "none", pool: str = "max", pool_size: int = 2,
-                input_divisor: float = 1.0, variant: str | None = None, timing: bool = False, stream: Any = None, **params: Any):
+                input_divisor: float = 1.0, variant: str | None = None, timing: bool = False, stream: Any = None,
+                **params: Any):
     """``pool(act(conv2d(x, w) + bias))``: valid, stride-1 convolution, then non-overlapping pooling.
 
     Parameters
@@ -123,6 +124,20 @@ def _validate(x, w, bias, activation, pool, pool_size, input_divisor):
     return (x, w, bias), (ConvPoolProblem(x, w, bias, activation, pool, pool_size, input_divisor),)
 
 
+def _key(x, w, bias, activation, pool, pool_size, input_divisor):
+    """The plan key: the arrays' keys and every scalar with its type (a float divisor included)."""
+    if not ((activation is None or type(activation) is str) and type(pool) is str and type(input_divisor) in
+            (int, float)):
+        raise _plan.Uncacheable
+    (kx, hx), (kw, hw), (kb, hb) = _plan.arg_key(x), _plan.arg_key(w), _plan.arg_key(bias)
+    return (kx, kw, kb, activation, pool, _plan.scalar_key(pool_size), type(input_divisor), input_divisor), (hx, hw, hb)
+
+
+def _rebuild(p: ConvPoolProblem):
+    rest = (p.activation, p.pool, p.pool_size, p.input_divisor)
+    return lambda x, w, bias: (ConvPoolProblem(x, w, bias, *rest),)
+
+
 def check_sizes(p: ConvPoolProblem, variant: str | None) -> None:
     """ValueError naming the arguments when the pooled output of ``p`` (N, K, P, Q) float32, with what
     ``variant`` (None: the op's default) allocates on the way, is larger than the memory that would hold it
@@ -143,7 +158,7 @@ def check_sizes(p: ConvPoolProblem, variant: str | None) -> None:
                  device_result=any(isinstance(a, DeviceArray) for a in (p.x, p.w, p.bias)))
 
 
-_OP = Op("conv2d_pool", _validate, check=lambda variant, p: check_sizes(p, variant))
+_OP = Op("conv2d_pool", _validate, check=lambda variant, p: check_sizes(p, variant), key=_key, rebuild=_rebuild)
 
 
 @register("conv2d_pool", "cpu", description="CPU reference: conv2d's CPU reference (float64 accumulation), then "

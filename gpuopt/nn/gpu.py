@@ -18,7 +18,7 @@ where gpuopt has something faster:
   warp for short rows, a shuffle reduction of (value, index)) and ``streams`` (the report's final design: two
   halves on two CUDA streams, each half's indices copied to pinned host memory while the other half runs).
   ``streams`` only has something to overlap when the result goes back to NumPy: given a device array it runs
-  the ``warp`` kernel on stream 0 and returns a DeviceArray. With ``timing=True`` its copy back is inside
+  the ``warp`` kernel on the call's stream and returns a DeviceArray. With ``timing=True`` its copy back is inside
   ``kernel_ms`` (overlapping it is the point) and ``d2h_ms`` is 0.
 * ``softmax``: ``cuda``, a lane group (or a block, for rows past 4096) per row: max, sum of exp, write.
 
@@ -148,7 +148,7 @@ register("argmax", "warp",
          preferred=True, **_gpu("nn_argmax.cu", "gpuopt"))(_run_argmax)
 register("argmax", "streams",
          description="two halves on two streams, each copied to pinned memory while the other runs (the report's "
-                     "final design; device-array input: the warp kernel on stream 0)",
+                     "final design; device-array input: the warp kernel on the call's stream)",
          **_gpu("nn_argmax.cu", "ece408-mnist"))(_run_argmax_streams)
 
 # ------------------------------------------------------------------------------------------- softmax

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _plan
 from .._exec import Op
 from .._validate import Buffer, check_memory, int_array, runs_on_gpu
 from ..cuda import DeviceArray
@@ -118,4 +119,19 @@ def check_sizes(p: SparseConvProblem, variant: str | None) -> None:
                  device_result=any(isinstance(a, DeviceArray) for a in (p.x, p.filters)))
 
 
-_OP = Op("sparse_conv2d", _validate, check=lambda variant, p: check_sizes(p, variant))
+def _key(x, w):
+    """The plan key: x as an array key (SparseNeurons take the long way), COO/FAST filters by type and shape (what
+    every check of a call reads; the run functions read the filters' own arrays on each call)."""
+    kx, hx = _plan.arg_key(x)
+    if type(w) in (COOFilters, FASTFilters):
+        return (kx, type(w), w.shape), (hx, w)
+    kw, hw = _plan.arg_key(w)
+    return (kx, kw), (hx, hw)
+
+
+def _rebuild(p: SparseConvProblem):
+    shape = p.shape
+    return lambda x, w: (SparseConvProblem(x, w, shape),)
+
+
+_OP = Op("sparse_conv2d", _validate, check=lambda variant, p: check_sizes(p, variant), key=_key, rebuild=_rebuild)

@@ -5,10 +5,13 @@ from gpuopt.bench.studies import STUDIES, shown_in
 
 
 def test_tiny_cpu_run_table_and_figure(tmp_path):
+    from gpuopt.bench.studies import overhead
+
     study = STUDIES["overhead"]
     res = study.run(RunSettings(gpu=False, tiny=True, progress=False))
-    assert {(r["op"], r["caller"], r["impl"]) for r in res.rows} == {("conv2d", "numpy", "gpuopt"),
-                                                                    ("matmul", "numpy", "gpuopt")}
+    assert {(r["op"], r["caller"], r["impl"]) for r in res.rows} == {(o.op, "numpy", "gpuopt")
+                                                                    for o in overhead.OVERHEAD_OPS}
+    assert len(overhead.OVERHEAD_OPS) == 8  # every family: conv2d, matmul, conv2d_pool, three layer ops, sparse, kmeans
     assert all(r.get("error") is None and r["us_per_call"] > 0 and r["us_min"] <= r["us_max"] for r in res.rows)
     assert any("no GPU here" in n for n in res.notes)
     text = study.table(res.rows, res.meta)
@@ -27,9 +30,9 @@ def test_default_rows_name_the_variant_variant_none_runs():
     from gpuopt.bench.studies import overhead
 
     rng = np.random.default_rng(0)
-    for op in ("conv2d", "matmul"):
-        a, b = overhead._inputs(op, rng)
-        name = overhead._default(op, a, b)
+    for o in overhead.OVERHEAD_OPS:
+        name = overhead._default(o.op, *overhead._inputs(o.op, rng))
+        op = o.op
         assert name in gpuopt.variants(op)
         if not gpuopt.cuda_available():
             assert name == "cpu"

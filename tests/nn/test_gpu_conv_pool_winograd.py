@@ -2,8 +2,11 @@
 CPU reference, outputs poisoned by conftest: the reports' layers, awkward shapes (odd conv outputs whose last
 row/column the pool drops, ragged tiles, C not a multiple of the 8-channel chunk, K not a multiple of the map
 block, one image), every activation and pooling, device arrays, determinism and the rejections. Error bound:
-each pooled output within 1e-5 of the magnitude its sum can reach, and 1e-5 relative overall (as ``fused``);
-the transforms' own float32 error (F(4,5) ~1e-6, test_gpu_winograd.py) is well inside it."""
+each pooled output within 1e-5 of the magnitude its sum can reach (F(4x4, 5x5): 3e-5), and 1e-5 relative overall
+(as ``fused``). F(4x4, 5x5)'s transforms (points 0, +-1, +-1/2, +-2) amplify float32 rounding: on a one-channel
+layer, where no sum over channels averages it out, one output in ~16,000 reached 1.1e-5 of its magnitude in a
+fresh-random H200 run (the direct sums stay below 1e-6); over the whole output the error is ~1e-6
+(test_gpu_winograd.py)."""
 
 import numpy as np
 import pytest
@@ -27,7 +30,7 @@ MORE_SHAPES = [
 @pytest.mark.parametrize("shape", SHAPES + MORE_SHAPES, ids=str)
 @pytest.mark.parametrize("activation,pool", [("relu", "avg"), ("tanh", "max"), ("none", "max"), ("none", "avg")])
 def test_matches_cpu(rng, m, shape, activation, pool):
-    check_matches_cpu(rng, VARIANT, shape, activation, pool, m=m)
+    check_matches_cpu(rng, VARIANT, shape, activation, pool, per_output=3e-5 if m == 4 else 1e-5, m=m)
 
 
 def test_large_batch_mnist_conv2_close_to_fused(rng):

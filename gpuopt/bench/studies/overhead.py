@@ -1,25 +1,29 @@
 """overhead: what one call costs a user, beside the kernel -> overhead.csv/.json/.png.
 
 The cost of a cheap call: on small problems the kernel runs for microseconds, and the Python around it is what a
-user sees. For conv2d (1x1x8x8 by a 3x3 filter) and matmul (16x16), each called the way users call it --
-gpuopt's own device arrays, PyTorch CUDA tensors handed over by ``__cuda_array_interface__``, and NumPy arrays
-in and out -- this measures the host wall time per call (``calls`` back-to-back calls, then one synchronise,
-divided by ``calls``; the median of ``batches``), beside the same computation in PyTorch on the same inputs. gpuopt's
-rows are its default (``variant=None``: on these tiny problems its own kernel, not the library's, whose host time
-per call is most of the cost) and its best own kernel, each on every caller; repeated calls run through gpuopt's
-plan cache (gpuopt._plan), as a user's loop would.
-Without a GPU only the NumPy path of the CPU references runs (and says so). TF32 is off for PyTorch.
+user sees. For one small problem of every op family (conv2d, matmul, conv2d_pool, the layer ops relu, softmax and
+fully_connected, the NCTU sparse layer, one k-means loop), each called the way users call it -- gpuopt's own
+device arrays, PyTorch CUDA tensors (on PyTorch's default stream, and inside ``torch.cuda.stream(s)`` on a side
+stream, where gpuopt runs on ``s``), and NumPy arrays in and out -- this measures the host wall time per call
+(``calls`` back-to-back calls, then one synchronise, divided by ``calls``; the median of ``batches``), beside the
+same computation in PyTorch on the same inputs where PyTorch has it. gpuopt's rows are its default
+(``variant=None``) and, for conv2d and matmul, its best own kernel; repeated calls run through gpuopt's plan cache
+(gpuopt._plan), as a user's loop would. Without a GPU only the NumPy path of the CPU references runs (and says so).
+TF32 is off for PyTorch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
 import gpuopt
+import gpuopt.nn
 
 from ..baselines import strict_torch
 from ..figures import empty_axes, finish_axes, grouped_bars, headroom, pyplot
@@ -31,32 +35,87 @@ __all__ = ["STUDY"]
 
 OVERHEAD_COLUMNS = ("op", "problem", "caller", "impl", "variant", "us_per_call", "us_min", "us_max", "calls",
                     "batches", "error")
-#: (op, problem label, gpuopt variants timed: the default and one of gpuopt's own kernels)
-OVERHEAD_OPS = (("conv2d", "x 1x1x8x8, w 1x1x3x3", (None, "implicit_gemm")),
-                ("matmul", "16x16 @ 16x16", (None, "async")))
-OVERHEAD_CALLERS = ("device", "torch", "numpy")
+
+
+@dataclass(frozen=True)
+class OverheadOp:
+    """One op of the study: its small problem, the gpuopt variants timed (None: the default), its inputs
+    (``make(rng)``: NumPy arrays, or objects passed as they are), the gpuopt call on them and PyTorch's own (None:
+    PyTorch has no such op)."""
+
+    op: str
+    problem: str
+    variants: tuple[str | None, ...]
+    make: Callable[[np.random.Generator], tuple]
+    call: Callable[..., Any]
+    torch_call: Callable[..., Any] | None = None
+
+
+def _f32(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return rng.random(shape, dtype=np.float32)
+
+
+def _sparse_inputs(rng: np.random.Generator) -> tuple:
+    from ...sparse import FASTFilters
+
+    x = rng.integers(0, 100, (4, 16, 16)).astype(np.int16)
+    x[x < 60] = 0  # ~60 % zeros, as a ReLU'd layer
+    w = rng.integers(-3, 4, (8, 4, 3, 3)).astype(np.int16)
+    fast = FASTFilters.from_dense(w)
+    if gpuopt.cuda_available():
+        fast.to_device()  # the filters stay on the device, as in the lab's loop
+    return x, fast
+
+
+def _f(torch: Any) -> Any:
+    return torch.nn.functional
+
+
+OVERHEAD_OPS = (
+    OverheadOp("conv2d", "x 1x1x8x8, w 1x1x3x3", (None, "implicit_gemm"),
+               lambda rng: (_f32(rng, 1, 1, 8, 8), _f32(rng, 1, 1, 3, 3)), gpuopt.conv2d,
+               lambda torch, x, w: _f(torch).conv2d(x, w)),
+    OverheadOp("matmul", "16x16 @ 16x16", (None, "async"), lambda rng: (_f32(rng, 16, 16), _f32(rng, 16, 16)),
+               gpuopt.matmul, lambda torch, a, b: a @ b),
+    OverheadOp("conv2d_pool", "x 1x1x12x12, w 2x1x5x5, ReLU, 2x2 avg", (None,),
+               lambda rng: (_f32(rng, 1, 1, 12, 12), _f32(rng, 2, 1, 5, 5)),
+               lambda x, w, **kw: gpuopt.nn.conv2d_pool(x, w, activation="relu", pool="avg", **kw),
+               lambda torch, x, w: _f(torch).avg_pool2d(torch.relu(_f(torch).conv2d(x, w)), 2)),
+    OverheadOp("relu", "64x64", (None,), lambda rng: (_f32(rng, 64, 64),), lambda x, **kw: gpuopt.nn.relu(x, **kw),
+               lambda torch, x: torch.relu(x)),
+    OverheadOp("softmax", "16x10", (None,), lambda rng: (_f32(rng, 16, 10),), lambda x, **kw: gpuopt.nn.softmax(x, **kw),
+               lambda torch, x: torch.softmax(x, 1)),
+    OverheadOp("fully_connected", "16x64 @ 64x10, ReLU", (None,), lambda rng: (_f32(rng, 16, 64), _f32(rng, 64, 10)),
+               lambda x, w, **kw: gpuopt.nn.fully_connected(x, w, activation="relu", **kw),
+               lambda torch, x, w: torch.relu(x @ w)),
+    OverheadOp("sparse_conv2d", "x 4x16x16 int16, FAST filters 8x4x3x3 on the device", (None,), _sparse_inputs,
+               gpuopt.sparse_conv2d),
+    OverheadOp("kmeans", "4096x8, k 3, one loop", (None,), lambda rng: (_f32(rng, 4096, 8),),
+               lambda x, **kw: gpuopt.kmeans(x, 3, max_iter=1, **kw)),
+)
+OVERHEAD_CALLERS = ("device", "torch", "torch side stream", "numpy")
 # Calls per batch and batches per plan.
 OVERHEAD_REPEATS: dict[Any, tuple[int, int]] = per_level(gpu_full=(3000, 7), gpu_quick=(1000, 3), cpu_full=(1000, 5),
     cpu_quick=(300, 3), tiny=(20, 2))
 
 
-def _per_call_us(fn: Callable[[], Any], sync: Callable[[], None], calls: int, batches: int) -> list[float]:
-    fn()
-    sync()
+def _per_call_us(fn: Callable[[], Any], sync: Callable[[], None], calls: int, batches: int,
+                 around: Callable[[], Any] = contextlib.nullcontext) -> list[float]:
     out = []
-    for _ in range(batches):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
+    with around():  # (a stream context: entered once, not per call)
+        fn()
         sync()
-        out.append((time.perf_counter() - t0) / calls * 1e6)
+        for _ in range(batches):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            sync()
+            out.append((time.perf_counter() - t0) / calls * 1e6)
     return out
 
 
-def _inputs(op: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    if op == "conv2d":
-        return rng.random((1, 1, 8, 8), dtype=np.float32), rng.random((1, 1, 3, 3), dtype=np.float32)
-    return rng.random((16, 16), dtype=np.float32), rng.random((16, 16), dtype=np.float32)
+def _inputs(op: str, rng: np.random.Generator) -> tuple:
+    return next(o for o in OVERHEAD_OPS if o.op == op).make(rng)
 
 
 def _torch():
@@ -64,48 +123,58 @@ def _torch():
     return strict_torch(benchmark=False)
 
 
-def _default(op: str, a: np.ndarray, b: np.ndarray) -> str:
-    """The variant ``variant=None`` runs for these inputs (the op's shape-aware default)."""
+def _default(op: str, *args: Any) -> str:
+    """The variant ``variant=None`` runs for these inputs (the op's shape-aware default, or the registry's)."""
     if op == "conv2d":
         from ...conv.api import default_for
         from ...conv.problem import validate
 
-        return default_for(validate(a, b, 1, 0, None, None))
-    from ...matmul import default_for as matmul_default
+        return default_for(validate(args[0], args[1], 1, 0, None, None))
+    if op == "matmul":
+        from ...matmul import default_for as matmul_default
 
-    return matmul_default(a.shape, b.shape)
+        return matmul_default(args[0].shape, args[1].shape)
+    from ...registry import default_variant
+
+    return default_variant(op)
 
 
-def _cases(op: str, a: np.ndarray, b: np.ndarray, plan: RunSettings, notes: list[str]):
-    """(caller, impl, variant, fn, sync) for every way this op is timed here."""
-    fn = getattr(gpuopt, op)
+def _convert(args: tuple, to: Callable[[np.ndarray], Any]) -> tuple:
+    return tuple(to(a) if isinstance(a, np.ndarray) else a for a in args)
+
+
+def _cases(o: OverheadOp, args: tuple, plan: RunSettings, notes: list[str]):
+    """(caller, impl, variant, fn, sync, around) for every way this op is timed here."""
     if not plan.gpu:
-        notes.append(f"{op}: no GPU here, only the CPU reference from NumPy is timed")
-        yield "numpy", "gpuopt", "cpu", (lambda: fn(a, b, variant="cpu")), (lambda: None)
+        notes.append(f"{o.op}: no GPU here, only the CPU reference from NumPy is timed")
+        yield "numpy", "gpuopt", "cpu", (lambda: o.call(*args, variant="cpu")), (lambda: None), contextlib.nullcontext
         return
-    sync = gpuopt.synchronize
-    da, db = gpuopt.to_device(a), gpuopt.to_device(b)
+    sync, none = gpuopt.synchronize, contextlib.nullcontext
+    dev = _convert(args, gpuopt.to_device)
     torch = _torch()
-    ta = tb = None
+    tens = side = None
     if torch is not None:
-        ta, tb = torch.as_tensor(a, device="cuda"), torch.as_tensor(b, device="cuda")
-    for _, _, variants in [o for o in OVERHEAD_OPS if o[0] == op]:
-        for v in variants:
-            name = v or f"default ({_default(op, a, b)})"
-            yield "device", "gpuopt", name, (lambda v=v: fn(da, db, variant=v)), sync
-            if torch is not None:
-                yield "torch", "gpuopt", name, (lambda v=v: fn(ta, tb, variant=v)), sync
-            yield "numpy", "gpuopt", name, (lambda v=v: fn(a, b, variant=v)), sync
+        tens = _convert(args, lambda a: torch.as_tensor(a, device="cuda"))
+        stream = torch.cuda.Stream()
+        side = lambda: torch.cuda.stream(stream)  # noqa: E731
+    for v in o.variants:
+        name = v or f"default ({_default(o.op, *args)})"
+        yield "device", "gpuopt", name, (lambda v=v: o.call(*dev, variant=v)), sync, none
+        if torch is not None:
+            yield "torch", "gpuopt", name, (lambda v=v: o.call(*tens, variant=v)), sync, none
+            yield "torch side stream", "gpuopt", name, (lambda v=v: o.call(*tens, variant=v)), sync, side
+        yield "numpy", "gpuopt", name, (lambda v=v: o.call(*args, variant=v)), sync, none
     if torch is None:
         notes.append("torch with CUDA is not importable: no PyTorch rows")
         return
-    F = torch.nn.functional
-    call = (lambda x, y: F.conv2d(x, y)) if op == "conv2d" else (lambda x, y: x @ y)
+    if o.torch_call is None:
+        return
     tsync = torch.cuda.synchronize
-    yield "device", "pytorch", "pytorch", (lambda: call(ta, tb)), tsync
-    yield "torch", "pytorch", "pytorch", (lambda: call(ta, tb)), tsync
+    yield "device", "pytorch", "pytorch", (lambda: o.torch_call(torch, *tens)), tsync, none
+    yield "torch", "pytorch", "pytorch", (lambda: o.torch_call(torch, *tens)), tsync, none
+    yield "torch side stream", "pytorch", "pytorch", (lambda: o.torch_call(torch, *tens)), tsync, side
     yield "numpy", "pytorch", "pytorch", \
-        (lambda: call(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()).cpu().numpy()), tsync
+        (lambda: o.torch_call(torch, *_convert(args, lambda a: torch.from_numpy(a).cuda())).cpu().numpy()), tsync, none
 
 
 def run_overhead(plan: RunSettings) -> StudyResult:
@@ -115,14 +184,13 @@ def run_overhead(plan: RunSettings) -> StudyResult:
     res.meta.update(calls=calls, batches=batches,
                     us_per_call="host wall time of `calls` back-to-back calls then one synchronise, divided by "
                                 "`calls`; median (min, max) over `batches`")
-    work = [(op, problem, *_inputs(op, rng)) for op, problem, _ in OVERHEAD_OPS]
-    cases = [(op, problem, case) for op, problem, a, b in work for case in _cases(op, a, b, plan, res.notes)]
+    cases = [(o.op, o.problem, case) for o in OVERHEAD_OPS for case in _cases(o, o.make(rng), plan, res.notes)]
     with Progress(len(cases), "overhead", enabled=plan.progress) as prog:
-        for op, problem, (caller, impl, variant, fn, sync) in cases:
+        for op, problem, (caller, impl, variant, fn, sync, around) in cases:
             row: dict[str, Any] = dict(op=op, problem=problem, caller=caller, impl=impl, variant=variant,
                                        calls=calls, batches=batches)
             try:
-                us = _per_call_us(fn, sync, calls, batches)
+                us = _per_call_us(fn, sync, calls, batches, around)
                 row.update(us_per_call=float(np.median(us)), us_min=min(us), us_max=max(us))
             except Exception as exc:  # noqa: BLE001
                 row["error"] = error_text(exc)
@@ -148,7 +216,7 @@ def table_overhead(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = 
 def plot_overhead(meta, rows, path: Path) -> Path:
     """µs per call by op and caller: a bar per implementation (PyTorch beside gpuopt's variants)."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(11, 5.5))
+    fig, ax = plt.subplots(figsize=(20, 6))
     good = [r for r in rows if r.get("us_per_call")]
     if not good:
         empty_axes(ax, "no successful measurements")
@@ -159,20 +227,20 @@ def plot_overhead(meta, rows, path: Path) -> Path:
     values = grouped_bars(ax, groups, series, lambda g, s: by.get((g, s)), lambda g, s: f"{by[(g, s)]:.0f}",
                           compact=True)
     headroom(ax, values)
-    ax.set_xlabel("op and how it is called (device: gpuopt device arrays; torch: CUDA tensors; numpy: NumPy in "
-                  "and out)")
+    ax.set_xlabel("op and how it is called (device: gpuopt device arrays; torch: CUDA tensors, on PyTorch's "
+                  "default or a side stream; numpy: NumPy in and out)")
     ax.set_ylabel("host wall time per call (µs, median)")
-    problems = "; ".join(f"{op} {problem}" for op, problem, _ in OVERHEAD_OPS)
-    return finish_axes(fig, ax, meta, f"Cost of one call on a tiny problem ({problems}): gpuopt vs PyTorch, "
-                       "host µs per call", path, legend=dict(title="implementation / variant", title_fontsize=8))
+    problems = "; ".join(f"{o.op} {o.problem}" for o in OVERHEAD_OPS[:2])
+    return finish_axes(fig, ax, meta, f"Cost of one call on a small problem of every family ({problems}, ...): "
+                       "gpuopt vs PyTorch, host µs per call", path, legend=dict(title="implementation / variant", title_fontsize=8))
 
 
 def _variants() -> tuple[str, ...]:
-    return tuple(v for _, _, vs in OVERHEAD_OPS for v in vs if v)
+    return tuple(v for o in OVERHEAD_OPS for v in o.variants if v)
 
 
 STUDY = Study("overhead", "matmul", "The cost of one call",
-              "per-call host time of conv2d and matmul on tiny problems from device arrays, PyTorch tensors and "
-              "NumPy, beside PyTorch", _variants, OVERHEAD_COLUMNS, run_overhead, table_overhead,
+              "per-call host time of every op family on small problems from device arrays, PyTorch tensors (default "
+              "and side stream) and NumPy, beside PyTorch", _variants, OVERHEAD_COLUMNS, run_overhead, table_overhead,
               figures=plot_overhead,
               outputs=(Output("overhead.png", variants=("async",), ops=(("conv2d", ("implicit_gemm",)),)),))
