@@ -160,3 +160,56 @@ def test_matmul_plan_resolved_for_aligned_operands_is_not_used_on_misaligned_one
         assert isinstance(got, gpuopt.DeviceArray) and got.shape == (64, 44) and got.ptr % 256 == 0
         _close(got, ref, tol)
     assert _plan.size() == 1
+
+
+@pytest.mark.parametrize("variant", [None, "fast_fused", "fast_sparse_input", "fast_imma"])
+@pytest.mark.parametrize("form", ["fast", "coo"])
+def test_sparse_plan_replays_match_the_reference(variant, form, rng):
+    # A repeated one-pass call on device x and device COO/FAST filters replays its launch (no checks, no auto
+    # choice): new inputs, new filters of the same shape, filters whose taps leave int8 (auto's choice and
+    # fast_imma's exact path) and filters that no longer prove the int32 bound (a deferred flag) must all still
+    # give the CPU reference's bits.
+    from gpuopt.cuda import _DEFERRED
+    from gpuopt.sparse import COOFilters, FASTFilters
+
+    make = FASTFilters.from_dense if form == "fast" else COOFilters.from_dense
+    _plan.clear()
+
+    def inputs(lo=0, hi=100):
+        x = rng.integers(lo, hi, (6, 10, 14)).astype(np.int16)
+        x[rng.random(x.shape) < 0.6] = 0
+        return x
+
+    def run(x, w, filters):
+        y = gpuopt.sparse_conv2d(gpuopt.to_device(x), filters, variant=variant)
+        assert isinstance(y, gpuopt.DeviceArray)
+        np.testing.assert_array_equal(y.numpy(), gpuopt.sparse_conv2d(x, w, variant="cpu"))
+        return y
+
+    w = rng.integers(-3, 4, (5, 6, 3, 3)).astype(np.int16)
+    filters = make(w).to_device()
+    for _ in range(3):
+        run(inputs(), w, filters)
+    assert _plan.size() == 1
+    w2 = rng.integers(-9, 10, (5, 6, 3, 3)).astype(np.int16)  # other values, the same facts: the same plan
+    run(inputs(), w2, make(w2).to_device())
+    assert _plan.size() == 1
+    wide = w2.copy()
+    wide[0, 0, 1, 1] = 300  # a tap outside int8: a new plan (auto takes another variant; fast_imma its exact path)
+    for _ in range(2):
+        run(inputs(), wide, make(wide).to_device())
+    assert _plan.size() == 2
+    big = w2.copy()
+    big[1, :, :, :] = 4000  # sum |w| of map 1 x 32768 > INT32_MAX: the flag is deferred, also in a replay
+    big_filters = make(big).to_device()
+    for _ in range(2):
+        y = run(inputs(0, 30), big, big_filters)
+        assert y not in _DEFERRED  # read (and fits) by the check above
+        y = gpuopt.sparse_conv2d(gpuopt.to_device(inputs(0, 30)), big_filters, variant=variant)
+        assert y in _DEFERRED
+        y.check()
+    overflow = inputs(30000, 32767)
+    y = gpuopt.sparse_conv2d(gpuopt.to_device(overflow), big_filters, variant=variant)
+    with pytest.raises(ValueError, match="does not fit in int32"):
+        y.numpy()
+    assert _plan.size() == 3

@@ -119,12 +119,23 @@ def check_sizes(p: SparseConvProblem, variant: str | None) -> None:
                  device_result=any(isinstance(a, DeviceArray) for a in (p.x, p.filters)))
 
 
+_INT32_MAX = int(np.iinfo(np.int32).max)
+INT16_ABS_MAX = 32768  # |x| of any int16 (-32768)
+
+
+def sums_fit_int32(xmax: int, wsum: int) -> bool:
+    """Whether every pre-activation sum fits int32 when max|x| <= ``xmax`` and each map's sum of |w| <= ``wsum``."""
+    return int(xmax) * int(wsum) <= _INT32_MAX
+
+
 def _key(x, w):
     """The plan key: x as an array key (SparseNeurons take the long way), COO/FAST filters by type and shape (what
-    every check of a call reads; the run functions read the filters' own arrays on each call)."""
+    every check of a call reads), whether their taps fit int8 (``auto``'s choice) and whether they prove the int32
+    bound for any int16 x (whether a device result's overflow flag is deferred); the plans read the filters' own
+    arrays on each call. (Both facts are cached by the filters.)"""
     kx, hx = _plan.arg_key(x)
     if type(w) in (COOFilters, FASTFilters):
-        return (kx, type(w), w.shape), (hx, w)
+        return (kx, type(w), w.shape, w.taps_fit_int8, sums_fit_int32(INT16_ABS_MAX, w.max_map_abs_sum)), (hx, w)
     kw, hw = _plan.arg_key(w)
     return (kx, kw), (hx, hw)
 

@@ -193,8 +193,12 @@ class COOFilters:
     @property
     def taps_fit_int8(self) -> bool:
         """Whether every tap is in -128..127 (a position is listed once per slice): ``fast_imma``'s tensor-core
-        operands (``auto`` takes it then; its kernel checks again and falls back to exact int64 sums)."""
-        return bool(self.data.size == 0 or (self.data.min() >= -128 and self.data.max() <= 127))
+        operands (``auto`` takes it then; its kernel checks again and falls back to exact int64 sums). Cached (the
+        taps do not change): ``auto`` asks on every call."""
+        if "_taps_fit_int8" not in self.__dict__:
+            self.__dict__["_taps_fit_int8"] = bool(self.data.size == 0 or (self.data.min() >= -128 and
+                                                                           self.data.max() <= 127))
+        return self.__dict__["_taps_fit_int8"]
 
     @property
     def max_map_abs_sum(self) -> int:

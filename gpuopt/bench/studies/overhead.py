@@ -6,7 +6,9 @@ fully_connected, the NCTU sparse layer, one k-means loop), each called the way u
 device arrays, PyTorch CUDA tensors (on PyTorch's default stream, and inside ``torch.cuda.stream(s)`` on a side
 stream, where gpuopt runs on ``s``), and NumPy arrays in and out -- this measures the host wall time per call
 (``calls`` back-to-back calls, then one synchronise, divided by ``calls``; the median of ``batches``), beside the
-same computation in PyTorch on the same inputs where PyTorch has it. gpuopt's rows are its default
+same computation in PyTorch on the same inputs where PyTorch has it, with CUDA events around the same batches (the
+device timeline) and, for gpuopt on device arrays, one call's device time alone (its enqueue hidden behind a spin
+kernel): the per-call lines read wall - kernel on device arrays and torch tensors - device arrays. gpuopt's rows are its default
 (``variant=None``) and, for conv2d and matmul, its best own kernel; repeated calls run through gpuopt's plan cache
 (gpuopt._plan), as a user's loop would. Without a GPU only the NumPy path of the CPU references runs (and says so).
 TF32 is off for PyTorch.
@@ -33,8 +35,11 @@ from ..tables import errors_note, fmt_cell, format_table
 
 __all__ = ["STUDY"]
 
-OVERHEAD_COLUMNS = ("op", "problem", "caller", "impl", "variant", "us_per_call", "us_min", "us_max", "calls",
-                    "batches", "error")
+OVERHEAD_COLUMNS = ("op", "problem", "caller", "impl", "variant", "us_per_call", "us_min", "us_max", "event_us",
+                    "kernel_us", "kernel_hidden", "over_kernel_us", "over_device_us", "calls", "batches", "error")
+#: What the performance lines allow beside the kernel, and a torch tensor beside a DeviceArray (µs a call).
+OVER_KERNEL_LIMIT_US = 8.0
+OVER_DEVICE_LIMIT_US = 2.0
 
 
 @dataclass(frozen=True)
@@ -97,21 +102,48 @@ OVERHEAD_CALLERS = ("device", "torch", "torch side stream", "numpy")
 # Calls per batch and batches per plan.
 OVERHEAD_REPEATS: dict[Any, tuple[int, int]] = per_level(gpu_full=(3000, 7), gpu_quick=(1000, 3), cpu_full=(1000, 5),
     cpu_quick=(300, 3), tiny=(20, 2))
+#: measure()'s warm-up and recorded runs of the kernel time (GPU only).
+KERNEL_REPEATS: dict[Any, tuple[int, int]] = per_level(gpu_full=(20, 200), gpu_quick=(10, 50), cpu_full=(1, 1),
+    cpu_quick=(1, 1), tiny=(2, 5))
 
 
 def _per_call_us(fn: Callable[[], Any], sync: Callable[[], None], calls: int, batches: int,
-                 around: Callable[[], Any] = contextlib.nullcontext) -> list[float]:
-    out = []
+                 around: Callable[[], Any] = contextlib.nullcontext,
+                 stream: Callable[[], int] | None = None) -> tuple[list[float], list[float]]:
+    """(host wall µs a call, CUDA-event µs a call) of each batch: ``calls`` calls then ``sync()``; the events are
+    recorded on ``stream()`` (the stream the calls run on, asked inside ``around``) around the calls (none without
+    ``stream``)."""
+    walls, events = [], []
+    cuda = gpuopt._ext.cuda_module() if stream is not None else None
     with around():  # (a stream context: entered once, not per call)
         fn()
         sync()
+        handle = stream() if stream is not None else 0
         for _ in range(batches):
+            if cuda is not None:
+                start, end = cuda.Event(), cuda.Event()
+                start.record(handle)
             t0 = time.perf_counter()
             for _ in range(calls):
                 fn()
+            if cuda is not None:
+                end.record(handle)
             sync()
-            out.append((time.perf_counter() - t0) / calls * 1e6)
-    return out
+            walls.append((time.perf_counter() - t0) / calls * 1e6)
+            if cuda is not None:
+                events.append(float(start.elapsed_ms(end)) * 1e3 / calls)
+    return walls, events
+
+
+def _kernel_us(fn: Callable[[], Any], plan: RunSettings) -> tuple[float, bool]:
+    """The device time of one call on device arrays, the host's enqueue hidden behind a spin kernel (the harness's
+    protocol): (µs, hidden). Not hidden where the call waits for the GPU itself (k-means reads its stop rule): then
+    the time runs from the call's start to its return."""
+    from ..harness import measure
+
+    warmup, repeat = plan.pick(KERNEL_REPEATS)
+    st = measure(fn, warmup=warmup, repeat=repeat)
+    return st.median_ms * 1e3, st.overhead_hidden
 
 
 def _inputs(op: str, rng: np.random.Generator) -> tuple:
@@ -147,34 +179,37 @@ def _cases(o: OverheadOp, args: tuple, plan: RunSettings, notes: list[str]):
     """(caller, impl, variant, fn, sync, around) for every way this op is timed here."""
     if not plan.gpu:
         notes.append(f"{o.op}: no GPU here, only the CPU reference from NumPy is timed")
-        yield "numpy", "gpuopt", "cpu", (lambda: o.call(*args, variant="cpu")), (lambda: None), contextlib.nullcontext
+        yield "numpy", "gpuopt", "cpu", (lambda: o.call(*args, variant="cpu")), (lambda: None), contextlib.nullcontext, \
+            None
         return
-    sync, none = gpuopt.synchronize, contextlib.nullcontext
+    sync, none, legacy = gpuopt.synchronize, contextlib.nullcontext, (lambda: 0)
     dev = _convert(args, gpuopt.to_device)
     torch = _torch()
-    tens = side = None
+    tens = side = current = None
     if torch is not None:
         tens = _convert(args, lambda a: torch.as_tensor(a, device="cuda"))
         stream = torch.cuda.Stream()
         side = lambda: torch.cuda.stream(stream)  # noqa: E731
+        current = lambda: torch.cuda.current_stream().cuda_stream  # noqa: E731
     for v in o.variants:
         name = v or f"default ({_default(o.op, *args)})"
-        yield "device", "gpuopt", name, (lambda v=v: o.call(*dev, variant=v)), sync, none
+        yield "device", "gpuopt", name, (lambda v=v: o.call(*dev, variant=v)), sync, none, legacy
         if torch is not None:
-            yield "torch", "gpuopt", name, (lambda v=v: o.call(*tens, variant=v)), sync, none
-            yield "torch side stream", "gpuopt", name, (lambda v=v: o.call(*tens, variant=v)), sync, side
-        yield "numpy", "gpuopt", name, (lambda v=v: o.call(*args, variant=v)), sync, none
+            yield "torch", "gpuopt", name, (lambda v=v: o.call(*tens, variant=v)), sync, none, current
+            yield "torch side stream", "gpuopt", name, (lambda v=v: o.call(*tens, variant=v)), sync, side, current
+        yield "numpy", "gpuopt", name, (lambda v=v: o.call(*args, variant=v)), sync, none, legacy
     if torch is None:
         notes.append("torch with CUDA is not importable: no PyTorch rows")
         return
     if o.torch_call is None:
         return
     tsync = torch.cuda.synchronize
-    yield "device", "pytorch", "pytorch", (lambda: o.torch_call(torch, *tens)), tsync, none
-    yield "torch", "pytorch", "pytorch", (lambda: o.torch_call(torch, *tens)), tsync, none
-    yield "torch side stream", "pytorch", "pytorch", (lambda: o.torch_call(torch, *tens)), tsync, side
+    yield "device", "pytorch", "pytorch", (lambda: o.torch_call(torch, *tens)), tsync, none, current
+    yield "torch", "pytorch", "pytorch", (lambda: o.torch_call(torch, *tens)), tsync, none, current
+    yield "torch side stream", "pytorch", "pytorch", (lambda: o.torch_call(torch, *tens)), tsync, side, current
     yield "numpy", "pytorch", "pytorch", \
-        (lambda: o.torch_call(torch, *_convert(args, lambda a: torch.from_numpy(a).cuda())).cpu().numpy()), tsync, none
+        (lambda: o.torch_call(torch, *_convert(args, lambda a: torch.from_numpy(a).cuda())).cpu().numpy()), tsync, \
+        none, current
 
 
 def run_overhead(plan: RunSettings) -> StudyResult:
@@ -184,14 +219,36 @@ def run_overhead(plan: RunSettings) -> StudyResult:
     res.meta.update(calls=calls, batches=batches,
                     us_per_call="host wall time of `calls` back-to-back calls then one synchronise, divided by "
                                 "`calls`; median (min, max) over `batches`")
+    res.meta.update(event_us="CUDA events on the calls' stream around the same batches, divided by `calls`: the "
+                             "device timeline (equal to the wall time where the host is the bottleneck)",
+                    kernel_us="gpuopt on device arrays: one call's device time with its enqueue hidden behind a spin "
+                              "kernel (gpuopt.bench.measure; kernel_hidden false where the call waits for the GPU "
+                              "itself, k-means' stop rule: then start to return)",
+                    over_kernel_us=f"us_per_call - kernel_us of the same op and variant (line: <= "
+                                   f"{OVER_KERNEL_LIMIT_US:g} µs on device arrays)",
+                    over_device_us=f"us_per_call - the device row's, same op, variant and implementation (line for "
+                                   f"torch tensors: <= {OVER_DEVICE_LIMIT_US:g} µs)")
     cases = [(o.op, o.problem, case) for o in OVERHEAD_OPS for case in _cases(o, o.make(rng), plan, res.notes)]
+    kernels: dict[tuple[str, str], tuple[float, bool]] = {}
+    device_us: dict[tuple[str, str, str], float] = {}
     with Progress(len(cases), "overhead", enabled=plan.progress) as prog:
-        for op, problem, (caller, impl, variant, fn, sync, around) in cases:
+        for op, problem, (caller, impl, variant, fn, sync, around, stream) in cases:
             row: dict[str, Any] = dict(op=op, problem=problem, caller=caller, impl=impl, variant=variant,
                                        calls=calls, batches=batches)
             try:
-                us = _per_call_us(fn, sync, calls, batches, around)
+                us, ev = _per_call_us(fn, sync, calls, batches, around, stream)
                 row.update(us_per_call=float(np.median(us)), us_min=min(us), us_max=max(us))
+                if ev:
+                    row["event_us"] = float(np.median(ev))
+                if plan.gpu and impl == "gpuopt" and caller == "device":
+                    kernels[(op, variant)] = _kernel_us(fn, plan)
+                if caller == "device":
+                    device_us[(op, variant, impl)] = row["us_per_call"]
+                if (op, variant) in kernels and impl == "gpuopt":
+                    k, hidden = kernels[(op, variant)]
+                    row.update(kernel_us=k, kernel_hidden=hidden, over_kernel_us=row["us_per_call"] - k)
+                if (op, variant, impl) in device_us and caller != "device":
+                    row["over_device_us"] = row["us_per_call"] - device_us[(op, variant, impl)]
             except Exception as exc:  # noqa: BLE001
                 row["error"] = error_text(exc)
             res.rows.append(row)
@@ -200,17 +257,46 @@ def run_overhead(plan: RunSettings) -> StudyResult:
 
 
 def table_overhead(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
-    """Per op and caller: µs per call of each implementation, and PyTorch's over gpuopt's."""
+    """Per op and caller: µs per call of each implementation, its events and kernel, PyTorch's over gpuopt's; then
+    the performance lines (wall - kernel on device arrays, torch tensors against device arrays)."""
     torch_us = {(r["op"], r["caller"]): r.get("us_per_call") for r in rows if r["impl"] == "pytorch"}
     body = []
     for r in rows:
         ref = torch_us.get((r["op"], r["caller"]))
         ratio = ref / r["us_per_call"] if ref and r.get("us_per_call") and r["impl"] != "pytorch" else None
+        kernel = fmt_cell(r.get("kernel_us"), ".3g") + ("*" if r.get("kernel_hidden") in (False, "False", "false") else "")
         body.append([r["op"], r["caller"], r["impl"], r["variant"], fmt_cell(r.get("us_per_call"), ".3g"),
-                     fmt_cell(r.get("us_min"), ".3g"), fmt_cell(r.get("us_max"), ".3g"), fmt_cell(ratio, ".2f")])
-    return ("host wall time per call (µs); 'x PyTorch' = PyTorch's time over this one, same caller, same run\n"
-            + format_table(["op", "caller", "impl", "variant", "µs/call", "min", "max", "x PyTorch"], body)
+                     fmt_cell(r.get("us_min"), ".3g"), fmt_cell(r.get("us_max"), ".3g"),
+                     fmt_cell(r.get("event_us"), ".3g"), kernel, fmt_cell(r.get("over_kernel_us"), ".2g"),
+                     fmt_cell(r.get("over_device_us"), ".2g"), fmt_cell(ratio, ".2f")])
+    text = ("host wall time per call (µs); events: CUDA events around the same calls; kernel: one call's device time, "
+            "its enqueue hidden (* the call waits for the GPU: start to return); - kernel: µs/call minus the kernel; "
+            "- device: minus the same call on device arrays; 'x PyTorch' = PyTorch's time over this one, same caller, "
+            "same run\n"
+            + format_table(["op", "caller", "impl", "variant", "µs/call", "min", "max", "events", "kernel", "- kernel",
+                            "- device", "x PyTorch"], body)
             + errors_note(rows))
+    lines = _lines(rows)
+    return text + ("\n" + "\n".join(lines) if lines else "")
+
+
+def _lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The per-call performance lines, judged row by row (gpuopt's defaults and best variants)."""
+    out = []
+    over = [r for r in rows if r["impl"] == "gpuopt" and r["caller"] == "device" and r.get("over_kernel_us") is not None]
+    if over:
+        bad = [f"{r['op']} {r['variant']} +{r['over_kernel_us']:.1f}" for r in over
+               if r["over_kernel_us"] > OVER_KERNEL_LIMIT_US]
+        out.append(f"device arrays, wall <= kernel + {OVER_KERNEL_LIMIT_US:g} µs: {len(over) - len(bad)} of "
+                   f"{len(over)} rows" + (f"; over: {', '.join(bad)}" if bad else ""))
+    tens = [r for r in rows if r["impl"] == "gpuopt" and r["caller"].startswith("torch")
+            and r.get("over_device_us") is not None]
+    if tens:
+        bad = [f"{r['op']} {r['variant']} ({r['caller']}) +{r['over_device_us']:.1f}" for r in tens
+               if r["over_device_us"] > OVER_DEVICE_LIMIT_US]
+        out.append(f"torch tensors, wall <= device arrays + {OVER_DEVICE_LIMIT_US:g} µs: {len(tens) - len(bad)} of "
+                   f"{len(tens)} rows" + (f"; over: {', '.join(bad)}" if bad else ""))
+    return out
 
 
 def plot_overhead(meta, rows, path: Path) -> Path:
