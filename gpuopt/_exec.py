@@ -168,6 +168,28 @@ class ExecContext:
         launch on new inputs of the same problem (gpuopt._plan), skipping everything else."""
         self.replays.append(replay)
 
+    def offer_launch(self, launch: Callable[..., Any], inputs: tuple, outputs: tuple) -> None:
+        """Called by a run function after its launch: where this call's plan will be cached, the result stays on the
+        device and every input is a device array (``inputs``: the plan key's handles, in order; None where an
+        optional array is absent), the plan replays ``launch(*handles, *outputs)`` on new handles, with new outputs
+        of ``outputs``' shapes and dtypes allocated from the pool on the call's stream, skipping the run function
+        (its checks, lookups and context). Returns ``outputs[0]``, or the tuple of them when there are several."""
+        if not (self.planning and self.device_result) or not all(a is None or type(a) is DeviceArray for a in inputs):
+            return
+        cuda, alloc = _ext.cuda_module(), DeviceArray._alloc
+        specs = [(o.shape, o.dtype, o.nbytes) for o in outputs]
+        single = len(specs) == 1
+
+        def replay(stream: int, *handles: Any) -> Any:
+            previous = cuda.set_stream(stream)
+            try:
+                outs = [alloc(cuda, shape, dtype, nbytes) for shape, dtype, nbytes in specs]
+                launch(*handles, *outs)
+            finally:
+                cuda.set_stream(previous)
+            return outs[0] if single else tuple(outs)
+        self.offer_replay(replay)
+
     def run(self, variant: Any, *args: Any, **params: Any) -> Any:
         """Run ``variant`` (a registry Variant, parameters resolved) in this call's context: how a variant
         that picks another (conv2d ``auto``) hands the call over."""

@@ -213,3 +213,62 @@ def test_sparse_plan_replays_match_the_reference(variant, form, rng):
     with pytest.raises(ValueError, match="does not fit in int32"):
         y.numpy()
     assert _plan.size() == 3
+
+
+def _layer_cases(rng):
+    """(name, call, reference) of every layer op on device arrays: call(arrays...) with fresh inputs each time."""
+    import gpuopt.nn as nn
+
+    def fc_ref(x, w, b):
+        return np.maximum(x.astype(np.float64) @ w + b, 0)
+
+    return [
+        ("relu", lambda x: nn.relu(x), lambda x: np.maximum(x, 0), [(7, 13)]),
+        ("tanh", lambda x: nn.tanh(x), np.tanh, [(5, 3, 9)]),
+        ("max_pool2d", lambda x: nn.max_pool2d(x, 2), lambda x: oracles.pool2d(x, 2, "max"), [(2, 3, 9, 8)]),
+        ("avg_pool2d", lambda x: nn.avg_pool2d(x, 3), lambda x: oracles.pool2d(x, 3, "avg"), [(1, 2, 9, 12)]),
+        ("softmax", lambda x: nn.softmax(x), oracles.softmax, [(6, 11)]),
+        ("argmax", lambda x: nn.argmax(x), lambda x: x.argmax(1), [(9, 17)]),
+        ("fully_connected", lambda x, w, b: nn.fully_connected(x, w, b, activation="relu"), fc_ref,
+         [(5, 19), (19, 7), (7,)]),
+        ("conv2d_pool", lambda x, w, b: nn.conv2d_pool(x, w, b, activation="relu", pool="avg"),
+         lambda x, w, b: oracles.pool2d(oracles.conv2d(x, w, b, activation="relu"), 2, "avg"),
+         [(2, 3, 12, 10), (4, 3, 5, 5), (4,)]),
+    ]
+
+
+def test_layer_op_plans_replay_their_launch(rng):
+    # A repeated layer-op call on device arrays replays its launch (no checks, no context): fresh inputs every
+    # call, the CPU reference each time, bitwise equal to the first (long-way) call on the same inputs; an input
+    # 4 bytes off an aligned address (the 4-byte path of the elementwise kernels) through the same plan.
+    for name, call, ref, shapes in _layer_cases(rng):
+        _plan.clear()
+        for i in range(4):
+            arrays = [rng.random(s, np.float32) - 0.3 for s in shapes]
+            dev = [gpuopt.to_device(a) for a in arrays]
+            got = call(*dev)
+            assert isinstance(got, gpuopt.DeviceArray), name
+            got = got.numpy()
+            if name == "argmax":
+                np.testing.assert_array_equal(got, ref(*arrays), err_msg=name)
+            else:
+                _close(got, ref(*arrays), 1e-5)
+            if i == 0:
+                first, first_dev = got, dev
+        np.testing.assert_array_equal(call(*first_dev).numpy(), first, err_msg=name)
+        assert _plan.size() == 1, name
+        off = [_offset_copy(a) for a in arrays]
+        if name != "argmax":
+            _close(call(*off).numpy(), ref(*arrays), 1e-5)
+
+
+def test_layer_op_plan_with_a_host_operand_takes_the_general_way(rng):
+    # fully_connected with x on the device and w, bias NumPy: a device result, but its plan cannot replay a launch
+    # on host operands; the same call repeated stays right.
+    import gpuopt.nn as nn
+
+    x, w, b = rng.random((4, 6), np.float32), rng.random((6, 3), np.float32), rng.random(3, np.float32)
+    dx = gpuopt.to_device(x)
+    for _ in range(3):
+        y = nn.fully_connected(dx, w, b)
+        _close(y.numpy(), x.astype(np.float64) @ w + b, 1e-5)

@@ -48,6 +48,8 @@ def _run_activation(ctx: ExecContext, x):
     dy = ctx.empty(dx.shape, np.float32)
     with ctx.kernel():
         run(dx.ptr, dy.ptr, dx.size)
+    size = dx.size
+    ctx.offer_launch(lambda x, y: run(x._ptr, y._ptr, size), (x,), (dy,))
     return ctx.finish(dy)
 
 
@@ -59,6 +61,7 @@ def _run_pool(ctx: ExecContext, x, size: int):
     dy = ctx.empty((*lead, h // size, w // size), np.float32)
     with ctx.kernel():
         run(dx.ptr, dy.ptr, planes, h, w, size)
+    ctx.offer_launch(lambda x, y: run(x._ptr, y._ptr, planes, h, w, size), (x,), (dy,))
     return ctx.finish(dy)
 
 
@@ -71,6 +74,8 @@ def _run_fully_connected(ctx: ExecContext, x, w, bias, activation: str):
     dy = ctx.empty((n, o), np.float32)
     with ctx.kernel():
         run(dx.ptr, dw.ptr, 0 if db is None else db.ptr, dy.ptr, n, i, o, activation)
+    ctx.offer_launch(lambda x, w, b, y: run(x._ptr, w._ptr, 0 if b is None else b._ptr, y._ptr, n, i, o, activation),
+                     (x, w, bias), (dy,))
     return ctx.finish(dy)
 
 
@@ -82,6 +87,7 @@ def _run_argmax(ctx: ExecContext, x):
     out = ctx.empty((rows,), np.int64)
     with ctx.kernel():
         run(dx.ptr, out.ptr, rows, cols)
+    ctx.offer_launch(lambda x, y: run(x._ptr, y._ptr, rows, cols), (x,), (out,))
     return ctx.finish(out)
 
 
@@ -96,6 +102,7 @@ def _run_argmax_streams(ctx: ExecContext, x):
     host = None if ctx.device_result else np.empty(rows, np.int64)
     with ctx.kernel():
         run(dx.ptr, out.ptr, host, rows, cols)
+    ctx.offer_launch(lambda x, y: run(x._ptr, y._ptr, None, rows, cols), (x,), (out,))
     return ctx.finish(out if host is None else host)
 
 
@@ -107,6 +114,7 @@ def _run_softmax(ctx: ExecContext, x):
     dy = ctx.empty((rows, cols), np.float32)
     with ctx.kernel():
         run(dx.ptr, dy.ptr, rows, cols)
+    ctx.offer_launch(lambda x, y: run(x._ptr, y._ptr, rows, cols), (x,), (dy,))
     return ctx.finish(dy)
 
 
