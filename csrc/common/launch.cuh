@@ -35,19 +35,15 @@ inline unsigned grid_for(std::int64_t n, int threads) {
 // Dynamic shared memory above 48 KiB needs an opt-in per kernel; beyond the device's
 // opt-in limit the configuration is rejected with the limit in the message. The kernel's
 // static shared memory counts towards both (48 KiB of static + dynamic without the opt-in).
+// The kernel's attributes are read once per device and its opt-in only ever raised, by this
+// function alone (cudaFuncGetAttributes and cudaFuncSetAttribute cost microseconds: every call
+// of a launcher asked both before).
 int max_shared_memory_per_block_optin();
+void require_shared_memory_bytes(const void* kernel, std::size_t bytes, const char* what);
 
 template <typename Kernel>
 void require_shared_memory(Kernel kernel, std::size_t bytes, const char* what) {
-    const int limit = max_shared_memory_per_block_optin();
-    cudaFuncAttributes attr{};
-    GPUOPT_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
-    const std::size_t total = bytes + attr.sharedSizeBytes;
-    GPUOPT_REQUIRE(total <= static_cast<std::size_t>(limit),
-                   std::string(what) + " needs " + std::to_string(total) + " bytes of shared memory per block; this GPU allows " +
-                       std::to_string(limit));
-    if (total > 48 * 1024)
-        GPUOPT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    require_shared_memory_bytes(reinterpret_cast<const void*>(kernel), bytes, what);
 }
 
 }  // namespace gpuopt

@@ -1,5 +1,10 @@
 #include <cuda_runtime.h>
 
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
 #include "cuda_check.cuh"
 #include "launch.cuh"
 #include "runtime.hpp"
@@ -62,6 +67,40 @@ void memset_device(void* ptr, int value, std::size_t bytes) {
 
 void copy_device_to_device(void* dst, const void* src, std::size_t bytes) {
     GPUOPT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, current_stream()));
+}
+
+namespace {
+struct SharedMemoryOptIn {
+    std::size_t static_bytes = 0;   // the kernel's static shared memory
+    std::size_t dynamic_allowed = 0;  // its dynamic opt-in as last set (or its default)
+    std::size_t limit = 0;          // the device's opt-in limit per block
+};
+std::mutex opt_in_mutex;
+std::map<std::pair<int, const void*>, SharedMemoryOptIn> opt_ins;  // (device, kernel)
+}  // namespace
+
+void require_shared_memory_bytes(const void* kernel, std::size_t bytes, const char* what) {
+    int device = 0;
+    GPUOPT_CUDA_CHECK(cudaGetDevice(&device));
+    std::lock_guard<std::mutex> lock(opt_in_mutex);
+    auto [it, fresh] = opt_ins.try_emplace(std::make_pair(device, kernel));
+    SharedMemoryOptIn& s = it->second;
+    if (fresh) {
+        cudaFuncAttributes attr{};
+        const cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
+        if (err != cudaSuccess) opt_ins.erase(it);
+        GPUOPT_CUDA_CHECK(err);
+        s.static_bytes = attr.sharedSizeBytes;
+        s.dynamic_allowed = static_cast<std::size_t>(attr.maxDynamicSharedSizeBytes);
+        s.limit = static_cast<std::size_t>(max_shared_memory_per_block_optin());
+    }
+    const std::size_t total = bytes + s.static_bytes;
+    GPUOPT_REQUIRE(total <= s.limit, std::string(what) + " needs " + std::to_string(total) +
+                                         " bytes of shared memory per block; this GPU allows " + std::to_string(s.limit));
+    if (bytes > s.dynamic_allowed) {
+        GPUOPT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+        s.dynamic_allowed = bytes;
+    }
 }
 
 int max_shared_memory_per_block_optin() {

@@ -491,7 +491,6 @@ struct DeviceState {
     int* mapped_result = nullptr;  // its device address
     std::int64_t capacity = 0;
     cudaEvent_t done = nullptr;
-    std::map<const void*, std::size_t> opt_in;  // the dynamic shared memory each loop kernel is set to allow
 };
 
 std::mutex mutex;  // every call, launch to result
@@ -556,14 +555,13 @@ int* mapped_result(DeviceState& st, int device, std::int64_t max_iter) {
 }
 
 // The launch of a shape, made once per device (its occupancy queries and shared-memory opt-in are host API calls: a few
-// µs of every call's fixed cost otherwise). Making one sets kernels' opt-ins (require_shared_memory): forgotten.
+// µs of every call's fixed cost otherwise). (Making one raises kernels' opt-ins through require_shared_memory.)
 PersistentLaunch cached_launch(DeviceState& st, int device, std::int64_t n, std::int64_t d, std::int64_t k,
                         int blocks_wanted, bool allow_resident) {
     static std::map<std::tuple<int, std::int64_t, std::int64_t, std::int64_t, int, bool>, PersistentLaunch> launches;
     const auto key = std::make_tuple(device, (n + kChunk - 1) / kChunk, d, k, blocks_wanted, allow_resident);
     auto it = launches.find(key);
     if (it == launches.end()) {
-        st.opt_in.clear();
         it = launches.emplace(key, persistent_launch(n, d, k, blocks_wanted, allow_resident)).first;
     }
     return it->second;
@@ -610,16 +608,11 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
                      reinterpret_cast<float*>(rows.data() + (chunks + 2 * groups) * row), result, launch.chunks_per_block};
     void* params[] = {&args};
     with_kernel(d, launch.resident, [&](auto kernel) {
-        // The kernel's shared-memory opt-in is per kernel, not per launch: another shape's launch may have set it lower
-        // (H200 call 2: cudaErrorCooperativeLaunchTooLarge), so it is raised where this launch needs more than the
-        // kernel was last set to here (forgotten whenever a launch is made: planning sets it too).
+        // The kernel's shared-memory opt-in is per kernel, not per launch: raised where this launch needs more than
+        // any launch before (require_shared_memory never lowers it: another shape's smaller launch once did, H200 call
+        // 2: cudaErrorCooperativeLaunchTooLarge).
         const void* fn = reinterpret_cast<const void*>(kernel);
-        std::size_t& allowed = st.opt_in[fn];
-        if (allowed < launch.shared) {
-            GPUOPT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   static_cast<int>(launch.shared)));
-            allowed = launch.shared;
-        }
+        require_shared_memory(kernel, launch.shared, "kmeans device_persistent");
         // Fails (RuntimeError) rather than deadlock where the grid cannot be co-resident.
         st.in_doubt = true;  // until the run's loop count is read
         GPUOPT_CUDA_CHECK(cudaLaunchCooperativeKernel(fn, dim3(launch.grid), dim3(kThreads), params, launch.shared,
