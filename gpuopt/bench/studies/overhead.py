@@ -176,7 +176,8 @@ def _convert(args: tuple, to: Callable[[np.ndarray], Any]) -> tuple:
 
 
 def _cases(o: OverheadOp, args: tuple, plan: RunSettings, notes: list[str]):
-    """(caller, impl, variant, fn, sync, around) for every way this op is timed here."""
+    """(caller, impl, variant, fn, sync, around, stream) for every way this op is timed here (stream: the events'
+    stream getter, None without a GPU)."""
     if not plan.gpu:
         notes.append(f"{o.op}: no GPU here, only the CPU reference from NumPy is timed")
         yield "numpy", "gpuopt", "cpu", (lambda: o.call(*args, variant="cpu")), (lambda: None), contextlib.nullcontext, \
