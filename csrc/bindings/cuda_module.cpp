@@ -8,6 +8,7 @@
 #include "../common/error.hpp"
 #include "../common/memory_pool.hpp"
 #include "../common/runtime.hpp"
+#include "../common/scratch.hpp"
 #include "../common/staging.hpp"
 #include "../common/stream.hpp"
 #include "cuda_bindings.hpp"
@@ -227,6 +228,8 @@ void bind_runtime(py::module_& m) {
     }, "Give the pool's cached blocks and the pinned staging slots back to the driver.");
     m.def("pool_cached_bytes", &pool_cached_bytes);
     m.def("pool_in_use_bytes", &pool_in_use_bytes);
+    m.def("scratch_arena_bytes", &scratch_arena_bytes,
+          "What the launchers' per-thread, per-stream scratch arenas hold now (csrc/common/scratch.hpp).");
     m.def("set_poison", &pool_set_poison, py::arg("on"));
     m.def("poison", &pool_poison);
 }

@@ -46,4 +46,13 @@ void require_shared_memory(Kernel kernel, std::size_t bytes, const char* what) {
     require_shared_memory_bytes(reinterpret_cast<const void*>(kernel), bytes, what);
 }
 
+// The occupancy API's blocks per SM for `kernel` at a configuration, asked once per (device, kernel, threads,
+// shared bytes): a launcher that sizes a persistent grid from it paid the query on every call.
+int resident_blocks_per_sm_of(const void* kernel, int threads, std::size_t dynamic_smem);
+
+template <typename Kernel>
+int resident_blocks_per_sm(Kernel kernel, int threads, std::size_t dynamic_smem) {
+    return resident_blocks_per_sm_of(reinterpret_cast<const void*>(kernel), threads, dynamic_smem);
+}
+
 }  // namespace gpuopt

@@ -6,6 +6,7 @@
 #include "cuda_check.cuh"
 #include "error.hpp"
 #include "memory_pool.hpp"
+#include "scratch.hpp"
 #include "stream.hpp"
 
 namespace gpuopt {
@@ -132,6 +133,7 @@ void pool_free(const PoolBlock& b) noexcept {
 }
 
 void pool_release_cached() noexcept {
+    scratch_release_idle();  // (their frees queued first: complete at the synchronisation below)
     if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
     Pools& p = pools();
     std::lock_guard<std::mutex> lock(p.mutex);

@@ -3,6 +3,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "cuda_check.cuh"
@@ -101,6 +102,20 @@ void require_shared_memory_bytes(const void* kernel, std::size_t bytes, const ch
         GPUOPT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
         s.dynamic_allowed = bytes;
     }
+}
+
+int resident_blocks_per_sm_of(const void* kernel, int threads, std::size_t dynamic_smem) {
+    static std::mutex mutex;
+    static std::map<std::tuple<int, const void*, int, std::size_t>, int> known;
+    int device = 0;
+    GPUOPT_CUDA_CHECK(cudaGetDevice(&device));
+    const auto key = std::make_tuple(device, kernel, threads, dynamic_smem);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = known.find(key); it != known.end()) return it->second;
+    int blocks = 0;
+    GPUOPT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, dynamic_smem));
+    known.emplace(key, blocks);
+    return blocks;
 }
 
 int max_shared_memory_per_block_optin() {

@@ -37,6 +37,7 @@
 #include "../common/cuda_check.cuh"
 #include "../common/device.hpp"
 #include "../common/device_buffer.cuh"
+#include "../common/scratch.hpp"
 #include "../common/error.hpp"
 #include "../common/launch.cuh"
 #include "../common/async_copy.cuh"
@@ -556,7 +557,7 @@ int* mapped_result(DeviceState& st, int device, std::int64_t max_iter) {
 
 // The launch of a shape, made once per device (its occupancy queries and shared-memory opt-in are host API calls: a few
 // µs of every call's fixed cost otherwise). (Making one raises kernels' opt-ins through require_shared_memory.)
-PersistentLaunch cached_launch(DeviceState& st, int device, std::int64_t n, std::int64_t d, std::int64_t k,
+PersistentLaunch cached_launch(int device, std::int64_t n, std::int64_t d, std::int64_t k,
                         int blocks_wanted, bool allow_resident) {
     static std::map<std::tuple<int, std::int64_t, std::int64_t, std::int64_t, int, bool>, PersistentLaunch> launches;
     const auto key = std::make_tuple(device, (n + kChunk - 1) / kChunk, d, k, blocks_wanted, allow_resident);
@@ -592,20 +593,23 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
     GPUOPT_CUDA_CHECK(cudaGetDevice(&device));
     std::lock_guard<std::mutex> lock(mutex);
     DeviceState& st = device_state(device);
-    const PersistentLaunch launch = cached_launch(st, device, n, d, k, cfg.blocks, !cfg.global_x);
+    const PersistentLaunch launch = cached_launch(device, n, d, k, cfg.blocks, !cfg.global_x);
     const std::int64_t chunks = (n + kChunk - 1) / kChunk, groups = (chunks + kGroup - 1) / kGroup;
     const int row = row_len(static_cast<int>(k), static_cast<int>(d));
     prepare_counters(st, groups);
     // [chunk rows][group sums x 2][history scratch: max_iter floats]
-    DeviceBuffer<double> rows(static_cast<std::size_t>((chunks + 2 * groups) * row + (max_iter + 1) / 2));
     int* result = mapped_result(st, device, max_iter);
-    DeviceBuffer<int> copied(result ? 0 : static_cast<std::size_t>(1 + max_iter));  // the fallback's result
-    if (result) st.host_result[0] = -1;  // no run is using it (serialised); a run that ends writes its loop count
-    else result = copied.data();
+    const bool mapped = result != nullptr;
+    // (scratch.hpp; the fallback's result copied back from its second part)
+    const Scratch scratch({sizeof(double) * static_cast<std::size_t>((chunks + 2 * groups) * row + (max_iter + 1) / 2),
+                           mapped ? 0 : sizeof(int) * static_cast<std::size_t>(1 + max_iter)});
+    double* rows = scratch.get<double>(0);
+    if (mapped) st.host_result[0] = -1;  // no run is using it (serialised); a run that ends writes its loop count
+    else result = scratch.get<int>(1);
     PersistArgs args{x_dev, n, static_cast<int>(d), static_cast<int>(k), threshold, static_cast<int>(max_iter),
-                     init_dev ? init_dev : centroids_dev, centroids_dev, membership_dev, rows.data(),
-                     rows.data() + chunks * row, st.arrivals, st.done_counter, st.done_base,
-                     reinterpret_cast<float*>(rows.data() + (chunks + 2 * groups) * row), result, launch.chunks_per_block};
+                     init_dev ? init_dev : centroids_dev, centroids_dev, membership_dev, rows, rows + chunks * row,
+                     st.arrivals, st.done_counter, st.done_base,
+                     reinterpret_cast<float*>(rows + (chunks + 2 * groups) * row), result, launch.chunks_per_block};
     void* params[] = {&args};
     with_kernel(d, launch.resident, [&](auto kernel) {
         // The kernel's shared-memory opt-in is per kernel, not per launch: raised where this launch needs more than
@@ -623,7 +627,7 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
         st.done_base += static_cast<unsigned>(loops) * static_cast<unsigned>(groups);
         st.in_doubt = false;
     };
-    if (copied.size() == 0) {  // mapped: one wait, then the host reads what block 0 wrote
+    if (mapped) {  // one wait, then the host reads what block 0 wrote
         GPUOPT_CUDA_CHECK(cudaEventRecord(st.done, current_stream()));
         GPUOPT_CUDA_CHECK(cudaEventSynchronize(st.done));
         const int* host = st.host_result;

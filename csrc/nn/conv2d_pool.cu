@@ -20,7 +20,7 @@
 
 #include "../common/cuda_check.cuh"
 #include "../common/device.hpp"
-#include "../common/device_buffer.cuh"
+#include "../common/scratch.hpp"
 #include "../common/error.hpp"
 #include "../common/launch.cuh"
 #include "../common/async_copy.cuh"
@@ -367,8 +367,7 @@ void launch(const TIn* x, float divisor, const float* wt, const float* bias, flo
     require_shared_memory(kernel, static_cast<std::size_t>(p.shared_bytes), "conv2d_pool/fused");
     // As many blocks as stay resident (each loops over items), at most one per item.
     const int sms = multiprocessor_count();
-    int per_sm = 0;
-    GPUOPT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, p.threads, p.shared_bytes));
+    const int per_sm = resident_blocks_per_sm(kernel, p.threads, static_cast<std::size_t>(p.shared_bytes));
     const int kblocks = ceil_div(L.K, L.cpb);
     const std::int64_t resident = std::max<std::int64_t>(1, static_cast<std::int64_t>(sms) * std::max(per_sm, 1) / kblocks);
     const dim3 grid(static_cast<unsigned>(std::min(p.blocks, resident)), static_cast<unsigned>(kblocks));
@@ -416,13 +415,14 @@ void conv2d_pool_fused(const void* x, InputType input_type, float input_divisor,
     const Layout L = make_layout(s, p);
     const int RS = static_cast<int>(s.R * s.S);
     const std::int64_t arranged = static_cast<std::int64_t>(ceil_div(L.K, L.cpb)) * L.C * RS * L.cpb;
-    DeviceBuffer<float> wt(static_cast<std::size_t>(arranged));  // pool memory; freed in stream order
-    arrange_filters<<<grid_for(arranged, 256), 256, 0, current_stream()>>>(w, wt.data(), L.K, L.C, RS, L.cpb, 1, arranged);
+    const Scratch scratch({sizeof(float) * static_cast<std::size_t>(arranged)});  // (scratch.hpp)
+    float* wt = scratch.get<float>(0);
+    arrange_filters<<<grid_for(arranged, 256), 256, 0, current_stream()>>>(w, wt, L.K, L.C, RS, L.cpb, 1, arranged);
     GPUOPT_CHECK_LAUNCH("arrange_filters");
     if (s.R == 3)
-        dispatch_act<3>(act, pool, x, input_type, input_divisor, wt.data(), bias, y, L, p, s.pool == 2);
+        dispatch_act<3>(act, pool, x, input_type, input_divisor, wt, bias, y, L, p, s.pool == 2);
     else
-        dispatch_act<5>(act, pool, x, input_type, input_divisor, wt.data(), bias, y, L, p, s.pool == 2);
+        dispatch_act<5>(act, pool, x, input_type, input_divisor, wt, bias, y, L, p, s.pool == 2);
 }
 
 }  // namespace gpuopt::nn

@@ -29,7 +29,7 @@
 
 #include "../common/cuda_check.cuh"
 #include "../common/device.hpp"
-#include "../common/device_buffer.cuh"
+#include "../common/scratch.hpp"
 #include "../common/error.hpp"
 #include "../common/launch.cuh"
 #include "../common/async_copy.cuh"
@@ -253,12 +253,13 @@ void conv2d_pool_skip(const float* x, const float* w, const float* bias, float* 
     const int C = static_cast<int>(s.C), K = static_cast<int>(s.K), RS = static_cast<int>(s.R * s.S);
     const int kpl = K > 32 ? 2 : 1;
     const std::int64_t arranged = static_cast<std::int64_t>(C) * RS * 32 * kpl;
-    DeviceBuffer<float> wt(static_cast<std::size_t>(arranged));  // pool memory; freed in stream order
-    arrange_filters<<<grid_for(arranged, 256), 256, 0, current_stream()>>>(w, wt.data(), K, C, RS, 32 * kpl, kpl, arranged);  // one block
+    const Scratch scratch({sizeof(float) * static_cast<std::size_t>(arranged)});  // (scratch.hpp)
+    float* wt = scratch.get<float>(0);
+    arrange_filters<<<grid_for(arranged, 256), 256, 0, current_stream()>>>(w, wt, K, C, RS, 32 * kpl, kpl, arranged);  // one block
     GPUOPT_CHECK_LAUNCH("arrange_filters");
     auto run = [&](auto shape, auto kp) {
         constexpr SkipShape c = kSkipShapes[decltype(shape)::value];
-        launch_act<c.H, c.W, c.R, c.S, decltype(kp)::value>(act, pool, x, wt.data(), bias, y, s.N, C, K);
+        launch_act<c.H, c.W, c.R, c.S, decltype(kp)::value>(act, pool, x, wt, bias, y, s.N, C, K);
     };
     auto with_kpl = [&](auto shape) {
         if (kpl == 2) run(shape, std::integral_constant<int, 2>{});

@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <string>
 
-#include "../common/device_buffer.cuh"
+#include "../common/scratch.hpp"
 #include "../common/launch.cuh"
 #include "../common/async_copy.cuh"
 #include "sparse_conv_cuda.hpp"
@@ -301,16 +301,19 @@ void sparse_conv_fast_imma(const std::int16_t* x, const std::int32_t* codes, std
     GPUOPT_REQUIRE(prep_blocks <= INT_MAX && blocks <= INT_MAX, "sparse_conv_fast_imma: too many blocks");
     const std::size_t smem = static_cast<std::size_t>(kStages) * kStageBytes;
     require_shared_memory(imma_kernel, smem, "sparse_conv_fast_imma");
-    // Scratch from the caching pool (returned while the kernels are queued: freed in the call stream's order).
-    DeviceBuffer<std::uint8_t> xq(static_cast<std::size_t>(g.chunks) * g.xchunk);
-    DeviceBuffer<std::int8_t> wq(static_cast<std::size_t>(g.mtiles) * g.chunks * kABytes);
-    DeviceBuffer<int> wide(static_cast<std::size_t>(g.mtiles) * g.chunks * kTapBlocks);
-    prepare_kernel<<<static_cast<unsigned>(prep_blocks), kPrepThreads, 0, current_stream()>>>(x, codes, xq.data(), wq.data(), wide.data(),
+    // xq, wq and the wide-tap flags: scratch of this call (scratch.hpp: an arena kept per stream, or the pool).
+    const Scratch scratch({static_cast<std::size_t>(g.chunks) * g.xchunk,
+                           static_cast<std::size_t>(g.mtiles) * g.chunks * kABytes,
+                           sizeof(int) * static_cast<std::size_t>(g.mtiles) * g.chunks * kTapBlocks});
+    auto* xq = scratch.get<std::uint8_t>(0);
+    auto* wq = scratch.get<std::int8_t>(1);
+    auto* wide = scratch.get<int>(2);
+    prepare_kernel<<<static_cast<unsigned>(prep_blocks), kPrepThreads, 0, current_stream()>>>(x, codes, xq, wq, wide,
                                                                          overflow, g);
     GPUOPT_CHECK_LAUNCH("sparse prepare_kernel");
     cluster::launch_ex(imma_kernel, static_cast<unsigned>(blocks), kThreads, smem, 1, true,
-                       static_cast<const std::int8_t*>(wq.data()), static_cast<const std::uint8_t*>(xq.data()),
-                       static_cast<const int*>(wide.data()), x, codes, y, overflow, g);
+                       static_cast<const std::int8_t*>(wq), static_cast<const std::uint8_t*>(xq),
+                       static_cast<const int*>(wide), x, codes, y, overflow, g);
     GPUOPT_CHECK_LAUNCH("sparse imma_kernel");
 }
 

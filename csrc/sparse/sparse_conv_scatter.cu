@@ -24,7 +24,7 @@
 #include <climits>
 #include <cstdint>
 
-#include "../common/device_buffer.cuh"
+#include "../common/scratch.hpp"
 #include "../common/launch.cuh"
 #include "sparse_conv_cuda.hpp"
 #include "sparse_exact.cuh"
@@ -180,17 +180,17 @@ void launch(const std::int16_t* x, const std::int32_t* codes, std::int32_t* y, i
     GPUOPT_REQUIRE(blocks <= INT_MAX, "sparse_conv_fast_sparse_input: too many blocks (maps x tiles >= 2^31)");
     const std::size_t smem = sizeof(int) * MB * kTile * kTile + sizeof(int2) * MB * kTapChannels * g.width;
     require_shared_memory(scatter_kernel<MB>, smem, "sparse_conv_fast_sparse_input");
-    // Scratch from the caching pool: the non-zero lists (capacity H*W per channel), counts, max |x|. It goes
-    // back to the pool when this returns, kernels still queued: safe, as every user of the pool queues its work
-    // on the same (legacy default) stream, after these kernels.
-    DeviceBuffer<int2> nz(static_cast<std::size_t>(g.C) * g.H * g.W);
-    DeviceBuffer<int> count(g.C), absmax(g.C);
+    // Scratch of this call (scratch.hpp): the non-zero lists (capacity H*W per channel), counts, max |x|.
+    const std::size_t C = static_cast<std::size_t>(g.C);
+    const Scratch scratch({sizeof(int2) * C * g.H * g.W, sizeof(int) * C, sizeof(int) * C});
+    int2* nz = scratch.get<int2>(0);
+    int *count = scratch.get<int>(1), *absmax = scratch.get<int>(2);
     GPUOPT_CUDA_CHECK(cudaMemsetAsync(overflow, 0, sizeof(int), current_stream()));
-    compact_kernel<<<g.C, kThreads, 0, current_stream()>>>(x, nz.data(), count.data(), absmax.data(), g.H, g.W);
+    compact_kernel<<<g.C, kThreads, 0, current_stream()>>>(x, nz, count, absmax, g.H, g.W);
     GPUOPT_CHECK_LAUNCH("sparse compact_kernel");
     cluster::launch(scatter_kernel<MB>, static_cast<unsigned>(blocks), kThreads, smem, g.split, x, codes,
-                    static_cast<const int2*>(nz.data()), static_cast<const int*>(count.data()),
-                    static_cast<const int*>(absmax.data()), y, overflow, g);
+                    static_cast<const int2*>(nz), static_cast<const int*>(count), static_cast<const int*>(absmax), y,
+                    overflow, g);
     GPUOPT_CHECK_LAUNCH("sparse scatter_kernel");
 }
 

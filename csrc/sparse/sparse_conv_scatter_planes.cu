@@ -31,7 +31,7 @@
 #include <climits>
 #include <cstdint>
 
-#include "../common/device_buffer.cuh"
+#include "../common/scratch.hpp"
 #include "../common/launch.cuh"
 #include "sparse_conv_cuda.hpp"
 #include "sparse_exact.cuh"
@@ -385,15 +385,16 @@ bool sparse_conv_fast_sparse_input_planes(const std::int16_t* x, const std::int3
         GPUOPT_CHECK_LAUNCH("sparse planes_kernel");
         return true;
     }
-    // Scratch from the caching pool (returned while the kernels are queued: freed in the call stream's order).
-    DeviceBuffer<int> nz(static_cast<std::size_t>(g.C) * g.H * g.W);
-    DeviceBuffer<int> rowptr(static_cast<std::size_t>(g.C) * (g.H + 1)), absmax(g.C);
-    compact_rows_kernel<<<g.C, kCompactThreads, 0, current_stream()>>>(x, nz.data(), rowptr.data(), absmax.data(), overflow, g.H, g.W);
+    // The non-zero lists, row pointers and max |x| of each channel: scratch of this call (scratch.hpp).
+    const std::size_t C = static_cast<std::size_t>(g.C);
+    const Scratch scratch({sizeof(int) * C * g.H * g.W, sizeof(int) * C * (g.H + 1), sizeof(int) * C});
+    int *nz = scratch.get<int>(0), *rowptr = scratch.get<int>(1), *absmax = scratch.get<int>(2);
+    compact_rows_kernel<<<g.C, kCompactThreads, 0, current_stream()>>>(x, nz, rowptr, absmax, overflow, g.H, g.W);
     GPUOPT_CHECK_LAUNCH("sparse compact_rows_kernel");
     // Dependent launch: its prologue (planes zeroed, the first codes staged) overlaps the compaction's tail.
     cluster::launch_ex(planes_kernel, static_cast<unsigned>(blocks), kThreads, smem, g.split, true, x, codes,
-                    static_cast<const int*>(nz.data()), static_cast<const int*>(rowptr.data()),
-                    static_cast<const int*>(absmax.data()), y, overflow, g);
+                    static_cast<const int*>(nz), static_cast<const int*>(rowptr), static_cast<const int*>(absmax), y,
+                    overflow, g);
     GPUOPT_CHECK_LAUNCH("sparse planes_kernel");
     return true;
 }
