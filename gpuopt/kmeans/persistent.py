@@ -16,6 +16,18 @@ from .device import DEVICE, kmeans_args
 
 __all__: list[str] = []
 
+_F32, _I32 = np.dtype(np.float32), np.dtype(np.int32)
+
+
+def _centres_and_memberships(cuda: Any, k: int, d: int, n: int) -> tuple[DeviceArray, DeviceArray]:
+    """A replay's (k, d) float32 centres and (n,) int32 memberships in ONE pool block (the memberships 256-byte
+    aligned after the centres): one allocation and one free a call, not two (~0.75 µs of host time each)."""
+    offset = (4 * k * d + 255) // 256 * 256
+    c = DeviceArray._alloc(cuda, (k, d), _F32, offset + 4 * n)
+    m = object.__new__(DeviceArray)
+    m._shape, m._dtype, m._ptr, m._owner, m._stream = (n,), _I32, c._ptr + offset, c._owner, c._stream
+    return c, m
+
 
 def _kmeans_persistent(ctx: ExecContext, p: KMeansProblem, **params: Any) -> tuple[Any, Any, int, np.ndarray]:
     """``device_persistent``: ``device.kmeans_device`` without the initial centres' copy. A device init (x's first k rows)
@@ -37,14 +49,13 @@ def _kmeans_persistent(ctx: ExecContext, p: KMeansProblem, **params: Any) -> tup
         iterations, delta = run(kmeans_args(x_dev.ptr, centroids.ptr, membership.ptr, n, d, k, p),
                                 init_dev_ptr=init_ptr, **params)
     if ctx.planning and ctx.device_result and init_ptr == x_dev.ptr:
-        threshold, max_iter, alloc, cuda = p.threshold, p.max_iter, DeviceArray._alloc, cuda_module()
+        threshold, max_iter, cuda = p.threshold, p.max_iter, cuda_module()
         args = cuda_host_module().KMeansArgs
-        f32, i32 = np.dtype(np.float32), np.dtype(np.int32)
 
         def replay(stream: int, x: DeviceArray) -> tuple[Any, Any, int, np.ndarray]:
             previous = cuda.set_stream(stream)
             try:
-                c, m = alloc(cuda, (k, d), f32, 4 * k * d), alloc(cuda, (n,), i32, 4 * n)
+                c, m = _centres_and_memberships(cuda, k, d, n)
                 it, dl = run(args(x._ptr, c._ptr, m._ptr, n, d, k, threshold, max_iter), init_dev_ptr=x._ptr,
                              **params)
             finally:

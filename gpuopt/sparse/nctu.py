@@ -101,9 +101,11 @@ def _run_gpu(ctx: ExecContext, p: SparseConvProblem, **params: Any):
     # Host-to-device copies this call made (input maps and filter arrays not already on the device).
     ctx.details["h2d_calls"] = float(isinstance(p.x, np.ndarray) + sum(isinstance(f, np.ndarray) for f in filters))
     ctx.details["h2d_bytes"] = float((p.x.nbytes if isinstance(p.x, np.ndarray) else 0) + ctx.details["filter_bytes_sent"])
-    dy = ctx.empty((m, h // 2, w // 2), np.int32)
     one_pass = fmt != ctx.variant.name  # queued; the overflow flag a device int32
-    flag = ctx.empty((1,), np.int32) if one_pass else None
+    if one_pass:
+        dy, flag = _output_and_flag(cuda_module(), (m, h // 2, w // 2))
+    else:
+        dy, flag = ctx.empty((m, h // 2, w // 2), np.int32), None
     args = cuda_host_module().SparseConv2dArgs(dx.ptr, [f.ptr for f in dfilters], width, dy.ptr,
                                                 flag.ptr if one_pass else 0, shape)
     if one_pass:
@@ -133,6 +135,19 @@ def _run_gpu(ctx: ExecContext, p: SparseConvProblem, **params: Any):
     return ctx.finish(dy)
 
 
+_I32 = np.dtype(np.int32)
+
+
+def _output_and_flag(cuda: Any, shape: tuple[int, int, int]) -> tuple[DeviceArray, DeviceArray]:
+    """The int32 output and the one-pass kernels' overflow flag in ONE pool block, the flag its last 4 bytes (a pool
+    allocation and its free are ~0.75 µs of host time each: csrc/common/scratch.hpp)."""
+    nbytes = 4 * shape[0] * shape[1] * shape[2]
+    y = DeviceArray._alloc(cuda, shape, _I32, nbytes + 4)
+    flag = object.__new__(DeviceArray)
+    flag._shape, flag._dtype, flag._ptr, flag._owner, flag._stream = (1,), _I32, y._ptr + nbytes, y._owner, y._stream
+    return y, flag
+
+
 def _replay(run: Any, params: dict[str, Any], fmt: str, shape: Any, out_shape: tuple[int, int, int],
             proven: bool) -> Any:
     """A one-pass call's plan (gpuopt._plan): allocate y and the flag, launch on ``stream``. Its key
@@ -140,15 +155,14 @@ def _replay(run: Any, params: dict[str, Any], fmt: str, shape: Any, out_shape: t
     int8 (auto's choice) and whether they prove the int32 bound (no flag to defer) -- so a call it replays for
     decided the same; the filters' kernel arrays are read from the call's own filters object."""
     cuda = cuda_module()
-    make_args, alloc = cuda_host_module().SparseConv2dArgs, DeviceArray._alloc
-    i32, nbytes = np.dtype(np.int32), 4 * out_shape[0] * out_shape[1] * out_shape[2]
+    make_args = cuda_host_module().SparseConv2dArgs
 
     def replay(stream: int, x: DeviceArray, filters: Any) -> DeviceArray:
         arrays, width = filters.kernel_arrays(fmt)
         previous = cuda.set_stream(stream)
         try:
-            ptrs = [a.ptr if type(a) is DeviceArray else to_device(a).ptr for a in arrays]
-            y, flag = alloc(cuda, out_shape, i32, nbytes), alloc(cuda, (1,), i32, 4)
+            ptrs = [a._ptr if type(a) is DeviceArray else to_device(a).ptr for a in arrays]
+            y, flag = _output_and_flag(cuda, out_shape)
             run(make_args(x._ptr, ptrs, width, y._ptr, flag._ptr, shape), **params)
         finally:
             cuda.set_stream(previous)
