@@ -258,9 +258,31 @@ def test_models_graph_forward_equals_eager():
         np.testing.assert_array_equal(got.numpy(), eager)
         np.testing.assert_array_equal(net.forward(images, variant="fast", graph=True), eager)  # NumPy in and out
     assert len(net._graphs) == 1  # one per batch shape, whatever the images' placement
+    graphs = next(iter(net._graphs.values()))
+    assert len(graphs.bound) <= gpuopt.models.graph.BOUND_PER_SHAPE and graphs.general is not None
     pred = net.predict(gpuopt.to_device(images), variant="fast", graph=True)
     np.testing.assert_array_equal(pred.numpy(), np.argmax(eager, axis=1))
     with pytest.raises(ValueError, match="device-resident"):
         net.forward(images, variant="serial", graph=True)
     with pytest.raises(ValueError, match="per-layer"):
         net.forward(images, variant="fast", graph=True, timing=True)
+
+
+def test_models_graph_reads_device_images_in_place_and_beyond_its_bound_graphs_copies():
+    """A graph bound to the caller's device images (their address) replays on new contents written in place; more
+    addresses than BOUND_PER_SHAPE go through the shape's general graph; every result equals the eager forward."""
+    from gpuopt.models import graph as graph_module
+
+    net = MnistCNN.random(4)
+    rng = np.random.default_rng(6)
+    batches = [gpuopt.to_device(rng.random((40, 28, 28), dtype=np.float32))
+               for _ in range(graph_module.BOUND_PER_SHAPE + 2)]
+    for rounds in range(3):
+        for d in batches:
+            fresh = rng.random((40, 28, 28), dtype=np.float32)
+            gpuopt._ext.cuda_module().copy_h2d(d.ptr, fresh, fresh.nbytes)  # new contents, same address
+            got = net.forward(d, variant="fast", graph=True)
+            np.testing.assert_array_equal(got.numpy(), net.forward(d, variant="fast").numpy())
+    (graphs,) = net._graphs.values()
+    assert set(graphs.bound) == {d.ptr for d in batches[:graph_module.BOUND_PER_SHAPE]}
+    assert all(g.images is None for g in graphs.bound.values()) and graphs.general is not None

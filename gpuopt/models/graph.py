@@ -1,13 +1,15 @@
 """Forward passes replayed from CUDA graphs: ``Network.forward(images, graph=True)``.
 
-The first call of a batch shape (head, stage, N, dtype, max_batch) copies the images into an input buffer of
-its own, runs the forward once as usual (every kernel loaded, every plan made) and then captures the same
-forward into a CUDA graph on a stream of gpuopt's; later calls of that shape copy their images into the buffer
-and launch the graph: one launch instead of a host loop of op calls (the launch gaps of a device-resident
-stage, notes/overhead.md). The graph's stream waits for the images' stream before the copy, and the caller's
-stream (the images', or the legacy default stream for NumPy images) waits for the graph after it, so a call is
-ordered as an eager one. The result is a copy of the graph's output (a later replay cannot change it). Only
-device-resident GPU stages can be captured (their chain runs on the device from the images to the result).
+The first call of a batch shape (head, stage, N, dtype, max_batch) runs the forward once as usual (every kernel
+loaded, every plan made) and then captures the same forward into a CUDA graph on a stream of gpuopt's; later calls
+launch the graph: one launch instead of a host loop of op calls (the launch gaps of a device-resident stage,
+notes/overhead.md). Device images are read where they are: a graph is captured on the caller's array itself (its
+address is the graph's input) for up to ``BOUND_PER_SHAPE`` addresses of a shape, so a loop over the same device
+batch pays no copy; other images (NumPy, or device arrays at further addresses) are copied into an input buffer
+of the shape's one general graph before its launch. The graph's stream waits for the images' stream first, and the
+caller's stream (the images', or the legacy default stream for NumPy images) waits for the graph after it, so a
+call is ordered as an eager one. The result is a copy of the graph's output (a later replay cannot change it).
+Only device-resident GPU stages can be captured (their chain runs on the device from the images to the result).
 """
 
 from __future__ import annotations
@@ -17,16 +19,31 @@ from typing import Any
 from .._ext import require_cuda
 from ..cuda import DeviceArray
 
-__all__ = ["GraphForward", "graph_forward"]
+__all__ = ["BOUND_PER_SHAPE", "GraphForward", "ShapeGraphs", "graph_forward"]
+
+#: Graphs captured on callers' own device images (one per address), per batch shape. A graph holds its own
+#: intermediate and output memory; further addresses share the shape's general graph (a copy in first).
+BOUND_PER_SHAPE = 2
 
 
 class GraphForward:
-    """One captured forward: its graph, stream, input buffer and output."""
+    """One captured forward: its graph, stream, input buffer (None: it reads the caller's images in place) and
+    output."""
 
     __slots__ = ("graph", "stream", "images", "out")
 
-    def __init__(self, graph: Any, stream: int, images: DeviceArray, out: Any) -> None:
+    def __init__(self, graph: Any, stream: int, images: DeviceArray | None, out: Any) -> None:
         self.graph, self.stream, self.images, self.out = graph, stream, images, out
+
+
+class ShapeGraphs:
+    """The graphs of one batch shape: those bound to an image address, and the general one (copy in, then launch)."""
+
+    __slots__ = ("bound", "general")
+
+    def __init__(self) -> None:
+        self.bound: dict[int, GraphForward] = {}  # device address of the images -> its graph
+        self.general: GraphForward | None = None
 
 
 _STREAMS: dict[int, int] = {}  # device -> gpuopt's capture stream (created once, never destroyed)
@@ -65,11 +82,20 @@ def graph_forward(net: Any, imgs: Any, head: str | None, variant: str | None, ma
     cuda = require_cuda(f"{net.network} forward(graph=True)")
     data = imgs.data
     key = (stage.name, head, tuple(data.shape), data.dtype.str, max_batch, cuda.current_device())
-    cap = net._graphs.get(key)
-    if cap is None:
-        cap = _capture(cuda, imgs, head, stage.name, max_batch, run, check_finite)
-        net._graphs[key] = cap
+    graphs = net._graphs.get(key)
+    if graphs is None:
+        graphs = net._graphs[key] = ShapeGraphs()
+    address = data._ptr if isinstance(data, DeviceArray) else None
+    cap = graphs.bound.get(address) if address is not None else None
+    if cap is not None:  # reads the images in place
+        if data._stream is not None and data._stream != cap.stream:
+            cuda.stream_wait(cap.stream, data._stream)
+    elif address is not None and len(graphs.bound) < BOUND_PER_SHAPE:
+        cap = graphs.bound[address] = _capture(cuda, imgs, head, stage.name, max_batch, run, check_finite, True)
+    elif graphs.general is None:
+        cap = graphs.general = _capture(cuda, imgs, head, stage.name, max_batch, run, check_finite, False)
     else:
+        cap = graphs.general
         if not imgs.device and not imgs.checked:
             check_finite(data)
         _copy_in(cuda, cap.images, data, cap.stream)
@@ -84,18 +110,27 @@ def graph_forward(net: Any, imgs: Any, head: str | None, variant: str | None, ma
 
 
 def _capture(cuda: Any, imgs: Any, head: str | None, stage: str, max_batch: int | None, run: Any,
-             check_finite: Any) -> GraphForward:
+             check_finite: Any, bound: bool) -> GraphForward:
+    """The forward captured on the caller's device images in place (``bound``), else on an input buffer of its own
+    (filled here with these images)."""
     stream = _capture_stream(cuda)
     data = imgs.data
-    if not imgs.device and not imgs.checked:
-        check_finite(data)
-    previous = cuda.set_stream(stream)
-    try:
-        images = DeviceArray.empty(data.shape, data.dtype)  # on the capture stream
-    finally:
-        cuda.set_stream(previous)
-    _copy_in(cuda, images, data, stream)
-    static = type(imgs)(images, True)  # the input buffer as the network's prepared images
+    if bound:
+        if data._stream is not None and data._stream != stream:
+            cuda.stream_wait(stream, data._stream)
+        images = object.__new__(DeviceArray)  # the caller's images, as made on the capture stream
+        images._shape, images._dtype, images._ptr, images._owner = data._shape, data._dtype, data._ptr, data
+        images._stream = stream
+    else:
+        if not imgs.device and not imgs.checked:
+            check_finite(data)
+        previous = cuda.set_stream(stream)
+        try:
+            images = DeviceArray.empty(data.shape, data.dtype)  # on the capture stream
+        finally:
+            cuda.set_stream(previous)
+        _copy_in(cuda, images, data, stream)
+    static = type(imgs)(images, True)  # the graph's input as the network's prepared images
     run(static, head, stage, False, max_batch)  # eager once: kernels loaded, plans made, weights uploaded
     graph = cuda.Graph()
     graph.begin(stream)
@@ -107,4 +142,6 @@ def _capture(cuda: Any, imgs: Any, head: str | None, stage: str, max_batch: int 
     graph.end()
     if not isinstance(out, DeviceArray):
         raise RuntimeError(f"stage {stage!r}: the captured forward returned host data")
-    return GraphForward(graph, stream, images, out)
+    # A bound graph keeps no reference to the caller's array: it is launched only for images at the same address,
+    # of the same shape and dtype, alive in the caller's hands at that call.
+    return GraphForward(graph, stream, None if bound else images, out)
