@@ -75,8 +75,8 @@ def graph_forward(net: Any, imgs: Any, head: str | None, variant: str | None, ma
     """``net``'s forward of the prepared images ``imgs`` (gpuopt.models.network._Images) replayed from its graph for
     this shape (captured on the first call); ``run(images, ...)`` is the network's eager forward, ``check_finite``
     its check of host images."""
-    stage = net._stage(variant, head)
-    if not (stage.gpu and stage.resident):
+    stage, gpu = net._stage_on(variant, head)
+    if not (gpu and stage.resident):
         raise ValueError(f"graph=True needs a device-resident GPU stage; {net.network} stage {stage.name!r} passes "
                          "host arrays between layers (use variant='fast' or another resident stage)")
     cuda = require_cuda(f"{net.network} forward(graph=True)")

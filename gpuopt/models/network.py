@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
-from .. import nn
+from .. import _ext, nn, registry
 from .._ext import cuda_available, require_cuda
 from .._validate import Buffer, _as_array, _convert_hint, check_memory
 from ..conv import conv2d
@@ -228,6 +228,7 @@ class Network:
         self.source = source
         self._device: dict[str, DeviceArray] | None = None
         self._graphs: dict[tuple, Any] = {}  # batch shape -> its captured forward (gpuopt.models.graph)
+        self._stages: dict[tuple, tuple] = {}  # (variant, head) -> (stage, registry generation, runs on the GPU)
 
     # ---------------------------------------------------------------- facts
 
@@ -276,14 +277,30 @@ class Network:
         return "fast" if fast is not None and not missing(fast, "*") and cuda_available() else "serial"
 
     def _stage(self, variant: str | None, head: str | None) -> Stage:
-        stage = get_stage(self.network, self.default_stage() if variant is None else variant)
-        absent = missing(stage, head)
-        if absent:
-            raise RuntimeError(f"{self.network} stage {stage.name!r} needs {', '.join(absent)}, which this build of "
-                               "gpuopt does not register (they arrive with the layer-op kernels)")
-        if stage.gpu:
+        return self._stage_on(variant, head)[0]
+
+    def _stage_on(self, variant: str | None, head: str | None) -> tuple[Stage, bool]:
+        """The stage and whether it runs on the GPU (RuntimeError naming the CPU stages when it does and there is
+        no GPU)."""
+        # The stage and what the registry says of it, kept while the registry is unchanged: a graph replay's whole
+        # host cost before its launch is a few µs, and these lookups walked every step's variants (and every
+        # stage's, for a message) on each call.
+        key = (variant, head) if variant is None or type(variant) is str else None
+        memo = self._stages.get(key) if key is not None else None
+        if memo is not None and memo[1] == registry._GENERATION[0]:
+            stage, gpu = memo[0], memo[2]
+        else:
+            stage = get_stage(self.network, self.default_stage() if variant is None else variant)
+            absent = missing(stage, head)
+            if absent:
+                raise RuntimeError(f"{self.network} stage {stage.name!r} needs {', '.join(absent)}, which this build "
+                                   "of gpuopt does not register (they arrive with the layer-op kernels)")
+            gpu = stage.gpu
+            if key is not None:
+                self._stages[key] = (stage, registry._GENERATION[0], gpu)
+        if gpu and _ext._load_cuda()[0] is None:  # (the CPU stages named only in the message)
             require_cuda(f"{self.network} stage {stage.name!r}", cpu_stages(self.network))
-        return stage
+        return stage, gpu
 
     def _check_chunk(self, stage: Stage, size: int, max_batch: int | None) -> None:
         """ValueError naming ``max_batch`` and ``memory_budget_bytes`` when one chunk of ``size`` images needs
