@@ -286,3 +286,27 @@ def test_models_graph_reads_device_images_in_place_and_beyond_its_bound_graphs_c
     (graphs,) = net._graphs.values()
     assert set(graphs.bound) == {d.ptr for d in batches[:graph_module.BOUND_PER_SHAPE]}
     assert all(g.images is None for g in graphs.bound.values()) and graphs.general is not None
+
+
+def test_models_graph_launches_on_the_callers_stream_and_follows_it_across_streams(side_stream):
+    """The graph runs on the images' stream (a long kernel queued there first must precede it); a call on another
+    stream waits for the last one's launch and output copy: alternating streams, every result equals eager."""
+    cuda = cuda_module()
+    other = cuda.new_stream()
+    net = MnistCNN.random(5)
+    rng = np.random.default_rng(7)
+    host = rng.random((64, 28, 28), dtype=np.float32)
+    want = net.forward(host, variant="fast")
+    for i in range(12):
+        s = (side_stream, other, 0)[i % 3]
+        previous = cuda.set_stream(s)
+        try:
+            d = gpuopt.cuda.empty(host.shape, np.float32)  # made on s
+            cuda.spin(300)  # the upload below queues behind it: a graph that did not wait would read poison
+            cuda.copy_h2d(d.ptr, host, host.nbytes)
+        finally:
+            cuda.set_stream(previous)
+        out = net.forward(d, variant="fast", graph=True)
+        assert out.stream == s
+        np.testing.assert_array_equal(out.numpy(), want)
+        np.testing.assert_array_equal(net.forward(host, variant="fast", graph=True), want)  # NumPy: legacy stream

@@ -6,15 +6,19 @@ launch the graph: one launch instead of a host loop of op calls (the launch gaps
 notes/overhead.md). Device images are read where they are: a graph is captured on the caller's array itself (its
 address is the graph's input) for up to ``BOUND_PER_SHAPE`` addresses of a shape, so a loop over the same device
 batch pays no copy; other images (NumPy, or device arrays at further addresses) are copied into an input buffer
-of the shape's one general graph before its launch. The graph's stream waits for the images' stream first, and the
-caller's stream (the images', or the legacy default stream for NumPy images) waits for the graph after it, so a
-call is ordered as an eager one. The result is a copy of the graph's output (a later replay cannot change it).
+of the shape's one general graph before its launch. A graph is launched on the caller's stream (the images', or the
+legacy default stream for NumPy images), so a call is ordered as an eager one with no cross-stream wait; CUDA orders
+each launch of a graph behind its previous launches, and where the caller's stream changes from one call to the
+next, the new stream first waits for the old (the output copy of the last call, the input buffer's last reader).
+The result is a copy of the graph's output (a later replay cannot change it).
 Only device-resident GPU stages can be captured (their chain runs on the device from the images to the result).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from .._ext import require_cuda
 from ..cuda import DeviceArray
@@ -27,13 +31,13 @@ BOUND_PER_SHAPE = 2
 
 
 class GraphForward:
-    """One captured forward: its graph, stream, input buffer (None: it reads the caller's images in place) and
-    output."""
+    """One captured forward: its graph, capture stream, input buffer (None: it reads the caller's images in place),
+    output, and the stream it was last launched on (the capture stream until its first launch)."""
 
-    __slots__ = ("graph", "stream", "images", "out")
+    __slots__ = ("graph", "stream", "images", "out", "last")
 
     def __init__(self, graph: Any, stream: int, images: DeviceArray | None, out: Any) -> None:
-        self.graph, self.stream, self.images, self.out = graph, stream, images, out
+        self.graph, self.stream, self.images, self.out, self.last = graph, stream, images, out, stream
 
 
 class ShapeGraphs:
@@ -85,27 +89,38 @@ def graph_forward(net: Any, imgs: Any, head: str | None, variant: str | None, ma
     graphs = net._graphs.get(key)
     if graphs is None:
         graphs = net._graphs[key] = ShapeGraphs()
-    address = data._ptr if isinstance(data, DeviceArray) else None
+    device = isinstance(data, DeviceArray)
+    caller = data._stream if device and data._stream is not None else 0
+    address = data._ptr if device else None
     cap = graphs.bound.get(address) if address is not None else None
-    if cap is not None:  # reads the images in place
-        if data._stream is not None and data._stream != cap.stream:
-            cuda.stream_wait(cap.stream, data._stream)
-    elif address is not None and len(graphs.bound) < BOUND_PER_SHAPE:
-        cap = graphs.bound[address] = _capture(cuda, imgs, head, stage.name, max_batch, run, check_finite, True)
-    elif graphs.general is None:
-        cap = graphs.general = _capture(cuda, imgs, head, stage.name, max_batch, run, check_finite, False)
-    else:
-        cap = graphs.general
-        if not imgs.device and not imgs.checked:
-            check_finite(data)
-        _copy_in(cuda, cap.images, data, cap.stream)
-    cap.graph.launch(cap.stream)
-    caller = data._stream if isinstance(data, DeviceArray) and data._stream is not None else 0
+    if cap is None:
+        if address is not None and len(graphs.bound) < BOUND_PER_SHAPE:
+            cap = graphs.bound[address] = _capture(cuda, imgs, head, stage.name, max_batch, run, check_finite, True)
+        elif graphs.general is None:
+            cap = graphs.general = _capture(cuda, imgs, head, stage.name, max_batch, run, check_finite, False)
+        else:
+            cap = graphs.general
+            if not imgs.device and not imgs.checked:
+                check_finite(data)
+            if cap.last != caller:  # (the buffer's last reader: the previous launch)
+                cuda.stream_wait(caller, cap.last)
+                cap.last = caller
+            _copy_in(cuda, cap.images, data, caller)
+    if cap.last != caller:
+        cuda.stream_wait(caller, cap.last)
+        cap.last = caller
+    cap.graph.launch(caller)
+    src = cap.out
     if not imgs.device:
-        return cap.out.numpy()
-    out = cap.out.copy()  # on the graph's stream; the caller's stream waits for it
-    cuda.stream_wait(caller, cap.stream)
-    out._stream = caller
+        host = np.empty(src._shape, src._dtype)
+        cuda.copy_d2h(host, src._ptr, host.nbytes, caller)
+        return host
+    previous = cuda.set_stream(caller)
+    try:
+        out = DeviceArray.empty(src._shape, src._dtype)  # made on the caller's stream
+        cuda.copy_d2d(out._ptr, src._ptr, out.nbytes, caller)
+    finally:
+        cuda.set_stream(previous)
     return out
 
 
