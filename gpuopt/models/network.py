@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
-from .. import _ext, nn, registry
+from .. import nn, registry
 from .._ext import cuda_available, require_cuda
 from .._validate import Buffer, _as_array, _convert_hint, check_memory
 from ..conv import conv2d
@@ -287,7 +287,7 @@ class Network:
         # stage's, for a message) on each call.
         key = (variant, head) if variant is None or type(variant) is str else None
         memo = self._stages.get(key) if key is not None else None
-        if memo is not None and memo[1] == registry._GENERATION[0]:
+        if memo is not None and memo[1] == registry.generation():
             stage, gpu = memo[0], memo[2]
         else:
             stage = get_stage(self.network, self.default_stage() if variant is None else variant)
@@ -297,8 +297,8 @@ class Network:
                                    "of gpuopt does not register (they arrive with the layer-op kernels)")
             gpu = stage.gpu
             if key is not None:
-                self._stages[key] = (stage, registry._GENERATION[0], gpu)
-        if gpu and _ext._load_cuda()[0] is None:  # (the CPU stages named only in the message)
+                self._stages[key] = (stage, registry.generation(), gpu)
+        if gpu and not cuda_available():  # (the CPU stages named only in the message)
             require_cuda(f"{self.network} stage {stage.name!r}", cpu_stages(self.network))
         return stage, gpu
 
