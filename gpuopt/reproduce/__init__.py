@@ -5,7 +5,8 @@ results in ``--out`` already come from this commit and mode is not run again, so
 without one it copies the committed H200 results (``--results``; by default the checkout's ``benchmarks/results``
 or the copy installed with the package, :func:`find_results`) and redraws their figures and tables, and every page says so. Then it writes ``reproduction.md`` (the
 PNGs beside it) and ``reproduction.html`` (one self-contained page) with, per item of :data:`items.ITEMS`: what
-the report printed, what was measured here (device, commit, date), the ratio, the figure and a one-line verdict.
+the report printed, what was measured here (device, commit, date), the ratio, the figure and a verdict computed from the report's claims
+(:mod:`.claims`), and overview tables at the top.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def summary(report: str, results: str | os.PathLike | None = None) -> str:
     lines = [REPORT_TITLES[report]]
     for item, finding, meta in _findings([i for i in ITEMS if i.report == report], folder):
         lines += [f"- {item.title}", f"    report:  {finding.printed}",
+                  *([f"    claims:  {finding.claimed}"] if finding.claimed else []),
                   f"    here:    {finding.measured} ({_source_line(meta, 'the committed run')})",
                   f"    ratio:   {finding.ratio or '-'}", f"    verdict: {finding.verdict}"]
     return "\n".join(lines)
@@ -188,6 +190,11 @@ def _findings(items: Sequence[Item], out: Path) -> list[tuple[Item, Finding, dic
     return found
 
 
+#: Report names in the overview tables.
+_SHORT = {"ece408-fashion": "ECE408 Fashion", "cs6235": "CS6235", "ece408-mnist": "ECE408 MNIST", "cmu18645": "CMU 18-645",
+          "nctu": "NCTU", "gpuopt": "gpuopt"}
+
+
 def write_report(items: Sequence[Item], out: Path, *, measured_here: bool, note: str = "",
                  link_prefix: str = "") -> tuple[Path, Path]:
     """``out/reproduction.md`` and ``out/reproduction.html`` from the results already in ``out``; the Markdown
@@ -198,8 +205,21 @@ def write_report(items: Sequence[Item], out: Path, *, measured_here: bool, note:
              "Redrawn from the committed H200 results: nothing was measured on this machine" + (f" ({note})" if note
                                                                                               else "") + ".")
     md = [head, "", where, "", "Each item: what the report printed, what the results here show (device, commit, "
-          "date), the ratio and a verdict; its figure and table beside.", ""]
+          "date), the ratio and a verdict computed from the report's claims (gpuopt/reproduce/claims.py: **agrees**, "
+          "**partly agrees** with how many claims hold, or **differs**, then the evidence); its figure and table "
+          "beside. Numbers of different GPUs are compared by ranking and ratio, not time.", ""]
     body_html = [f"<h1>{html.escape(head[2:])}</h1>", f"<p><b>{html.escape(where)}</b></p>"]
+    for title, mine in (("The reports' items", [f for f in found if f[0].report != "gpuopt"]),
+                        ("Beyond the reports: gpuopt against the libraries and PyTorch",
+                         [f for f in found if f[0].report == "gpuopt"])):
+        header = ("report", "item", "what was claimed", "what was measured", "verdict")
+        rows = [(_SHORT.get(item.report, item.report), item.title, finding.claimed or finding.printed,
+                 finding.measured, finding.verdict.split(":")[0]) for item, finding, _ in mine]
+        md += [f"## {title}", "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+        md += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows] + [""]
+        body_html.append(f"<h2>{html.escape(title)}</h2><table><tr>" + "".join(f"<th>{h}</th>" for h in header)
+                         + "</tr>" + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                                             for row in rows) + "</table>")
     for report in REPORT_TITLES:
         mine = [f for f in found if f[0].report == report]
         if not mine:
@@ -208,8 +228,9 @@ def write_report(items: Sequence[Item], out: Path, *, measured_here: bool, note:
         body_html.append(f"<h2>{html.escape(REPORT_TITLES[report])}</h2>")
         for item, finding, meta in mine:
             source = _source_line(meta, "measured by this run" if measured_here else "the committed run, redrawn here")
-            lines = [("Report", finding.printed), ("Here", f"{finding.measured} ({source})"),
-                     ("Ratio", finding.ratio or "-"), ("Verdict", finding.verdict)]
+            lines = [("Report", finding.printed), *([("Claims", finding.claimed)] if finding.claimed else []),
+                     ("Here", f"{finding.measured} ({source})"), ("Ratio", finding.ratio or "-"),
+                     ("Verdict", finding.verdict)]
             md += [f"### {item.title}", ""] + [f"- **{k}:** {v}" for k, v in lines] + [""]
             body_html.append(f"<h3>{html.escape(item.title)}</h3><ul>" + "".join(
                 f"<li><b>{k}:</b> {html.escape(v)}</li>" for k, v in lines) + "</ul>")

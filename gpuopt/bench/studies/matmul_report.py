@@ -23,7 +23,8 @@ from ..study import (Output, RunSettings, Study, StudyResult, error_text, finite
                      repeats, row_label, to_host)
 from ..tables import Section, device_short, errors_note, extras_file, gflops_cell, sections_markdown, sections_text
 
-__all__ = ["STUDY", "REPORT_CASES", "REPORT_VERSIONS", "REPORT_TABLES", "report_gflops", "report_markdown"]
+__all__ = ["STUDY", "REPORT_CASES", "REPORT_VERSIONS", "REPORT_TABLES", "report_gflops", "report_markdown",
+           "report_primary"]
 
 
 REPORT_GPU = "NVIDIA GeForce GTX 480 (Fermi, sm_20, 2010)"
@@ -112,7 +113,7 @@ def report_meta() -> dict[str, Any]:
     }
 
 
-def _report_primary() -> dict[str, tuple[str, list[float]]]:
+def report_primary() -> dict[str, tuple[str, list[float]]]:
     """Per version, the first Table 4 that printed it: (table id, GFLOP/s at cases 1..5)."""
     out: dict[str, tuple[str, list[float]]] = {}
     for t in REPORT_TABLES:
@@ -278,7 +279,7 @@ def plot_matmul_report(meta, rows, path: Path) -> Path:
     if call:
         ax.plot([p[0] for p in call], [p[1] for p in call], ":", color=colors[first], lw=1.5,
                 label=f"{dev}: {first}, whole call (NumPy in/out)")
-    primary = _report_primary()
+    primary = report_primary()
     for version, label, _ in REPORT_VERSIONS:
         if version not in primary:
             continue
