@@ -4,6 +4,7 @@ TILE_WIDTH sweep and its forward, checked on the ``ece408`` and ``networks`` stu
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Mapping
 
 from .claims import Check, Claim, Rows, judge
@@ -66,6 +67,12 @@ OP_TIME_CLAIMS = (
 )
 
 
+def _line_of(row: Mapping[str, Any]) -> str:
+    """The seed line a row's report number was read from (its ``report_source`` ends "(l.N)")."""
+    found = re.search(r"\(l\.[0-9-]+\)\s*$", str(row.get("report_source") or ""))
+    return found.group(0)[1:-1] if found else ""
+
+
 def op_time(meta: Mapping[str, Any], rows: Rows) -> Finding:
     at = [r for r in rows if r.get("part") == "op_time" and r.get("B") == 10000 and r.get("median_ms")]
     steps = [r for r in at if r.get("report_ms")]
@@ -79,7 +86,8 @@ def op_time(meta: Mapping[str, Any], rows: Rows) -> Finding:
                                     "it slow, and the last steps are within a few per cent of each other")
     return Finding(
         printed="; ".join(f"{ly}: fastest '{best_report[ly]['step']}' {best_report[ly]['report_ms']:.4g} ms"
-                          for ly in layers) + f" ({steps[0].get('report_gpu', 'the report GPU')})",
+                          + (f" ({_line_of(best_report[ly])})" if _line_of(best_report[ly]) else "") for ly in layers)
+                + f" ({steps[0].get('report_gpu', 'the report GPU')})",
         measured="; ".join(f"{ly}: fastest report step '{best_ours[ly]['step']}' {best_ours[ly]['median_ms']:.3g} ms, "
                            f"gpuopt auto {g(auto.get(ly))} ms" for ly in layers),
         ratio="the report's fastest over the H200's fastest report step: "
@@ -136,7 +144,7 @@ def tile_width(meta: Mapping[str, Any], rows: Rows) -> Finding:
     j = judge(TILE_WIDTH_CLAIMS, rows, "the H200's best widths differ by kernel and lie within a few per cent of the "
                                        "next ones (its shared memory and occupancy limits are not the report GPU's)")
     return Finding(
-        printed="no sweep numbers; its text names the best widths (layer 1: 16, layer 2: 28)",
+        printed="no sweep numbers; its text names the best widths (layer 1: 16, layer 2: 28; l.724)",
         measured="; ".join(f"{k}: best tile_width={w} {t:.3g} ms" for k, (w, t) in best.items()),
         ratio=None, verdict=j.verdict, claimed=j.claimed)
 
