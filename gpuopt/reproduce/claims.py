@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-__all__ = ["Claim", "Check", "Judgement", "judge", "VERDICT_WORDS", "SEEDS_ENV", "seeds_dir", "seed_text",
+__all__ = ["Claim", "Check", "Judgement", "judge", "quoting", "VERDICT_WORDS", "SEEDS_ENV", "seeds_dir", "seed_text",
            "quote_found"]
 
 Rows = Sequence[Mapping[str, Any]]
@@ -67,6 +67,13 @@ class Claim:
             return "gpuopt's goal"
         a, b = self.lines
         return f"{self.seed} l.{a}" + (f"-{b}" if b != a else "")
+
+
+def quoting(seed: str) -> Callable[..., Claim]:
+    """``c(says, check, quote, first_line, last_line=None)``: a Claim quoted from ``seed``."""
+    def claim(says: str, check: Callable[[Rows], Check | None], quote: str, first: int, last: int | None = None) -> Claim:
+        return Claim(says, check, quote, seed, (first, last or first))
+    return claim
 
 
 @dataclass(frozen=True)

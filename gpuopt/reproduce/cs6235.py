@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from .claims import Check, Claim, Rows, judge
+from .claims import Check, Claim, Rows, judge, quoting
 from .finding import Finding, missing
 
 __all__ = ["CLAIMS", "figure_finding"]
@@ -162,8 +162,7 @@ def _unroll_nk(conf: str) -> Callable[[Rows], Check | None]:
     return check
 
 
-def _c(says, check, quote, a, b=None) -> Claim:
-    return Claim(says, check, quote, SEED, (a, b or a))
+_c = quoting(SEED)
 
 
 #: Each figure's claims (the report's words, the lines cited).

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Mapping
 
-from .claims import Check, Claim, Rows, judge
+from .claims import Check, Claim, Rows, judge, quoting
 from .finding import Finding, g, missing
 
 __all__ = ["OP_TIME_CLAIMS", "TILE_WIDTH_CLAIMS", "NETWORK_CLAIMS", "op_time", "tile_width", "network",
@@ -46,8 +46,7 @@ def _ratio(layer: str, slow: str, fast: str, at_least: float, b: int = 10000) ->
     return check
 
 
-def _c(says, check, quote, a, b=None) -> Claim:
-    return Claim(says, check, quote, SEED, (a, b or a))
+_c = quoting(SEED)
 
 
 _TILED_FASTEST = "Thus far, shared memory convolution is our fastest implementation of the forward kernel."

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from .claims import Check, Claim, Rows, judge
+from .claims import Check, Claim, Rows, judge, quoting
 from .ece408_fashion import faster_than_pytorch, network_measured, network_rows
 from .finding import Finding, missing
 
@@ -54,8 +54,7 @@ def _conv2_dominates(rows: Rows) -> Check | None:
     return Check(conv2 > 0.5 * total, f"the second convolution {100 * conv2 / total:.1f}% of the optimized stage")
 
 
-def _c(says, check, quote, a, b=None) -> Claim:
-    return Claim(says, check, quote, SEED, (a, b or a))
+_c = quoting(SEED)
 
 
 TABLE_CLAIMS = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from .claims import Check, Claim, Rows, judge
+from .claims import Check, Rows, judge, quoting
 from .finding import Finding, g, missing
 
 __all__ = ["TABLE_CLAIMS", "DENSITY_CLAIMS", "table", "density"]
@@ -54,8 +54,7 @@ def _fast_speedup_higher(rows: Rows) -> Check | None:
     return Check(f > c, f"FAST {f:.1f}x, COO {c:.1f}x the CPU (156.4x against 138.8x in the lab)")
 
 
-def _c(says, check, quote, a, b=None) -> Claim:
-    return Claim(says, check, quote, SEED, (a, b or a))
+_c = quoting(SEED)
 
 
 TABLE_CLAIMS = (
