@@ -123,3 +123,24 @@ def test_judge_words():
     assert judge((yes, no), [], "why").verdict.endswith("-- why")
     assert judge((no,), []).verdict.startswith("differs: b: does not hold (y)")
     assert judge((blind,), []).verdict.startswith("differs: none of its claims can be checked")
+
+
+def test_overview_tables_in_both_outputs(tmp_path):
+    """The Markdown and the HTML page open with the two overview tables: one row per item, its verdict word."""
+    import shutil
+
+    from gpuopt.reproduce import studies_for, write_report
+
+    for study in studies_for(ITEMS):
+        for suffix in (".json", ".csv"):
+            if (Path(RESULTS) / f"{study}{suffix}").is_file():
+                shutil.copyfile(Path(RESULTS) / f"{study}{suffix}", tmp_path / f"{study}{suffix}")
+    md_path, html_path = write_report(ITEMS, tmp_path, measured_here=False)
+    md, page = md_path.read_text(encoding="utf-8"), html_path.read_text(encoding="utf-8")
+    for text in (md, page):
+        first = text.index("The reports")
+        assert first < text.index("Beyond the reports") < text.index("ECE408 Spring 2018")
+    rows = [line for line in md.split("## ECE408 Spring 2018")[0].splitlines() if line.startswith("| ")
+            and not line.startswith(("| report |", "| --- |"))]
+    assert len(rows) == len(ITEMS)
+    assert all(row.rstrip(" |").rsplit("| ", 1)[-1].startswith(VERDICT_WORDS) for row in rows), rows
