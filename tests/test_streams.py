@@ -72,3 +72,25 @@ def test_call_stream_takes_the_first_device_input_and_waits_for_the_others(monke
     rec.waits.clear()
     assert _exec.call_stream((_array(0x50), _array(None)), 0x70) == 0x70  # explicit: waits for the input's stream
     assert rec.waits == [(0x70, 0x50)]
+
+
+def test_alloc_parts_share_one_block_each_aligned():
+    """DeviceArray._alloc_parts: one pool allocation for several arrays, each 256-byte aligned, all on the block's
+    stream and keeping it alive (checked with a stand-in for the compiled module's Buffer)."""
+    made = []
+
+    class Buffer:
+        def __init__(self, nbytes):
+            made.append(nbytes)
+            self.ptr, self.stream, self.nbytes = 4096, 7, nbytes
+
+    class Cuda:
+        pass
+
+    Cuda.Buffer = Buffer
+    f32, i32 = np.dtype(np.float32), np.dtype(np.int32)
+    a, b, c = DeviceArray._alloc_parts(Cuda(), (((3, 5), f32), ((1,), i32), ((70,), i32)))
+    assert made == [256 + 256 + 512]
+    assert (a.ptr, b.ptr, c.ptr) == (4096, 4096 + 256, 4096 + 512)
+    assert (a.shape, b.shape, c.shape) == ((3, 5), (1,), (70,)) and (a.dtype, b.dtype, c.dtype) == (f32, i32, i32)
+    assert a._owner is b._owner is c._owner and a.stream == b.stream == c.stream == 7
