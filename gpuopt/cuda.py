@@ -332,10 +332,15 @@ class DeviceArray:
             _raise_deferred(self)
         return self
 
-    def copy(self) -> "DeviceArray":
-        """A new device array with the same contents (device-to-device copy, on this array's stream)."""
+    def copy(self, stream: Any = None) -> "DeviceArray":
+        """A new device array with the same contents: a device-to-device copy on ``stream`` (see
+        :func:`stream_handle`; default: this array's stream), which first waits for this array's stream on the
+        device; the copy is made on that stream."""
         cuda = require_cuda("DeviceArray.copy")
-        stream = self._stream or 0
+        handle = stream_handle(stream)
+        stream = (self._stream or 0) if handle is None else handle
+        if self._stream is not None and self._stream != stream:
+            cuda.stream_wait(stream, self._stream)
         previous = cuda.set_stream(stream)
         try:
             out = DeviceArray.empty(self._shape, self._dtype)

@@ -93,35 +93,27 @@ def graph_forward(net: Any, imgs: Any, head: str | None, variant: str | None, ma
     caller = data._stream if device and data._stream is not None else 0
     address = data._ptr if device else None
     cap = graphs.bound.get(address) if address is not None else None
+    fill = False  # the general graph's buffer to fill with these images
     if cap is None:
         if address is not None and len(graphs.bound) < BOUND_PER_SHAPE:
             cap = graphs.bound[address] = _capture(cuda, imgs, head, stage.name, max_batch, run, check_finite, True)
         elif graphs.general is None:
             cap = graphs.general = _capture(cuda, imgs, head, stage.name, max_batch, run, check_finite, False)
         else:
-            cap = graphs.general
-            if not imgs.device and not imgs.checked:
-                check_finite(data)
-            if cap.last != caller:  # (the buffer's last reader: the previous launch)
-                cuda.stream_wait(caller, cap.last)
-                cap.last = caller
-            _copy_in(cuda, cap.images, data, caller)
-    if cap.last != caller:
+            cap, fill = graphs.general, True
+    if cap.last != caller:  # after the last launch's stream: its output copy and its reads of the buffer
         cuda.stream_wait(caller, cap.last)
         cap.last = caller
+    if fill:
+        if not imgs.device and not imgs.checked:
+            check_finite(data)
+        _copy_in(cuda, cap.images, data, caller)
     cap.graph.launch(caller)
-    src = cap.out
     if not imgs.device:
-        host = np.empty(src._shape, src._dtype)
-        cuda.copy_d2h(host, src._ptr, host.nbytes, caller)
+        host = np.empty(cap.out._shape, cap.out._dtype)
+        cuda.copy_d2h(host, cap.out._ptr, host.nbytes, caller)
         return host
-    previous = cuda.set_stream(caller)
-    try:
-        out = DeviceArray.empty(src._shape, src._dtype)  # made on the caller's stream
-        cuda.copy_d2d(out._ptr, src._ptr, out.nbytes, caller)
-    finally:
-        cuda.set_stream(previous)
-    return out
+    return cap.out.copy(stream=caller)  # made on the caller's stream
 
 
 def _capture(cuda: Any, imgs: Any, head: str | None, stage: str, max_batch: int | None, run: Any,
@@ -157,6 +149,7 @@ def _capture(cuda: Any, imgs: Any, head: str | None, stage: str, max_batch: int 
     graph.end()
     if not isinstance(out, DeviceArray):
         raise RuntimeError(f"stage {stage!r}: the captured forward returned host data")
+    out._stream = None  # written by the graph's launches, which graph_forward orders before every read itself
     # A bound graph keeps no reference to the caller's array: it is launched only for images at the same address,
     # of the same shape and dtype, alive in the caller's hands at that call.
     return GraphForward(graph, stream, None if bound else images, out)
