@@ -72,7 +72,7 @@ def test_every_item_has_a_verdict_word():
 
     for item, finding, _ in _findings(ITEMS, Path(RESULTS)):
         assert finding.verdict.startswith(VERDICT_WORDS), (item.title, finding.verdict)
-        assert finding.claimed, item.title
+        assert finding.claimed and item.claims, item.title
 
 
 def test_claims_quote_a_seed_at_its_lines_or_are_gpuopts_own():

@@ -38,7 +38,6 @@ public:
     T* get(std::size_t part) const {
         return static_cast<T*>(parts_[part]);
     }
-    bool from_arena() const { return arena_ != nullptr; }
 
 private:
     ScratchArena* arena_ = nullptr;  // held while this Scratch lives

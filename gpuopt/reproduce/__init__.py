@@ -5,8 +5,8 @@ results in ``--out`` already come from this commit and mode is not run again, so
 without one it copies the committed H200 results (``--results``; by default the checkout's ``benchmarks/results``
 or the copy installed with the package, :func:`find_results`) and redraws their figures and tables, and every page says so. Then it writes ``reproduction.md`` (the
 PNGs beside it) and ``reproduction.html`` (one self-contained page) with, per item of :data:`items.ITEMS`: what
-the report printed, what was measured here (device, commit, date), the ratio, the figure and a verdict computed from the report's claims
-(:mod:`.claims`), and overview tables at the top.
+the report printed, what was measured here (device, commit, date), the ratio, the figure and a verdict computed
+from the report's claims (:mod:`.claims`), and overview tables at the top.
 """
 
 from __future__ import annotations
@@ -191,8 +191,8 @@ def _findings(items: Sequence[Item], out: Path) -> list[tuple[Item, Finding, dic
 
 
 #: Report names in the overview tables.
-_SHORT = {"ece408-fashion": "ECE408 Fashion", "cs6235": "CS6235", "ece408-mnist": "ECE408 MNIST", "cmu18645": "CMU 18-645",
-          "nctu": "NCTU", "gpuopt": "gpuopt"}
+_SHORT = {"ece408-fashion": "ECE408 Fashion", "cs6235": "CS6235", "ece408-mnist": "ECE408 MNIST",
+          "cmu18645": "CMU 18-645", "nctu": "NCTU", "gpuopt": "gpuopt"}
 
 
 def write_report(items: Sequence[Item], out: Path, *, measured_here: bool, note: str = "",

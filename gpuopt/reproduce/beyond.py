@@ -58,7 +58,8 @@ def _auto_vs(key: str, what: str):
         if not vs:
             return None
         low = min(vs, key=vs.get)
-        return Check(vs[low] >= 1.0, f"lowest {vs[low]:.2f}x ({low}), " + ", ".join(f"{c} {s:.2f}x" for c, s in vs.items()))
+        return Check(vs[low] >= 1.0,
+                     f"lowest {vs[low]:.2f}x ({low}), " + ", ".join(f"{c} {s:.2f}x" for c, s in vs.items()))
     return check
 
 
@@ -119,8 +120,8 @@ def overhead(meta: Mapping[str, Any], rows: Rows) -> Finding:
     mine = {(r["op"], r["variant"]): r["us_per_call"] for r in dev if r.get("impl") == "gpuopt"}
     torch = {r["op"]: r["us_per_call"] for r in dev if r.get("impl") == "pytorch"}
     best = {op: min(v for (o, _), v in mine.items() if o == op) for op in {o for o, _ in mine}}
-    j = judge(OVERHEAD_CLAIMS, rows, "the lines are µs of host time, and the device machines' hosts differ by up to 1.6x "
-                               "(notes/overhead.md)")
+    j = judge(OVERHEAD_CLAIMS, rows, "the lines are µs of host time, and the device machines' hosts differ by up "
+                                     "to 1.6x (notes/overhead.md)")
     return Finding("(beyond the reports)",
                    "µs per call on device arrays: " + ", ".join(f"{op} gpuopt {best[op]:.3g} / PyTorch "
                                                                  f"{g(torch.get(op))}" for op in sorted(best)),

@@ -71,7 +71,8 @@ class Claim:
 
 def quoting(seed: str) -> Callable[..., Claim]:
     """``c(says, check, quote, first_line, last_line=None)``: a Claim quoted from ``seed``."""
-    def claim(says: str, check: Callable[[Rows], Check | None], quote: str, first: int, last: int | None = None) -> Claim:
+    def claim(says: str, check: Callable[[Rows], Check | None], quote: str, first: int,
+              last: int | None = None) -> Claim:
         return Claim(says, check, quote, seed, (first, last or first))
     return claim
 

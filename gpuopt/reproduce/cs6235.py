@@ -128,7 +128,8 @@ def _rsc8_beats_crs(conf: str) -> Callable[[Rows], Check | None]:
         if rsc is None or not crs:
             return None
         best = min(crs, key=crs.get)
-        return Check(rsc < crs[best], f"rsc x8 {rsc:.3g} ms, best crs x{best} {crs[best]:.3g} ms (Fig 3's at block 512)")
+        return Check(rsc < crs[best],
+                     f"rsc x8 {rsc:.3g} ms, best crs x{best} {crs[best]:.3g} ms (Fig 3's at block 512)")
     return check
 
 

@@ -9,9 +9,9 @@ from typing import Any, Callable, Mapping
 
 from .claims import Check, Claim, Rows, judge, quoting
 from .finding import Finding, g, missing
+from .networks import faster_than_pytorch, network_measured
 
-__all__ = ["OP_TIME_CLAIMS", "TILE_WIDTH_CLAIMS", "NETWORK_CLAIMS", "op_time", "tile_width", "network",
-           "network_rows", "network_measured", "faster_than_pytorch"]
+__all__ = ["OP_TIME_CLAIMS", "TILE_WIDTH_CLAIMS", "NETWORK_CLAIMS", "op_time", "tile_width", "network"]
 
 SEED = "ece408-fashion-mnist-conv-report.txt"
 _LAYERS = ("conv1", "conv2")
@@ -146,40 +146,6 @@ def tile_width(meta: Mapping[str, Any], rows: Rows) -> Finding:
         printed="no sweep numbers; its text names the best widths (layer 1: 16, layer 2: 28; l.724)",
         measured="; ".join(f"{k}: best tile_width={w} {t:.3g} ms" for k, (w, t) in best.items()),
         ratio=None, verdict=j.verdict, claimed=j.claimed)
-
-
-def network_rows(rows: Rows, network: str) -> dict[str, Mapping[str, Any]]:
-    """The networks study's whole-network rows of ``network`` at its largest batch, by stage."""
-    net = [r for r in rows if r.get("kind") == "network" and r.get("network") == network]
-    if not net:
-        return {}
-    top = max(r.get("images") or 0 for r in net)
-    return {r.get("stage"): r for r in net if (r.get("images") or 0) == top}
-
-
-def faster_than_pytorch(network: str) -> Callable[[Rows], Check | None]:
-    def check(rows: Rows) -> Check | None:
-        net = network_rows(rows, network)
-        fast, torch = net.get("fast"), net.get("pytorch")
-        if not fast or not torch or not fast.get("device_ms") or not torch.get("device_ms"):
-            return None
-        return Check(torch["device_ms"] > fast["device_ms"],
-                     f"fast stage {torch['device_ms'] / fast['device_ms']:.2f}x PyTorch FP32, device-resident")
-    return check
-
-
-def network_measured(rows: Rows, network: str) -> tuple[str, str | None] | None:
-    net = network_rows(rows, network)
-    fast, torch = net.get("fast"), net.get("pytorch")
-    if not fast:
-        return None
-    acc = fast.get("accuracy")
-    measured = (f"{fast.get('images'):,} images: fast stage {g(fast.get('device_ms'))} ms device-resident, "
-                f"{g(fast.get('numpy_ms'))} ms NumPy in/out; PyTorch {g((torch or {}).get('device_ms'))} / "
-                f"{g((torch or {}).get('numpy_ms'))} ms" + (f"; accuracy {acc}" if acc is not None else ""))
-    ratio = (f"{torch['device_ms'] / fast['device_ms']:.2f}x faster than PyTorch FP32 (device-resident, same run)"
-             if torch and torch.get("device_ms") and fast.get("device_ms") else None)
-    return measured, ratio
 
 
 NETWORK_CLAIMS = (Claim("the whole network on the GPU faster than PyTorch FP32 in the same run",

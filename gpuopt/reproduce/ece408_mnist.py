@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from .claims import Check, Claim, Rows, judge, quoting
-from .ece408_fashion import faster_than_pytorch, network_measured, network_rows
 from .finding import Finding, missing
+from .networks import faster_than_pytorch, network_measured, network_rows
 
 __all__ = ["TABLE_CLAIMS", "NETWORK_CLAIMS", "tables", "network"]
 

@@ -41,49 +41,39 @@ class Item:
     study: str | None                 # the gpuopt.bench study that regenerates it (None: not built yet)
     files: tuple[str, ...]            # its figures and tables among the study's outputs
     finding: Callable[[Mapping[str, Any], Rows], Finding]
+    claims: tuple[Any, ...] = ()      # what its finding judges (gpuopt.reproduce.claims.Claim), for the tests
 
 
 ITEMS: tuple[Item, ...] = (
     Item("ece408-fashion", "Op Time table: every optimisation at 10 / 100 / 10,000 images", "ece408",
-         ("ece408_op_time.png", "ece408_op_time.md"), ece408_fashion.op_time),
-    Item("ece408-fashion", "TILE_WIDTH sweep", "ece408", ("ece408_tile_width.png",), ece408_fashion.tile_width),
+         ("ece408_op_time.png", "ece408_op_time.md"), ece408_fashion.op_time, ece408_fashion.OP_TIME_CLAIMS),
+    Item("ece408-fashion", "TILE_WIDTH sweep", "ece408", ("ece408_tile_width.png",), ece408_fashion.tile_width,
+         ece408_fashion.TILE_WIDTH_CLAIMS),
     Item("ece408-fashion", "The network forward (seeded weights: the course's are not public)", "networks",
-         ("networks.png", "networks.md"), ece408_fashion.network),
-    *(Item("cs6235", f"Figure {n}", "cs6235", (f"cs6235_fig{n}.png", "cs6235.md"), cs6235.figure_finding(n))
-      for n in range(1, 9)),
+         ("networks.png", "networks.md"), ece408_fashion.network, ece408_fashion.NETWORK_CLAIMS),
+    *(Item("cs6235", f"Figure {n}", "cs6235", (f"cs6235_fig{n}.png", "cs6235.md"), cs6235.figure_finding(n),
+           cs6235.CLAIMS[n]) for n in range(1, 9)),
     Item("ece408-mnist", "Tables 2-5: per-layer time of every stage", "networks", ("networks.md",),
-         ece408_mnist.tables),
+         ece408_mnist.tables, ece408_mnist.TABLE_CLAIMS),
     Item("ece408-mnist", "The whole network: time and accuracy (10,000 test images)", "networks",
-         ("networks.png", "networks.md"), ece408_mnist.network),
+         ("networks.png", "networks.md"), ece408_mnist.network, ece408_mnist.NETWORK_CLAIMS),
     Item("cmu18645", "k-means Tables 1-3: computation time of the four versions", "kmeans",
-         ("kmeans_report.md", "kmeans.png"), cmu18645.kmeans_tables),
+         ("kmeans_report.md", "kmeans.png"), cmu18645.kmeans_tables, cmu18645.KMEANS_CLAIMS),
     Item("cmu18645", "matmul Table 4 (shared memory, scheduling, TILE_SZ)", "matmul_report",
-         ("matmul_report.png", "matmul_report.md"), cmu18645.matmul_table4),
-    Item("nctu", "COO / FAST / dense / CPU table", "sparse", ("sparse_report.md", "sparse.png"), nctu.table),
+         ("matmul_report.png", "matmul_report.md"), cmu18645.matmul_table4, cmu18645.MATMUL_CLAIMS),
+    Item("nctu", "COO / FAST / dense / CPU table", "sparse", ("sparse_report.md", "sparse.png"), nctu.table,
+         nctu.TABLE_CLAIMS),
     Item("nctu", "Density map (time against filter and input density)", "sparse_density", ("sparse_density.png",),
-         nctu.density),
+         nctu.density, nctu.DENSITY_CLAIMS),
     Item("gpuopt", "The matmul ladder against cuBLAS", "matmul", ("matmul.png", "matmul_ladder.md"),
-         beyond.matmul_ladder),
-    Item("gpuopt", "conv2d auto against cuDNN's precise algorithms", "conv2d", ("conv2d.png",), beyond.conv_auto),
-    Item("gpuopt", "The cost of one call", "overhead", ("overhead.png",), beyond.overhead),
+         beyond.matmul_ladder, beyond.MATMUL_CLAIMS),
+    Item("gpuopt", "conv2d auto against cuDNN's precise algorithms", "conv2d", ("conv2d.png",), beyond.conv_auto,
+         beyond.CONV_CLAIMS),
+    Item("gpuopt", "The cost of one call", "overhead", ("overhead.png",), beyond.overhead, beyond.OVERHEAD_CLAIMS),
     Item("gpuopt", "k-means: the loop per iteration against PyTorch", "kmeans_loop", ("kmeans_loop.png",),
-         beyond.kmeans_loop),
+         beyond.kmeans_loop, beyond.KMEANS_CLAIMS),
 )
 
-#: Every item's claims, for the tests: (name, the study whose rows they are checked on, claims).
-CLAIMS: tuple[tuple[str, str, tuple[Any, ...]], ...] = (
-    ("ece408-fashion Op Time", "ece408", ece408_fashion.OP_TIME_CLAIMS),
-    ("ece408-fashion TILE_WIDTH", "ece408", ece408_fashion.TILE_WIDTH_CLAIMS),
-    ("ece408-fashion network", "networks", ece408_fashion.NETWORK_CLAIMS),
-    *((f"cs6235 Figure {n}", "cs6235", cs6235.CLAIMS[n]) for n in range(1, 9)),
-    ("ece408-mnist Tables 2-5", "networks", ece408_mnist.TABLE_CLAIMS),
-    ("ece408-mnist network", "networks", ece408_mnist.NETWORK_CLAIMS),
-    ("cmu18645 k-means", "kmeans", cmu18645.KMEANS_CLAIMS),
-    ("cmu18645 matmul", "matmul_report", cmu18645.MATMUL_CLAIMS),
-    ("nctu table", "sparse", nctu.TABLE_CLAIMS),
-    ("nctu density", "sparse_density", nctu.DENSITY_CLAIMS),
-    ("gpuopt matmul", "matmul", beyond.MATMUL_CLAIMS),
-    ("gpuopt conv2d auto", "conv2d", beyond.CONV_CLAIMS),
-    ("gpuopt overhead", "overhead", beyond.OVERHEAD_CLAIMS),
-    ("gpuopt kmeans loop", "kmeans_loop", beyond.KMEANS_CLAIMS),
-)
+#: Every item's claims, for the tests: (report and item title, the study whose rows they are checked on, claims).
+CLAIMS: tuple[tuple[str, str | None, tuple[Any, ...]], ...] = tuple(
+    (f"{i.report} {i.title}", i.study, i.claims) for i in ITEMS)
