@@ -228,18 +228,25 @@ class DeviceArray:
         out._shape, out._dtype, out._ptr, out._owner, out._stream = shape, dtype, buf.ptr, buf, buf.stream
         return out
 
-    @classmethod
-    def _alloc_parts(cls, cuda: Any, specs: Sequence[tuple[tuple, np.dtype]]) -> tuple["DeviceArray", ...]:
-        """Arrays of ``specs`` ((shape, dtype) each, checked by the caller) in ONE pool block, each 256-byte aligned
-        (a pool allocation and its free are ~0.75 µs of host time each: csrc/common/scratch.hpp); the block lives
-        while any of them does."""
-        offsets, total = [], 0
+    @staticmethod
+    def _parts(specs: Sequence[tuple[tuple, np.dtype]]) -> tuple[int, tuple]:
+        """The layout of arrays ``specs`` ((shape, dtype) each) in one block, each 256-byte aligned: (bytes, ((shape,
+        dtype, offset), ...)), for :meth:`_alloc_parts` (a cached plan computes it once)."""
+        parts, total = [], 0
         for shape, dtype in specs:
-            offsets.append(total)
+            parts.append((shape, dtype, total))
             total += (math.prod(shape) * dtype.itemsize + 255) // 256 * 256
-        first = cls._alloc(cuda, specs[0][0], specs[0][1], total)
+        return total, tuple(parts)
+
+    @classmethod
+    def _alloc_parts(cls, cuda: Any, layout: tuple[int, tuple]) -> tuple["DeviceArray", ...]:
+        """The arrays of a :meth:`_parts` layout (checked by the caller) in ONE pool block (a pool allocation and
+        its free are ~0.75 µs of host time each: csrc/common/scratch.hpp); the block lives while any of them does."""
+        total, parts = layout
+        shape, dtype, _ = parts[0]
+        first = cls._alloc(cuda, shape, dtype, total)
         out = [first]
-        for (shape, dtype), offset in zip(specs[1:], offsets[1:]):
+        for shape, dtype, offset in parts[1:]:
             part = object.__new__(cls)
             part._shape, part._dtype, part._ptr = shape, dtype, first._ptr + offset
             part._owner, part._stream = first._owner, first._stream

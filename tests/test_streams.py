@@ -89,7 +89,7 @@ def test_alloc_parts_share_one_block_each_aligned():
 
     Cuda.Buffer = Buffer
     f32, i32 = np.dtype(np.float32), np.dtype(np.int32)
-    a, b, c = DeviceArray._alloc_parts(Cuda(), (((3, 5), f32), ((1,), i32), ((70,), i32)))
+    a, b, c = DeviceArray._alloc_parts(Cuda(), DeviceArray._parts((((3, 5), f32), ((1,), i32), ((70,), i32))))
     assert made == [256 + 256 + 512]
     assert (a.ptr, b.ptr, c.ptr) == (4096, 4096 + 256, 4096 + 512)
     assert (a.shape, b.shape, c.shape) == ((3, 5), (1,), (70,)) and (a.dtype, b.dtype, c.dtype) == (f32, i32, i32)

@@ -43,11 +43,12 @@ def _kmeans_persistent(ctx: ExecContext, p: KMeansProblem, **params: Any) -> tup
     if ctx.planning and ctx.device_result and init_ptr == x_dev.ptr:
         threshold, max_iter, cuda = p.threshold, p.max_iter, cuda_module()
         args = cuda_host_module().KMeansArgs
+        alloc, layout = DeviceArray._alloc_parts, DeviceArray._parts((((k, d), _F32), ((n,), _I32)))  # one block
 
         def replay(stream: int, x: DeviceArray) -> tuple[Any, Any, int, np.ndarray]:
             previous = cuda.set_stream(stream)
             try:
-                c, m = DeviceArray._alloc_parts(cuda, (((k, d), _F32), ((n,), _I32)))  # one pool block
+                c, m = alloc(cuda, layout)
                 it, dl = run(args(x._ptr, c._ptr, m._ptr, n, d, k, threshold, max_iter), init_dev_ptr=x._ptr,
                              **params)
             finally:

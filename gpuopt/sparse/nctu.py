@@ -103,7 +103,7 @@ def _run_gpu(ctx: ExecContext, p: SparseConvProblem, **params: Any):
     ctx.details["h2d_bytes"] = float((p.x.nbytes if isinstance(p.x, np.ndarray) else 0) + ctx.details["filter_bytes_sent"])
     one_pass = fmt != ctx.variant.name  # queued; the overflow flag a device int32
     if one_pass:
-        dy, flag = _output_and_flag(cuda_module(), (m, h // 2, w // 2))
+        dy, flag = DeviceArray._alloc_parts(cuda_module(), _output_and_flag((m, h // 2, w // 2)))
     else:
         dy, flag = ctx.empty((m, h // 2, w // 2), np.int32), None
     args = cuda_host_module().SparseConv2dArgs(dx.ptr, [f.ptr for f in dfilters], width, dy.ptr,
@@ -138,9 +138,10 @@ def _run_gpu(ctx: ExecContext, p: SparseConvProblem, **params: Any):
 _I32 = np.dtype(np.int32)
 
 
-def _output_and_flag(cuda: Any, shape: tuple[int, int, int]) -> tuple[DeviceArray, DeviceArray]:
-    """The int32 output and the one-pass kernels' overflow flag, in one pool block."""
-    return DeviceArray._alloc_parts(cuda, ((shape, _I32), ((1,), _I32)))
+def _output_and_flag(shape: tuple[int, int, int]) -> tuple[int, tuple]:
+    """The layout of the int32 output and the one-pass kernels' overflow flag in one pool block
+    (DeviceArray._alloc_parts)."""
+    return DeviceArray._parts(((shape, _I32), ((1,), _I32)))
 
 
 def _replay(run: Any, params: dict[str, Any], fmt: str, shape: Any, out_shape: tuple[int, int, int],
@@ -151,13 +152,14 @@ def _replay(run: Any, params: dict[str, Any], fmt: str, shape: Any, out_shape: t
     decided the same; the filters' kernel arrays are read from the call's own filters object."""
     cuda = cuda_module()
     make_args = cuda_host_module().SparseConv2dArgs
+    alloc, layout = DeviceArray._alloc_parts, _output_and_flag(out_shape)
 
     def replay(stream: int, x: DeviceArray, filters: Any) -> DeviceArray:
         arrays, width = filters.kernel_arrays(fmt)
         previous = cuda.set_stream(stream)
         try:
             ptrs = [a._ptr if type(a) is DeviceArray else to_device(a).ptr for a in arrays]
-            y, flag = _output_and_flag(cuda, out_shape)
+            y, flag = alloc(cuda, layout)
             run(make_args(x._ptr, ptrs, width, y._ptr, flag._ptr, shape), **params)
         finally:
             cuda.set_stream(previous)
