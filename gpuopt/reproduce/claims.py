@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-__all__ = ["Claim", "Check", "Judgement", "judge", "quoting", "VERDICT_WORDS", "SEEDS_ENV", "seeds_dir", "seed_text",
-           "quote_found"]
+__all__ = ["Claim", "Check", "Judgement", "judge", "quoting", "gain", "best", "VERDICT_WORDS", "SEEDS_ENV",
+           "seeds_dir", "seed_text", "quote_found"]
 
 Rows = Sequence[Mapping[str, Any]]
 
@@ -75,6 +75,35 @@ def quoting(seed: str) -> Callable[..., Claim]:
               last: int | None = None) -> Claim:
         return Claim(says, check, quote, seed, (first, last or first))
     return claim
+
+
+Values = Callable[[Rows], Mapping[str, float]]
+
+
+def gain(values: Values, before: str, after: str, *, higher_is_better: bool = False,
+         where: str = "") -> Callable[[Rows], Check | None]:
+    """A step's claim: ``after`` better than ``before`` among ``values(rows)`` (times, or rates with
+    ``higher_is_better``); the evidence is the ratio (``where`` names what was compared)."""
+    def check(rows: Rows) -> Check | None:
+        v = values(rows)
+        if before not in v or after not in v:
+            return None
+        ratio = v[after] / v[before] if higher_is_better else v[before] / v[after]
+        return Check(ratio > 1.0, f"{after} {ratio:.2f}x {before}{where}")
+    return check
+
+
+def best(values: Values, want: str, among: Sequence[str], *, higher_is_better: bool = False,
+         unit: str = "") -> Callable[[Rows], Check | None]:
+    """A ranking claim: ``want`` the best of ``among`` in ``values(rows)`` (None unless every one was measured)."""
+    def check(rows: Rows) -> Check | None:
+        v = values(rows)
+        if not all(k in v for k in among):
+            return None
+        top = (max if higher_is_better else min)(among, key=v.get)
+        other = "" if top == want else f", {want} {v[want]:.4g}{unit}"
+        return Check(top == want, f"best {top} {v[top]:.4g}{unit}{other}")
+    return check
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from .claims import Check, Rows, judge, quoting
+from .claims import Rows, best, gain, judge, quoting
 from .finding import Finding, g, missing
 
 __all__ = ["KMEANS_CLAIMS", "MATMUL_CLAIMS", "kmeans_tables", "matmul_table4"]
@@ -28,23 +28,8 @@ def _kmeans_totals(rows: Rows) -> dict[str, float]:
     return out
 
 
-def _faster(slow: str, fast: str) -> Callable[[Rows], Check | None]:
-    def check(rows: Rows) -> Check | None:
-        t = _kmeans_totals(rows)
-        if slow not in t or fast not in t:
-            return None
-        return Check(t[fast] < t[slow], f"{fast} {t[slow] / t[fast]:.2f}x {slow} in total, kmeans01-04")
-    return check
-
-
-def _vec_best(rows: Rows) -> Check | None:
-    t = _kmeans_totals(rows)
-    ladder = {v: t[v] for v in _LADDER if v in t}
-    if len(ladder) < len(_LADDER):
-        return None
-    best = min(ladder, key=ladder.get)
-    return Check(best == "liao_vec",
-                 f"fastest {best}; liao_vec {ladder['liao'] / ladder['liao_vec']:.2f}x the original")
+def _faster(slow: str, fast: str) -> Callable[[Rows], Any]:
+    return gain(_kmeans_totals, slow, fast, where=" in total, kmeans01-04")
 
 
 KMEANS_CLAIMS = (
@@ -52,7 +37,7 @@ KMEANS_CLAIMS = (
        "Scheduling Maximized Version 0.0445 0.0448 0.2011 0.1016 0.392 1.88X", 118),
     _c("the AOS layout faster than the occupancy step in total", _faster("liao_occupancy", "liao_aos"),
        "AOS Optimized Version 0.0440 0.0446 0.1735 0.0765 0.3386 2.27", 145),
-    _c("the auto-vectorised version the fastest of the four", _vec_best,
+    _c("the auto-vectorised version the fastest of the four", best(_kmeans_totals, "liao_vec", _LADDER, unit=" ms"),
        "Auto Vectorized Version 0.0448 0.0450 0.0810 0.0550 0.2258 3.60X", 176),
 )
 
@@ -65,7 +50,7 @@ def kmeans_tables(meta: Mapping[str, Any], rows: Rows) -> Finding:
         return missing("kmeans rows of the liao ladder on kmeans01-04")
     table = KMEANS_REPORT_TABLES["Table 3"]
     report_total = {v: sum(x) for v, x in table.items()}
-    best = min((v for v in table if v in total), key=lambda v: total[v])
+    top = min((v for v in table if v in total), key=lambda v: total[v])
     why = ("on the H200 each version's time is the host loop's (memberships copied down, centres on the CPU), "
            "which the report's kernel-side steps do not move" + (f"; the loop on the GPU (device) is "
                                                                   f"{total['liao'] / total['device']:.1f}x the original"
@@ -75,13 +60,13 @@ def kmeans_tables(meta: Mapping[str, Any], rows: Rows) -> Finding:
         printed=f"Table 3 totals (GTX 480): original {report_total['liao']:.4f} s (l.173) -> vectorised "
                 f"{report_total['liao_vec']:.4f} s, 3.60X (l.176)",
         measured=", ".join(f"{v} {total[v]:.3g} ms" for v in total),
-        ratio=f"over the original version (liao) in the same run: ladder {total['liao'] / total[best]:.2f}x at "
+        ratio=f"over the original version (liao) in the same run: ladder {total['liao'] / total[top]:.2f}x at "
               f"best; device {total['liao'] / total['device']:.1f}x" if "device" in total else None,
         verdict=j.verdict, claimed=j.claimed)
 
 
 _ORDER = ("Original Version", "Memory Shared Version", "Scheduling Throughput Maximized Version", "TILE_SZ = 2",
-       "TILE_SZ = 4")
+          "TILE_SZ = 4")
 
 
 def _gflops(rows: Rows) -> dict[str, float]:
@@ -89,21 +74,8 @@ def _gflops(rows: Rows) -> dict[str, float]:
             and r.get("gflops")}
 
 
-def _step(before: str, after: str) -> Callable[[Rows], Check | None]:
-    def check(rows: Rows) -> Check | None:
-        at = _gflops(rows)
-        if before not in at or after not in at:
-            return None
-        return Check(at[after] > at[before], f"{after} {at[after] / at[before]:.2f}x {before}")
-    return check
-
-
-def _tile4_best(rows: Rows) -> Check | None:
-    at = _gflops(rows)
-    if not all(v in at for v in _ORDER):
-        return None
-    best = max(_ORDER, key=at.get)
-    return Check(best == "TILE_SZ = 4", f"highest {best} {at[best]:.4g} GFLOP/s")
+def _step(before: str, after: str) -> Callable[[Rows], Any]:
+    return gain(_gflops, before, after, higher_is_better=True, where=" GFLOP/s at 1000")
 
 
 MATMUL_CLAIMS = (
@@ -114,7 +86,8 @@ MATMUL_CLAIMS = (
        "0.00391403 0.00768303 157.802 Schedulina 0.264797 0.279267 158.4 Throughput Maximized Version", 259),
     _c("TILE_SZ = 2 beats the occupancy step", _step("Scheduling Throughput Maximized Version", "TILE_SZ = 2"),
        "TILE_SZ = 2 0.00389657 0.00765181 0.262239 0.277627 185.819 186.37", 298),
-    _c("TILE_SZ = 4 the fastest version", _tile4_best,
+    _c("TILE_SZ = 4 the fastest version", best(_gflops, "TILE_SZ = 4", _ORDER, higher_is_better=True,
+                                               unit=" GFLOP/s"),
        "TILE_SZ = 4 0.00385745 0.00762532 0.26353 0.281782 206.939 207.5", 299),
 )
 
