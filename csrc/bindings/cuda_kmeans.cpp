@@ -181,23 +181,27 @@ void bind_kmeans(py::module_& m) {
               py::arg("n"), py::arg("d"), py::arg("k"), py::kw_only(), py::arg("loops_per_sync") = 1,
               py::arg("blocks") = kmeans::kLoopBlocks.default_value(),
               py::arg("products") = kmeans::tiled::kTiledProducts.default_name(), check_doc);
-    // kmeans_device_persistent(args, *, blocks, x_memory, init_dev_ptr=0) -> (iterations, delta); one cooperative
-    //   launch for the whole run. init_dev_ptr: the initial centres on the device (0: args.centroids holds them),
-    //   read by the kernel, so no copy is queued.
+    // kmeans_device_persistent(args, *, blocks, x_memory, init_dev_ptr=0, result_dev_ptr=0) -> (iterations, delta);
+    //   one cooperative launch for the whole run. init_dev_ptr: the initial centres on the device (0: args.centroids
+    //   holds them), read by the kernel, so no copy is queued. result_dev_ptr: int32 [1 + max_iter] on the device;
+    //   where the run is deferred (kmeans_cuda.hpp) it returns (0, empty) at once and the result goes there.
     def_variant(m, "kmeans", "device_persistent",
-                [](const KMeansArgs& a, int blocks, const std::string& x_memory, std::uintptr_t init_dev) {
+                [](const KMeansArgs& a, int blocks, const std::string& x_memory, std::uintptr_t init_dev,
+                   std::uintptr_t result_dev) {
                     const kmeans::PersistentConfig cfg = persistent_config(blocks, x_memory);
                     kmeans::KMeansStats stats;
                     {
                         py::gil_scoped_release release;
                         stats = kmeans::kmeans_device_persistent(a.px(), a.n, a.d, a.k, a.threshold, a.max_iter,
-                                                                 a.pc(), a.pm(), cfg, dptr<const float>(init_dev));
+                                                                 a.pc(), a.pm(), cfg, dptr<const float>(init_dev),
+                                                                 dptr<std::int32_t>(result_dev));
                     }
                     return py::make_tuple(stats.iterations, delta_array(stats));
                 },
                 py::arg("args"), py::kw_only(),
                 py::arg("blocks") = kmeans::kPersistentBlocks.default_value(),
                 py::arg("x_memory") = kmeans::kPersistentXMemory.default_name(), py::arg("init_dev_ptr") = 0,
+                py::arg("result_dev_ptr") = 0,
                 "The whole k-means run in one cooperative launch (see csrc/kmeans/kmeans_cuda.hpp).");
     m.def("kmeans_persistent_mapped", &kmeans::kmeans_device_persistent_mapped, py::arg("on"),
           "Testing aid: device_persistent's result through mapped host memory (True, the default) or copied back; "

@@ -36,6 +36,18 @@ cudaEvent_t wait_event() {
 cudaStream_t current_stream() noexcept { return t_current_stream; }
 void set_current_stream(cudaStream_t stream) noexcept { t_current_stream = stream; }
 
+// The legacy stream cannot be captured; the per-thread stream can.
+bool process_stream(cudaStream_t s) noexcept {
+    if (s == nullptr) return true;
+    if (s != cudaStreamPerThread) return false;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamGetCaptureInfo(s, &status) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return status == cudaStreamCaptureStatusNone;
+}
+
 void stream_wait(cudaStream_t waiter, cudaStream_t producer) {
     if (waiter == producer) return;
     cudaEvent_t ev = wait_event();

@@ -59,18 +59,6 @@ ScratchArena* arena_for(int device, cudaStream_t stream) {
     return a;
 }
 
-// The legacy stream cannot be captured; the per-thread stream can.
-bool arena_stream(cudaStream_t s) noexcept {
-    if (s == nullptr) return true;
-    if (s != cudaStreamPerThread) return false;
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    if (cudaStreamGetCaptureInfo(s, &status) != cudaSuccess) {
-        cudaGetLastError();
-        return false;
-    }
-    return status == cudaStreamCaptureStatusNone;
-}
-
 constexpr std::size_t round_up(std::size_t v, std::size_t to) { return (v + to - 1) / to * to; }
 
 }  // namespace
@@ -85,7 +73,7 @@ Scratch::Scratch(std::initializer_list<std::size_t> bytes) {
     }
     const cudaStream_t stream = current_stream();
     char* base = nullptr;
-    if (total <= kScratchArenaMaxBytes && arena_stream(stream)) {
+    if (total <= kScratchArenaMaxBytes && process_stream(stream)) {
         int device = 0;
         GPUOPT_CUDA_CHECK(cudaGetDevice(&device));
         ScratchArena* a = arena_for(device, stream);

@@ -34,6 +34,11 @@ private:
     cudaStream_t previous_;
 };
 
+// Whether `stream` lives as long as the process and is not being captured: the legacy default stream, or the
+// per-thread default stream outside a capture. Work queued there can leave state for the next call on the same
+// stream (stream order), which a destroyed stream's reused handle could not promise.
+bool process_stream(cudaStream_t stream) noexcept;
+
 // Make `waiter` wait, on the device, for the work queued so far on `producer` (a reused per-thread event; no host
 // wait). Nothing when they are the same stream.
 void stream_wait(cudaStream_t waiter, cudaStream_t producer);

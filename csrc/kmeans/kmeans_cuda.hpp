@@ -77,9 +77,13 @@ KMeansStats kmeans_device_fused(const float* x_dev, std::int64_t n, std::int64_t
 // phases, every block closing each loop itself, x and memberships kept in shared memory where a block's chunks fit;
 // the host reads the loop count and the history once. k*D <= 1024; the same bits as "device" on any grid.
 // init_dev: the initial centres [k][d], read on the device by every block (may be x's first rows, or alias
-// centroids_dev); nullptr: centroids_dev holds them. No memset, no copy: the grid barrier's word is cached per device
-// and never reset, the loop count and history are written into pinned host memory mapped into the device, which
+// centroids_dev); nullptr: centroids_dev holds them. No memset, no copy: the loop's counters are cached and left at
+// 0 by every run, the loop count and history are written into pinned host memory mapped into the device, which
 // the host reads after one event wait (kmeans_persistent.cu; a copy back where mapped memory cannot be had).
+// result_dev (int32 [1 + max_iter], device memory, or nullptr): where given and the current stream lives as long as
+// the process (the legacy or per-thread default stream, not capturing), the run is DEFERRED: the loop count and
+// then the history (float32 bits) are written there, and the call returns at once with iterations 0 -- the caller
+// reads them when it needs them. Elsewhere the call waits and returns them as without result_dev.
 struct PersistentConfig {
     // The grid at most (0: as many as are co-resident); clamped to the co-resident count.
     int blocks = kPersistentBlocks.default_value();
@@ -89,7 +93,7 @@ void kmeans_device_persistent_check(std::int64_t n, std::int64_t d, std::int64_t
 KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k,
                                      float threshold, std::int64_t max_iter, float* centroids_dev,
                                      std::int32_t* membership_dev, const PersistentConfig& cfg,
-                                     const float* init_dev);
+                                     const float* init_dev, std::int32_t* result_dev = nullptr);
 // Testing aid: whether device_persistent's result goes through mapped host memory (true, the default) or the
 // fallback's copy back; returns the previous setting.
 bool kmeans_device_persistent_mapped(bool on);

@@ -111,8 +111,8 @@ struct PersistArgs {
     double* rows;                  // [chunks][row]: a chunk's k*d sums, k member counts, its change count
     double* group_sums;            // [2 (loop parity)][groups][row]
     unsigned* arrivals;            // [groups] chunks of the loop whose rows are written; 0 between loops and runs
-    unsigned* done;                // groups summed, over the device's runs (never reset: see DeviceState)
-    unsigned done_base;            // *done when this run starts
+    unsigned* done;                // groups summed in this run (0 between runs: see DeviceState)
+    unsigned* exits;               // blocks that left this run (0 between runs)
     float* delta_history;          // [max_iter] device scratch, one entry a loop (block 0)
     int* result;                   // out, host-visible: [0] the loops run, then [1..] their history as floats
     int chunks_per_block;          // resident: the staged chunks a block holds at most
@@ -354,7 +354,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
         }
         // Every group of this loop summed (the done counter's release adds, one a group): the loop's one wait.
         if (threadIdx.x == 0) {  // a relaxed spin (an acquire load invalidates L1 each time: ncu), then one acquire
-            const unsigned target = a.done_base + static_cast<unsigned>(iter + 1) * static_cast<unsigned>(groups);
+            const unsigned target = static_cast<unsigned>(iter + 1) * static_cast<unsigned>(groups);
             while (static_cast<int>(ld_relaxed(a.done) - target) < 0) {
             }
             ld_acquire(a.done);
@@ -391,9 +391,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
         __syncthreads();  // the new centres before the next loop's distances; totals_s read before it is rewritten
         if (!(delta > a.threshold) || iter + 1 >= a.max_iter) {
             // centres may alias init: every block read init before its first arrival, which block 0 has waited for.
-            // The history and the loop count go to the result (mapped pinned host memory: no copy back), the
-            // count last, each thread's writes made visible to the host before it (the host reads them after
-            // the launch's event anyway).
+            // The history and the loop count go to the result (mapped pinned host memory: no copy back; or device
+            // memory the caller reads later), the count last, each thread's writes made visible to the host before
+            // it (the host reads them after the launch's event anyway).
             if (blockIdx.x == 0) {
                 for (int i = threadIdx.x; i < kd; i += kThreads) a.centres[i] = centres_s[i];
                 float* history = reinterpret_cast<float*>(a.result + 1);
@@ -410,6 +410,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
         for (std::int64_t i = threadIdx.x; i < objects; i += kThreads)
             a.membership[c_begin * kChunk + i] = members_s[i];
     }
+    // The counters back to 0 for the next run on them, by the last block to leave: every block has passed its last
+    // wait on `done` before it counts itself out, and the next run starts after this kernel ends (stream order).
+    if (threadIdx.x == 0 && atomicAdd(a.exits, 1u) + 1 == gridDim.x) *a.done = 0, *a.exits = 0;
 }
 
 // Only the barriers: their cost alone (kmeans_grid_barrier_ms).
@@ -472,19 +475,22 @@ PersistentLaunch persistent_launch(std::int64_t n, std::int64_t d, std::int64_t 
 
 // What every call of a device reuses, made once (a few host API calls each, otherwise part of every call's fixed
 // cost): the loop's counters, the host-visible result, the event the host waits on, the kernels' opt-ins.
-// Calls are serialised by `mutex` from the launch to the host's read of the result, so no two runs share them.
 //  * The counters are zeroed when allocated and not by any call: no memset a call. The group arrival counters are 0
-//    after every loop (each group's last block resets its own). The done counter only grows (mod 2^32): a run adds
-//    groups x loops, so the host passes the value it left (done_base) to the next run; a run that did not report its
-//    loop count (a failed launch or a bad result) leaves both in doubt, and the next call zeroes them first.
-//  * The result, [loops][history], is pinned host memory mapped into the device (cudaHostAllocMapped), written by
-//    block 0 at the end: the host waits on one event and reads it, no copy back. Grown (never shrunk) when max_iter
-//    needs more; where mapped memory is unavailable (or switched off for a test) a pool buffer is copied back.
+//    after every loop (each group's last block resets its own); the done and exit counters are 0 after every run
+//    (its last block to leave resets them). A run that did not report its loop count (a bad result) leaves them in
+//    doubt, and the next call on them zeroes them first.
+//  * Runs that wait for their end (the host reads the loop count in the call) share their device's state: they are
+//    serialised by `mutex` from the launch to the read. Their result, [loops][history], is pinned host memory mapped
+//    into the device (cudaHostAllocMapped), written by block 0 at the end: the host waits on one event and reads it,
+//    no copy back. Grown (never shrunk) when max_iter needs more; where mapped memory is unavailable (or switched off
+//    for a test) a pool buffer is copied back.
+//  * Runs that return at once (deferred: the result goes to the caller's device buffer, read when the caller asks)
+//    are queued only on a stream that lives as long as the process (process_stream), and each such stream of a
+//    thread has its own counters: the next run on them starts after this one ends, in stream order.
 constexpr std::int64_t kHistoryFirst = 64;  // history entries of the first result buffer
 
 struct DeviceState {
-    unsigned* done_counter = nullptr;
-    unsigned done_base = 0;           // *done_counter after the last run
+    unsigned* counters = nullptr;     // [0] done, [1] exits
     unsigned* arrivals = nullptr;     // [arrivals_len] a group's arrival counter
     std::int64_t arrivals_len = 0;
     bool in_doubt = false;            // a run started whose end was not seen: zero the counters first
@@ -492,28 +498,55 @@ struct DeviceState {
     int* mapped_result = nullptr;  // its device address
     std::int64_t capacity = 0;
     cudaEvent_t done = nullptr;
+    bool deferred = false;          // a (thread, stream)'s, whose runs are not waited for in the call
 };
 
-std::mutex mutex;  // every call, launch to result
+std::mutex mutex;  // the waiting calls, launch to result; the states' maps and the launch cache
 std::atomic<bool> use_mapped{true};
+
+void init_state(DeviceState& st) {
+    if (st.counters) return;
+    GPUOPT_CUDA_CHECK(cudaMalloc(&st.counters, 2 * sizeof(unsigned)));
+    GPUOPT_CUDA_CHECK(cudaMemsetAsync(st.counters, 0, 2 * sizeof(unsigned), current_stream()));
+    GPUOPT_CUDA_CHECK(cudaEventCreateWithFlags(&st.done, cudaEventDisableTiming));
+}
 
 DeviceState& device_state(int device) {
     static std::map<int, DeviceState> states;
     DeviceState& st = states[device];
-    if (!st.done_counter) {
-        GPUOPT_CUDA_CHECK(cudaMalloc(&st.done_counter, sizeof(unsigned)));
-        GPUOPT_CUDA_CHECK(cudaMemsetAsync(st.done_counter, 0, sizeof(unsigned), current_stream()));
-        GPUOPT_CUDA_CHECK(cudaEventCreateWithFlags(&st.done, cudaEventDisableTiming));
+    init_state(st);
+    return st;
+}
+
+// The deferred runs' counters on (device, stream) of the calling thread; freed with the thread (after its runs).
+struct DeferredStates {
+    std::map<std::pair<int, cudaStream_t>, DeviceState> states;
+    ~DeferredStates() {
+        for (auto& [key, st] : states) {  // errors ignored: the runtime may be gone at exit
+            if (cudaSetDevice(key.first) != cudaSuccess || cudaStreamSynchronize(key.second) != cudaSuccess) continue;
+            cudaFree(st.counters), cudaFree(st.arrivals), cudaEventDestroy(st.done);
+        }
     }
+};
+thread_local DeferredStates t_deferred;
+
+DeviceState& deferred_state(int device, cudaStream_t stream) {
+    DeviceState& st = t_deferred.states[{device, stream}];
+    st.deferred = true;
+    init_state(st);
     return st;
 }
 
 // The counters for `groups` groups, zero (see DeviceState): grown (never shrunk), zeroed where in doubt.
 void prepare_counters(DeviceState& st, std::int64_t groups) {
     if (st.arrivals_len < groups) {
-        if (st.arrivals) GPUOPT_CUDA_CHECK(cudaFree(st.arrivals));  // no run uses it: the calls are serialised
-        st.arrivals = nullptr, st.arrivals_len = 0;
+        // No waiting run uses it (serialised); a deferred state's last run is waited for first.
+        if (st.arrivals) {
+            if (st.deferred) GPUOPT_CUDA_CHECK(cudaStreamSynchronize(current_stream()));
+            GPUOPT_CUDA_CHECK(cudaFree(st.arrivals));
+        }
         const std::int64_t len = std::max<std::int64_t>(groups, 2 * st.arrivals_len + 64);
+        st.arrivals = nullptr, st.arrivals_len = 0;
         GPUOPT_CUDA_CHECK(cudaMalloc(&st.arrivals, static_cast<std::size_t>(len) * sizeof(unsigned)));
         GPUOPT_CUDA_CHECK(cudaMemsetAsync(st.arrivals, 0, static_cast<std::size_t>(len) * sizeof(unsigned), current_stream()));
         st.arrivals_len = len;
@@ -521,8 +554,8 @@ void prepare_counters(DeviceState& st, std::int64_t groups) {
     if (st.in_doubt) {
         GPUOPT_CUDA_CHECK(cudaMemsetAsync(st.arrivals, 0, static_cast<std::size_t>(st.arrivals_len) * sizeof(unsigned),
                                           current_stream()));
-        GPUOPT_CUDA_CHECK(cudaMemsetAsync(st.done_counter, 0, sizeof(unsigned), current_stream()));
-        st.done_base = 0, st.in_doubt = false;
+        GPUOPT_CUDA_CHECK(cudaMemsetAsync(st.counters, 0, 2 * sizeof(unsigned), current_stream()));
+        st.in_doubt = false;
     }
 }
 
@@ -584,31 +617,34 @@ bool kmeans_device_persistent_mapped(bool on) { return use_mapped.exchange(on); 
 
 KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k,
                                      float threshold, std::int64_t max_iter, float* centroids_dev,
-                                     std::int32_t* membership_dev, const PersistentConfig& cfg, const float* init_dev) {
+                                     std::int32_t* membership_dev, const PersistentConfig& cfg, const float* init_dev,
+                                     std::int32_t* result_dev) {
     GPUOPT_REQUIRE(x_dev && centroids_dev && membership_dev, "kmeans device_persistent: null pointer argument");
     GPUOPT_REQUIRE(max_iter >= 1 && max_iter <= (1 << 30), "kmeans device_persistent: max_iter must be in 1..2^30");
     GPUOPT_REQUIRE(cfg.blocks >= 0, "kmeans device_persistent: blocks must be >= 0 (0: as many as are co-resident)");
     kmeans_device_persistent_check(n, d, k);
     int device = 0;
     GPUOPT_CUDA_CHECK(cudaGetDevice(&device));
-    std::lock_guard<std::mutex> lock(mutex);
-    DeviceState& st = device_state(device);
+    const cudaStream_t stream = current_stream();
+    const bool deferred = result_dev != nullptr && process_stream(stream);
+    std::lock_guard<std::mutex> lock(mutex);  // a deferred run's to its launch, a waiting one's to its result
+    DeviceState& st = deferred ? deferred_state(device, stream) : device_state(device);
     const PersistentLaunch launch = cached_launch(device, n, d, k, cfg.blocks, !cfg.global_x);
     const std::int64_t chunks = (n + kChunk - 1) / kChunk, groups = (chunks + kGroup - 1) / kGroup;
     const int row = row_len(static_cast<int>(k), static_cast<int>(d));
     prepare_counters(st, groups);
     // [chunk rows][group sums x 2][history scratch: max_iter floats]
-    int* result = mapped_result(st, device, max_iter);
-    const bool mapped = result != nullptr;
+    int* result = deferred ? result_dev : mapped_result(st, device, max_iter);
+    const bool mapped = !deferred && result != nullptr;
     // (scratch.hpp; the fallback's result copied back from its second part)
     const Scratch scratch({sizeof(double) * static_cast<std::size_t>((chunks + 2 * groups) * row + (max_iter + 1) / 2),
-                           mapped ? 0 : sizeof(int) * static_cast<std::size_t>(1 + max_iter)});
+                           result ? 0 : sizeof(int) * static_cast<std::size_t>(1 + max_iter)});
     double* rows = scratch.get<double>(0);
     if (mapped) st.host_result[0] = -1;  // no run is using it (serialised); a run that ends writes its loop count
-    else result = scratch.get<int>(1);
+    else if (!result) result = scratch.get<int>(1);
     PersistArgs args{x_dev, n, static_cast<int>(d), static_cast<int>(k), threshold, static_cast<int>(max_iter),
                      init_dev ? init_dev : centroids_dev, centroids_dev, membership_dev, rows, rows + chunks * row,
-                     st.arrivals, st.done_counter, st.done_base,
+                     st.arrivals, st.counters, st.counters + 1,
                      reinterpret_cast<float*>(rows + (chunks + 2 * groups) * row), result, launch.chunks_per_block};
     void* params[] = {&args};
     with_kernel(d, launch.resident, [&](auto kernel) {
@@ -617,25 +653,22 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
         // 2: cudaErrorCooperativeLaunchTooLarge).
         const void* fn = reinterpret_cast<const void*>(kernel);
         require_shared_memory(kernel, launch.shared, "kmeans device_persistent");
+        st.in_doubt = !deferred;  // a waiting run's until its loop count is read
         // Fails (RuntimeError) rather than deadlock where the grid cannot be co-resident.
-        st.in_doubt = true;  // until the run's loop count is read
         GPUOPT_CUDA_CHECK(cudaLaunchCooperativeKernel(fn, dim3(launch.grid), dim3(kThreads), params, launch.shared,
-                                                      current_stream()));
+                                                      stream));
     });
     KMeansStats stats;
-    auto ended = [&](int loops) {  // the counters as the run left them
-        st.done_base += static_cast<unsigned>(loops) * static_cast<unsigned>(groups);
-        st.in_doubt = false;
-    };
+    if (deferred) return stats;  // iterations 0: the caller reads result_dev
     if (mapped) {  // one wait, then the host reads what block 0 wrote
-        GPUOPT_CUDA_CHECK(cudaEventRecord(st.done, current_stream()));
+        GPUOPT_CUDA_CHECK(cudaEventRecord(st.done, stream));
         GPUOPT_CUDA_CHECK(cudaEventSynchronize(st.done));
         const int* host = st.host_result;
         GPUOPT_REQUIRE(host[0] >= 1 && host[0] <= max_iter, "kmeans device_persistent: the run wrote no loop count");
         const auto* history = reinterpret_cast<const float*>(host + 1);
         stats.iterations = host[0];
         stats.delta.assign(history, history + host[0]);
-        ended(host[0]);
+        st.in_doubt = false;
         return stats;
     }
     // Fallback: one copy of the loop count and the first loops' history; a second only for a longer history.
@@ -645,7 +678,7 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
     copy_to_host_sync(host, result, (1 + first) * sizeof(int));
     GPUOPT_REQUIRE(host[0] >= 1 && host[0] <= max_iter, "kmeans device_persistent: the run wrote no loop count");
     stats.iterations = host[0];
-    ended(host[0]);
+    st.in_doubt = false;
     stats.delta.resize(static_cast<std::size_t>(stats.iterations));
     std::memcpy(stats.delta.data(), host + 1, std::min<std::int64_t>(stats.iterations, first) * sizeof(float));
     if (stats.iterations > first)

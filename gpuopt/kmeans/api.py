@@ -16,9 +16,8 @@ from .init import INIT_METHODS, initial_centres
 __all__ = ["kmeans", "KMeansResult", "KMeansProblem"]
 
 
-@dataclass(frozen=True)
 class KMeansResult:
-    """Outcome of :func:`gpuopt.kmeans`.
+    """Outcome of :func:`gpuopt.kmeans` (read-only).
 
     Attributes
     ----------
@@ -32,13 +31,72 @@ class KMeansResult:
         Fraction of objects whose membership changed, per loop.
     converged : bool
         Whether the last loop met the threshold (False when max_iter stopped it).
+
+    For a device ``x`` whose loop runs in one launch (``device_persistent``, what ``auto`` picks for small loops)
+    on the legacy or per-thread default stream, the call returns as soon as the loop is queued: ``centroids`` and
+    ``membership`` are device arrays ordered after it on the call's stream, and ``iterations``, ``delta`` and
+    ``converged`` are read from the device on first access (that read waits for the loop). A loop of calls
+    therefore costs the GPU's time, not a host round trip a call.
     """
 
-    centroids: Any
-    membership: Any
-    iterations: int
-    delta: np.ndarray
-    converged: bool
+    __slots__ = ("_centroids", "_membership", "_iterations", "_delta", "_converged", "_pending")
+
+    def __init__(self, centroids: Any, membership: Any, iterations: int, delta: np.ndarray, converged: bool) -> None:
+        self._centroids, self._membership = centroids, membership
+        self._iterations, self._delta, self._converged = iterations, delta, converged
+        self._pending = None
+
+    @classmethod
+    def _deferred(cls, centroids: Any, membership: Any, loop: DeviceArray, threshold: float) -> KMeansResult:
+        """A result whose loop count and history are still on the device: ``loop`` int32 [1 + max_iter], the count
+        then the history's float32 bits (kmeans_persistent.cu), read on first access."""
+        r = cls.__new__(cls)
+        r._centroids, r._membership, r._pending = centroids, membership, (loop, threshold)
+        return r
+
+    def _settle(self) -> None:
+        loop, threshold = self._pending
+        info = loop.numpy()  # waits for the loop on its stream
+        iterations = int(info[0])
+        if not 1 <= iterations < info.size:
+            raise RuntimeError(f"kmeans: the device loop reported {iterations} loops (expected 1..{info.size - 1})")
+        delta = info[1:1 + iterations].view(np.float32).copy()
+        self._iterations, self._delta = iterations, delta
+        self._converged = bool(delta[-1] <= np.float32(threshold))
+        self._pending = None
+
+    @property
+    def centroids(self) -> Any:
+        return self._centroids
+
+    @property
+    def membership(self) -> Any:
+        return self._membership
+
+    @property
+    def iterations(self) -> int:
+        if self._pending is not None:
+            self._settle()
+        return self._iterations
+
+    @property
+    def delta(self) -> np.ndarray:
+        if self._pending is not None:
+            self._settle()
+        return self._delta
+
+    @property
+    def converged(self) -> bool:
+        if self._pending is not None:
+            self._settle()
+        return self._converged
+
+    def __repr__(self) -> str:
+        if self._pending is not None:
+            loop = "iterations=<on the device>"
+        else:
+            loop = f"iterations={self._iterations}, delta={self._delta!r}, converged={self._converged}"
+        return f"KMeansResult(centroids={self._centroids!r}, membership={self._membership!r}, {loop})"
 
 
 @dataclass(frozen=True)
@@ -156,6 +214,8 @@ def _rebuild(p: KMeansProblem):
 
 def _result(out, x, k, threshold, *rest) -> KMeansResult:
     centroids, membership, iterations, delta = out
+    if not iterations:  # a deferred loop: delta is its device record (device_persistent)
+        return KMeansResult._deferred(centroids, membership, delta, float(threshold))
     return KMeansResult(centroids, membership, int(iterations), delta, bool(delta[-1] <= np.float32(float(threshold))))
 
 

@@ -18,14 +18,18 @@ __all__: list[str] = []
 
 _F32, _I32 = np.dtype(np.float32), np.dtype(np.int32)
 
-
+#: The longest loop record (1 + max_iter int32) a deferred run keeps on the device; longer runs wait in the call.
+DEFERRED_MAX_ITER = 1 << 16
 
 
 def _kmeans_persistent(ctx: ExecContext, p: KMeansProblem, **params: Any) -> tuple[Any, Any, int, np.ndarray]:
     """``device_persistent``: ``device.kmeans_device`` without the initial centres' copy. A device init (x's first k rows)
     is read by the kernel itself (``init_dev_ptr``), a host one is uploaded into the output centres (timed as a copy
     in); the launcher queues no memset or copy and reads its result from mapped host memory (kmeans_persistent.cu).
-    A call that will be planned (gpuopt._plan, device x, init x's first rows) offers a replay: allocate, launch."""
+    A device result (untimed) gets a loop record on the device too (``result_dev_ptr``): on the legacy or per-thread
+    default stream the launcher then returns at once, and the call's result reads the record when asked
+    (KMeansResult). A call that will be planned (gpuopt._plan, device x, init x's first rows) offers a replay:
+    allocate, launch."""
     n, d = p.x.shape
     k = p.init.shape[0]
     check_before_copy(ctx.variant, (p.x, p.init), n, d, k, **params)
@@ -37,25 +41,28 @@ def _kmeans_persistent(ctx: ExecContext, p: KMeansProblem, **params: Any) -> tup
         with ctx.h2d():
             centroids, init_ptr = to_device(p.init), 0
     membership = ctx.empty((n,), np.int32)
+    defer = ctx.device_result and not ctx.timing and p.max_iter <= DEFERRED_MAX_ITER
+    loop = ctx.empty((1 + p.max_iter,), np.int32) if defer else None
     with ctx.kernel():
         iterations, delta = run(kmeans_args(x_dev.ptr, centroids.ptr, membership.ptr, n, d, k, p),
-                                init_dev_ptr=init_ptr, **params)
+                                init_dev_ptr=init_ptr, result_dev_ptr=loop.ptr if defer else 0, **params)
     if ctx.planning and ctx.device_result and init_ptr == x_dev.ptr:
         threshold, max_iter, cuda = p.threshold, p.max_iter, cuda_module()
         args = cuda_host_module().KMeansArgs
-        alloc, layout = DeviceArray._alloc_parts, DeviceArray._parts((((k, d), _F32), ((n,), _I32)))  # one block
+        parts = (((k, d), _F32), ((n,), _I32)) + ((((1 + max_iter,), _I32),) if defer else ())
+        alloc, layout = DeviceArray._alloc_parts, DeviceArray._parts(parts)  # one block
 
-        def replay(stream: int, x: DeviceArray) -> tuple[Any, Any, int, np.ndarray]:
+        def replay(stream: int, x: DeviceArray) -> tuple[Any, Any, int, Any]:
             previous = cuda.set_stream(stream)
             try:
-                c, m = alloc(cuda, layout)
+                c, m, *record = alloc(cuda, layout)
                 it, dl = run(args(x._ptr, c._ptr, m._ptr, n, d, k, threshold, max_iter), init_dev_ptr=x._ptr,
-                             **params)
+                             result_dev_ptr=record[0]._ptr if record else 0, **params)
             finally:
                 cuda.set_stream(previous)
-            return c, m, it, dl
+            return c, m, it, dl if it else record[0]
         ctx.offer_replay(replay)
-    return ctx.finish(centroids), ctx.finish(membership), iterations, delta
+    return ctx.finish(centroids), ctx.finish(membership), iterations, delta if iterations else loop
 
 
 register("kmeans", "device_persistent", description="device's loop, the whole run in ONE cooperative launch "

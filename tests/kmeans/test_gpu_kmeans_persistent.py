@@ -296,3 +296,108 @@ def test_early_stop_history_and_many_runs_of_the_done_counter(rng, x_memory):
         assert_same_as_chunked_cpu(x[:1_500], 3, V, threshold=0.0, max_iter=1, x_memory=x_memory)
         noise = rng.uniform(0, 1, (70_001, 4)).astype(np.float32)
         assert_same_as_chunked_cpu(noise, 4, V, threshold=0.0, max_iter=HISTORY_FIRST + 3, x_memory=x_memory)
+
+
+# Deferred runs: a device x on the legacy or per-thread default stream returns as soon as the loop is queued; the loop
+# count and history stay on the device until the result is asked for them. Counters of their own per (thread, stream),
+# left at 0 by every run's last block.
+def _cuda():
+    from gpuopt._ext import cuda_module
+
+    return cuda_module()
+
+
+def test_deferred_call_returns_before_the_loop_runs(rng):
+    x = rng.uniform(-1, 1, (60_001, 8)).astype(np.float32)
+    ref = gpuopt.kmeans(x, 4, threshold=0.0, max_iter=6, variant="cpu", summation="chunked")
+    xd = gpuopt.to_device(x)
+    for variant in (V, None):  # auto picks device_persistent here
+        gpuopt.kmeans(xd, 4, threshold=0.0, max_iter=6, variant=variant)  # settle plans and launches
+        gpuopt.synchronize()
+        _cuda().spin(300_000)  # 300 ms queued first: a call that waited for its loop would take longer
+        import time
+
+        t0 = time.perf_counter()
+        res = gpuopt.kmeans(xd, 4, threshold=0.0, max_iter=6, variant=variant)
+        took = time.perf_counter() - t0
+        assert took < 0.15, f"the call waited {took * 1e3:.0f} ms for the GPU"
+        assert "on the device" in repr(res)
+        _same(res, ref)  # reads the record: waits for the spin and the loop
+        assert not res.converged and "iterations=6" in repr(res)
+
+
+@pytest.mark.parametrize("stream", [0, 2], ids=["legacy", "per_thread"])
+def test_deferred_runs_queued_behind_a_long_kernel(rng, stream):
+    # Runs of other shapes, grids, group counts, early stops and max_iter 1, queued back to back behind a 20 ms
+    # kernel with no host read between: each run must find its counters at 0 (the previous run's last block reset
+    # them) and write its own record; outputs poisoned (the suite's pool poisoning), every record checked after.
+    shapes = [(100_001, 8, 3), (5_003, 3, 7), (40_000, 16, 64), (1_000, 2, 2), (150_001, 5, 4), (488_565, 8, 3)]
+    runs = []
+    _cuda().spin(20_000)
+    for i, (n, d, k) in enumerate(shapes * 2):
+        x = (rng.uniform(-1, 1, (n, d)) if i % 3 else
+             np.concatenate([rng.normal(0, 0.01, (n // 2, d)), rng.normal(5, 0.01, (n - n // 2, d))])).astype(np.float32)
+        blocks, threshold, max_iter = (1, 3, 64, 0)[i % 4], (0.0, 0.0, 0.001)[i % 3], (1, 4 + i, 60)[i % 3]
+        res = gpuopt.kmeans(gpuopt.to_device(x), k, threshold=threshold, max_iter=max_iter, variant=V, blocks=blocks,
+                            stream=stream)
+        runs.append((x, k, threshold, max_iter, res))
+    for x, k, threshold, max_iter, res in runs:
+        ref = gpuopt.kmeans(x, k, threshold=threshold, max_iter=max_iter, variant="cpu", summation="chunked")
+        _same(res, ref)
+        assert res.converged == ref.converged
+
+
+def test_deferred_runs_on_four_threads(rng):
+    # Each thread's per-thread default stream (its own counters, kernels possibly concurrent) and the legacy stream
+    # (one stream shared by the threads, each with its own counters).
+    import threading
+
+    xs = [rng.uniform(-1, 1, (30_000 + 977 * t, 4 + t)).astype(np.float32) for t in range(4)]
+    refs = [gpuopt.kmeans(x, 3 + t, threshold=0.0, max_iter=5, variant="cpu", summation="chunked")
+            for t, x in enumerate(xs)]
+    errors = []
+
+    def work(t):
+        try:
+            xd = gpuopt.to_device(xs[t])
+            for i in range(12):
+                res = gpuopt.kmeans(xd, 3 + t, threshold=0.0, max_iter=5, variant=V, stream=(0, 2)[(i + t) % 2])
+                if i % 4 == 3:
+                    _same(res, refs[t])
+            _same(res, refs[t])
+        except Exception as e:  # noqa: BLE001 - reported in the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+
+
+def test_side_streams_and_numpy_wait_in_the_call(rng, result_path):
+    # A stream that may not outlive the call's work (a user's own) and NumPy x: the call waits and returns the
+    # loop count itself; deferred and waiting runs interleaved share nothing.
+    x = rng.uniform(-1, 1, (70_001, 5)).astype(np.float32)
+    ref = gpuopt.kmeans(x, 4, threshold=0.0, max_iter=7, variant="cpu", summation="chunked")
+    side = _cuda().new_stream()
+    xd = gpuopt.to_device(x)
+    for i in range(3):
+        deferred = gpuopt.kmeans(xd, 4, threshold=0.0, max_iter=7, variant=V)
+        waited = gpuopt.kmeans(xd, 4, threshold=0.0, max_iter=7, variant=V, stream=side)
+        assert "on the device" not in repr(waited)
+        host = gpuopt.kmeans(x, 4, threshold=0.0, max_iter=7, variant=V)
+        for res in (waited, host, deferred):
+            _same(res, ref)
+
+
+def test_deferred_record_poisoned_when_not_written_is_an_error(rng):
+    # The record is read as written by the run: a record the run did not write (NaN bits of the test pool's poison,
+    # or anything out of 1..max_iter) raises instead of reporting a made-up loop count.
+    from gpuopt.kmeans.api import KMeansResult
+
+    record = gpuopt.to_device(np.full(8, -3, np.int32))
+    res = KMeansResult._deferred(None, None, record, 0.0)
+    with pytest.raises(RuntimeError, match="loop"):
+        res.iterations
