@@ -1,7 +1,7 @@
 // "device_persistent": the whole k-means run in ONE cooperative launch (notes/kmeans.md, round 6). The grid is at most the
 // co-resident block count (occupancy API; a cooperative launch that cannot be co-resident fails: RuntimeError), and
 // every loop of the call runs inside it until the device-side stop; the host reads the loop count and the delta
-// history once, at the end. Per loop, each block over its own contiguous whole chunks (kSumChunk objects):
+// history once, at the end (or later, when the caller asks: deferred runs, see DeviceState). Per loop, each block over its own contiguous whole chunks (kSumChunk objects):
 //   A  Liao's nearest centre (nearest<D>: float32, coordinates in order, unfused, ties to the lower index), the leaf
 //      -> chunk float64 sums of Summation::Chunked (assign_and_sum's tree) and, in the same row, the chunk's member
 //      counts and change count as doubles (integers below 2^53: exact in any order, no atomics, nothing to zero);

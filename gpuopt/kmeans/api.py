@@ -35,8 +35,8 @@ class KMeansResult:
     For a device ``x`` whose loop runs in one launch (``device_persistent``, what ``auto`` picks for small loops)
     on the legacy or per-thread default stream, the call returns as soon as the loop is queued: ``centroids`` and
     ``membership`` are device arrays ordered after it on the call's stream, and ``iterations``, ``delta`` and
-    ``converged`` are read from the device on first access (that read waits for the loop). A loop of calls
-    therefore costs the GPU's time, not a host round trip a call.
+    ``converged`` are read from the device on first access (that read waits for the loop; with ``max_iter=1`` they
+    are known without it). A loop of calls therefore costs the GPU's time, not a host round trip a call.
     """
 
     __slots__ = ("_centroids", "_membership", "_iterations", "_delta", "_converged", "_pending")
@@ -215,6 +215,8 @@ def _rebuild(p: KMeansProblem):
 def _result(out, x, k, threshold, *rest) -> KMeansResult:
     centroids, membership, iterations, delta = out
     if not iterations:  # a deferred loop: delta is its device record (device_persistent)
+        if rest[0] == 1:  # one loop changes every membership (from none): delta 1.0, known without a read
+            return KMeansResult(centroids, membership, 1, np.ones(1, np.float32), bool(1.0 <= np.float32(threshold)))
         return KMeansResult._deferred(centroids, membership, delta, float(threshold))
     return KMeansResult(centroids, membership, int(iterations), delta, bool(delta[-1] <= np.float32(float(threshold))))
 

@@ -69,7 +69,8 @@ register("kmeans", "device_persistent", description="device's loop, the whole ru
          "(grid = the co-resident blocks): per loop each block assigns and sums its own whole chunks, each group's sum "
          "by its last block (arrival counters), one grid-wide wait, then every block closes the loop itself (the same "
          "bits everywhere) and goes on with its own centres; x and memberships stay in shared memory where a block's "
-         "chunks fit; the host reads the loop count and the history once. k*D <= 1024; the same bits as device and "
+         "chunks fit; the host reads the loop count and the history once (a device x on the legacy or per-thread default "
+         "stream: when the result is asked for them, the call returning at once). k*D <= 1024; the same bits as device and "
          "cpu(summation='chunked')",
          params=(Param.from_kernels("kmeans/device_persistent/blocks",
                        "the grid at most (0: as many as are co-resident; larger values are clamped to that); the "

@@ -392,6 +392,19 @@ def test_side_streams_and_numpy_wait_in_the_call(rng, result_path):
             _same(res, ref)
 
 
+def test_deferred_one_loop_needs_no_read(rng):
+    # max_iter = 1: one loop, every membership changed (delta 1.0), known on the host; the run still deferred.
+    x = rng.uniform(-1, 1, (50_000, 8)).astype(np.float32)
+    xd = gpuopt.to_device(x)
+    for threshold in (0.0, 1.0):
+        ref = gpuopt.kmeans(x, 3, threshold=threshold, max_iter=1, variant="cpu", summation="chunked")
+        for _ in range(3):
+            res = gpuopt.kmeans(xd, 3, threshold=threshold, max_iter=1)
+            assert "on the device" not in repr(res)
+            _same(res, ref)
+            assert res.converged == ref.converged == (threshold >= 1.0)
+
+
 def test_deferred_record_poisoned_when_not_written_is_an_error(rng):
     # The record is read as written by the run: a record the run did not write (NaN bits of the test pool's poison,
     # or anything out of 1..max_iter) raises instead of reporting a made-up loop count.
