@@ -74,21 +74,23 @@ public:
     }
 
     // The output: a `cls` (gpuopt.DeviceArray) of `shape` and `dtype`, `nbytes` long, passed as address `slot`
-    // (2: c of (a, b, c), 3: d of (a, b, c, d)).
+    // (1: y of (x, y), 2: c of (a, b, c), 3: d of (a, b, c, d)); the inputs fill the other slots in order.
     void set_output(py::object cls, py::tuple shape, py::object dtype, std::size_t nbytes, int slot) {
-        GPUOPT_REQUIRE(slot == 2 || slot == 3, "LaunchPlan.set_output: slot must be 2 or 3");
+        GPUOPT_REQUIRE(slot >= 0 && slot <= 3, "LaunchPlan.set_output: slot must be 0 to 3");
         GPUOPT_REQUIRE(PyType_Check(cls.ptr()), "LaunchPlan.set_output: cls must be a class");
         cls_ = std::move(cls), shape_ = std::move(shape), dtype_ = std::move(dtype), nbytes_ = nbytes, slot_ = slot;
     }
 
     // Launch on a new output (the addresses of the inputs in the other slots) on `stream` and return it.
     py::object run_new(std::uintptr_t a, std::uintptr_t b, std::uintptr_t c, std::uintptr_t stream) const {
-        GPUOPT_REQUIRE(slot_ != 0, "LaunchPlan.run_new: no output set");
+        GPUOPT_REQUIRE(slot_ >= 0, "LaunchPlan.run_new: no output set");
         StreamScope scope(stream_from_handle(stream));
         auto buf = std::make_unique<Buffer>(nbytes_);
         const std::uintptr_t out = buf->ptr();
-        if (slot_ == 2) fn_(a, b, out, c);
-        else fn_(a, b, c, out);
+        const std::uintptr_t in[3] = {a, b, c};
+        std::uintptr_t at[4];
+        for (int i = 0, j = 0; i < 4; ++i) at[i] = i == slot_ ? out : in[j++];
+        fn_(at[0], at[1], at[2], at[3]);
         py::object owner = py::cast(std::move(buf));
         auto* type = reinterpret_cast<PyTypeObject*>(cls_.ptr());
         py::object array = py::reinterpret_steal<py::object>(type->tp_alloc(type, 0));
@@ -108,7 +110,7 @@ private:
     Fn fn_;
     py::object cls_, shape_, dtype_;
     std::size_t nbytes_ = 0;
-    int slot_ = 0;
+    int slot_ = -1;  // none set
 };
 
 // The parameter types of a launcher (a lambda or a function pointer), so a planner can be derived from it;
