@@ -168,14 +168,25 @@ class ExecContext:
         launch on new inputs of the same problem (gpuopt._plan), skipping everything else."""
         self.replays.append(replay)
 
-    def offer_launch(self, launch: Callable[..., Any], inputs: tuple, outputs: tuple) -> None:
+    def offer_launch(self, launch: Callable[..., Any], inputs: tuple, outputs: tuple, plan: tuple | None = None,
+                     params: dict[str, Any] | None = None) -> None:
         """Called by a run function after its launch: where this call's plan will be cached, the result stays on the
         device and every input is a device array (``inputs``: the plan key's handles, in order; None where an
         optional array is absent), the plan replays ``launch(*handles, *outputs)`` on new handles, with new outputs
         of ``outputs``' shapes and dtypes allocated from the pool on the call's stream, skipping the run function
-        (its checks, lookups and context). Returns ``outputs[0]``, or the tuple of them when there are several."""
+        (its checks, lookups and context). Returns ``outputs[0]``, or the tuple of them when there are several.
+
+        ``plan`` (and ``params``): the arguments of the variant's compiled planner, ``plan.<op>_<variant>(*plan,
+        **params)``, whose launcher takes the addresses of ``inputs`` then of the output. Where the variant has one
+        and there is one output, a replay is one call into C++ (``LaunchPlan.run_new``: allocate, launch, return the
+        DeviceArray); otherwise ``launch`` as above."""
         if not (self.planning and self.device_result) or not all(a is None or type(a) is DeviceArray for a in inputs):
             return
+        if plan is not None and len(outputs) == 1 and 1 <= len(inputs) <= 3:
+            cplan = _ext.planner(self.variant)
+            if cplan is not None:
+                self.offer_replay(_planned_replay(cplan(*plan, **(params or {})), len(inputs), outputs[0]))
+                return
         cuda, alloc = _ext.cuda_module(), DeviceArray._alloc
         specs = [(o.shape, o.dtype, o.nbytes) for o in outputs]
         single = len(specs) == 1
@@ -209,6 +220,19 @@ class ExecContext:
             return None
         ms = {name: phase.ms() for name, phase in self._phases.items()}
         return Timing(ms["h2d"], ms["kernel"], ms["d2h"], "gpu" if self.gpu else "cpu", dict(self.details))
+
+
+def _planned_replay(launch: Any, n: int, out: DeviceArray) -> Callable[..., Any]:
+    """A replay of a compiled ``LaunchPlan`` whose launcher takes ``n`` input addresses (0 for None), then the
+    output's: ``run_new`` allocates an output like ``out`` on the call's stream, launches and returns it."""
+    launch.set_output(DeviceArray, out.shape, out.dtype, out.nbytes, n)
+    run_new = launch.run_new
+    if n == 1:  # (one per arity: no argument packing on the hot path)
+        return lambda stream, x: run_new(0 if x is None else x._ptr, 0, 0, stream)
+    if n == 2:
+        return lambda stream, x, y: run_new(0 if x is None else x._ptr, 0 if y is None else y._ptr, 0, stream)
+    return lambda stream, x, y, z: run_new(0 if x is None else x._ptr, 0 if y is None else y._ptr,
+                                           0 if z is None else z._ptr, stream)
 
 
 def check_before_copy(variant: Any, arrays: tuple, *args: Any, **params: Any) -> None:

@@ -215,7 +215,7 @@ def test_launch_plan_output_is_checked():
     plan = _cuda.plan.matmul_async(16, 16, 16, tile="auto", stages=3, split_k=0)
     with pytest.raises(ValueError, match="no output set"):
         plan.run_new(256, 256)
-    with pytest.raises(ValueError, match="slot must be 2 or 3"):
-        plan.set_output(gpuopt.DeviceArray, (16, 16), np.dtype(np.float32), 1024, 1)
+    with pytest.raises(ValueError, match="slot must be 0 to 3"):
+        plan.set_output(gpuopt.DeviceArray, (16, 16), np.dtype(np.float32), 1024, 4)
     with pytest.raises(ValueError, match="cls must be a class"):
         plan.set_output(object(), (16, 16), np.dtype(np.float32), 1024, 2)

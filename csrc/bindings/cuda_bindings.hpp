@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "../common/activation.hpp"
 #include "../common/error.hpp"
 #include "../common/memory_pool.hpp"
 #include "../common/stream.hpp"
@@ -74,21 +75,23 @@ public:
     }
 
     // The output: a `cls` (gpuopt.DeviceArray) of `shape` and `dtype`, `nbytes` long, passed as address `slot`
-    // (2: c of (a, b, c), 3: d of (a, b, c, d)).
+    // (1: y of (x, y), 2: c of (a, b, c), 3: d of (a, b, c, d)); the inputs fill the other slots in order.
     void set_output(py::object cls, py::tuple shape, py::object dtype, std::size_t nbytes, int slot) {
-        GPUOPT_REQUIRE(slot == 2 || slot == 3, "LaunchPlan.set_output: slot must be 2 or 3");
+        GPUOPT_REQUIRE(slot >= 0 && slot <= 3, "LaunchPlan.set_output: slot must be 0 to 3");
         GPUOPT_REQUIRE(PyType_Check(cls.ptr()), "LaunchPlan.set_output: cls must be a class");
         cls_ = std::move(cls), shape_ = std::move(shape), dtype_ = std::move(dtype), nbytes_ = nbytes, slot_ = slot;
     }
 
     // Launch on a new output (the addresses of the inputs in the other slots) on `stream` and return it.
     py::object run_new(std::uintptr_t a, std::uintptr_t b, std::uintptr_t c, std::uintptr_t stream) const {
-        GPUOPT_REQUIRE(slot_ != 0, "LaunchPlan.run_new: no output set");
+        GPUOPT_REQUIRE(slot_ >= 0, "LaunchPlan.run_new: no output set");
         StreamScope scope(stream_from_handle(stream));
         auto buf = std::make_unique<Buffer>(nbytes_);
         const std::uintptr_t out = buf->ptr();
-        if (slot_ == 2) fn_(a, b, out, c);
-        else fn_(a, b, c, out);
+        const std::uintptr_t in[3] = {a, b, c};
+        std::uintptr_t at[4];
+        for (int i = 0, j = 0; i < 4; ++i) at[i] = i == slot_ ? out : in[j++];
+        fn_(at[0], at[1], at[2], at[3]);
         py::object owner = py::cast(std::move(buf));
         auto* type = reinterpret_cast<PyTypeObject*>(cls_.ptr());
         py::object array = py::reinterpret_steal<py::object>(type->tp_alloc(type, 0));
@@ -108,7 +111,7 @@ private:
     Fn fn_;
     py::object cls_, shape_, dtype_;
     std::size_t nbytes_ = 0;
-    int slot_ = 0;
+    int slot_ = -1;  // none set
 };
 
 // The parameter types of a launcher (a lambda or a function pointer), so a planner can be derived from it;
@@ -172,6 +175,67 @@ auto make_planner(Launch launch, Replay replay = nullptr) {
     return Planner<Problem, Launch, typename Problem::Given, Params>::make(std::move(launch), std::move(replay));
 }
 
+// How a planner is given a value its launcher takes: as itself, or an enum by its name (converted once, at plan
+// time; the launcher's binding converts it per call).
+template <typename T>
+struct PlanArg {
+    using Given = T;
+    static T from(T v) { return v; }
+};
+template <>
+struct PlanArg<Activation> {
+    using Given = const std::string&;
+    static Activation from(const std::string& name) { return activation_from_string(name); }
+};
+
+// std::uintptr_t for each index of a pack (the address parameters of a launcher's binding).
+template <std::size_t I>
+struct Address {
+    using type = std::uintptr_t;
+};
+
+// How launchers whose first N parameters are device addresses and whose others (V...) are the problem's values
+// take their problem (make_planner): plan.<op>_<variant>(values...) -> LaunchPlan(addresses...), e.g. relu's
+// (x, y, n) as plan.relu_cuda(n) -> LaunchPlan(x, y). `bind` makes the launcher's own binding, the values given
+// as PlanArg says.
+template <std::size_t N, typename Values>
+struct AddressesThen;
+template <std::size_t N, typename... V>
+struct AddressesThen<N, std::tuple<V...>> {
+    static_assert(N >= 1 && N <= 4, "a LaunchPlan passes 1 to 4 addresses");
+    using Given = std::tuple<typename PlanArg<std::decay_t<V>>::Given...>;
+    static constexpr std::size_t head = N + sizeof...(V);
+    using Fixed = std::tuple<std::decay_t<V>...>;
+    static Fixed fix(typename PlanArg<std::decay_t<V>>::Given... g) {
+        return Fixed{PlanArg<std::decay_t<V>>::from(g)...};
+    }
+    template <typename L>
+    static void launch(const L& l, const Fixed& f, std::uintptr_t a, std::uintptr_t b, std::uintptr_t c,
+                       std::uintptr_t d) {
+        const std::uintptr_t at[4] = {a, b, c, d};
+        call(l, f, at, std::make_index_sequence<N>{}, std::index_sequence_for<V...>{});
+    }
+    template <typename L>
+    static auto bind(L l) {
+        return bind(std::move(l), std::make_index_sequence<N>{});
+    }
+
+private:
+    template <typename L, std::size_t... I, std::size_t... J>
+    static void call(const L& l, const Fixed& f, const std::uintptr_t* at, std::index_sequence<I...>,
+                     std::index_sequence<J...>) {
+        l(at[I]..., std::get<J>(f)...);
+    }
+    template <typename L, std::size_t... I>
+    static auto bind(L l, std::index_sequence<I...>) {
+        return [l](typename Address<I>::type... a, typename PlanArg<std::decay_t<V>>::Given... g) {
+            l(a..., PlanArg<std::decay_t<V>>::from(g)...);
+        };
+    }
+};
+template <std::size_t N, typename Launch>
+using AddressProblem = AddressesThen<N, typename DropFront<N, typename Signature<Launch>::args>::type>;
+
 // Creates the `variant_bindings` table and the `check` and `plan` submodules, and the LaunchPlan type;
 // cuda_module.cpp calls it first.
 inline void init_variant_tables(py::module_& m) {
@@ -210,6 +274,25 @@ template <typename Fn, typename... Extra>
 void def_planner(py::module_& m, const char* op, const char* variant, Fn&& fn, const Extra&... extra) {
     py::module_ plan = m.attr("plan");
     plan.def(binding_name(op, variant).c_str(), std::forward<Fn>(fn), extra...);
+}
+
+// def(py::arg(names[I])...).
+template <typename Def, std::size_t... I>
+void with_names(Def&& def, const char* const* names, std::index_sequence<I...>) {
+    def(py::arg(names[I])...);
+}
+
+// Binds `launch(addresses..., values...)` (its first N parameters device addresses, AddressProblem) as
+// <op>_<variant>(<names>) and its planner as plan.<op>_<variant>(<the names after the first N>).
+template <std::size_t N, typename Launch, typename... Names>
+void def_addressed(py::module_& m, const char* op, const char* variant, Launch launch, const Names&... names) {
+    using Problem = AddressProblem<N, Launch>;
+    static_assert(sizeof...(Names) == Problem::head, "one name per launcher parameter");
+    const char* const all[] = {names...};
+    with_names([&](const auto&... args) { def_planner(m, op, variant, make_planner<Problem>(launch), args...); },
+               all + N, std::make_index_sequence<Problem::head - N>{});
+    with_names([&](const auto&... args) { def_variant(m, op, variant, Problem::bind(launch), args...); }, all,
+               std::make_index_sequence<Problem::head>{});
 }
 
 void bind_runtime(py::module_& m);

@@ -16,13 +16,15 @@ namespace gpuopt::bind {
 using std::int64_t;
 using std::uintptr_t;
 
+// Every launcher but argmax streams' is bound with def_addressed: its planner, plan.<op>_<variant>(<the values>),
+// fixes the values (the activation converted once) for gpuopt's plan cache, which replays it with the addresses.
 void bind_nn(py::module_& m) {
     // relu_cuda / tanh_cuda(x, y, n): y[i] = act(x[i]) for n floats.
     auto def_activation = [&m](const char* op, Activation act) {
-        def_variant(m, op, "cuda", [act](uintptr_t x, uintptr_t y, int64_t n) {
+        def_addressed<2>(m, op, "cuda", [act](uintptr_t x, uintptr_t y, int64_t n) {
             py::gil_scoped_release release;
             nn::activation_cuda(dptr<const float>(x), dptr<float>(y), n, act);
-        }, py::arg("x"), py::arg("y"), py::arg("n"));
+        }, "x", "y", "n");
     };
     def_activation("relu", Activation::Relu);
     def_activation("tanh", Activation::Tanh);
@@ -30,11 +32,11 @@ void bind_nn(py::module_& m) {
     // <op>_<variant>(x, y, planes, H, W, size): x (planes, H, W) -> y (planes, H // size, W // size).
     using PoolFn = void (*)(const float*, float*, int64_t, int64_t, int64_t, int64_t, nn::PoolKind);
     auto def_pool = [&m](const char* op, const char* variant, PoolFn fn, nn::PoolKind kind) {
-        def_variant(m, op, variant, [fn, kind](uintptr_t x, uintptr_t y, int64_t planes, int64_t H, int64_t W,
-                                              int64_t size) {
+        def_addressed<2>(m, op, variant, [fn, kind](uintptr_t x, uintptr_t y, int64_t planes, int64_t H, int64_t W,
+                                                   int64_t size) {
             py::gil_scoped_release release;
             fn(dptr<const float>(x), dptr<float>(y), planes, H, W, size, kind);
-        }, py::arg("x"), py::arg("y"), py::arg("planes"), py::arg("H"), py::arg("W"), py::arg("size"));
+        }, "x", "y", "planes", "H", "W", "size");
     };
     for (auto [op, kind] : {std::pair{"max_pool2d", nn::PoolKind::Max}, std::pair{"avg_pool2d", nn::PoolKind::Average}}) {
         def_pool(op, "basic", &nn::pool2d_basic, kind);
@@ -45,13 +47,11 @@ void bind_nn(py::module_& m) {
     // "none", "relu" or "tanh". check.fully_connected_<variant>(N, I, O) where the launcher has limits.
     using FcFn = void (*)(const float*, const float*, const float*, float*, int64_t, int64_t, int64_t, Activation);
     auto def_fc = [&m](const char* variant, FcFn fn) {
-        def_variant(m, "fully_connected", variant, [fn](uintptr_t x, uintptr_t w, uintptr_t bias, uintptr_t y, int64_t N,
-                                                       int64_t I, int64_t O, const std::string& activation) {
-            const Activation act = activation_from_string(activation);
+        def_addressed<4>(m, "fully_connected", variant, [fn](uintptr_t x, uintptr_t w, uintptr_t bias, uintptr_t y,
+                                                             int64_t N, int64_t I, int64_t O, Activation act) {
             py::gil_scoped_release release;
             fn(dptr<const float>(x), dptr<const float>(w), dptr<const float>(bias), dptr<float>(y), N, I, O, act);
-        }, py::arg("x"), py::arg("w"), py::arg("bias"), py::arg("y"), py::arg("N"), py::arg("I"), py::arg("O"),
-           py::arg("activation"));
+        }, "x", "w", "bias", "y", "N", "I", "O", "activation");
     };
     def_fc("basic", &nn::fully_connected_basic);
     def_fc("tiled", &nn::fully_connected_tiled);
@@ -63,10 +63,10 @@ void bind_nn(py::module_& m) {
     // argmax_<variant>(x, out, rows, cols): out (rows,) int64 on the device.
     using ArgmaxFn = void (*)(const float*, int64_t*, int64_t, int64_t);
     auto def_argmax = [&m](const char* variant, ArgmaxFn fn) {
-        def_variant(m, "argmax", variant, [fn](uintptr_t x, uintptr_t out, int64_t rows, int64_t cols) {
+        def_addressed<2>(m, "argmax", variant, [fn](uintptr_t x, uintptr_t out, int64_t rows, int64_t cols) {
             py::gil_scoped_release release;
             fn(dptr<const float>(x), dptr<int64_t>(out), rows, cols);
-        }, py::arg("x"), py::arg("out"), py::arg("rows"), py::arg("cols"));
+        }, "x", "out", "rows", "cols");
     };
     def_argmax("basic", &nn::argmax_basic);
     def_argmax("warp", &nn::argmax_warp);
@@ -84,6 +84,13 @@ void bind_nn(py::module_& m) {
         py::gil_scoped_release release;
         nn::argmax_streams(dptr<const float>(x), dptr<int64_t>(out), host, rows, cols);
     }, py::arg("x"), py::arg("out"), py::arg("host_out").noconvert().none(true), py::arg("rows"), py::arg("cols"));
+    // Its planner is for a device result only (the plan cache's case): the launcher without host_out.
+    auto streams_on_device = [](uintptr_t x, uintptr_t out, int64_t rows, int64_t cols) {
+        py::gil_scoped_release release;
+        nn::argmax_streams(dptr<const float>(x), dptr<int64_t>(out), nullptr, rows, cols);
+    };
+    def_planner(m, "argmax", "streams", make_planner<AddressProblem<2, decltype(streams_on_device)>>(streams_on_device),
+                py::arg("rows"), py::arg("cols"));
     auto row_check = [](const char* what) {
         return [what](int64_t rows, int64_t cols) { nn::row_op_check(rows, cols, what); };
     };
@@ -91,10 +98,10 @@ void bind_nn(py::module_& m) {
     def_check(m, "argmax", "streams", row_check("argmax streams"), py::arg("rows"), py::arg("cols"));
 
     // softmax_cuda(x, y, rows, cols).
-    def_variant(m, "softmax", "cuda", [](uintptr_t x, uintptr_t y, int64_t rows, int64_t cols) {
+    def_addressed<2>(m, "softmax", "cuda", [](uintptr_t x, uintptr_t y, int64_t rows, int64_t cols) {
         py::gil_scoped_release release;
         nn::softmax_cuda(dptr<const float>(x), dptr<float>(y), rows, cols);
-    }, py::arg("x"), py::arg("y"), py::arg("rows"), py::arg("cols"));
+    }, "x", "y", "rows", "cols");
     def_check(m, "softmax", "cuda", row_check("softmax"), py::arg("rows"), py::arg("cols"));
 }
 

@@ -246,7 +246,8 @@ def _run_gpu(ctx: ExecContext, p: ConvPoolProblem, **launch: Any) -> Any:
     make_args, dtype, rest = cuda_host_module().ConvPoolArgs, np.dtype(dx.dtype).name, (p.dims, p.activation, p.pool)
     divisor = p.input_divisor
     ctx.offer_launch(lambda x, w, b, y: run(make_args(x._ptr, dtype, divisor, w._ptr, 0 if b is None else b._ptr,
-                                                      y._ptr, *rest), **launch), (p.x, p.w, p.bias), (dy,))
+                                                      y._ptr, *rest), **launch), (p.x, p.w, p.bias), (dy,),
+                     plan=(dtype, divisor, *rest), params=launch)
     return ctx.finish(dy)
 
 

@@ -49,7 +49,7 @@ def _run_activation(ctx: ExecContext, x):
     with ctx.kernel():
         run(dx.ptr, dy.ptr, dx.size)
     size = dx.size
-    ctx.offer_launch(lambda x, y: run(x._ptr, y._ptr, size), (x,), (dy,))
+    ctx.offer_launch(lambda x, y: run(x._ptr, y._ptr, size), (x,), (dy,), plan=(size,))
     return ctx.finish(dy)
 
 
@@ -61,7 +61,7 @@ def _run_pool(ctx: ExecContext, x, size: int):
     dy = ctx.empty((*lead, h // size, w // size), np.float32)
     with ctx.kernel():
         run(dx.ptr, dy.ptr, planes, h, w, size)
-    ctx.offer_launch(lambda x, y: run(x._ptr, y._ptr, planes, h, w, size), (x,), (dy,))
+    ctx.offer_launch(lambda x, y: run(x._ptr, y._ptr, planes, h, w, size), (x,), (dy,), plan=(planes, h, w, size))
     return ctx.finish(dy)
 
 
@@ -75,7 +75,7 @@ def _run_fully_connected(ctx: ExecContext, x, w, bias, activation: str):
     with ctx.kernel():
         run(dx.ptr, dw.ptr, 0 if db is None else db.ptr, dy.ptr, n, i, o, activation)
     ctx.offer_launch(lambda x, w, b, y: run(x._ptr, w._ptr, 0 if b is None else b._ptr, y._ptr, n, i, o, activation),
-                     (x, w, bias), (dy,))
+                     (x, w, bias), (dy,), plan=(n, i, o, activation))
     return ctx.finish(dy)
 
 
@@ -87,7 +87,7 @@ def _run_argmax(ctx: ExecContext, x):
     out = ctx.empty((rows,), np.int64)
     with ctx.kernel():
         run(dx.ptr, out.ptr, rows, cols)
-    ctx.offer_launch(lambda x, y: run(x._ptr, y._ptr, rows, cols), (x,), (out,))
+    ctx.offer_launch(lambda x, y: run(x._ptr, y._ptr, rows, cols), (x,), (out,), plan=(rows, cols))
     return ctx.finish(out)
 
 
@@ -102,7 +102,7 @@ def _run_argmax_streams(ctx: ExecContext, x):
     host = None if ctx.device_result else np.empty(rows, np.int64)
     with ctx.kernel():
         run(dx.ptr, out.ptr, host, rows, cols)
-    ctx.offer_launch(lambda x, y: run(x._ptr, y._ptr, None, rows, cols), (x,), (out,))
+    ctx.offer_launch(lambda x, y: run(x._ptr, y._ptr, None, rows, cols), (x,), (out,), plan=(rows, cols))
     return ctx.finish(out if host is None else host)
 
 
@@ -114,7 +114,7 @@ def _run_softmax(ctx: ExecContext, x):
     dy = ctx.empty((rows, cols), np.float32)
     with ctx.kernel():
         run(dx.ptr, dy.ptr, rows, cols)
-    ctx.offer_launch(lambda x, y: run(x._ptr, y._ptr, rows, cols), (x,), (dy,))
+    ctx.offer_launch(lambda x, y: run(x._ptr, y._ptr, rows, cols), (x,), (dy,), plan=(rows, cols))
     return ctx.finish(dy)
 
 
