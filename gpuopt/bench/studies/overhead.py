@@ -36,7 +36,8 @@ from ..tables import errors_note, fmt_cell, format_table
 __all__ = ["STUDY"]
 
 OVERHEAD_COLUMNS = ("op", "problem", "caller", "impl", "variant", "us_per_call", "us_min", "us_max", "event_us",
-                    "kernel_us", "kernel_hidden", "over_kernel_us", "over_device_us", "calls", "batches", "error")
+                    "kernel_us", "kernel_hidden", "over_kernel_us", "over_device_us", "line_us", "calls", "batches",
+                    "error")
 #: What the performance lines allow beside the kernel, and a torch tensor beside a DeviceArray (µs a call).
 OVER_KERNEL_LIMIT_US = 8.0
 OVER_DEVICE_LIMIT_US = 2.0
@@ -54,6 +55,10 @@ class OverheadOp:
     make: Callable[[np.random.Generator], tuple]
     call: Callable[..., Any]
     torch_call: Callable[..., Any] | None = None
+    #: the callers timed (NumPy in and out left out where the copies would be the whole story)
+    callers: tuple[str, ...] = ("device", "torch", "torch side stream", "numpy")
+    #: a line on the device-array call itself (µs a call), where the issue sets one for this problem
+    line_us: float | None = None
 
 
 def _f32(rng: np.random.Generator, *shape: int) -> np.ndarray:
@@ -69,6 +74,22 @@ def _sparse_inputs(rng: np.random.Generator) -> tuple:
     fast = FASTFilters.from_dense(w)
     if gpuopt.cuda_available():
         fast.to_device()  # the filters stay on the device, as in the lab's loop
+    return x, fast
+
+
+def _nctu_layer(rng: np.random.Generator) -> tuple:
+    """The NCTU lab's layer: its 512 x 32 x 32 neurons (inNeu.txt where the data set is installed, else the synthetic
+    ones of the sparse study), 512 FAST filter maps on the device (the sparse study's filters)."""
+    from ... import datasets
+    from ...sparse import FASTFilters
+
+    try:
+        x = datasets.read_nctu_neurons_txt()
+    except (FileNotFoundError, OSError):
+        x = datasets.make_nctu_neurons(512, 32, 32, seed=0)
+    fast = FASTFilters.from_dense(datasets.make_nctu_filters(512, 512, seed=1))
+    if gpuopt.cuda_available():
+        fast.to_device()
     return x, fast
 
 
@@ -97,6 +118,12 @@ OVERHEAD_OPS = (
                gpuopt.sparse_conv2d),
     OverheadOp("kmeans", "4096x8, k 3, one loop", (None,), lambda rng: (_f32(rng, 4096, 8),),
                lambda x, **kw: gpuopt.kmeans(x, 3, max_iter=1, **kw)),
+    # The issue's two loop lines, at their own shapes (device-resident operands; no NumPy rows: the copies of 15.6 MB
+    # or 1 MB would be the whole call).
+    OverheadOp("kmeans", "kmeans04: 488,565x8, k 3, one loop", (None,), lambda rng: (_f32(rng, 488_565, 8),),
+               lambda x, **kw: gpuopt.kmeans(x, 3, max_iter=1, **kw), callers=("device", "torch"), line_us=25.0),
+    OverheadOp("sparse_conv2d", "NCTU lab layer: 512x32x32, 512 FAST filter maps on the device", (None,),
+               _nctu_layer, gpuopt.sparse_conv2d, callers=("device", "torch"), line_us=30.0),
 )
 OVERHEAD_CALLERS = ("device", "torch", "torch side stream", "numpy")
 # Calls per batch and batches per plan.
@@ -196,9 +223,12 @@ def _cases(o: OverheadOp, args: tuple, plan: RunSettings, notes: list[str]):
         name = v or f"default ({_default(o.op, *args)})"
         yield "device", "gpuopt", name, (lambda v=v: o.call(*dev, variant=v)), sync, none, legacy
         if torch is not None:
-            yield "torch", "gpuopt", name, (lambda v=v: o.call(*tens, variant=v)), sync, none, current
-            yield "torch side stream", "gpuopt", name, (lambda v=v: o.call(*tens, variant=v)), sync, side, current
-        yield "numpy", "gpuopt", name, (lambda v=v: o.call(*args, variant=v)), sync, none, legacy
+            if "torch" in o.callers:
+                yield "torch", "gpuopt", name, (lambda v=v: o.call(*tens, variant=v)), sync, none, current
+            if "torch side stream" in o.callers:
+                yield "torch side stream", "gpuopt", name, (lambda v=v: o.call(*tens, variant=v)), sync, side, current
+        if "numpy" in o.callers:
+            yield "numpy", "gpuopt", name, (lambda v=v: o.call(*args, variant=v)), sync, none, legacy
     if torch is None:
         notes.append("torch with CUDA is not importable: no PyTorch rows")
         return
@@ -229,27 +259,31 @@ def run_overhead(plan: RunSettings) -> StudyResult:
                                    f"{OVER_KERNEL_LIMIT_US:g} µs on device arrays)",
                     over_device_us=f"us_per_call - the device row's, same op, variant and implementation (line for "
                                    f"torch tensors: <= {OVER_DEVICE_LIMIT_US:g} µs)")
-    cases = [(o.op, o.problem, case) for o in OVERHEAD_OPS for case in _cases(o, o.make(rng), plan, res.notes)]
-    kernels: dict[tuple[str, str], tuple[float, bool]] = {}
-    device_us: dict[tuple[str, str, str], float] = {}
+    cases = [(o, case) for o in OVERHEAD_OPS if o.callers == OVERHEAD_CALLERS or plan.gpu
+             for case in _cases(o, o.make(rng), plan, res.notes)]
+    kernels: dict[tuple[str, str, str], tuple[float, bool]] = {}
+    device_us: dict[tuple[str, str, str, str], float] = {}
     with Progress(len(cases), "overhead", enabled=plan.progress) as prog:
-        for op, problem, (caller, impl, variant, fn, sync, around, stream) in cases:
+        for o, (caller, impl, variant, fn, sync, around, stream) in cases:
+            op, problem = o.op, o.problem
             row: dict[str, Any] = dict(op=op, problem=problem, caller=caller, impl=impl, variant=variant,
                                        calls=calls, batches=batches)
+            if o.line_us is not None and caller == "device" and impl == "gpuopt":
+                row["line_us"] = o.line_us
             try:
                 us, ev = _per_call_us(fn, sync, calls, batches, around, stream)
                 row.update(us_per_call=float(np.median(us)), us_min=min(us), us_max=max(us))
                 if ev:
                     row["event_us"] = float(np.median(ev))
                 if plan.gpu and impl == "gpuopt" and caller == "device":
-                    kernels[(op, variant)] = _kernel_us(fn, plan)
+                    kernels[(op, problem, variant)] = _kernel_us(fn, plan)
                 if caller == "device":
-                    device_us[(op, variant, impl)] = row["us_per_call"]
-                if (op, variant) in kernels and impl == "gpuopt":
-                    k, hidden = kernels[(op, variant)]
+                    device_us[(op, problem, variant, impl)] = row["us_per_call"]
+                if (op, problem, variant) in kernels and impl == "gpuopt":
+                    k, hidden = kernels[(op, problem, variant)]
                     row.update(kernel_us=k, kernel_hidden=hidden, over_kernel_us=row["us_per_call"] - k)
-                if (op, variant, impl) in device_us and caller != "device":
-                    row["over_device_us"] = row["us_per_call"] - device_us[(op, variant, impl)]
+                if (op, problem, variant, impl) in device_us and caller != "device":
+                    row["over_device_us"] = row["us_per_call"] - device_us[(op, problem, variant, impl)]
             except Exception as exc:  # noqa: BLE001
                 row["error"] = error_text(exc)
             res.rows.append(row)
@@ -260,10 +294,10 @@ def run_overhead(plan: RunSettings) -> StudyResult:
 def table_overhead(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
     """Per op and caller: µs per call of each implementation, its events and kernel, PyTorch's over gpuopt's; then
     the performance lines (wall - kernel on device arrays, torch tensors against device arrays)."""
-    torch_us = {(r["op"], r["caller"]): r.get("us_per_call") for r in rows if r["impl"] == "pytorch"}
+    torch_us = {(r["op"], r.get("problem"), r["caller"]): r.get("us_per_call") for r in rows if r["impl"] == "pytorch"}
     body = []
     for r in rows:
-        ref = torch_us.get((r["op"], r["caller"]))
+        ref = torch_us.get((r["op"], r.get("problem"), r["caller"]))
         ratio = ref / r["us_per_call"] if ref and r.get("us_per_call") and r["impl"] != "pytorch" else None
         kernel = fmt_cell(r.get("kernel_us"), ".3g") + ("*" if r.get("kernel_hidden") in (False, "False", "false") else "")
         body.append([r["op"], r["caller"], r["impl"], r["variant"], fmt_cell(r.get("us_per_call"), ".3g"),
@@ -284,6 +318,11 @@ def table_overhead(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = 
 def _lines(rows: list[dict[str, Any]]) -> list[str]:
     """The per-call performance lines, judged row by row (gpuopt's defaults and best variants)."""
     out = []
+    for r in rows:
+        if r.get("line_us") not in (None, "") and r.get("us_per_call") is not None:
+            line, us = float(r["line_us"]), float(r["us_per_call"])
+            out.append(f"{r['op']} {r['problem']}, device arrays in a loop <= {line:g} µs a call: {us:.1f} µs "
+                       f"({'met' if us <= line else 'missed'})")
     over = [r for r in rows if r["impl"] == "gpuopt" and r["caller"] == "device" and r.get("over_kernel_us") is not None]
     if over:
         bad = [f"{r['op']} {r['variant']} +{r['over_kernel_us']:.1f}" for r in over
@@ -308,9 +347,18 @@ def plot_overhead(meta, rows, path: Path) -> Path:
     if not good:
         empty_axes(ax, "no successful measurements")
         return finish_axes(fig, ax, meta, "Cost of one call", path)
-    groups = list(dict.fromkeys(f"{r['op']}\n{r['caller']}" for r in good))
+    problems_of: dict[str, set] = {}
+    for r in good:
+        problems_of.setdefault(r["op"], set()).add(r.get("problem"))
+
+    def group(r: dict[str, Any]) -> str:  # an op timed on several problems: each named (before its ':' or ',')
+        p = str(r.get("problem"))
+        short = p.split(":")[0] if ":" in p else p.split(",")[0]
+        return f"{r['op'] if len(problems_of[r['op']]) == 1 else r['op'] + ' ' + short}\n{r['caller']}"
+
+    groups = list(dict.fromkeys(group(r) for r in good))
     series = list(dict.fromkeys(r["variant"] for r in good))
-    by = {(f"{r['op']}\n{r['caller']}", r["variant"]): r["us_per_call"] for r in good}
+    by = {(group(r), r["variant"]): r["us_per_call"] for r in good}
     values = grouped_bars(ax, groups, series, lambda g, s: by.get((g, s)), lambda g, s: f"{by[(g, s)]:.0f}",
                           compact=True)
     headroom(ax, values)
