@@ -36,16 +36,18 @@ cudaEvent_t wait_event() {
 cudaStream_t current_stream() noexcept { return t_current_stream; }
 void set_current_stream(cudaStream_t stream) noexcept { t_current_stream = stream; }
 
-// The legacy stream cannot be captured; the per-thread stream can.
-bool process_stream(cudaStream_t s) noexcept {
-    if (s == nullptr) return true;
-    if (s != cudaStreamPerThread) return false;
+bool capturing(cudaStream_t s) noexcept {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     if (cudaStreamGetCaptureInfo(s, &status) != cudaSuccess) {
         cudaGetLastError();
         return false;
     }
-    return status == cudaStreamCaptureStatusNone;
+    return status != cudaStreamCaptureStatusNone;
+}
+
+// The legacy stream cannot be captured; the per-thread stream can.
+bool process_stream(cudaStream_t s) noexcept {
+    return s == nullptr || (s == cudaStreamPerThread && !capturing(s));
 }
 
 void stream_wait(cudaStream_t waiter, cudaStream_t producer) {

@@ -38,6 +38,8 @@ private:
 // per-thread default stream outside a capture. Work queued there can leave state for the next call on the same
 // stream (stream order), which a destroyed stream's reused handle could not promise.
 bool process_stream(cudaStream_t stream) noexcept;
+// Whether `stream` is being captured into a graph (false where the query fails).
+bool capturing(cudaStream_t stream) noexcept;
 
 // Make `waiter` wait, on the device, for the work queued so far on `producer` (a reused per-thread event; no host
 // wait). Nothing when they are the same stream.

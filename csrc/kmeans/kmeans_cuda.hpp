@@ -80,10 +80,10 @@ KMeansStats kmeans_device_fused(const float* x_dev, std::int64_t n, std::int64_t
 // centroids_dev); nullptr: centroids_dev holds them. No memset, no copy: the loop's counters are cached and left at
 // 0 by every run, the loop count and history are written into pinned host memory mapped into the device, which
 // the host reads after one event wait (kmeans_persistent.cu; a copy back where mapped memory cannot be had).
-// result_dev (int32 [1 + max_iter], device memory, or nullptr): where given and the current stream lives as long as
-// the process (the legacy or per-thread default stream, not capturing), the run is DEFERRED: the loop count and
+// result_dev (int32 [1 + max_iter], device memory, or nullptr): where given, the run is DEFERRED: the loop count and
 // then the history (float32 bits) are written there, and the call returns at once with iterations 0 -- the caller
-// reads them when it needs them. Elsewhere the call waits and returns them as without result_dev.
+// reads them when it needs them (a captured run writes them at each replay). Without it the call waits and returns
+// them, which a stream being captured refuses.
 struct PersistentConfig {
     // The grid at most (0: as many as are co-resident); clamped to the co-resident count.
     int blocks = kPersistentBlocks.default_value();

@@ -485,8 +485,11 @@ PersistentLaunch persistent_launch(std::int64_t n, std::int64_t d, std::int64_t 
 //    no copy back. Grown (never shrunk) when max_iter needs more; where mapped memory is unavailable (or switched off
 //    for a test) a pool buffer is copied back.
 //  * Runs that return at once (deferred: the result goes to the caller's device buffer, read when the caller asks)
-//    are queued only on a stream that lives as long as the process (process_stream), and each such stream of a
-//    thread has its own counters: the next run on them starts after this one ends, in stream order.
+//    on a stream that lives as long as the process (process_stream) have counters of their own per (thread,
+//    stream): the next run on them starts after this one ends, in stream order. On any other stream (a user's,
+//    whose handle may come back as another stream while this run's work is queued) a deferred run's counters are
+//    the call's: part of its scratch, zeroed by a memset queued before the launch (in a captured graph: a memset
+//    node before the kernel's, so every replay starts from 0).
 constexpr std::int64_t kHistoryFirst = 64;  // history entries of the first result buffer
 
 struct DeviceState {
@@ -626,25 +629,33 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
     int device = 0;
     GPUOPT_CUDA_CHECK(cudaGetDevice(&device));
     const cudaStream_t stream = current_stream();
-    const bool deferred = result_dev != nullptr && process_stream(stream);
+    const bool deferred = result_dev != nullptr;
+    GPUOPT_REQUIRE(deferred || !capturing(stream),
+                   "kmeans device_persistent: a run that returns its loop count (NumPy x, timing=True) waits for it, "
+                   "which a stream being captured into a CUDA graph cannot do: give x on the device");
+    const bool own_counters = deferred && !process_stream(stream);  // the call's counters (see DeviceState)
     std::lock_guard<std::mutex> lock(mutex);  // a deferred run's to its launch, a waiting one's to its result
-    DeviceState& st = deferred ? deferred_state(device, stream) : device_state(device);
+    DeviceState* st = own_counters ? nullptr : deferred ? &deferred_state(device, stream) : &device_state(device);
     const PersistentLaunch launch = cached_launch(device, n, d, k, cfg.blocks, !cfg.global_x);
     const std::int64_t chunks = (n + kChunk - 1) / kChunk, groups = (chunks + kGroup - 1) / kGroup;
     const int row = row_len(static_cast<int>(k), static_cast<int>(d));
-    prepare_counters(st, groups);
+    if (st) prepare_counters(*st, groups);
     // [chunk rows][group sums x 2][history scratch: max_iter floats]
-    int* result = deferred ? result_dev : mapped_result(st, device, max_iter);
+    int* result = deferred ? result_dev : mapped_result(*st, device, max_iter);
     const bool mapped = !deferred && result != nullptr;
-    // (scratch.hpp; the fallback's result copied back from its second part)
+    // (scratch.hpp; the fallback's result copied back from its second part; the call's own counters in its third)
+    const std::size_t counter_bytes = own_counters ? sizeof(unsigned) * static_cast<std::size_t>(2 + groups) : 0;
     const Scratch scratch({sizeof(double) * static_cast<std::size_t>((chunks + 2 * groups) * row + (max_iter + 1) / 2),
-                           result ? 0 : sizeof(int) * static_cast<std::size_t>(1 + max_iter)});
+                           result ? 0 : sizeof(int) * static_cast<std::size_t>(1 + max_iter), counter_bytes});
     double* rows = scratch.get<double>(0);
-    if (mapped) st.host_result[0] = -1;  // no run is using it (serialised); a run that ends writes its loop count
+    if (mapped) st->host_result[0] = -1;  // no run is using it (serialised); a run that ends writes its loop count
     else if (!result) result = scratch.get<int>(1);
+    unsigned* counters = own_counters ? scratch.get<unsigned>(2) : st->counters;  // [done, exits]
+    unsigned* arrivals = own_counters ? counters + 2 : st->arrivals;
+    if (own_counters) GPUOPT_CUDA_CHECK(cudaMemsetAsync(counters, 0, counter_bytes, stream));
     PersistArgs args{x_dev, n, static_cast<int>(d), static_cast<int>(k), threshold, static_cast<int>(max_iter),
                      init_dev ? init_dev : centroids_dev, centroids_dev, membership_dev, rows, rows + chunks * row,
-                     st.arrivals, st.counters, st.counters + 1,
+                     arrivals, counters, counters + 1,
                      reinterpret_cast<float*>(rows + (chunks + 2 * groups) * row), result, launch.chunks_per_block};
     void* params[] = {&args};
     with_kernel(d, launch.resident, [&](auto kernel) {
@@ -653,7 +664,7 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
         // 2: cudaErrorCooperativeLaunchTooLarge).
         const void* fn = reinterpret_cast<const void*>(kernel);
         require_shared_memory(kernel, launch.shared, "kmeans device_persistent");
-        st.in_doubt = !deferred;  // a waiting run's until its loop count is read
+        if (st) st->in_doubt = !deferred;  // a waiting run's until its loop count is read
         // Fails (RuntimeError) rather than deadlock where the grid cannot be co-resident.
         GPUOPT_CUDA_CHECK(cudaLaunchCooperativeKernel(fn, dim3(launch.grid), dim3(kThreads), params, launch.shared,
                                                       stream));
@@ -661,14 +672,14 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
     KMeansStats stats;
     if (deferred) return stats;  // iterations 0: the caller reads result_dev
     if (mapped) {  // one wait, then the host reads what block 0 wrote
-        GPUOPT_CUDA_CHECK(cudaEventRecord(st.done, stream));
-        GPUOPT_CUDA_CHECK(cudaEventSynchronize(st.done));
-        const int* host = st.host_result;
+        GPUOPT_CUDA_CHECK(cudaEventRecord(st->done, stream));
+        GPUOPT_CUDA_CHECK(cudaEventSynchronize(st->done));
+        const int* host = st->host_result;
         GPUOPT_REQUIRE(host[0] >= 1 && host[0] <= max_iter, "kmeans device_persistent: the run wrote no loop count");
         const auto* history = reinterpret_cast<const float*>(host + 1);
         stats.iterations = host[0];
         stats.delta.assign(history, history + host[0]);
-        st.in_doubt = false;
+        st->in_doubt = false;
         return stats;
     }
     // Fallback: one copy of the loop count and the first loops' history; a second only for a longer history.
@@ -678,7 +689,7 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
     copy_to_host_sync(host, result, (1 + first) * sizeof(int));
     GPUOPT_REQUIRE(host[0] >= 1 && host[0] <= max_iter, "kmeans device_persistent: the run wrote no loop count");
     stats.iterations = host[0];
-    st.in_doubt = false;
+    st->in_doubt = false;
     stats.delta.resize(static_cast<std::size_t>(stats.iterations));
     std::memcpy(stats.delta.data(), host + 1, std::min<std::int64_t>(stats.iterations, first) * sizeof(float));
     if (stats.iterations > first)

@@ -32,8 +32,8 @@ class KMeansResult:
     converged : bool
         Whether the last loop met the threshold (False when max_iter stopped it).
 
-    For a device ``x`` whose loop runs in one launch (``device_persistent``, what ``auto`` picks for small loops)
-    on the legacy or per-thread default stream, the call returns as soon as the loop is queued: ``centroids`` and
+    For a device ``x`` whose loop runs in one launch (``device_persistent``, what ``auto`` picks for small loops),
+    the call returns as soon as the loop is queued: ``centroids`` and
     ``membership`` are device arrays ordered after it on the call's stream, and ``iterations``, ``delta`` and
     ``converged`` are read from the device on first access (that read waits for the loop; with ``max_iter=1`` they
     are known without it). A loop of calls therefore costs the GPU's time, not a host round trip a call.

@@ -26,9 +26,8 @@ def _kmeans_persistent(ctx: ExecContext, p: KMeansProblem, **params: Any) -> tup
     """``device_persistent``: ``device.kmeans_device`` without the initial centres' copy. A device init (x's first k rows)
     is read by the kernel itself (``init_dev_ptr``), a host one is uploaded into the output centres (timed as a copy
     in); the launcher queues no memset or copy and reads its result from mapped host memory (kmeans_persistent.cu).
-    A device result (untimed) gets a loop record on the device too (``result_dev_ptr``): on the legacy or per-thread
-    default stream the launcher then returns at once, and the call's result reads the record when asked
-    (KMeansResult). A call that will be planned (gpuopt._plan, device x, init x's first rows) offers a replay:
+    A device result (untimed) gets a loop record on the device too (``result_dev_ptr``): the launcher then returns
+    at once, and the call's result reads the record when asked (KMeansResult). A call that will be planned (gpuopt._plan, device x, init x's first rows) offers a replay:
     allocate, launch."""
     n, d = p.x.shape
     k = p.init.shape[0]
@@ -69,8 +68,8 @@ register("kmeans", "device_persistent", description="device's loop, the whole ru
          "(grid = the co-resident blocks): per loop each block assigns and sums its own whole chunks, each group's sum "
          "by its last block (arrival counters), one grid-wide wait, then every block closes the loop itself (the same "
          "bits everywhere) and goes on with its own centres; x and memberships stay in shared memory where a block's "
-         "chunks fit; the host reads the loop count and the history once (a device x on the legacy or per-thread default "
-         "stream: when the result is asked for them, the call returning at once). k*D <= 1024; the same bits as device and "
+         "chunks fit; the host reads the loop count and the history once (a device x: when the result is asked for them, "
+         "the call returning at once). k*D <= 1024; the same bits as device and "
          "cpu(summation='chunked')",
          params=(Param.from_kernels("kmeans/device_persistent/blocks",
                        "the grid at most (0: as many as are co-resident; larger values are clamped to that); the "

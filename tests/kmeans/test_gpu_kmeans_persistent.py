@@ -298,9 +298,9 @@ def test_early_stop_history_and_many_runs_of_the_done_counter(rng, x_memory):
         assert_same_as_chunked_cpu(noise, 4, V, threshold=0.0, max_iter=HISTORY_FIRST + 3, x_memory=x_memory)
 
 
-# Deferred runs: a device x on the legacy or per-thread default stream returns as soon as the loop is queued; the loop
-# count and history stay on the device until the result is asked for them. Counters of their own per (thread, stream),
-# left at 0 by every run's last block.
+# Deferred runs: a device x returns as soon as the loop is queued; the loop count and history stay on the device until
+# the result is asked for them. On the legacy and per-thread default streams, counters of their own per (thread,
+# stream), left at 0 by every run's last block; on other streams the call's own, zeroed by a queued memset.
 def _cuda():
     from gpuopt._ext import cuda_module
 
@@ -326,14 +326,17 @@ def test_deferred_call_returns_before_the_loop_runs(rng):
         assert not res.converged and "iterations=6" in repr(res)
 
 
-@pytest.mark.parametrize("stream", [0, 2], ids=["legacy", "per_thread"])
+@pytest.mark.parametrize("stream", ["legacy", "per_thread", "side"])
 def test_deferred_runs_queued_behind_a_long_kernel(rng, stream):
     # Runs of other shapes, grids, group counts, early stops and max_iter 1, queued back to back behind a 20 ms
     # kernel with no host read between: each run must find its counters at 0 (the previous run's last block reset
     # them) and write its own record; outputs poisoned (the suite's pool poisoning), every record checked after.
     shapes = [(100_001, 8, 3), (5_003, 3, 7), (40_000, 16, 64), (1_000, 2, 2), (150_001, 5, 4), (488_565, 8, 3)]
     runs = []
+    stream = {"legacy": 0, "per_thread": 2}.get(stream) or _cuda().new_stream()
+    previous = _cuda().set_stream(stream)
     _cuda().spin(20_000)
+    _cuda().set_stream(previous)
     for i, (n, d, k) in enumerate(shapes * 2):
         x = (rng.uniform(-1, 1, (n, d)) if i % 3 else
              np.concatenate([rng.normal(0, 0.01, (n // 2, d)), rng.normal(5, 0.01, (n - n // 2, d))])).astype(np.float32)
@@ -360,8 +363,9 @@ def test_deferred_runs_on_four_threads(rng):
     def work(t):
         try:
             xd = gpuopt.to_device(xs[t])
+            side = _cuda().new_stream()
             for i in range(12):
-                res = gpuopt.kmeans(xd, 3 + t, threshold=0.0, max_iter=5, variant=V, stream=(0, 2)[(i + t) % 2])
+                res = gpuopt.kmeans(xd, 3 + t, threshold=0.0, max_iter=5, variant=V, stream=(0, 2, side)[(i + t) % 3])
                 if i % 4 == 3:
                     _same(res, refs[t])
             _same(res, refs[t])
@@ -376,20 +380,47 @@ def test_deferred_runs_on_four_threads(rng):
     assert not errors, errors
 
 
-def test_side_streams_and_numpy_wait_in_the_call(rng, result_path):
-    # A stream that may not outlive the call's work (a user's own) and NumPy x: the call waits and returns the
-    # loop count itself; deferred and waiting runs interleaved share nothing.
+def test_side_streams_numpy_and_captures(rng, result_path):
+    # A user's own stream (deferred, the call's own counters) and NumPy x (waits in the call), interleaved with
+    # deferred runs on the legacy stream: they share nothing. A capture: a device x's run replays with x changed in
+    # place (its counters zeroed by a memset node each time); NumPy x cannot wait there (a clear error).
     x = rng.uniform(-1, 1, (70_001, 5)).astype(np.float32)
     ref = gpuopt.kmeans(x, 4, threshold=0.0, max_iter=7, variant="cpu", summation="chunked")
     side = _cuda().new_stream()
     xd = gpuopt.to_device(x)
     for i in range(3):
         deferred = gpuopt.kmeans(xd, 4, threshold=0.0, max_iter=7, variant=V)
-        waited = gpuopt.kmeans(xd, 4, threshold=0.0, max_iter=7, variant=V, stream=side)
-        assert "on the device" not in repr(waited)
+        on_side = gpuopt.kmeans(xd, 4, threshold=0.0, max_iter=7, variant=V, stream=side)
         host = gpuopt.kmeans(x, 4, threshold=0.0, max_iter=7, variant=V)
-        for res in (waited, host, deferred):
+        assert "on the device" not in repr(host)
+        for res in (on_side, host, deferred):
             _same(res, ref)
+    from gpuopt.kmeans.api import KMeansResult
+
+    cuda = _cuda()
+    xd.synchronize()  # (complete: the capture need not wait for another stream)
+    other = np.concatenate([rng.normal(0, 0.01, (35_000, 5)), rng.normal(5, 0.01, (35_001, 5))]).astype(np.float32)
+    graph = cuda.Graph()
+    graph.begin(side)
+    try:
+        with pytest.raises(ValueError, match="captured"):
+            gpuopt.kmeans(x, 4, threshold=0.0, max_iter=7, variant=V, stream=side)
+        res = gpuopt.kmeans(xd, 4, threshold=0.001, max_iter=7, variant=V, stream=side)
+    except BaseException:
+        graph.end(True)
+        raise
+    graph.end(False)
+    record = res._pending[0]
+    for data in (x, other, x, other):
+        cuda.copy_h2d(xd.ptr, data, data.nbytes)  # new points, same address
+        gpuopt.synchronize()
+        graph.launch(side)
+        want = gpuopt.kmeans(data, 4, threshold=0.001, max_iter=7, variant="cpu", summation="chunked")
+        replayed = KMeansResult._deferred(res.centroids, res.membership, record, 0.001)
+        _same(replayed, want)
+        assert replayed.converged == want.converged
+    _same(gpuopt.kmeans(xd, 4, threshold=0.001, max_iter=7, variant=V, stream=side),
+          gpuopt.kmeans(other, 4, threshold=0.001, max_iter=7, variant="cpu", summation="chunked"))
 
 
 def test_deferred_one_loop_needs_no_read(rng):
