@@ -248,6 +248,20 @@ def check_before_copy(variant: Any, arrays: tuple, *args: Any, **params: Any) ->
         check(*args, **params)
 
 
+def note_uses(arrays: tuple, stream: int) -> None:
+    """A call on ``stream`` has queued its work on ``arrays``: each of gpuopt's own device arrays among them made on
+    (or completed on) another stream gets its buffer's free ordered after ``stream``'s work (``Buffer.used_on``, as
+    PyTorch's ``record_stream``), so dropping an input right after the call cannot hand its bytes to a new array on
+    its own stream while the call's kernels are still queued here. Foreign arrays are their owners' to keep."""
+    for a in arrays:
+        if type(a) is _DA and (a._stream is None or a._stream != stream):
+            o = a._owner
+            while type(o) is _DA:  # a view: its base's buffer
+                o = o._owner
+            if type(o) is _ext.cuda_module().Buffer:
+                o.used_on(stream)
+
+
 def call_stream(arrays: tuple, stream: int | None) -> int:
     """The stream a call runs on (a handle): ``stream`` when given (see gpuopt.cuda.stream_handle), else its first
     device array's; every device array made on another stream is waited for there (an event, no host wait)."""
@@ -265,9 +279,12 @@ def call_stream(arrays: tuple, stream: int | None) -> int:
 
 def _run(v: Any, resolved: dict[str, Any], timing: bool, arrays: tuple, args: tuple, stream: int | None = None) -> Any:
     """Run the resolved variant ``v`` on ``args`` in a new context: the result (and its Timing)."""
+    s = call_stream(arrays, stream) if v.needs_cuda else 0
     ctx = ExecContext(timing=timing, device_result=any(isinstance(a, DeviceArray) for a in arrays), gpu=v.needs_cuda,
-                      stream=call_stream(arrays, stream) if v.needs_cuda else 0)
+                      stream=s)
     out = ctx.run(v, *args, **resolved)
+    if v.needs_cuda:
+        note_uses(arrays, s)
     return (out, ctx.record()) if timing else out
 
 
@@ -338,16 +355,22 @@ class Op:
             if plan is not None and plan.generation == registry._GENERATION[0]:
                 table = _REGISTRY.get(self.name)
                 if table is plan.table and table.get(plan.variant.name) is plan.variant:
-                    s = stream
+                    s, cross = stream, False
                     for h in handles:  # call_stream, inlined (the hot path)
                         if type(h) is _DA:
                             on = h._stream
-                            if on is not None and on != s:
+                            if on is None:
+                                cross = True
+                            elif on != s:
                                 if s is None:
                                     s = on
                                 else:
                                     _ext.cuda_module().stream_wait(s, on)
-                    out = plan.run(0 if s is None else s, *handles)
+                                    cross = True
+                    s = 0 if s is None else s
+                    out = plan.run(s, *handles)
+                    if cross:
+                        note_uses(handles, s)
                     return out if self.result is None else self.result(out, *args)
         elif not isinstance(timing, bool):
             raise TypeError(f"{self.name}: timing must be True or False, got {timing!r}")
@@ -371,6 +394,8 @@ class Op:
                 out = (out, ctx.record())
         else:
             out = self._plan(key, v, resolved, arrays, run_args, s)
+        if v.needs_cuda:
+            note_uses(arrays, s)
         if self.result is None:
             return out
         return (self.result(out[0], *args), out[1]) if timing else self.result(out, *args)

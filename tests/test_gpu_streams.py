@@ -310,3 +310,33 @@ def test_models_graph_launches_on_the_callers_stream_and_follows_it_across_strea
         assert out.stream == s
         np.testing.assert_array_equal(out.numpy(), want)
         np.testing.assert_array_equal(net.forward(host, variant="fast", graph=True), want)  # NumPy: legacy stream
+
+
+def test_inputs_dropped_right_after_a_call_on_another_stream_are_not_reused_under_it(rng, side_stream):
+    """An input made on the legacy stream, used by a call queued on a busy side stream, then dropped at once: its
+    free is ordered after the side stream's work (Buffer.used_on), so new arrays made on the legacy stream meanwhile
+    (the same sizes: the pool would hand the same bytes back) cannot overwrite it before the call's kernels read it.
+    Every family, and k-means (whose call returns before its loop runs); a complete input (synchronised) too."""
+    cuda = cuda_module()
+    calls = _calls(rng)
+    x = _f32(rng, 30_001, 6)
+    calls.append(("kmeans", lambda x, **k: gpuopt.kmeans(x, 4, threshold=0.0, max_iter=5, **k), (x,),
+                  gpuopt.kmeans(x, 4, threshold=0.0, max_iter=5, variant="cpu", summation="chunked")))
+    for complete in (False, True):
+        for name, call, host, want in calls:
+            previous = cuda.set_stream(side_stream)
+            cuda.spin(20_000)  # the call's kernels queue behind 20 ms of work
+            cuda.set_stream(previous)
+            dev = [gpuopt.to_device(h) for h in host]
+            if complete:
+                dev = [d.synchronize() for d in dev]
+            out = call(*dev, stream=side_stream)
+            del dev  # freed on the legacy stream now
+            junk = [gpuopt.to_device(np.full_like(h, 7)) for h in host for _ in range(3)]  # same sizes, legacy
+            gpuopt.synchronize(0)
+            if name == "kmeans":
+                np.testing.assert_array_equal(out.membership.numpy(), want.membership, err_msg=name)
+                np.testing.assert_array_equal(out.centroids.numpy(), want.centroids, err_msg=name)
+            else:
+                _close(out.numpy(), want)
+            del junk

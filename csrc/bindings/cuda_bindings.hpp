@@ -48,16 +48,29 @@ inline std::string binding_name(const char* op, const char* variant) { return st
 class Buffer {
 public:
     explicit Buffer(std::size_t nbytes) : block_(pool_alloc(nbytes)) {}
-    ~Buffer() { pool_free(block_); }
+    ~Buffer() {
+        if (users_.empty()) pool_free(block_);
+        else pool_free_after(block_, users_.data(), users_.size());
+    }
     Buffer(const Buffer&) = delete;
     Buffer& operator=(const Buffer&) = delete;
     std::uintptr_t ptr() const { return reinterpret_cast<std::uintptr_t>(block_.ptr); }
     std::size_t nbytes() const { return block_.bytes; }
     // The stream it was allocated on, as a handle (0: the legacy default stream).
     std::uintptr_t stream() const { return reinterpret_cast<std::uintptr_t>(block_.stream); }
+    // An op on stream `handle` used it: its free (queued on its own stream) waits for that stream's work then, as
+    // PyTorch's record_stream does, so its bytes are not reused under a kernel still queued elsewhere.
+    void used_on(std::uintptr_t handle) {
+        const cudaStream_t s = stream_from_handle(handle);
+        if (s == block_.stream) return;
+        for (cudaStream_t u : users_)
+            if (u == s) return;
+        users_.push_back(s);
+    }
 
 private:
     PoolBlock block_;
+    std::vector<cudaStream_t> users_;  // streams other than block_.stream that used it
 };
 
 // One launch of a variant with everything but the device addresses fixed (shape, activation, parameters, all

@@ -156,6 +156,9 @@ void bind_runtime(py::module_& m) {
         .def(py::init<std::size_t>(), py::arg("nbytes"))
         .def_property_readonly("ptr", &Buffer::ptr)
         .def_property_readonly("stream", &Buffer::stream)
+        .def("used_on", &Buffer::used_on, py::arg("stream"),
+             "Order this buffer's free after the work queued on `stream` (a handle) by then: an op there read or "
+             "wrote it.")
         .def_property_readonly("nbytes", &Buffer::nbytes);
 
     m.def("copy_h2d", [](std::uintptr_t dst, const py::array& src, std::size_t nbytes, bool check_finite) {

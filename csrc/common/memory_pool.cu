@@ -132,6 +132,37 @@ void pool_free(const PoolBlock& b) noexcept {
     }
 }
 
+namespace {
+// Events for pool_free_after, reused: an event can be recorded again once a wait on it is queued.
+std::mutex events_mutex;
+std::vector<cudaEvent_t> spare_events;
+}  // namespace
+
+void pool_free_after(const PoolBlock& b, const cudaStream_t* users, std::size_t count) noexcept {
+    for (std::size_t i = 0; i < count && b.ptr; ++i) {
+        const cudaStream_t user = users[i];
+        if (user == b.stream || capture_of(user) != 0 || capture_of(b.stream) != 0) continue;  // (graphs own theirs)
+        cudaEvent_t ev = nullptr;
+        {
+            std::lock_guard<std::mutex> lock(events_mutex);
+            if (!spare_events.empty()) ev = spare_events.back(), spare_events.pop_back();
+        }
+        if (!ev && cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) {
+            cudaGetLastError();
+            ev = nullptr;
+        }
+        if (ev && cudaEventRecord(ev, user) == cudaSuccess && cudaStreamWaitEvent(b.stream, ev, 0) == cudaSuccess) {
+            std::lock_guard<std::mutex> lock(events_mutex);
+            spare_events.push_back(ev);
+            continue;
+        }
+        cudaGetLastError();  // no event, or a stream gone: wait for the whole device rather than free too early
+        if (ev) cudaEventDestroy(ev);
+        if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();
+    }
+    pool_free(b);
+}
+
 void pool_release_cached() noexcept {
     scratch_release_idle();  // (their frees queued first: complete at the synchronisation below)
     if (cudaDeviceSynchronize() != cudaSuccess) cudaGetLastError();

@@ -93,7 +93,7 @@ void kmeans_device_persistent_check(std::int64_t n, std::int64_t d, std::int64_t
 KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::int64_t d, std::int64_t k,
                                      float threshold, std::int64_t max_iter, float* centroids_dev,
                                      std::int32_t* membership_dev, const PersistentConfig& cfg,
-                                     const float* init_dev, std::int32_t* result_dev = nullptr);
+                                     const float* init_dev, std::int32_t* result_dev);
 // Testing aid: whether device_persistent's result goes through mapped host memory (true, the default) or the
 // fallback's copy back; returns the previous setting.
 bool kmeans_device_persistent_mapped(bool on);

@@ -333,7 +333,7 @@ def test_deferred_runs_queued_behind_a_long_kernel(rng, stream):
     # them) and write its own record; outputs poisoned (the suite's pool poisoning), every record checked after.
     shapes = [(100_001, 8, 3), (5_003, 3, 7), (40_000, 16, 64), (1_000, 2, 2), (150_001, 5, 4), (488_565, 8, 3)]
     runs = []
-    stream = {"legacy": 0, "per_thread": 2}.get(stream) or _cuda().new_stream()
+    stream = {"legacy": 0, "per_thread": 2}[stream] if stream != "side" else _cuda().new_stream()
     previous = _cuda().set_stream(stream)
     _cuda().spin(20_000)
     _cuda().set_stream(previous)
@@ -383,7 +383,7 @@ def test_deferred_runs_on_four_threads(rng):
 def test_side_streams_numpy_and_captures(rng, result_path):
     # A user's own stream (deferred, the call's own counters) and NumPy x (waits in the call), interleaved with
     # deferred runs on the legacy stream: they share nothing. A capture: a device x's run replays with x changed in
-    # place (its counters zeroed by a memset node each time); NumPy x cannot wait there (a clear error).
+    # place (its counters zeroed by a memset node each time); a run that must wait cannot be captured (an error).
     x = rng.uniform(-1, 1, (70_001, 5)).astype(np.float32)
     ref = gpuopt.kmeans(x, 4, threshold=0.0, max_iter=7, variant="cpu", summation="chunked")
     side = _cuda().new_stream()
@@ -400,11 +400,17 @@ def test_side_streams_numpy_and_captures(rng, result_path):
     cuda = _cuda()
     xd.synchronize()  # (complete: the capture need not wait for another stream)
     other = np.concatenate([rng.normal(0, 0.01, (35_000, 5)), rng.normal(5, 0.01, (35_001, 5))]).astype(np.float32)
+    for host_x, error in ((x, RuntimeError), (xd, ValueError)):  # NumPy x's copy in; timing's wait
+        refused = cuda.Graph()
+        refused.begin(side)
+        try:
+            with pytest.raises(error, match="captur"):
+                gpuopt.kmeans(host_x, 4, threshold=0.0, max_iter=7, variant=V, stream=side, timing=host_x is xd)
+        finally:
+            refused.end(True)
     graph = cuda.Graph()
     graph.begin(side)
     try:
-        with pytest.raises(ValueError, match="captured"):
-            gpuopt.kmeans(x, 4, threshold=0.0, max_iter=7, variant=V, stream=side)
         res = gpuopt.kmeans(xd, 4, threshold=0.001, max_iter=7, variant=V, stream=side)
     except BaseException:
         graph.end(True)
