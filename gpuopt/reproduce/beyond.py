@@ -93,8 +93,14 @@ def _line(field: str, limit: float, callers: tuple[str, ...]):
     return check
 
 
+def _small(rows: Rows) -> Rows:
+    """The rows of the small problems (one a family), without the loop lines' own shapes."""
+    lined = {(r.get("op"), r.get("problem")) for r in rows if r.get("line_us") not in (None, "")}
+    return [r for r in rows if (r.get("op"), r.get("problem")) not in lined]
+
+
 def _vs_pytorch(rows: Rows) -> Check | None:
-    dev = [r for r in rows if r.get("caller") == "device" and r.get("us_per_call")]
+    dev = [r for r in _small(rows) if r.get("caller") == "device" and r.get("us_per_call")]
     mine = {}
     for r in dev:
         if r.get("impl") == "gpuopt":
@@ -107,14 +113,25 @@ def _vs_pytorch(rows: Rows) -> Check | None:
     return Check(not dearer, f"dearer than PyTorch's: {', '.join(dearer) or 'none'} of {len(both)} ops")
 
 
+def _loop_lines(rows: Rows) -> Check | None:
+    lined = [r for r in rows if r.get("line_us") not in (None, "") and r.get("us_per_call")]
+    if not lined:
+        return None
+    bad = [r for r in lined if float(r["us_per_call"]) > float(r["line_us"])]
+    return Check(not bad, "; ".join(f"{str(r['problem']).split(':')[0]} {float(r['us_per_call']):.1f} µs "
+                                    f"(line {float(r['line_us']):g})" for r in lined))
+
+
 OVERHEAD_CLAIMS = (Claim("a device-array call within its kernel + 8 µs", _line("over_kernel_us", 8.0, ("device",))),
+             Claim("the NCTU lab layer and one k-means loop at kmeans04 in a loop within their per-call lines",
+                   _loop_lines),
              Claim("a torch-tensor call within the device-array call + 2 µs",
                    _line("over_device_us", 2.0, ("torch", "torch side stream"))),
              Claim("no call dearer than PyTorch's own op on device arrays", _vs_pytorch))
 
 
 def overhead(meta: Mapping[str, Any], rows: Rows) -> Finding:
-    dev = [r for r in rows if r.get("caller") == "device" and r.get("us_per_call")]
+    dev = [r for r in _small(rows) if r.get("caller") == "device" and r.get("us_per_call")]
     if not dev:
         return missing("overhead rows on device arrays")
     mine = {(r["op"], r["variant"]): r["us_per_call"] for r in dev if r.get("impl") == "gpuopt"}
