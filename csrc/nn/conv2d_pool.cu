@@ -15,6 +15,7 @@
 // neighbouring threads then cover 128 contiguous bytes, free of bank conflicts.
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -65,7 +66,14 @@ struct Layout {
     int tiles_q, tiles;             // tiles along q, tiles per image
     int images, cpb, chunk;         // images / output channels per block, input channels per chunk
     int in_rows, in_pitch;          // staged input tile: rows, floats per row
+    int gather;                     // 1: the filters read from w (K, C, R, S) and arranged while staged (small banks)
 };
+
+// A bank of at most this many arranged floats is arranged by the conv kernel itself while it stages each chunk's
+// filters (4-byte copies from w), not by arrange_filters first: one launch a call instead of two (a launch is ~5 µs
+// of host time on the H200's host, more than a tiny layer's kernel); past it the 16-byte copies of the arranged bank
+// pay for the extra launch. (MNIST's conv1, 32 maps of 1 x 5 x 5: 800.)
+constexpr std::int64_t kGatherMaxFloats = 4096;
 
 
 
@@ -107,7 +115,7 @@ __device__ __forceinline__ void store_patch(const float (&acc)[2][4][CPT], const
 template <int R, int S, typename TIn>
 __device__ __forceinline__ void stage(const TIn* __restrict__ x, float divisor, const float* __restrict__ wblock,
                                       float* s_in, float* s_w, const Layout& L, std::int64_t n0, int p0, int q0,
-                                      int c0, int cc) {
+                                      int c0, int cc, int kb) {
     const int segs_row = L.in_pitch / 4, in_plane = L.in_rows * L.in_pitch;
     const int total = L.images * cc * L.in_rows * segs_row;
     const std::int64_t plane = static_cast<std::int64_t>(L.H) * L.W;
@@ -139,6 +147,16 @@ __device__ __forceinline__ void stage(const TIn* __restrict__ x, float divisor, 
                 dst[j] = row_ok && col + j < L.W ? load_input<TIn>(x, src + j, divisor) : 0.f;
         }
     }
+    if (L.gather) {  // wblock is w (K, C, R, S): slot j of tap t of channel c is map kb * cpb + j (zero past K)
+        for (int e = threadIdx.x; e < cc * R * S * L.cpb; e += blockDim.x) {
+            const int slot = e % L.cpb, rest = e / L.cpb, tap = rest % (R * S), c = c0 + rest / (R * S);
+            const int k = kb * L.cpb + slot;
+            const bool ok = k < L.K;
+            dev::cp_async_4(s_w + e, ok ? wblock + (static_cast<std::int64_t>(k) * L.C + c) * (R * S) + tap : wblock,
+                            ok ? 4 : 0);
+        }
+        return;
+    }
     // The filters: one contiguous run of cc * R * S * cpb floats (a multiple of 8).
     const float* wsrc = wblock + static_cast<std::int64_t>(c0) * R * S * L.cpb;
     for (int e = threadIdx.x; e < cc * R * S * L.cpb / 4; e += blockDim.x)
@@ -161,7 +179,7 @@ __global__ void __launch_bounds__(CPT == 4 ? kMaxThreadsCpt4 : kMaxThreads, CPT 
     auto s_w = [&](int b) { return smem + b * stage_floats + L.images * L.chunk * in_plane; };
 
     const int kb = blockIdx.y;
-    const float* wblock = wt + static_cast<std::int64_t>(kb) * L.C * R * S * L.cpb;
+    const float* wblock = L.gather ? wt : wt + static_cast<std::int64_t>(kb) * L.C * R * S * L.cpb;
     const std::int64_t items = static_cast<std::int64_t>(ceil_div(L.N, L.images)) * L.tiles;
     const int chunks = ceil_div(L.C, L.chunk);
     auto origin = [&](std::int64_t item, std::int64_t& n0, int& p0, int& q0) {
@@ -185,7 +203,7 @@ __global__ void __launch_bounds__(CPT == 4 ? kMaxThreadsCpt4 : kMaxThreads, CPT 
     std::int64_t n0;
     int p0, q0;
     origin(item, n0, p0, q0);
-    stage<R, S, TIn>(x, divisor, wblock, s_in(0), s_w(0), L, n0, p0, q0, 0, min(L.chunk, L.C));
+    stage<R, S, TIn>(x, divisor, wblock, s_in(0), s_w(0), L, n0, p0, q0, 0, min(L.chunk, L.C), kb);
     dev::cp_async_commit();
     int buf = 0;
     for (; item < items; item += gridDim.x) {
@@ -210,7 +228,7 @@ __global__ void __launch_bounds__(CPT == 4 ? kMaxThreadsCpt4 : kMaxThreads, CPT 
                     origin(next, nn0, np0, nq0);
                     const int c0 = next_chunk * L.chunk;
                     stage<R, S, TIn>(x, divisor, wblock, s_in(buf ^ 1), s_w(buf ^ 1), L, nn0, np0, nq0, c0,
-                                     min(L.chunk, L.C - c0));
+                                     min(L.chunk, L.C - c0), kb);
                 }
                 dev::cp_async_commit();
             }
@@ -412,13 +430,20 @@ void conv2d_pool_fused(const void* x, InputType input_type, float input_divisor,
     const ConvPoolLaunch p = conv2d_pool_plan(s, cfg);
     GPUOPT_REQUIRE(input_type == InputType::Float32 ? input_divisor == 1.f : input_divisor > 0.f,
                    "conv2d_pool: input_divisor applies to uint8 input (> 0); float32 input takes 1.0");
-    const Layout L = make_layout(s, p);
+    Layout L = make_layout(s, p);
     const int RS = static_cast<int>(s.R * s.S);
     const std::int64_t arranged = static_cast<std::int64_t>(ceil_div(L.K, L.cpb)) * L.C * RS * L.cpb;
-    const Scratch scratch({sizeof(float) * static_cast<std::size_t>(arranged)});  // (scratch.hpp)
-    float* wt = scratch.get<float>(0);
-    arrange_filters<<<grid_for(arranged, 256), 256, 0, current_stream()>>>(w, wt, L.K, L.C, RS, L.cpb, 1, arranged);
-    GPUOPT_CHECK_LAUNCH("arrange_filters");
+    L.gather = arranged <= kGatherMaxFloats;
+    std::optional<Scratch> scratch;  // the arranged bank (scratch.hpp), where the kernel does not gather it
+    const float* wt = w;
+    if (!L.gather) {
+        scratch.emplace(std::initializer_list<std::size_t>{sizeof(float) * static_cast<std::size_t>(arranged)});
+        float* arranged_w = scratch->get<float>(0);
+        arrange_filters<<<grid_for(arranged, 256), 256, 0, current_stream()>>>(w, arranged_w, L.K, L.C, RS, L.cpb, 1,
+                                                                                arranged);
+        GPUOPT_CHECK_LAUNCH("arrange_filters");
+        wt = arranged_w;
+    }
     if (s.R == 3)
         dispatch_act<3>(act, pool, x, input_type, input_divisor, wt, bias, y, L, p, s.pool == 2);
     else
