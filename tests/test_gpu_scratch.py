@@ -85,19 +85,20 @@ def test_threads_keep_arenas_of_their_own(rng):
 
 def test_arena_on_the_default_stream_only_and_given_back(rng):
     cuda = cuda_module()
-    x = gpuopt.to_device(rng.standard_normal((2, 3, 12, 12)).astype(np.float32))
-    w = gpuopt.to_device(rng.standard_normal((8, 3, 5, 5)).astype(np.float32))
+    # (a bank past the size the conv kernel arranges itself: fused arranges it first, into its scratch)
+    x = gpuopt.to_device(rng.standard_normal((2, 32, 12, 12)).astype(np.float32))
+    w = gpuopt.to_device(rng.standard_normal((64, 32, 5, 5)).astype(np.float32))
     want = gpuopt.nn.conv2d_pool(x.numpy(), w.numpy(), variant="cpu")
     gpuopt.cuda.empty_cache()
     assert cuda.scratch_arena_bytes() == 0
     side = cuda.new_stream()
     y = gpuopt.nn.conv2d_pool(x, w, variant="fused", stream=side)
-    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-4)
     assert cuda.scratch_arena_bytes() == 0  # a stream that may be destroyed: pool blocks
     y = gpuopt.nn.conv2d_pool(x, w, variant="fused")
-    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-4)
     assert cuda.scratch_arena_bytes() > 0
     gpuopt.cuda.empty_cache()
     assert cuda.scratch_arena_bytes() == 0
     y = gpuopt.nn.conv2d_pool(x, w, variant="fused")  # a fresh arena after the release
-    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-4)
