@@ -4,7 +4,6 @@ the previous call's; these tests queue many calls behind a long kernel, with dif
 (the arena grows mid-run), and check every result against the CPU reference. Threads keep arenas of their own; a
 side stream takes pool blocks; ``empty_cache`` gives the arenas back."""
 
-import threading
 
 import numpy as np
 import pytest
@@ -13,6 +12,7 @@ import gpuopt
 import gpuopt.nn
 from gpuopt._ext import cuda_module
 from gpuopt.sparse import FASTFilters
+from threads import run_threads
 
 pytestmark = pytest.mark.gpu
 
@@ -59,24 +59,16 @@ def test_conv2d_pool_calls_queued_back_to_back_each_keep_their_filters(rng, vari
 
 
 def test_threads_keep_arenas_of_their_own(rng):
-    cases = [[(rng.standard_normal((2, 3, 12, 12)).astype(np.float32),
-               rng.standard_normal((8, 3, 5, 5)).astype(np.float32)) for _ in range(12)] for _ in range(4)]
+    # (banks of 4 x 5 x 5 x 48: past what fused arranges in its kernel, so each call arranges them in its scratch)
+    cases = [[(rng.standard_normal((2, 4, 12, 12)).astype(np.float32),
+               rng.standard_normal((48, 4, 5, 5)).astype(np.float32)) for _ in range(8)] for _ in range(4)]
     results: dict[int, list] = {}
-    errors: list[BaseException] = []
 
     def work(i):
-        try:
-            dev = [(gpuopt.to_device(x), gpuopt.to_device(w)) for x, w in cases[i]]
-            results[i] = [gpuopt.nn.conv2d_pool(dx, dw, activation="relu", variant="fused").numpy() for dx, dw in dev]
-        except BaseException as e:  # pragma: no cover - reported below
-            errors.append(e)
+        dev = [(gpuopt.to_device(x), gpuopt.to_device(w)) for x, w in cases[i]]
+        results[i] = [gpuopt.nn.conv2d_pool(dx, dw, activation="relu", variant="fused").numpy() for dx, dw in dev]
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    run_threads(work, 4)
     for i in range(4):
         for (x, w), got in zip(cases[i], results[i]):
             want = gpuopt.nn.conv2d_pool(x, w, activation="relu", variant="cpu")

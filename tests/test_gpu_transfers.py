@@ -3,13 +3,13 @@ host threads; copies up to 64 KiB go through a 16-slot ring of small pinned slot
 the rest take the driver's path. Sizes straddle the 64 KiB and 2 MiB thresholds, the 4 MiB slots, the 3-slot
 ring and the 64 KiB per-thread blocks."""
 
-import threading
 
 import numpy as np
 import pytest
 
 import gpuopt
 from gpuopt.cuda import to_device_checked
+from threads import run_threads
 
 pytestmark = pytest.mark.gpu
 
@@ -69,11 +69,7 @@ def test_concurrent_copies_from_threads():
     def work(i):
         results[i] = gpuopt.to_device(hosts[i])
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(hosts))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(work, len(hosts))
     for host, dev in zip(hosts, results):
         np.testing.assert_array_equal(dev.numpy(), host)
 

@@ -54,6 +54,12 @@ class KMeansResult:
         r._centroids, r._membership, r._pending = centroids, membership, (loop, threshold)
         return r
 
+    def _settled(self) -> KMeansResult:
+        """self, its loop record read first where it is still on the device."""
+        if self._pending is not None:
+            self._settle()
+        return self
+
     def _settle(self) -> None:
         loop, threshold = self._pending
         info = loop.numpy()  # waits for the loop on its stream
@@ -73,23 +79,9 @@ class KMeansResult:
     def membership(self) -> Any:
         return self._membership
 
-    @property
-    def iterations(self) -> int:
-        if self._pending is not None:
-            self._settle()
-        return self._iterations
-
-    @property
-    def delta(self) -> np.ndarray:
-        if self._pending is not None:
-            self._settle()
-        return self._delta
-
-    @property
-    def converged(self) -> bool:
-        if self._pending is not None:
-            self._settle()
-        return self._converged
+    iterations = property(lambda self: self._settled()._iterations, doc="int: loops run")
+    delta = property(lambda self: self._settled()._delta, doc="numpy.ndarray float32 (iterations,): delta per loop")
+    converged = property(lambda self: self._settled()._converged, doc="bool: whether the last loop met the threshold")
 
     def __repr__(self) -> str:
         if self._pending is not None:

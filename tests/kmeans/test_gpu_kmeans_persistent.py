@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import gpuopt
+from threads import run_threads
 
 from .test_gpu_kmeans import _cancelling, assert_same_as_chunked_cpu
 
@@ -353,31 +354,20 @@ def test_deferred_runs_queued_behind_a_long_kernel(rng, stream):
 def test_deferred_runs_on_four_threads(rng):
     # Each thread's per-thread default stream (its own counters, kernels possibly concurrent) and the legacy stream
     # (one stream shared by the threads, each with its own counters).
-    import threading
-
     xs = [rng.uniform(-1, 1, (30_000 + 977 * t, 4 + t)).astype(np.float32) for t in range(4)]
     refs = [gpuopt.kmeans(x, 3 + t, threshold=0.0, max_iter=5, variant="cpu", summation="chunked")
             for t, x in enumerate(xs)]
-    errors = []
 
     def work(t):
-        try:
-            xd = gpuopt.to_device(xs[t])
-            side = _cuda().new_stream()
-            for i in range(12):
-                res = gpuopt.kmeans(xd, 3 + t, threshold=0.0, max_iter=5, variant=V, stream=(0, 2, side)[(i + t) % 3])
-                if i % 4 == 3:
-                    _same(res, refs[t])
-            _same(res, refs[t])
-        except Exception as e:  # noqa: BLE001 - reported in the main thread
-            errors.append(e)
+        xd = gpuopt.to_device(xs[t])
+        side = _cuda().new_stream()
+        for i in range(12):
+            res = gpuopt.kmeans(xd, 3 + t, threshold=0.0, max_iter=5, variant=V, stream=(0, 2, side)[(i + t) % 3])
+            if i % 4 == 3:
+                _same(res, refs[t])
+        _same(res, refs[t])
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert not errors, errors
+    run_threads(work, 4)
 
 
 def test_side_streams_numpy_and_captures(rng, result_path):

@@ -154,3 +154,40 @@ def test_numpy_x_is_never_planned(rng):
     x[4, 2] = np.nan
     with pytest.raises(ValueError, match="finite"):
         gpuopt.kmeans(x, 3, threshold=0.0, max_iter=2, variant="cpu")
+
+
+class _Record:
+    """Stands in for a deferred run's device record: [loop count][history as float32 bits], read by ``numpy()``."""
+
+    def __init__(self, values):
+        self.values, self.reads = np.asarray(values, np.int32), 0
+
+    def numpy(self):
+        self.reads += 1
+        return self.values.copy()
+
+
+def test_a_deferred_result_reads_its_record_once_on_first_access():
+    from gpuopt.kmeans.api import KMeansResult
+
+    history = np.array([1.0, 0.25, 0.0005], np.float32)
+    record = _Record(np.concatenate([[3], history.view(np.int32), [-1, -1]]))  # max_iter 5, 3 loops run
+    res = KMeansResult._deferred("c", "m", record, 0.001)
+    assert "on the device" in repr(res) and record.reads == 0
+    assert res.centroids == "c" and res.membership == "m" and record.reads == 0  # no read for the arrays
+    assert res.iterations == 3 and record.reads == 1
+    np.testing.assert_array_equal(res.delta, history)
+    assert res.converged and record.reads == 1 and "iterations=3" in repr(res)
+    with pytest.raises(AttributeError):
+        res.iterations = 4  # read-only, as before
+    stopped = KMeansResult._deferred("c", "m", _Record(np.concatenate([[2], history[:2].view(np.int32)])), 0.001)
+    assert not stopped.converged and stopped.iterations == 2  # max_iter stopped it
+
+
+@pytest.mark.parametrize("count", [0, -1, 6, 2**31 - 1])
+def test_a_deferred_record_the_run_did_not_write_raises(count):
+    from gpuopt.kmeans.api import KMeansResult
+
+    res = KMeansResult._deferred(None, None, _Record([count, 0, 0, 0, 0, 0]), 0.0)
+    with pytest.raises(RuntimeError, match="loops"):
+        res.delta
