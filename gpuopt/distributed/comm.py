@@ -92,10 +92,10 @@ class ThreadGroup:
 
     def run(self, fn: Callable[[Communicator], Any], join_timeout: float | None = None) -> list[Any]:
         """``fn(communicator)`` on every rank, each in a thread of its own; the outcomes in rank order: what
-        ``fn`` returned, or the exception it raised. A rank still running after ``join_timeout`` seconds (None:
-        twice the group's timeout) is reported as a TimeoutError (its thread is a daemon: it cannot keep the
-        process alive)."""
-        outcomes: list[Any] = [TimeoutError("the rank did not finish")] * self.size
+        ``fn`` returned, or the exception it raised. Waits for every rank (their collectives are bounded by their
+        timeouts); with ``join_timeout``, a rank still running after that many seconds is reported as a
+        TimeoutError (its thread is a daemon: it cannot keep the process alive)."""
+        outcomes: list[Any] = [TimeoutError(f"the rank did not finish within {join_timeout} s")] * self.size
 
         def body(rank: int) -> None:
             try:
@@ -107,9 +107,8 @@ class ThreadGroup:
                    for r in range(self.size)]
         for t in threads:
             t.start()
-        wait = 2 * self.timeout if join_timeout is None else join_timeout
         for t in threads:
-            t.join(wait)  # each join waits at most `wait`: a stuck rank cannot stall the others' report
+            t.join(join_timeout)  # each join waits at most join_timeout: a stuck rank cannot hide the others
         return outcomes
 
     def _record(self, rank: int | None, reason: str) -> None:

@@ -219,7 +219,8 @@ def kmeans(x_local: Any, k: int, *, threshold: float = 0.001, max_iter: int = 50
     row_offset : int, optional
         This shard's first global row: a multiple of 32,768 (a group of the sum tree; :func:`sum_group`), the
         shards tiling [0, N) in any rank order. None on every rank: the shards are in rank order (rank r starts
-        after the rows of ranks 0..r-1). Given on one rank, it must be given on all. :func:`shard_bounds` splits.
+        after the rows of ranks 0..r-1). Given on one rank, it must be given on all; an empty shard's is not used.
+        :func:`shard_bounds` gives a split that fits.
     comm : Communicator, optional
         The ranks: a :class:`~gpuopt.distributed.ThreadGroup`'s communicator, a
         :class:`~gpuopt.distributed.TorchCommunicator`, or your own. None: torch.distributed's default group
