@@ -196,10 +196,11 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _gloo_ranks(size, mode):
+def _gloo_ranks(size, mode, cwd):
     pytest.importorskip("torch.distributed")
     port = _free_port()
-    procs = [subprocess.Popen([sys.executable, "-c", _RANK, str(r), str(size), str(port), mode],
+    # cwd away from the checkout: the ranks import the installed gpuopt, as the tests do
+    procs = [subprocess.Popen([sys.executable, "-c", _RANK, str(r), str(size), str(port), mode], cwd=cwd,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(size)]
     outs = []
     for p in procs:
@@ -209,8 +210,8 @@ def _gloo_ranks(size, mode):
     return outs
 
 
-def test_gloo_ranks_give_the_reference_bits():
-    outs = _gloo_ranks(3, "ok")
+def test_gloo_ranks_give_the_reference_bits(tmp_path):
+    outs = _gloo_ranks(3, "ok", tmp_path)
     x = np.random.default_rng(11).normal(size=(70_001, 4)).astype(np.float32)
     ref = gpuopt.kmeans(x, 6, variant="cpu", summation="chunked", max_iter=10)
     for out in outs:
@@ -219,7 +220,7 @@ def test_gloo_ranks_give_the_reference_bits():
     assert sum((o["membership"] for o in outs), []) == ref.membership.tolist()
 
 
-def test_gloo_a_failing_rank_fails_every_rank():
-    outs = _gloo_ranks(3, "fail")
+def test_gloo_a_failing_rank_fails_every_rank(tmp_path):
+    outs = _gloo_ranks(3, "fail", tmp_path)
     assert outs[1]["error"] == "ValueError"
     assert all(o["error"] == "CollectiveError" and "rank 1 failed" in o["message"] for o in (outs[0], outs[2]))
