@@ -153,7 +153,7 @@ def _agree(comm: Communicator, a: _Local) -> _Layout:
     expected = 0
     for r in order:
         if offsets[r] % g:
-            given = "row_offset" if table[0, 6] else "its row_offset (the rows of the ranks before it)"
+            given = "its row_offset" if table[0, 6] else "after the rows of the ranks before it"
             raise ValueError(f"rank {r}'s shard starts at row {offsets[r]} ({given}), not a multiple of {g}: every "
                              f"shard starts at a group of the sum tree, so every shard but the last holds a "
                              f"multiple of {g} rows (rows per rank: {rows})")
@@ -176,7 +176,7 @@ def _initial_centres(comm: Communicator, a: _Local, lay: _Layout) -> np.ndarray:
     if a.init is not None:
         inits = comm.all_gather(a.init, timeout=a.timeout)
         for r, other in enumerate(inits):
-            if other.view(np.uint32).tobytes() != inits[0].view(np.uint32).tobytes():
+            if other.tobytes() != inits[0].tobytes():  # bits: an empty cluster returns its init as given
                 raise ValueError(f"init must be the same on every rank: rank {r}'s differs from rank 0's")
         return inits[0]
     mine = a.x[:max(0, min(lay.rows[me], a.k - lay.offsets[me]))]
