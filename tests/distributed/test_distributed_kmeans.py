@@ -68,6 +68,28 @@ def test_ragged_70001_stopped_by_threshold(blobs_70001, ranks):
     assert_same_as_reference(x, 6, bounds, ref, **kw)
 
 
+@pytest.mark.parametrize("case", range(4))
+def test_random_shapes_and_splits(rng, case):
+    """Random N (up to ~4.6 groups), D, k, rank count, cuts at random group boundaries (empty shards included) and
+    a random rank order: the reference's bits."""
+    n, d = int(rng.integers(1, 150_000)), int(rng.integers(1, 7))
+    k, ranks = int(rng.integers(1, min(n, 12) + 1)), int(rng.integers(1, 6))
+    groups = -(-n // G)
+    cuts = np.sort(rng.integers(0, groups + 1, ranks - 1))
+    edges = [0, *(min(int(c) * G, n) for c in cuts), n]
+    bounds = [(edges[i], edges[i + 1]) for i in range(ranks)]
+    bounds = [bounds[i] for i in rng.permutation(ranks)]  # any rank may hold any shard, given row_offset
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    kw = dict(threshold=float(rng.choice([0.0, 0.01])), max_iter=int(rng.integers(1, 15)))
+    ref = gpuopt.kmeans(x, k, variant="cpu", summation="chunked", **kw)
+    outs = run_ranks(x, k, bounds, explicit_offsets=True, **kw)
+    for (start, stop), out in zip(bounds, outs):
+        assert not isinstance(out, BaseException), (n, d, k, bounds, out)
+        assert out.centroids.tobytes() == ref.centroids.tobytes(), (n, d, k, bounds)
+        assert out.iterations == ref.iterations and out.delta.tobytes() == ref.delta.tobytes()
+        np.testing.assert_array_equal(out.membership, ref.membership[start:stop])
+
+
 def test_shards_in_any_rank_order_with_empty_and_short_ones(blobs_70001):
     x, ref, kw = blobs_70001
     # rank 0 holds the ragged end, rank 2 the start; ranks 1 and 4 hold nothing
