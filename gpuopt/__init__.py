@@ -28,7 +28,7 @@ from .kmeans import KMeansResult, kmeans, kmeans_predict
 from .sparse import sparse_conv2d
 from ._exec import Timing
 from .cuda import DeviceArray, from_dlpack, synchronize, to_device
-from . import cuda, datasets, nn, sparse
+from . import cuda, datasets, distributed, nn, sparse
 from . import models
 
 __version__: str = _core.build_info()["version"]
@@ -52,6 +52,7 @@ __all__ = [
     "models",
     "sparse",
     "datasets",
+    "distributed",
     "variants",
     "ops",
     "cuda_available",

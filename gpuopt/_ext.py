@@ -204,7 +204,8 @@ def kernel_limits() -> dict[str, int]:
     ``conv2d_constant_weight_bytes`` (unroll_constmem's constant bank), ``conv2d_general_min_images`` /
     ``_maps`` / ``_channels`` (the CS6235 general variant's switch), ``conv2d_gemm_index_limit`` (the GEMM
     variants' int indices), ``conv2d_unroll_scratch_bytes`` (unroll's scratch budget), ``sparse_conv2d_max_taps``
-    (the largest filter side of the sparse kernels)."""
+    (the largest filter side of the sparse kernels), ``kmeans_sum_group`` (objects a group of k-means' chunked sum
+    tree: where a shard of :func:`gpuopt.distributed.kmeans` may start)."""
     return dict(_kernel_limits())
 
 

@@ -90,6 +90,27 @@ carray<std::int32_t> kmeans_predict_py(const carray<float>& x, const carray<floa
     return membership;
 }
 
+// A shard's chunked group sums (kmeans::chunked_group_sums): x (n, d) with n >= 0, its first row at a group
+// boundary of the whole data; membership (n,) in 0..k-1. Returns sums (groups, k, d) float64, counts (groups, k).
+py::tuple kmeans_group_sums_py(const carray<float>& x, const carray<std::int32_t>& membership, std::int64_t k) {
+    const auto xs = bind::shape_of(x, 2, "x");
+    const auto ms = bind::shape_of(membership, 1, "membership");
+    GPUOPT_REQUIRE(xs[1] >= 1, "x must have at least one coordinate (shape (n, d) with d >= 1)");
+    GPUOPT_REQUIRE(ms[0] == xs[0], "membership must have one entry per row of x: shape (" + std::to_string(xs[0]) +
+                                       ",), got (" + std::to_string(ms[0]) + ",)");
+    GPUOPT_REQUIRE(k >= 1, "k must be at least 1, got " + std::to_string(k));
+    const std::int64_t groups = (xs[0] + kmeans::kSumGroup - 1) / kmeans::kSumGroup;
+    auto sums = bind::empty<double>({groups, k, xs[1]});
+    auto counts = bind::empty<std::int64_t>({groups, k});
+    {
+        py::gil_scoped_release release;
+        kmeans::CentreScratch scratch;
+        kmeans::chunked_group_sums(x.data(), membership.data(), xs[0], xs[1], k, sums.mutable_data(),
+                                   counts.mutable_data(), scratch);
+    }
+    return py::make_tuple(sums, counts);
+}
+
 // The sparse layer's shape from its six sizes (the launchers' shape rules take the struct).
 sparse::SparseConvShape sparse_shape(std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R,
                                      std::int64_t S) {
@@ -249,6 +270,7 @@ py::dict kernel_limits_py() {
     d["sparse_conv2d_planes_max_height"] = sparse::kSparsePlanesMaxH;
     d["sparse_conv2d_planes_max_taps"] = sparse::kSparsePlanesMaxTaps;
     d["sparse_conv2d_imma_max_channels"] = sparse::kSparseImmaMaxC;
+    d["kmeans_sum_group"] = kmeans::kSumGroup;  // objects a group of the chunked sum tree (where shards may start)
     return d;
 }
 
@@ -364,6 +386,8 @@ PYBIND11_MODULE(_core, m) {
     m.def("kmeans", &kmeans_py, py::arg("x").noconvert(), py::arg("init").noconvert(), py::arg("threshold"),
           py::arg("max_iter"), py::arg("summation") = kmeans::kSummations.default_name(), nogil_doc);
     m.def("kmeans_predict", &kmeans_predict_py, py::arg("x").noconvert(), py::arg("centroids").noconvert(), nogil_doc);
+    m.def("kmeans_group_sums", &kmeans_group_sums_py, py::arg("x").noconvert(), py::arg("membership").noconvert(),
+          py::arg("k"), nogil_doc);
     m.def("sparse_conv", &sparse_conv_py, py::arg("x").noconvert(), py::arg("w").noconvert(), nogil_doc);
     m.def("sparse_input_planes_apply", [](std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t M, std::int64_t R,
                                           std::int64_t S) {

@@ -73,8 +73,10 @@ void predict_cpu(const float* x, std::int64_t n, std::int64_t d, const float* ce
 // Scratch of the centre update, kept by a caller across loops (no allocation per loop).
 struct CentreScratch {
     std::vector<float> sums_f;   // Liao: [k][d]
-    std::vector<double> sums_d;  // Chunked: one [k][d] per level of the tree (leaf, chunk, group, total)
-    std::vector<std::int64_t> counts;
+    std::vector<double> sums_d;  // Chunked: one [k][d] per level of the tree below the total (leaf, chunk, group)
+    std::vector<double> total_d;  // Chunked: [k][d], the group sums added in group order
+    std::vector<std::int64_t> counts;  // members per cluster (Chunked: of the open group)
+    std::vector<std::int64_t> total_counts;  // Chunked: members per cluster, all groups
     std::vector<std::int32_t> open[3];  // Chunked: clusters with members in the open leaf, chunk, group
     std::vector<unsigned char> is_open;  // [3][k]
 };
@@ -83,5 +85,15 @@ struct CentreScratch {
 // cluster keeps its centre.
 void update_centroids(const float* x, const std::int32_t* membership, std::int64_t n, std::int64_t d,
                       std::int64_t k, Summation summation, float* centroids, CentreScratch& scratch);
+
+// Summation::Chunked's group sums of a shard of the data: objects 0..n-1 of x, where x's object 0 is a group
+// boundary of the whole data's tree (its global index a multiple of kSumGroup), so each of the shard's
+// ceil(n / kSumGroup) groups is a group of the global tree (the last one partial only where the shard ends the
+// data). Writes sums [groups][k][d] (each group's sums, 0 for a cluster without members in it) and counts
+// [groups][k]. Every shard's group sums added in global group order into a total that starts at 0, then
+// float32(total / count), are update_centroids(Chunked) over the whole data, bit for bit (they share the walk).
+// membership values must be in 0..k-1 (checked).
+void chunked_group_sums(const float* x, const std::int32_t* membership, std::int64_t n, std::int64_t d,
+                        std::int64_t k, double* sums, std::int64_t* counts, CentreScratch& scratch);
 
 }  // namespace gpuopt::kmeans

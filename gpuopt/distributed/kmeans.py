@@ -1,0 +1,295 @@
+"""``gpuopt.distributed.kmeans``: k-means over data split between ranks, with the bits of one process's run.
+
+Each rank holds a shard of the data x (N, D): rows [row_offset, row_offset + n_local). Shards start at a group of
+the chunked sum tree (a multiple of G = 32,768 rows, ``gpuopt._ext.kernel_limits()["kmeans_sum_group"]``) and
+tile [0, N), so each shard is whole groups of the global tree (only the shard that ends the data may end in a
+partial one). A loop, on every rank:
+
+1. assign its rows to the nearest centre (the cpu reference's rule: float32 distances summed over coordinates in
+   order, ties to the lower index) and count its changed memberships;
+2. its groups' sums and member counts, each group in the tree's order (:func:`kmeans_group_sums`, the walk the
+   cpu reference's update runs);
+3. one all-gather: every rank's change count and group sums (groups x (k*D + k) float64, not a float
+   all-reduce, whose order of adds would depend on the number of ranks);
+4. the group sums added in global group order into a total that starts at 0, mean = float32(total / count), an
+   empty cluster keeps its centre, delta = float32(changed) / float32(N) (integers: exact in any order).
+
+Step 4 is the same adds in the same order as ``gpuopt.kmeans(x, k, variant="cpu", summation="chunked")`` on the
+whole data, so every rank gets that call's centres, delta history and loop count bit for bit, for any number of
+ranks (and its memberships, shard by shard).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any, Iterator, NamedTuple
+
+import numpy as np
+
+from .. import _core
+from .._ext import kernel_limits
+from .._validate import float_array, integer, real
+from ..cuda import DeviceArray
+from ..kmeans import KMeansResult
+from .comm import CollectiveError, Communicator, ThreadGroup
+
+__all__ = ["kmeans", "kmeans_group_sums", "shard_bounds", "sum_group"]
+
+
+def sum_group() -> int:
+    """Objects a group of the chunked sum tree (32,768): shards start at a multiple of it."""
+    return int(kernel_limits()["kmeans_sum_group"])
+
+
+def shard_bounds(n: int, size: int) -> list[tuple[int, int]]:
+    """A split of N rows between ``size`` ranks that :func:`kmeans` takes: ``(start, stop)`` a rank, in rank
+    order, whole groups dealt out as evenly as they go (the last nonempty shard ends at N). With more ranks than
+    groups some shards are empty: those ranks pass x_local of shape (0, D) and still take part."""
+    n, size, g = integer(n, "n", 0), integer(size, "size", 1), sum_group()
+    groups = -(-n // g)
+    return [(min(r * groups // size * g, n), min((r + 1) * groups // size * g, n)) for r in range(size)]
+
+
+def _shard(x_local: Any) -> np.ndarray:
+    """x_local as a C-contiguous float32 (n_local, D) NumPy array; n_local may be 0 (a rank that owns no rows)."""
+    if type(x_local) is not DeviceArray and isinstance(x_local, np.ndarray) and x_local.ndim == 2 \
+            and x_local.shape[0] == 0 and x_local.shape[1] > 0:
+        if x_local.dtype.kind != "f":
+            raise TypeError(f"x_local must be a floating-point array; got {x_local.dtype}")
+        return np.empty(x_local.shape, np.float32)
+    x = float_array(x_local, "x_local", 2, "(n_local, D); a rank without rows passes shape (0, D)")
+    if not isinstance(x, np.ndarray):
+        raise TypeError("x_local is a device array: gpuopt.distributed.kmeans runs on the CPU so far; pass a NumPy "
+                        "array (e.g. x_local.numpy())")
+    if not np.isfinite(x).all():
+        raise ValueError("x_local must contain only finite values (NaN/inf found)")
+    return x
+
+
+def kmeans_group_sums(x_local: Any, membership: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The chunked sum tree's group sums of a shard whose first row is a group boundary of the whole data.
+
+    Returns ``(sums, counts)``: float64 (groups, k, D) and int64 (groups, k), groups = ceil(n_local / 32,768);
+    a group's sums start at 0 and add its chunks' in order (each chunk its leaves', each leaf its members' in row
+    order), 0 for a cluster without members in the group. Every shard's groups added in global group order from
+    0, then float32(total / count), are the cpu reference's ``summation="chunked"`` centres.
+    """
+    x = _shard(x_local)
+    k = integer(k, "k", 1)
+    m = np.asarray(membership)
+    if m.dtype.kind not in "iu":
+        raise TypeError(f"membership must be an integer array, got dtype {m.dtype}")
+    if m.shape != (x.shape[0],):
+        raise ValueError(f"membership must have shape (n_local,) = ({x.shape[0]},), one entry a row of x_local; "
+                         f"got {m.shape}")
+    if m.size and (int(m.min()) < 0 or int(m.max()) >= k):
+        raise ValueError(f"membership values must be cluster indices in 0..{k - 1}; got range "
+                         f"[{int(m.min())}, {int(m.max())}]")
+    return _core.kmeans_group_sums(x, np.ascontiguousarray(m, np.int32), k)
+
+
+class _Local(NamedTuple):
+    x: np.ndarray
+    k: int
+    threshold: float
+    max_iter: int
+    init: np.ndarray | None
+    row_offset: int | None
+    timeout: float
+
+
+class _Layout(NamedTuple):
+    n: int                 # N, all ranks' rows
+    offsets: list[int]     # each rank's first global row
+    rows: list[int]        # each rank's n_local
+    order: list[int]       # the ranks in row order (nonempty shards only)
+
+
+@contextlib.contextmanager
+def _together(comm: Communicator) -> Iterator[None]:
+    """Work only this rank does: if it raises, the other ranks' collectives raise too (comm.fail) rather than
+    wait. A CollectiveError is already every rank's, and an error every rank finds in the same gathered values
+    is raised outside this (a fail there would wait for a collective no one else joins)."""
+    try:
+        yield
+    except CollectiveError:
+        raise
+    except BaseException as exc:
+        comm.fail(exc)
+        raise
+
+
+def _default_comm() -> Communicator:
+    """torch.distributed's default group where the program made one (torch already imported: no import here),
+    else a group of one rank."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        from .torch_comm import TorchCommunicator
+
+        return TorchCommunicator()
+    return ThreadGroup(1).communicator(0)
+
+
+def _agree(comm: Communicator, a: _Local) -> _Layout:
+    """Every rank's sizes and arguments, exchanged and compared: the same ValueError on every rank where they
+    disagree or the shards do not tile [0, N) from group boundaries."""
+    thr_bits = int(np.array(a.threshold, np.float32).view(np.int32))  # compared as the loop compares: float32
+    mine = np.array([[a.x.shape[0], a.x.shape[1], a.k, a.max_iter, thr_bits, a.init is not None,
+                      a.row_offset is not None, a.row_offset or 0]], np.int64)
+    table = np.concatenate(comm.all_gather(mine, timeout=a.timeout))
+    names = ("D (x_local.shape[1])", "k", "max_iter", "threshold (as float32)", "whether init is given",
+             "whether row_offset is given")
+    for col, name in enumerate(names, start=1):
+        if (table[:, col] != table[0, col]).any():
+            r = int(np.flatnonzero(table[:, col] != table[0, col])[0])
+            shown = [float(np.array(v, np.int32).view(np.float32)) if col == 4 else int(v) for v in table[:, col]]
+            raise ValueError(f"every rank must give the same {name}: rank 0 has {shown[0]}, rank {r} {shown[r]} "
+                             f"(all ranks: {shown})")
+    rows = [int(v) for v in table[:, 0]]
+    n, g = sum(rows), sum_group()
+    offsets = [int(v) for v in table[:, 7]] if table[0, 6] else [sum(rows[:r]) for r in range(comm.size)]
+    order = sorted((r for r in range(comm.size) if rows[r]), key=lambda r: offsets[r])
+    expected = 0
+    for r in order:
+        if offsets[r] % g:
+            given = "its row_offset" if table[0, 6] else "after the rows of the ranks before it"
+            raise ValueError(f"rank {r}'s shard starts at row {offsets[r]} ({given}), not a multiple of {g}: every "
+                             f"shard starts at a group of the sum tree, so every shard but the last holds a "
+                             f"multiple of {g} rows (rows per rank: {rows})")
+        if offsets[r] != expected:
+            raise ValueError(f"the shards must tile rows [0, N) without gaps or overlaps: rank {r} starts at row "
+                             f"{offsets[r]}, the shards before it end at {expected} (row_offset per rank: "
+                             f"{offsets}, rows per rank: {rows})")
+        expected += rows[r]
+    if n == 0:
+        raise ValueError("every rank's shard is empty: the data must have at least one row")
+    if a.k > n:
+        raise ValueError(f"k must be <= the number of objects N={n} (all ranks' rows), got k={a.k}")
+    return _Layout(n, offsets, rows, order)
+
+
+def _initial_centres(comm: Communicator, a: _Local, lay: _Layout) -> np.ndarray:
+    """init, the same bits on every rank (checked), or the first k global rows (Liao's rule), gathered from the
+    ranks that hold them."""
+    me = comm.rank
+    if a.init is not None:
+        inits = comm.all_gather(a.init, timeout=a.timeout)
+        for r, other in enumerate(inits):
+            if other.tobytes() != inits[0].tobytes():  # bits: an empty cluster returns its init as given
+                raise ValueError(f"init must be the same on every rank: rank {r}'s differs from rank 0's")
+        return inits[0]
+    mine = a.x[:max(0, min(lay.rows[me], a.k - lay.offsets[me]))]
+    pieces = comm.all_gather(mine, timeout=a.timeout)
+    return np.ascontiguousarray(np.concatenate([pieces[r] for r in lay.order])[:a.k])
+
+
+def _close_loop(gathered: list[np.ndarray], lay: _Layout, k: int, d: int, centres: np.ndarray) -> int:
+    """The loop's end, the same on every rank: the group sums in global group order, the means; returns the
+    number of changed memberships. ``centres`` is updated in place."""
+    kd = k * d
+    total, counts = np.zeros(kd), np.zeros(k)
+    changed = sum(int(g[0]) for g in gathered)  # integers: exact in any order
+    for r in lay.order:  # the nonempty shards in row order: their groups in global group order
+        for row in gathered[r][1:].reshape(-1, kd + k):
+            total += row[:kd]  # one group's sums, added to a total that started at 0: the cpu reference's adds
+            counts += row[kd:]  # integers below 2**53: exact in float64
+    has = counts > 0
+    means = total.reshape(k, d)[has] / counts[has, None]
+    centres[has] = means.astype(np.float32)  # float32(total / count): rounded once, as the reference
+    return changed
+
+
+def kmeans(x_local: Any, k: int, *, threshold: float = 0.001, max_iter: int = 500, init: Any = None,
+           row_offset: int | None = None, comm: Communicator | None = None, timeout: float = 300.0) -> KMeansResult:
+    """k-means over the shards of every rank of ``comm``: ``gpuopt.kmeans(x, k, variant="cpu",
+    summation="chunked")`` of the whole data, bit for bit (see the module docstring for how).
+
+    Every rank calls it with its shard and the same other arguments (exchanged and compared first).
+
+    Parameters
+    ----------
+    x_local : array_like float (n_local, D)
+        This rank's rows of the data, rows [row_offset, row_offset + n_local); shape (0, D) for a rank that owns
+        none (it still takes part). Host arrays only, so far.
+    k, threshold, max_iter : as :func:`gpuopt.kmeans`, the same on every rank.
+    init : None, "first" or array_like float (k, D)
+        Initial centres: the first k rows of the whole data (Liao's; gathered from the ranks that hold them), or
+        these, which must be the same on every rank (their bits are compared).
+    row_offset : int, optional
+        This shard's first global row: a multiple of 32,768 (a group of the sum tree; :func:`sum_group`), the
+        shards tiling [0, N) in any rank order. None on every rank: the shards are in rank order (rank r starts
+        after the rows of ranks 0..r-1). Given on one rank, it must be given on all; an empty shard's is not used.
+        :func:`shard_bounds` gives a split that fits.
+    comm : Communicator, optional
+        The ranks: a :class:`~gpuopt.distributed.ThreadGroup`'s communicator, a
+        :class:`~gpuopt.distributed.TorchCommunicator`, or your own. None: torch.distributed's default group
+        where the program has made one, else this process alone.
+    timeout : float
+        Seconds a rank waits at a collective for the others (their loop's work included) before it raises.
+
+    Returns
+    -------
+    KMeansResult
+        ``membership`` of this rank's rows (n_local,) int32; ``centroids``, ``iterations``, ``delta`` and
+        ``converged`` of the whole run, the same on every rank.
+
+    Raises
+    ------
+    TypeError, ValueError
+        This rank's arguments (the other ranks raise CollectiveError), or arguments the ranks disagree on and
+        shards that do not tile [0, N) from group boundaries (the same error on every rank).
+    CollectiveError
+        Another rank failed (its error is named) or a collective timed out. Nothing is returned on any rank.
+    """
+    comm = _default_comm() if comm is None else comm
+    if not isinstance(comm, Communicator):
+        raise TypeError(f"comm must be a gpuopt.distributed.Communicator (e.g. ThreadGroup(n).communicator(rank) "
+                        f"or TorchCommunicator()), got {type(comm).__name__}")
+    with _together(comm):
+        a = _validate(x_local, k, threshold, max_iter, init, row_offset, timeout)
+    lay = _agree(comm, a)
+    centres = _initial_centres(comm, a, lay).copy()
+    n_local, d = a.x.shape
+    membership = np.full(n_local, -1, np.int32)  # -1: the first loop changes every membership
+    limit, deltas = np.float32(a.threshold), []
+    while True:
+        with _together(comm):
+            new = _core.kmeans_predict(a.x, centres) if n_local else membership
+            changed = int(np.count_nonzero(new != membership))
+            membership = new
+            sums, counts = _core.kmeans_group_sums(a.x, membership, a.k)
+            payload = np.concatenate(([float(changed)], np.concatenate(
+                (sums.reshape(len(sums), a.k * d), counts.astype(np.float64)), axis=1).ravel()))
+        gathered = comm.all_gather(payload, timeout=a.timeout)
+        changed_all = _close_loop(gathered, lay, a.k, d, centres)
+        deltas.append(np.float32(changed_all) / np.float32(lay.n))  # float32 / float32, as record_iteration
+        if not (deltas[-1] > limit and len(deltas) < a.max_iter):
+            break
+    delta = np.array(deltas, np.float32)
+    return KMeansResult(centres, membership, len(deltas), delta, bool(delta[-1] <= limit))
+
+
+def _validate(x_local, k, threshold, max_iter, init, row_offset, timeout) -> _Local:
+    x = _shard(x_local)
+    k = integer(k, "k", 1)
+    threshold = real(threshold, "threshold", 0.0)
+    max_iter = integer(max_iter, "max_iter", 1)
+    row_offset = None if row_offset is None else integer(row_offset, "row_offset", 0)
+    timeout = real(timeout, "timeout", 0.0)
+    if timeout == 0:
+        raise ValueError("timeout must be > 0 seconds")
+    if isinstance(init, str):
+        if init != "first":
+            raise ValueError(f"init must be None, 'first' or an array (k, D); got {init!r} (the random draws of "
+                             f"gpuopt.kmeans are not offered across ranks)")
+        init = None
+    elif init is not None:
+        init = float_array(init, "init", 2, "(k, D)")
+        if not isinstance(init, np.ndarray):
+            raise TypeError("init is a device array: pass a NumPy array")
+        if init.shape != (k, x.shape[1]):
+            raise ValueError(f"init must have shape (k, D) = ({k}, {x.shape[1]}), got {init.shape}")
+        if not np.isfinite(init).all():
+            raise ValueError("init must contain only finite values")
+    return _Local(x, k, threshold, max_iter, init, row_offset, timeout)
