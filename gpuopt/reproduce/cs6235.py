@@ -111,13 +111,19 @@ def _unroll_c(confs: tuple[str, ...], none_fastest: bool) -> Callable[[Rows], Ch
     return check
 
 
+def _pairs(rows: Rows, fig: str, field: str, a: str, b: str) -> dict[str, tuple[float, float]] | None:
+    """conf -> (time with field = a, time with field = b) of every N=1 and N=128 conf of ``fig``; None where any is
+    missing."""
+    pairs = {c: (_t(rows, fig, c, **{field: a}), _t(rows, fig, c, **{field: b})) for c in (*_N1, *_N128)}
+    return None if any(None in p for p in pairs.values()) else pairs
+
+
 def _rsc_most(rows: Rows) -> Check | None:
-    confs = (*_N1, *_N128)
-    pairs = {c: (_t(rows, "fig5", c, loop_order="rsc"), _t(rows, "fig5", c, loop_order="crs")) for c in confs}
-    if any(None in p for p in pairs.values()):
+    pairs = _pairs(rows, "fig5", "loop_order", "rsc", "crs")
+    if pairs is None:
         return None
     wins = [c for c, (rsc, crs) in pairs.items() if rsc < crs]
-    return Check(len(wins) > len(confs) / 2, f"rsc faster on {len(wins)} of {len(confs)} ({', '.join(wins) or 'none'})")
+    return Check(len(wins) > len(pairs) / 2, f"rsc faster on {len(wins)} of {len(pairs)} ({', '.join(wins) or 'none'})")
 
 
 def _rsc8_beats_crs(conf: str) -> Callable[[Rows], Check | None]:
@@ -134,9 +140,8 @@ def _rsc8_beats_crs(conf: str) -> Callable[[Rows], Check | None]:
 
 
 def _no_mapping_trend(rows: Rows) -> Check | None:
-    confs = (*_N1, *_N128)
-    ratio = {c: (_t(rows, "fig6", c, variant="plain"), _t(rows, "fig6", c, variant="reorder")) for c in confs}
-    if any(None in p for p in ratio.values()):
+    ratio = _pairs(rows, "fig6", "variant", "plain", "reorder")
+    if ratio is None:
         return None
     winner = {c: ("q,p,k,n" if a < b else "q,p,n,k") if abs(a - b) > 0.05 * min(a, b) else "tie"
               for c, (a, b) in ratio.items()}

@@ -176,8 +176,9 @@ def test_group_sums_of_an_empty_shard():
 
 @pytest.mark.parametrize("membership,k,error,match", [
     (np.array([0, 1, 2]), 3, ValueError, r"membership must have shape \(n_local,\) = \(4,\)"),
-    (np.array([0, 1, 2, 3]), 3, ValueError, r"membership values must be cluster indices in 0..2"),
-    (np.array([0, -1, 0, 0]), 3, ValueError, r"membership values"),
+    (np.array([0, 1, 2, 3]), 3, ValueError, r"membership must hold cluster indices in 0..k-1 \(k=3\), got 3"),
+    (np.array([0, -1, 0, 0]), 3, ValueError,
+     r"membership must hold cluster indices in 0..k-1 \(k=3\), got -1 at index 1"),
     (np.array([0.0, 1, 0, 0]), 3, TypeError, r"membership must be an integer array"),
     (np.array([0, 1, 0, 0]), 0, ValueError, r"k must be >= 1"),
 ])
