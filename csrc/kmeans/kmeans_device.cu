@@ -540,8 +540,10 @@ KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::
     };
     if constexpr (Tiled) {
         const tiled::Launch plan = tiled::plan(n, d, k, blocks_wanted, products);
+        DeviceBuffer<unsigned char> workspace(plan.workspace_bytes);
         run_batches([&](bool) {  // assign_tiled waits for the finish_loop before it (an ordinary launch)
-            tiled::launch(plan, x_dev, n, d, k, centroids_dev, membership_dev, chunk_sums.data(), counts, state);
+            tiled::launch(plan, x_dev, n, d, k, centroids_dev, membership_dev, chunk_sums.data(), counts, state,
+                          workspace.data());
         });
     } else {
         with_dim(d, [&](auto dim) {

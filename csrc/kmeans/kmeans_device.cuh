@@ -176,6 +176,13 @@ __device__ inline void centre_norms(const float* __restrict__ centres, int k, in
     }
 }
 
+// (best, index, second) of two disjoint centre sets: ties to the lower index, an equal best makes second = best
+// (zero gap: Liao's path decides).
+__device__ __forceinline__ void merge_best(float& b, int& i, float& s, float b2, int i2, float s2) {
+    if (b2 < b || (b2 == b && i2 < i)) s = fminf(s2, b), b = b2, i = i2;
+    else s = fminf(s, b2);
+}
+
 __device__ inline float dot_bound(int d, float b) {
     const float b4 = (2.f * b) * (2.f * b);
     return 2.f * static_cast<float>(d + 4) * (5.9604645e-08f * b4 + 4.7019774e-38f);

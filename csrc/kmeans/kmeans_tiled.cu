@@ -20,7 +20,7 @@
 //                 +0.0: no change), work by members (N*D) instead of by k*D per leaf. D <= 16: the chunk's x copied
 //                 by cp.async during the sort, the next chunk's memberships loaded during the walks.
 // Then finish_loop (kmeans_device.cu), unchanged: the same bits as device_gemm and cpu(summation="chunked").
-// D > 128: assign_any, Liao's distance one thread a point (exact, no tile).
+// D > 128: the deep path (kmeans_tiled_deep.cu), the K loop over D.
 #include <cub/block/block_radix_sort.cuh>
 
 #include <algorithm>
@@ -107,13 +107,6 @@ std::size_t tile_shared_bytes(int dp, int k, bool blocked_centres, bool tc) {
 
 std::size_t sum_shared_bytes(int k) {
     return static_cast<std::size_t>(kChunk * kSumCols + kChunk + 3 * (k + 1)) * sizeof(std::int32_t);
-}
-
-// (best, index, second) of two disjoint centre sets: ties to the lower index, an equal best makes second = best
-// (zero gap: Liao's path decides).
-__device__ __forceinline__ void merge_best(float& b, int& i, float& s, float b2, int i2, float s2) {
-    if (b2 < b || (b2 == b && i2 < i)) s = fminf(s2, b), b = b2, i = i2;
-    else s = fminf(s, b2);
 }
 
 // Points whose dot-form gap does not clear the bound, waiting for Liao's path: at most a tile's worth are added
@@ -442,24 +435,6 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
     add_changed<kTileThreads>(changed, state);
 }
 
-// D > 128: Liao's distance, a thread a point, the centres read through L1 (a warp's lanes read the same centre
-// coordinate at once: one broadcast load a step).
-__global__ void __launch_bounds__(kTileThreads) assign_any(const float* __restrict__ x, std::int64_t n, int d, int k,
-                                                           const float* __restrict__ centres,
-                                                           std::int32_t* __restrict__ membership,
-                                                           LoopState* __restrict__ state) {
-    if (state->done) return;
-    int changed = 0;
-    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(kTileThreads) + threadIdx.x; i < n;
-         i += static_cast<std::int64_t>(gridDim.x) * kTileThreads) {
-        float best_dist = 0.f;
-        const std::int32_t m = nearest<0>(x + i * d, centres, 0, k, d, 0, best_dist);
-        changed += membership[i] != m;
-        membership[i] = m;
-    }
-    add_changed<kTileThreads>(changed, state);
-}
-
 using ChunkSort = cub::BlockRadixSort<unsigned, kTileThreads, kSortItems>;
 
 // Chunk sums from the memberships: a stable sort of (cluster, index) by cluster, then a thread per (cluster, 4
@@ -622,6 +597,7 @@ int resident_blocks(Kernel kernel, std::size_t shared, int blocks) {
 Products resolve(Products p, std::int64_t d, std::int64_t k) {
     (void)k;
     if (p != Products::Auto) return p;
+    if (d > kMaxTiledDim) return Products::Ffma;  // the deep path
     return d > 4 && d <= 16 ? Products::Tf32x3 : Products::Ffma;
 }
 
@@ -632,10 +608,16 @@ void check(std::int64_t n, std::int64_t d, std::int64_t k, Products p) {
                                           std::to_string(kMaxClusters) + " (their norms and counts in shared memory)");
     GPUOPT_REQUIRE(d <= (1 << 20) && k * d <= (std::int64_t{1} << 30),
                    what + ": at most 2^20 coordinates and k*D <= 2^30 centre coordinates");
-    if (d <= kMaxTiledDim)
+    if (d <= kMaxTiledDim) {
         with_assign_tiled(d, k, resolve(p, d, k), [&](auto kernel, std::size_t shared) {
             require_shared_memory(kernel, shared, (what + ": assign_tiled").c_str());
         });
+    } else {
+        GPUOPT_REQUIRE(p != Products::Tf32x3, what + ": products='tf32x3' runs for D <= " + std::to_string(kMaxTiledDim) +
+                                                  " (got D = " + std::to_string(d) + "; past it the products are FP32 FMAs: "
+                                                  "use 'ffma' or 'auto')");
+        deep::check(d, k);
+    }
     require_shared_memory(sum_members, sum_shared_bytes(static_cast<int>(k)), (what + ": sum_members").c_str());
 }
 
@@ -647,25 +629,29 @@ Launch plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks, Products
         with_assign_tiled(d, k, l.products, [&](auto kernel, std::size_t shared) {
             l.assign_blocks = static_cast<unsigned>(std::min<std::int64_t>(tiles, resident_blocks(kernel, shared, blocks)));
         });
-    else
-        l.assign_blocks = static_cast<unsigned>(std::min<std::int64_t>(
-            (n + kTileThreads - 1) / kTileThreads, resident_blocks(assign_any, 0, blocks)));
+    else {
+        l.deep = true;
+        l.deep_grid = deep::plan(n, blocks);
+        l.workspace_bytes = deep::workspace_bytes(n, d, k);
+    }
     l.sum_blocks = static_cast<unsigned>(std::min<std::int64_t>(chunks, resident_blocks(
         sum_members, sum_shared_bytes(static_cast<int>(k)), blocks)));
     return l;
 }
 
 void launch(const Launch& l, const float* x, std::int64_t n, std::int64_t d, std::int64_t k, const float* centres,
-            std::int32_t* membership, double* chunk_sums, unsigned long long* counts, void* state_ptr) {
+            std::int32_t* membership, double* chunk_sums, unsigned long long* counts, void* state_ptr,
+            void* workspace) {
     auto* state = static_cast<LoopState*>(state_ptr);
     const int di = static_cast<int>(d), ki = static_cast<int>(k);
-    if (d <= kMaxTiledDim)
+    if (l.deep) {
+        deep::launch(l.deep_grid, x, n, d, k, centres, membership, state_ptr, workspace);
+    } else {
         with_assign_tiled(d, k, l.products, [&](auto kernel, std::size_t shared) {
             kernel<<<l.assign_blocks, kTileThreads, shared, current_stream()>>>(x, n, di, ki, centres, membership, state);
         });
-    else
-        assign_any<<<l.assign_blocks, kTileThreads, 0, current_stream()>>>(x, n, di, ki, centres, membership, state);
-    GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign");
+        GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign");
+    }
     sum_members<<<l.sum_blocks, kTileThreads, sum_shared_bytes(ki), current_stream()>>>(x, n, di, ki, membership, chunk_sums, counts,
                                                                      state);
     GPUOPT_CHECK_LAUNCH("kmeans device_tiled sum_members");

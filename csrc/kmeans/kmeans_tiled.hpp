@@ -2,6 +2,7 @@
 // finish_loop. Internal to csrc/kmeans.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -9,19 +10,35 @@
 
 namespace gpuopt::kmeans::tiled {
 
-// Past it, assign_any (Liao's distance a thread a point): x^T of a 256-point tile would not fit (at 128: 133 KB,
-// one block an SM). Measured on the H200 at 1M x 128, k=128: assign_any 70.8 ms a loop (every centre re-reads the
-// point from L2), so D up to 128 takes the tile.
+// Past it the deep path (kmeans_tiled_deep.cu: the K loop over D, any D): x^T of a 256-point tile would not fit
+// (at 128: 133 KB, one block an SM).
 constexpr int kMaxTiledDim = 128;
 constexpr int kMaxClusters = 8192;  // the norms (assign_tiled) and member counts (sum_members) in shared memory
 
 // The screen's products (Products, kTiledProducts: kmeans_choices.hpp); Auto picks by shape.
 Products resolve(Products p, std::int64_t d, std::int64_t k);
 
+// D > kMaxTiledDim: prep, assign and resolve (kmeans_tiled_deep.cu), FP32 FMAs; a workspace of
+// deep::workspace_bytes the caller allocates once a run.
+namespace deep {
+struct Grid {
+    unsigned assign_blocks = 0;   // persistent: as many as are resident, at most the tiles
+    unsigned resolve_blocks = 0;  // Liao's path for the queue, a warp a point
+};
+std::size_t workspace_bytes(std::int64_t n, std::int64_t d, std::int64_t k);
+void check(std::int64_t d, std::int64_t k);
+Grid plan(std::int64_t n, int blocks);
+void launch(const Grid& g, const float* x, std::int64_t n, std::int64_t d, std::int64_t k, const float* centres,
+            std::int32_t* membership, void* state, void* workspace);
+}  // namespace deep
+
 struct Launch {
     Products products = Products::Ffma;  // resolved
     unsigned assign_blocks = 0;  // persistent grids: as many blocks as are resident, at most the work
     unsigned sum_blocks = 0;
+    bool deep = false;                 // D > kMaxTiledDim
+    deep::Grid deep_grid;
+    std::size_t workspace_bytes = 0;   // the deep path's scratch, allocated by the caller once a run
 };
 
 // ValueError-style GPUOPT_REQUIRE failures for what the kernels cannot run (k, shared memory).
@@ -31,6 +48,6 @@ Launch plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks, Products
 // One loop's assignment (memberships, the change count in the state) and chunk sums + member counts, on the current stream;
 // state is kmeans_device.cuh's LoopState.
 void launch(const Launch& l, const float* x, std::int64_t n, std::int64_t d, std::int64_t k, const float* centres,
-            std::int32_t* membership, double* chunk_sums, unsigned long long* counts, void* state);
+            std::int32_t* membership, double* chunk_sums, unsigned long long* counts, void* state, void* workspace);
 
 }  // namespace gpuopt::kmeans::tiled

@@ -1,0 +1,349 @@
+// device_tiled past D = 128 ("deep"): assign_tiled keeps a tile's points whole in shared memory (x^T of 256 points
+// x D <= 128), so longer points took Liao's distance a thread a point (assign_any: 1M x 256, k=1000 ran 1.1 s a
+// loop on the H200, 50x slower than a PyTorch Lloyd loop). Here the dot form is a plain tiled SGEMM whose K loop
+// runs over D, for any D:
+//   prep     once a loop: -2c transposed and padded ([DP][kc], exact: a power of two), ||c||^2 by the same fmaf chain
+//            in coordinate order as centre_norms (pad centres +inf), max ||c|| rounded up (an integer atomicMax of
+//            non-negative floats: any order, the same value).
+//   assign   a block tile of 128 points x all centres, in centre tiles of 128 and K steps of 32 coordinates
+//            (cp.async, two stages: x transposed by 4-byte copies, lane (coordinate, point) so the stores hit 32
+//            banks; -2c by 16-byte copies); 256 threads, each an 8 x 8 register tile (points ty*4.., 64 + ty*4..;
+//            centres tx*4.., 64 + tx*4..: 4 LDS.128 per 64 FMAs, the x loads broadcast). The accumulators start at
+//            ||c||^2 and add x_j (-2 c_j) for j = 0, 1, ...: the chain of nearest_dot and assign_tiled, so the same g
+//            values. After a centre tile, the running (best, second, index) per point (centres in increasing index,
+//            strict <); after the last, the 16 threads of a point row merge theirs by shuffles. ||x||^2 (the bound's
+//            B) accumulates from the staged x during the first centre tile. A point whose gap clears dot_bound gets
+//            its membership; the others go to a queue in global memory.
+//   resolve  Liao's path for the queue, a warp a point (the block tile never waits for it): each lane recomputes
+//            g for the centres lane, lane + 32, ... by the same chain, takes Liao's distance (float32 sub, mul,
+//            add in coordinate order) for those within the bound of the best g, and the warp keeps the smallest
+//            (distance, index): Liao's membership, ties to the lower index (finite points; nearest_dot's argument).
+// The change count is an integer (atomics in any order), so the result is the same bits for any grid.
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "../common/async_copy.cuh"
+#include "../common/cuda_check.cuh"
+#include "../common/device.hpp"
+#include "../common/error.hpp"
+#include "../common/launch.cuh"
+#include "../common/stream.hpp"
+#include "kmeans_device.cuh"
+#include "kmeans_tiled.hpp"
+
+namespace gpuopt::kmeans::tiled::deep {
+namespace {
+
+constexpr int kDeepThreads = 256;
+constexpr int kPoints = 128;                   // a block tile's points
+constexpr int kCentres = 128;                  // a centre tile
+constexpr int kSlab = 32;                      // coordinates a K step
+constexpr int kStages = 2;
+constexpr int kRowThreads = 16;                // threads along a point row (centres): 16 x 16 threads, 8 x 8 each
+constexpr int kXStride = kPoints + 4;          // x^T rows: float4 loads along points stay aligned
+constexpr int kWarps = kDeepThreads / 32;
+static_assert(kRowThreads * 8 == kCentres && kDeepThreads / kRowThreads * 8 == kPoints, "8 x 8 a thread");
+
+// The loop's scratch header: the queue's length and max ||c|| (float bits), zeroed before prep.
+struct Header {
+    unsigned queued;
+    int cmax_bits;
+};
+
+__host__ __device__ inline std::int64_t padded_centres(std::int64_t k) { return (k + kCentres - 1) / kCentres * kCentres; }
+__host__ __device__ inline std::int64_t padded_dim(std::int64_t d) { return (d + kSlab - 1) / kSlab * kSlab; }
+inline std::size_t aligned(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// The workspace: [Header][ct: DP x kc floats][cn: kc floats][queue_i: n int64][queue_b: n floats].
+struct Parts {
+    std::size_t ct, cn, queue_i, queue_b, total;
+};
+Parts parts(std::int64_t n, std::int64_t d, std::int64_t k) {
+    const std::size_t kc = static_cast<std::size_t>(padded_centres(k)), dp = static_cast<std::size_t>(padded_dim(d));
+    Parts p{};
+    p.ct = aligned(sizeof(Header));
+    p.cn = p.ct + aligned(dp * kc * sizeof(float));
+    p.queue_i = p.cn + aligned(kc * sizeof(float));
+    p.queue_b = p.queue_i + aligned(static_cast<std::size_t>(n) * sizeof(std::int64_t));
+    p.total = p.queue_b + aligned(static_cast<std::size_t>(n) * sizeof(float));
+    return p;
+}
+
+constexpr std::size_t kAssignShared =
+    (static_cast<std::size_t>(kStages) * kSlab * (kXStride + kCentres) + 3 * 8 * kDeepThreads) * sizeof(float);
+
+__global__ void __launch_bounds__(kDeepThreads) prep(const float* __restrict__ centres, int k, int d, int kc, int dp,
+                                                     float* __restrict__ ct, float* __restrict__ cn,
+                                                     Header* __restrict__ hdr, const LoopState* __restrict__ state) {
+    if (state->done) return;
+    const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kDeepThreads;
+    const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * kDeepThreads + threadIdx.x;
+    for (std::int64_t t = first; t < static_cast<std::int64_t>(dp) * kc; t += stride) {
+        const int j = static_cast<int>(t / kc), c = static_cast<int>(t % kc);
+        ct[t] = j < d && c < k ? -2.f * centres[static_cast<std::int64_t>(c) * d + j] : 0.f;
+    }
+    for (std::int64_t c = first; c < kc; c += stride) {
+        float s = __int_as_float(0x7f800000);
+        if (c < k) {
+            const float* cp = centres + c * d;
+            s = 0.f;
+            for (int j = 0; j < d; ++j) s = __fmaf_rn(cp[j], cp[j], s);
+            atomicMax(&hdr->cmax_bits, __float_as_int(__fsqrt_ru(s)));  // s >= 0 (or NaN: past every finite value)
+        }
+        cn[c] = s;
+    }
+}
+
+__global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restrict__ x, std::int64_t n, int d, int k,
+                                                          int kc, int dp, const float* __restrict__ ct,
+                                                          const float* __restrict__ cn, Header* __restrict__ hdr,
+                                                          std::int64_t* __restrict__ queue_i,
+                                                          float* __restrict__ queue_b,
+                                                          std::int32_t* __restrict__ membership,
+                                                          LoopState* __restrict__ state) {
+    if (state->done) return;
+    extern __shared__ __align__(16) float dsm[];
+    float* const xs = dsm;                                 // [kStages][kSlab][kXStride]: x^T of the step's slab
+    float* const cs = dsm + kStages * kSlab * kXStride;    // [kStages][kSlab][kCentres]: -2c^T of the step's slab
+    // The running (best, second, index) of a thread's 8 points, [8][threads]: in registers next to the 64
+    // accumulators they spilled (128 registers: two blocks an SM); touched once a centre tile.
+    float* const best_s = cs + kStages * kSlab * kCentres;
+    float* const second_s = best_s + 8 * kDeepThreads;
+    int* const index_s = reinterpret_cast<int*>(second_s + 8 * kDeepThreads);
+    __shared__ float bound_s[kPoints];  // ||x_p||^2 over the first centre tile's steps, then the point's gap bound
+    __shared__ int changed_s;            // (counters in shared memory: registers are held to 128)
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int tx = tid % kRowThreads, ty = tid / kRowThreads;
+    if (tid == 0) changed_s = 0;  // seen after the first step's barrier
+    // x copies: the thread's coordinate in a slab and its first point (then every 8th): a warp's 32 copies are 4
+    // points x 8 coordinates, 32-byte pieces of 4 rows, stored to banks 4j + p (all distinct).
+    const int copy_j = warp % 4 * 8 + lane % 8, copy_p = warp / 4 * 4 + lane / 8;
+    static_assert(kWarps == 8 && kSlab == 32 && kPoints == 128, "the copy map above");
+    const int slabs = dp / kSlab, steps = slabs * (kc / kCentres);
+    const std::int64_t tiles = (n + kPoints - 1) / kPoints;
+    for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const std::int64_t p0 = tile * kPoints;
+        const int len = static_cast<int>(n - p0 < kPoints ? n - p0 : kPoints);
+        // Step s: centre tile s / slabs, coordinates (s % slabs) * kSlab .. + kSlab, into stage `stage`.
+        auto issue = [&](int s, int stage) {
+            const int j0 = s % slabs * kSlab, c0 = s / slabs * kCentres;
+            float* xd = xs + stage * kSlab * kXStride + copy_j * kXStride + copy_p;
+            const bool j_in = j0 + copy_j < d;
+            const float* src = x + (p0 + copy_p) * d + j0 + copy_j;
+#pragma unroll
+            for (int r = 0; r < kPoints / 8; ++r) {
+                const bool in = j_in && copy_p + 8 * r < len;
+                dev::cp_async_4(xd + 8 * r, in ? src : x, in ? 4 : 0);
+                src += 8 * static_cast<std::int64_t>(d);
+            }
+            float* cd = cs + stage * kSlab * kCentres + warp * kCentres + lane * 4;
+            const float* csrc = ct + static_cast<std::int64_t>(j0 + warp) * kc + c0 + lane * 4;
+#pragma unroll
+            for (int r = 0; r < kSlab / kWarps; ++r)
+                dev::cp_async_16(cd + r * kWarps * kCentres, csrc + static_cast<std::int64_t>(r) * kWarps * kc, 16);
+            dev::cp_async_commit();
+        };
+#pragma unroll
+        for (int a = 0; a < 8; ++a)
+            best_s[a * kDeepThreads + tid] = second_s[a * kDeepThreads + tid] = __int_as_float(0x7f800000),
+            index_s[a * kDeepThreads + tid] = 0;
+        float acc[8][8];
+        issue(0, 0);
+        for (int s = 0; s < steps; ++s) {
+            const int stage = s & 1, ci = s / slabs, sj = s % slabs;
+            if (s + 1 < steps) {
+                issue(s + 1, stage ^ 1);  // its stage was last read before the previous step's closing barrier
+                dev::cp_async_wait<1>();
+            } else {
+                dev::cp_async_wait<0>();
+            }
+            __syncthreads();
+            if (sj == 0) {
+#pragma unroll
+                for (int b = 0; b < 8; ++b) {
+                    const float nb = cn[ci * kCentres + (b < 4 ? tx * 4 + b : 64 + tx * 4 + b - 4)];
+#pragma unroll
+                    for (int a = 0; a < 8; ++a) acc[a][b] = nb;
+                }
+            }
+            const float* xa = xs + stage * kSlab * kXStride;
+            const float* ca = cs + stage * kSlab * kCentres;
+#pragma unroll 2
+            for (int j = 0; j < kSlab; ++j) {
+                const float4 x0 = *reinterpret_cast<const float4*>(xa + j * kXStride + ty * 4);
+                const float4 x1 = *reinterpret_cast<const float4*>(xa + j * kXStride + 64 + ty * 4);
+                const float4 c0 = *reinterpret_cast<const float4*>(ca + j * kCentres + tx * 4);
+                const float4 c1 = *reinterpret_cast<const float4*>(ca + j * kCentres + 64 + tx * 4);
+                const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+                const float cv[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
+#pragma unroll
+                for (int a = 0; a < 8; ++a)
+#pragma unroll
+                    for (int b = 0; b < 8; ++b) acc[a][b] = __fmaf_rn(xv[a], cv[b], acc[a][b]);
+            }
+            if (ci == 0 && tid < kPoints) {  // the pad coordinates are 0: fma(0, 0, s) == s
+                float xn2 = sj == 0 ? 0.f : bound_s[tid];  // (step 0: after its barrier, the last tile's tests read it)
+#pragma unroll 8
+                for (int j = 0; j < kSlab; ++j) xn2 = __fmaf_rn(xa[j * kXStride + tid], xa[j * kXStride + tid], xn2);
+                bound_s[tid] = xn2;
+            }
+            if (sj == slabs - 1) {
+                // Running (best, second, index): the thread's centres in increasing index, strict < keeps the lower.
+#pragma unroll
+                for (int a = 0; a < 8; ++a) {
+                    float best = best_s[a * kDeepThreads + tid], second = second_s[a * kDeepThreads + tid];
+                    int bi = index_s[a * kDeepThreads + tid];
+#pragma unroll
+                    for (int b = 0; b < 8; ++b) {
+                        const float g = acc[a][b];
+                        second = fminf(second, fmaxf(best, g));
+                        if (g < best) bi = ci * kCentres + (b < 4 ? tx * 4 + b : 64 + tx * 4 + b - 4);
+                        best = fminf(best, g);
+                    }
+                    best_s[a * kDeepThreads + tid] = best, second_s[a * kDeepThreads + tid] = second;
+                    index_s[a * kDeepThreads + tid] = bi;
+                }
+            }
+            __syncthreads();  // this stage is read before the next step's copies overwrite it
+        }
+        if (tid < kPoints) bound_s[tid] = dot_bound(d, __fadd_ru(__fsqrt_ru(bound_s[tid]), __int_as_float(hdr->cmax_bits)));
+        // A point's row of 16 lanes merges (best, second, index): the butterfly leaves the result in every lane;
+        // lane tx < 8 keeps point tx's.
+        float b = 0.f, s2 = 0.f;
+        int m = 0;
+#pragma unroll
+        for (int a = 0; a < 8; ++a) {
+            float best = best_s[a * kDeepThreads + tid], second = second_s[a * kDeepThreads + tid];
+            int bi = index_s[a * kDeepThreads + tid];
+#pragma unroll
+            for (int off = 1; off < kRowThreads; off *= 2)
+                merge_best(best, bi, second, __shfl_xor_sync(0xffffffffu, best, off),
+                           __shfl_xor_sync(0xffffffffu, bi, off), __shfl_xor_sync(0xffffffffu, second, off));
+            if (tx == a) b = best, s2 = second, m = bi;
+        }
+        __syncthreads();  // bound_s
+        const int p = tx < 4 ? ty * 4 + tx : 64 + ty * 4 + tx - 4;
+        if (tx < 8 && p < len) {
+            if (__fsub_rn(s2, b) > bound_s[p]) {  // (NaN compares false: Liao's path)
+                if (membership[p0 + p] != m) atomicAdd(&changed_s, 1);
+                membership[p0 + p] = m;
+            } else {
+                const unsigned q = atomicAdd(&hdr->queued, 1u);  // < n: each point at most once a loop
+                queue_i[q] = p0 + p, queue_b[q] = b;
+            }
+        }
+    }
+    __syncthreads();
+    add_changed<kDeepThreads>(tid == 0 ? changed_s : 0, state);
+}
+
+__global__ void __launch_bounds__(kDeepThreads) resolve(const float* __restrict__ x, int d, int k, int kc,
+                                                        const float* __restrict__ ct, const float* __restrict__ cn,
+                                                        const float* __restrict__ centres,
+                                                        const Header* __restrict__ hdr,
+                                                        const std::int64_t* __restrict__ queue_i,
+                                                        const float* __restrict__ queue_b,
+                                                        std::int32_t* __restrict__ membership,
+                                                        LoopState* __restrict__ state) {
+    if (state->done) return;
+    const std::int64_t total = hdr->queued;
+    const float cmax = __int_as_float(hdr->cmax_bits);
+    const int lane = threadIdx.x % 32;
+    int changed = 0;
+    for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32; e < total;
+         e += static_cast<std::int64_t>(gridDim.x) * kWarps) {
+        const std::int64_t i = queue_i[e];
+        const float b = queue_b[e];
+        const float* xp = x + i * d;
+        float xn2 = 0.f;  // every lane the same chain (broadcast loads): the assign kernel's value
+        for (int j = 0; j < d; ++j) xn2 = __fmaf_rn(xp[j], xp[j], xn2);
+        const float bound = dot_bound(d, __fadd_ru(__fsqrt_ru(xn2), cmax));
+        float best_dist = __int_as_float(0x7f800000);
+        int m = INT_MAX;
+        for (int c0 = 0; c0 < kc; c0 += 4 * 32) {  // four chains a lane: centres c0 + 32u + lane
+            float g[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) g[u] = cn[c0 + 32 * u + lane];
+            for (int j = 0; j < d; ++j) {
+                const float xj = xp[j];
+                const float* row = ct + static_cast<std::int64_t>(j) * kc + c0 + lane;
+#pragma unroll
+                for (int u = 0; u < 4; ++u) g[u] = __fmaf_rn(xj, row[32 * u], g[u]);
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int c = c0 + 32 * u + lane;
+                if (c < k && !(__fsub_rn(g[u], b) > bound)) {
+                    const float* cp = centres + static_cast<std::int64_t>(c) * d;
+                    float dist = 0.f;
+                    for (int j = 0; j < d; ++j) {
+                        const float diff = __fsub_rn(xp[j], cp[j]);
+                        dist = __fadd_rn(dist, __fmul_rn(diff, diff));
+                    }
+                    if (m == INT_MAX || dist < best_dist) best_dist = dist, m = c;  // a lane's centres ascend
+                }
+            }
+        }
+        for (int off = 16; off > 0; off /= 2) {  // the smallest (distance, index)
+            const float od = __shfl_xor_sync(0xffffffffu, best_dist, off);
+            const int om = __shfl_xor_sync(0xffffffffu, m, off);
+            if (od < best_dist || (od == best_dist && om < m)) best_dist = od, m = om;
+        }
+        if (lane == 0) {
+            changed += membership[i] != m;
+            membership[i] = m;
+        }
+    }
+    add_changed<kDeepThreads>(changed, state);
+}
+
+}  // namespace
+
+std::size_t workspace_bytes(std::int64_t n, std::int64_t d, std::int64_t k) { return parts(n, d, k).total; }
+
+void check(std::int64_t d, std::int64_t k) {
+    GPUOPT_REQUIRE(padded_dim(d) * padded_centres(k) <= INT_MAX,
+                   "kmeans device_tiled: k*D past 2^31 padded centre coordinates");
+    require_shared_memory(assign, kAssignShared, "kmeans device_tiled: assign (D > 128)");
+}
+
+Grid plan(std::int64_t n, int blocks) {
+    const std::int64_t tiles = (n + kPoints - 1) / kPoints;
+    const int sms = multiprocessor_count();
+    const std::int64_t resident = static_cast<std::int64_t>(sms) *
+                                  std::max(resident_blocks_per_sm(assign, kDeepThreads, kAssignShared), 1);
+    Grid g;
+    g.assign_blocks = static_cast<unsigned>(std::min<std::int64_t>(tiles, blocks > 0 ? blocks : resident));
+    g.resolve_blocks = static_cast<unsigned>(blocks > 0 ? blocks : 8 * sms);
+    return g;
+}
+
+void launch(const Grid& g, const float* x, std::int64_t n, std::int64_t d, std::int64_t k, const float* centres,
+            std::int32_t* membership, void* state_ptr, void* workspace) {
+    auto* state = static_cast<LoopState*>(state_ptr);
+    const Parts p = parts(n, d, k);
+    auto* base = static_cast<unsigned char*>(workspace);
+    auto* hdr = reinterpret_cast<Header*>(base);
+    auto* ct = reinterpret_cast<float*>(base + p.ct);
+    auto* cn = reinterpret_cast<float*>(base + p.cn);
+    auto* queue_i = reinterpret_cast<std::int64_t*>(base + p.queue_i);
+    auto* queue_b = reinterpret_cast<float*>(base + p.queue_b);
+    const int di = static_cast<int>(d), ki = static_cast<int>(k);
+    const int kc = static_cast<int>(padded_centres(k)), dp = static_cast<int>(padded_dim(d));
+    const cudaStream_t stream = current_stream();
+    GPUOPT_CUDA_CHECK(cudaMemsetAsync(hdr, 0, sizeof(Header), stream));
+    const unsigned prep_blocks = static_cast<unsigned>(std::min<std::int64_t>(
+        (static_cast<std::int64_t>(dp) * kc + kDeepThreads - 1) / kDeepThreads, 4 * multiprocessor_count()));
+    prep<<<prep_blocks, kDeepThreads, 0, stream>>>(centres, ki, di, kc, dp, ct, cn, hdr, state);
+    GPUOPT_CHECK_LAUNCH("kmeans device_tiled prep (D > 128)");
+    assign<<<g.assign_blocks, kDeepThreads, kAssignShared, stream>>>(x, n, di, ki, kc, dp, ct, cn, hdr, queue_i,
+                                                                      queue_b, membership, state);
+    GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign (D > 128)");
+    resolve<<<g.resolve_blocks, kDeepThreads, 0, stream>>>(x, di, ki, kc, ct, cn, centres, hdr, queue_i, queue_b,
+                                                           membership, state);
+    GPUOPT_CHECK_LAUNCH("kmeans device_tiled resolve (D > 128)");
+}
+
+}  // namespace gpuopt::kmeans::tiled::deep

@@ -1,0 +1,89 @@
+"""``device_tiled`` past D = 128 (csrc/kmeans/kmeans_tiled_deep.cu): the dot form as a tiled SGEMM whose K loop runs
+over D (128 points x 128 centres a block, 32 coordinates a step), the near ties through Liao's path a warp a point,
+held to the bits of ``cpu(summation="chunked")``: D just past a step and far past it, k around the 128-centre tile,
+ragged N, exact ties (integer grids, duplicates), near-tie-heavy data (most points through the queue), an empty
+cluster, rows off 16-byte alignment, device arrays, and the same bits for any grid. Every device allocation is
+poisoned (NaN) first (conftest)."""
+
+import numpy as np
+import pytest
+
+import gpuopt
+
+from .test_gpu_kmeans import assert_same_as_chunked_cpu
+from .test_gpu_kmeans_tiled import lattice_and_midpoints
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("n,d,k", [
+    (3_001, 129, 7),      # one coordinate past the tile path: a step of 32 with 31 pad coordinates
+    (2_500, 257, 2),
+    (1_100, 1_000, 7),
+    (600, 2_049, 3),      # 65 steps of 32 coordinates
+    (4_097, 160, 129),    # k one past a 128-centre tile (a second tile of pad centres)
+    (500, 300, 1),
+    (5_200, 129, 1_000),
+], ids=str)
+def test_matches_chunked_cpu(rng, n, d, k):
+    x = rng.uniform(-1, 1, (n, d)).astype(np.float32)
+    assert_same_as_chunked_cpu(x, k, "device_tiled", threshold=0.0, max_iter=3)
+
+
+@pytest.mark.slow
+def test_many_clusters(rng):
+    x = rng.uniform(-1, 1, (5_300, 131)).astype(np.float32)
+    assert_same_as_chunked_cpu(x, 5_000, "device_tiled", threshold=0.0, max_iter=2)
+
+
+@pytest.mark.parametrize("d", [129, 200, 512])
+def test_exact_ties_and_duplicates(rng, d):
+    # An integer grid: exact ties between centres everywhere (gap 0: every such point through Liao's path, ties to
+    # the lower index), and duplicated rows.
+    grid = rng.integers(0, 3, (3_000, d)).astype(np.float32)
+    x = np.concatenate([grid, grid[:500], grid[::-7]])
+    assert_same_as_chunked_cpu(x, 40, "device_tiled", threshold=0.0, max_iter=4)
+
+
+@pytest.mark.parametrize("blocks", [0, 1, 3])
+def test_near_tie_heavy_data_and_any_grid(rng, blocks):
+    # Lattice centres and midpoints between two of them (exact or a few ulps off): most points fail the gap test and
+    # go through the queue; blocks=1 runs every tile and the whole queue on one block.
+    d, k = 150, 30
+    lattice, mid = lattice_and_midpoints(rng, k, d, 6_000)
+    x = np.concatenate([lattice, mid, lattice[::-1]]).astype(np.float32)
+    res = assert_same_as_chunked_cpu(x, k, "device_tiled", threshold=0.0, max_iter=3, blocks=blocks)
+    assert res.iterations == 3
+
+
+def test_an_empty_cluster_keeps_its_centre(rng):
+    n, d, k = 4_000, 140, 9
+    x = rng.normal(0, 1, (n, d)).astype(np.float32)
+    init = x[rng.choice(n, k, replace=False)].copy()
+    init[4] = np.float32(1e12)
+    res = assert_same_as_chunked_cpu(x, k, "device_tiled", threshold=0.0, max_iter=3, init=init)
+    assert not np.any(res.membership == 4)
+    np.testing.assert_array_equal(res.centroids[4], init[4])
+
+
+def test_rows_off_alignment_and_device_arrays(rng):
+    # D = 133: rows start 4 bytes apart from 16-byte boundaries; x a view one float into its buffer too.
+    n, d, k = 2_000, 133, 50
+    buf = rng.uniform(-1, 1, n * d + 1).astype(np.float32)
+    x = buf[1:].reshape(n, d)
+    ref = gpuopt.kmeans(np.ascontiguousarray(x), k, threshold=0.0, max_iter=3, variant="cpu", summation="chunked")
+    whole = gpuopt.to_device(buf)
+    dev = gpuopt.DeviceArray((n, d), np.float32, whole.__cuda_array_interface__["data"][0] + 4, whole)
+    res = gpuopt.kmeans(dev, k, threshold=0.0, max_iter=3, variant="device_tiled")
+    np.testing.assert_array_equal(res.membership.numpy(), ref.membership)
+    np.testing.assert_array_equal(res.centroids.numpy(), ref.centroids)
+    assert res.iterations == ref.iterations
+
+
+def test_auto_takes_it_and_tf32x3_is_refused(rng):
+    x = rng.uniform(-1, 1, (3_000, 200)).astype(np.float32)
+    ref = gpuopt.kmeans(x, 20, threshold=0.0, max_iter=2, variant="cpu", summation="chunked")
+    res = gpuopt.kmeans(x, 20, threshold=0.0, max_iter=2)
+    np.testing.assert_array_equal(res.membership, ref.membership)
+    with pytest.raises(ValueError, match=r"products='tf32x3' runs for D <= 128 \(got D = 200"):
+        gpuopt.kmeans(x, 20, variant="device_tiled", products="tf32x3")
