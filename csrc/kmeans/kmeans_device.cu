@@ -509,8 +509,10 @@ KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::
     std::vector<unsigned char> host(sizeof(LoopState) + static_cast<std::size_t>(max_iter) * sizeof(float));
     LoopState host_state{};
     // finish_loop with 4 entries a warp where that still leaves >= 1024 warps (8 MB of chunk rows in flight) and
-    // the groups take more than one round; one entry a warp otherwise.
-    const int coords = kd % 4 == 0 && kd >= 4096 && chunks > 32 * kGroup ? 4 : 1;
+    // the groups fill more than one of its rounds of 8; one entry a warp otherwise. (Past 32 groups measured at 10M
+    // x 16, k=256. At 1M x 256, k=1000, 31 groups, one entry a warp read 2 GB of chunk rows in 3.2 ms on the H200:
+    // each load one double from each of 32 sectors.)
+    const int coords = kd % 4 == 0 && kd >= 4096 && chunks > 8 * kGroup ? 4 : 1;
     const auto finish = coords == 4 ? finish_loop<false, 4> : finish_loop<false, 1>;
     const unsigned finish_blocks = static_cast<unsigned>((kd / coords + kFinishWarps - 1) / kFinishWarps);
     // Batches of queued loops until the stop flag is read set; launch_loop(dependent) queues one loop's kernels.

@@ -20,7 +20,7 @@
 //                 +0.0: no change), work by members (N*D) instead of by k*D per leaf. D <= 16: the chunk's x copied
 //                 by cp.async during the sort, the next chunk's memberships loaded during the walks.
 // Then finish_loop (kmeans_device.cu), unchanged: the same bits as device_gemm and cpu(summation="chunked").
-// D > 128: the deep path (kmeans_tiled_deep.cu), the K loop over D.
+// D > 128, and D > 64 with FFMA products: the deep path (kmeans_tiled_deep.cu), the K loop over D (takes_deep).
 #include <cub/block/block_radix_sort.cuh>
 
 #include <algorithm>
@@ -594,6 +594,13 @@ int resident_blocks(Kernel kernel, std::size_t shared, int blocks) {
 // zeros). Measured on the H200 at c2976f6 (marginal µs a loop): 10M x 16, k=256 3,096 against ffma 3,859; 1M x 16,
 // k=64 212 against 219; but 1M x 64, k=256 2,212 against 1,941 and 1M x 128, k=128 5,530 against 3,001 (the A
 // fragments loaded and split a k8 step at a time in every pass).
+// The deep path past the tile (any D), and for 64 < D <= 128 with FP32 FMAs: the tile pads those to DP = 128 (x^T
+// 133 KB, one block an SM) while the deep path pads to a multiple of 32. Measured on the H200 (1M points, k=1024,
+// marginal loop): the tile at D = 128 13.8 ms, the deep path at D = 129 12.5 ms.
+static bool takes_deep(std::int64_t d, Products resolved) {
+    return d > kMaxTiledDim || (d > 64 && resolved == Products::Ffma);
+}
+
 Products resolve(Products p, std::int64_t d, std::int64_t k) {
     (void)k;
     if (p != Products::Auto) return p;
@@ -608,7 +615,7 @@ void check(std::int64_t n, std::int64_t d, std::int64_t k, Products p) {
                                           std::to_string(kMaxClusters) + " (their norms and counts in shared memory)");
     GPUOPT_REQUIRE(d <= (1 << 20) && k * d <= (std::int64_t{1} << 30),
                    what + ": at most 2^20 coordinates and k*D <= 2^30 centre coordinates");
-    if (d <= kMaxTiledDim) {
+    if (!takes_deep(d, resolve(p, d, k))) {
         with_assign_tiled(d, k, resolve(p, d, k), [&](auto kernel, std::size_t shared) {
             require_shared_memory(kernel, shared, (what + ": assign_tiled").c_str());
         });
@@ -625,7 +632,7 @@ Launch plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks, Products
     Launch l;
     l.products = resolve(p, d, k);
     const std::int64_t tiles = (n + kTilePoints - 1) / kTilePoints, chunks = (n + kChunk - 1) / kChunk;
-    if (d <= kMaxTiledDim)
+    if (!takes_deep(d, l.products))
         with_assign_tiled(d, k, l.products, [&](auto kernel, std::size_t shared) {
             l.assign_blocks = static_cast<unsigned>(std::min<std::int64_t>(tiles, resident_blocks(kernel, shared, blocks)));
         });

@@ -18,7 +18,7 @@ constexpr int kMaxClusters = 8192;  // the norms (assign_tiled) and member count
 // The screen's products (Products, kTiledProducts: kmeans_choices.hpp); Auto picks by shape.
 Products resolve(Products p, std::int64_t d, std::int64_t k);
 
-// D > kMaxTiledDim: prep, assign and resolve (kmeans_tiled_deep.cu), FP32 FMAs; a workspace of
+// D > kMaxTiledDim, and D > 64 with FFMA products: prep, assign and resolve (kmeans_tiled_deep.cu); a workspace of
 // deep::workspace_bytes the caller allocates once a run.
 namespace deep {
 struct Grid {
@@ -36,7 +36,7 @@ struct Launch {
     Products products = Products::Ffma;  // resolved
     unsigned assign_blocks = 0;  // persistent grids: as many blocks as are resident, at most the work
     unsigned sum_blocks = 0;
-    bool deep = false;                 // D > kMaxTiledDim
+    bool deep = false;                 // the deep path (kmeans_tiled.cu's takes_deep)
     deep::Grid deep_grid;
     std::size_t workspace_bytes = 0;   // the deep path's scratch, allocated by the caller once a run
 };

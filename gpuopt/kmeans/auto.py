@@ -13,7 +13,7 @@ were read off the H200's kmeans_loop study (6f14c66, µs per loop):
    device 25.8; round 5 fused 17.9 / 17.6 against device 18.6 / 17.0).
 2. k*D <= 1024: ``device`` (1M x 16, k=64: 235 against device_gemm 264 and device_fused 304).
 3. Otherwise ``device_tiled`` (any k*D, k <= 8192: past 4096 centre coordinates the centres are streamed through
-   shared memory in blocks; D > 128 a tiled SGEMM with its K loop over D), the dot form register-tiled with sorted sums
+   shared memory in blocks; D > 64 a tiled SGEMM with its K loop over D), the dot form register-tiled with sorted sums
    (10M x 16, k=256, marginal loop
    on the H200 in round 4: 3.89 ms against device_gemm's 7.56 in the same run; predict's Liao-form pass 4.84).
    At 1M x 16, k=64 (k*D = 1024) device stayed ahead of the FFMA tile (228.8 against 237.5 with the 4 x 4 tile);

@@ -1,4 +1,4 @@
-"""``device_tiled`` past D = 128 (csrc/kmeans/kmeans_tiled_deep.cu): the dot form as a tiled SGEMM whose K loop runs
+"""``device_tiled``'s deep path, past D = 128 and for 64 < D <= 128 with FFMA products (csrc/kmeans/kmeans_tiled_deep.cu): the dot form as a tiled SGEMM whose K loop runs
 over D (128 points x 128 centres a block, 32 coordinates a step), the near ties through Liao's path a warp a point,
 held to the bits of ``cpu(summation="chunked")``: D just past a step and far past it, k around the 128-centre tile,
 ragged N, exact ties (integer grids, duplicates), near-tie-heavy data (most points through the queue), an empty
@@ -17,6 +17,9 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.mark.parametrize("n,d,k", [
+    (3_001, 65, 7),       # one coordinate past a step of 32 (the tile would pad to 128)
+    (2_000, 100, 40),
+    (2_000, 128, 33),
     (3_001, 129, 7),      # one coordinate past the tile path: a step of 32 with 31 pad coordinates
     (2_500, 257, 2),
     (1_100, 1_000, 7),

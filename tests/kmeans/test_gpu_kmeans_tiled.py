@@ -138,15 +138,16 @@ def test_near_ties_with_streamed_centres(rng, blocks, products):
     assert_same_as_chunked_cpu(x, k, "device_tiled", products=products, threshold=0.0, max_iter=3, blocks=blocks)
 
 
+@pytest.mark.parametrize("groups", [33, 10])
 @pytest.mark.parametrize("variant", ["device_tiled", "device_gemm"])
 @pytest.mark.parametrize("d,k", [(16, 256), (4, 1_025), (3, 1_366)])
-def test_finish_past_32_groups(rng, variant, d, k):
-    # More than 32 groups of chunks and k*D >= 4096: finish_loop takes 4 (cluster, coordinate) entries a warp, 8 groups
+def test_finish_past_8_groups(rng, variant, d, k, groups):
+    # More than 8 groups of chunks and k*D >= 4096: finish_loop takes 4 (cluster, coordinate) entries a warp, 8 groups
     # a round, the last round partial (k*D = 4098: one entry a warp). Rows scaled by 10^-6..10^6, so the group order
     # shows in the float64 sums.
     if variant == "device_gemm" and k * d > 4096:
         pytest.skip("device_gemm takes k*D <= 4096")
-    n = 32 * 32 * 1024 + 5_000
+    n = (groups - 1) * 32 * 1024 + 5_000
     x = rng.uniform(-1, 1, (n, d)).astype(np.float32) * np.float32(10) ** rng.integers(-6, 7, (n, 1)).astype(np.float32)
     assert_same_as_chunked_cpu(x, k, variant, threshold=0.0, max_iter=2)
 
