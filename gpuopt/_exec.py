@@ -277,15 +277,22 @@ def call_stream(arrays: tuple, stream: int | None) -> int:
     return 0 if s is None else s
 
 
-def _run(v: Any, resolved: dict[str, Any], timing: bool, arrays: tuple, args: tuple, stream: int | None = None) -> Any:
-    """Run the resolved variant ``v`` on ``args`` in a new context: the result (and its Timing)."""
-    s = call_stream(arrays, stream) if v.needs_cuda else 0
+def _run_on(v: Any, resolved: dict[str, Any], timing: bool, arrays: tuple, args: tuple, stream: int) -> Any:
+    """Run the resolved variant ``v`` on ``args`` in a new context on ``stream`` (a handle, already resolved by
+    call_stream): the result (and its Timing)."""
     ctx = ExecContext(timing=timing, device_result=any(isinstance(a, DeviceArray) for a in arrays), gpu=v.needs_cuda,
-                      stream=s)
+                      stream=stream)
     out = ctx.run(v, *args, **resolved)
+    return (out, ctx.record()) if timing else out
+
+
+def _run(v: Any, resolved: dict[str, Any], timing: bool, arrays: tuple, args: tuple, stream: int | None = None) -> Any:
+    """:func:`_run_on` on the call's stream, the inputs' frees then ordered after it (note_uses)."""
+    s = call_stream(arrays, stream) if v.needs_cuda else 0
+    out = _run_on(v, resolved, timing, arrays, args, s)
     if v.needs_cuda:
         note_uses(arrays, s)
-    return (out, ctx.record()) if timing else out
+    return out
 
 
 def dispatch(op: str, variant: str | None, params: dict[str, Any], timing: bool, arrays: tuple, *args: Any,
@@ -386,12 +393,8 @@ class Op:
 
             require_cuda(f"{self.name}/{v.name}", registry.cpu_variants(self.name))
         s = call_stream(arrays, stream) if v.needs_cuda else 0
-        if key is None:  # _run inlined: this is every unplanned call's path
-            ctx = ExecContext(timing=timing, device_result=any([isinstance(a, DeviceArray) for a in arrays]),
-                              gpu=v.needs_cuda, stream=s)
-            out = ctx.run(v, *run_args, **resolved)
-            if timing:
-                out = (out, ctx.record())
+        if key is None:
+            out = _run_on(v, resolved, timing, arrays, run_args, s)
         else:
             out = self._plan(key, v, resolved, arrays, run_args, s)
         if v.needs_cuda:

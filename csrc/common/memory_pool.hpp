@@ -26,9 +26,8 @@ PoolBlock pool_alloc(std::size_t bytes);  // on the current stream (stream.hpp);
 void pool_free(const PoolBlock& block) noexcept;
 // pool_free after the work queued so far on `users` (streams other than the block's that read or wrote it): the
 // block's stream waits for each first (an event), so the free -- and the block's reuse on its own stream -- is
-// ordered after that work. A user stream being captured, or one that can no longer be recorded on (destroyed), is
-// skipped (a graph orders its own nodes); one that can no longer be recorded on (destroyed) makes the free wait for
-// the whole device.
+// ordered after that work. A user stream being captured (or the block's own) is skipped: a graph orders its own
+// nodes. One that can no longer be recorded on (destroyed) makes the free wait for the whole device.
 void pool_free_after(const PoolBlock& block, const cudaStream_t* users, std::size_t count) noexcept;
 void pool_release_cached() noexcept;      // waits for the device, then gives every unused byte back to the driver
 std::size_t pool_cached_bytes() noexcept;

@@ -157,16 +157,18 @@ __device__ inline std::int32_t nearest(const float* __restrict__ o, const float*
 // The dot form's centre norms, by the whole block: norms[c] = ||c||^2 for c < k and +inf for the pad entries
 // up to `count` (never the nearest), then, after a barrier, max ||c|| rounded up into *cmax by warp 0 (the
 // rounding bound's scale; visible to all after the caller's next barrier).
+// ||v||^2 as one fmaf chain in coordinate order: a centre's norm in the dot form (every kernel that forms g starts
+// from this value) and a point's in its gap bound.
+__device__ __forceinline__ float squared_norm(const float* __restrict__ v, int d) {
+    float s = 0.f;
+    for (int j = 0; j < d; ++j) s = __fmaf_rn(v[j], v[j], s);
+    return s;
+}
+
 __device__ inline void centre_norms(const float* __restrict__ centres, int k, int d, int count, float* norms,
                                     float* cmax) {
-    for (int c = threadIdx.x; c < count; c += blockDim.x) {
-        float s = __int_as_float(0x7f800000);
-        if (c < k) {
-            s = 0.f;
-            for (int j = 0; j < d; ++j) s = __fmaf_rn(centres[c * d + j], centres[c * d + j], s);
-        }
-        norms[c] = s;
-    }
+    for (int c = threadIdx.x; c < count; c += blockDim.x)
+        norms[c] = c < k ? squared_norm(centres + static_cast<std::int64_t>(c) * d, d) : __int_as_float(0x7f800000);
     __syncthreads();
     if (threadIdx.x < 32) {
         float m = 0.f;

@@ -14,10 +14,11 @@
 //            strict <); after the last, the 16 threads of a point row merge theirs by shuffles. ||x||^2 (the bound's
 //            B) accumulates from the staged x during the first centre tile. A point whose gap clears dot_bound gets
 //            its membership; the others go to a queue in global memory.
-//   resolve  Liao's path for the queue, a warp a point (the block tile never waits for it): each lane recomputes
-//            g for the centres lane, lane + 32, ... by the same chain, takes Liao's distance (float32 sub, mul,
-//            add in coordinate order) for those within the bound of the best g, and the warp keeps the smallest
-//            (distance, index): Liao's membership, ties to the lower index (finite points; nearest_dot's argument).
+//   resolve  Liao's path for the queue (each entry: the point, its best g and its bound), a warp a point (the block
+//            tile never waits for it): each lane recomputes g for the centres lane, lane + 32, ... by the same chain,
+//            takes Liao's distance (liao_distance) for those within the bound of the best g, and the warp keeps the
+//            smallest (distance, index): Liao's membership, ties to the lower index (finite points; nearest_dot's
+//            argument).
 // The change count is an integer (atomics in any order), so the result is the same bits for any grid.
 #include <algorithm>
 #include <climits>
@@ -56,7 +57,7 @@ __host__ __device__ inline std::int64_t padded_centres(std::int64_t k) { return 
 __host__ __device__ inline std::int64_t padded_dim(std::int64_t d) { return (d + kSlab - 1) / kSlab * kSlab; }
 inline std::size_t aligned(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-// The workspace: [Header][ct: DP x kc floats][cn: kc floats][queue_i: n int64][queue_b: n floats].
+// The workspace: [Header][ct: DP x kc floats][cn: kc floats][queue_i: n int64][queue_b: n (best g, bound) pairs].
 struct Parts {
     std::size_t ct, cn, queue_i, queue_b, total;
 };
@@ -67,7 +68,7 @@ Parts parts(std::int64_t n, std::int64_t d, std::int64_t k) {
     p.cn = p.ct + aligned(dp * kc * sizeof(float));
     p.queue_i = p.cn + aligned(kc * sizeof(float));
     p.queue_b = p.queue_i + aligned(static_cast<std::size_t>(n) * sizeof(std::int64_t));
-    p.total = p.queue_b + aligned(static_cast<std::size_t>(n) * sizeof(float));
+    p.total = p.queue_b + aligned(static_cast<std::size_t>(n) * sizeof(float2));
     return p;
 }
 
@@ -85,13 +86,8 @@ __global__ void __launch_bounds__(kDeepThreads) prep(const float* __restrict__ c
         ct[t] = j < d && c < k ? -2.f * centres[static_cast<std::int64_t>(c) * d + j] : 0.f;
     }
     for (std::int64_t c = first; c < kc; c += stride) {
-        float s = __int_as_float(0x7f800000);
-        if (c < k) {
-            const float* cp = centres + c * d;
-            s = 0.f;
-            for (int j = 0; j < d; ++j) s = __fmaf_rn(cp[j], cp[j], s);
-            atomicMax(&hdr->cmax_bits, __float_as_int(__fsqrt_ru(s)));  // s >= 0 (or NaN: past every finite value)
-        }
+        const float s = c < k ? squared_norm(centres + c * d, d) : __int_as_float(0x7f800000);
+        if (c < k) atomicMax(&hdr->cmax_bits, __float_as_int(__fsqrt_ru(s)));  // s >= 0 (or NaN: past every finite)
         cn[c] = s;
     }
 }
@@ -100,7 +96,7 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
                                                           int kc, int dp, const float* __restrict__ ct,
                                                           const float* __restrict__ cn, Header* __restrict__ hdr,
                                                           std::int64_t* __restrict__ queue_i,
-                                                          float* __restrict__ queue_b,
+                                                          float2* __restrict__ queue_b,
                                                           std::int32_t* __restrict__ membership,
                                                           LoopState* __restrict__ state) {
     if (state->done) return;
@@ -208,7 +204,8 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
             }
             __syncthreads();  // this stage is read before the next step's copies overwrite it
         }
-        if (tid < kPoints) bound_s[tid] = dot_bound(d, __fadd_ru(__fsqrt_ru(bound_s[tid]), __int_as_float(hdr->cmax_bits)));
+        if (tid < kPoints)
+            bound_s[tid] = dot_bound(d, __fadd_ru(__fsqrt_ru(bound_s[tid]), __int_as_float(hdr->cmax_bits)));
         // A point's row of 16 lanes merges (best, second, index): the butterfly leaves the result in every lane;
         // lane tx < 8 keeps point tx's.
         float b = 0.f, s2 = 0.f;
@@ -231,7 +228,7 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
                 membership[p0 + p] = m;
             } else {
                 const unsigned q = atomicAdd(&hdr->queued, 1u);  // < n: each point at most once a loop
-                queue_i[q] = p0 + p, queue_b[q] = b;
+                queue_i[q] = p0 + p, queue_b[q] = make_float2(b, bound_s[p]);
             }
         }
     }
@@ -244,22 +241,19 @@ __global__ void __launch_bounds__(kDeepThreads) resolve(const float* __restrict_
                                                         const float* __restrict__ centres,
                                                         const Header* __restrict__ hdr,
                                                         const std::int64_t* __restrict__ queue_i,
-                                                        const float* __restrict__ queue_b,
+                                                        const float2* __restrict__ queue_b,
                                                         std::int32_t* __restrict__ membership,
                                                         LoopState* __restrict__ state) {
     if (state->done) return;
     const std::int64_t total = hdr->queued;
-    const float cmax = __int_as_float(hdr->cmax_bits);
     const int lane = threadIdx.x % 32;
     int changed = 0;
     for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32; e < total;
          e += static_cast<std::int64_t>(gridDim.x) * kWarps) {
         const std::int64_t i = queue_i[e];
-        const float b = queue_b[e];
+        const float b = queue_b[e].x, bound = queue_b[e].y;  // the best g and the point's bound, as assign had them
         const float* xp = x + i * d;
-        float xn2 = 0.f;  // every lane the same chain (broadcast loads): the assign kernel's value
-        for (int j = 0; j < d; ++j) xn2 = __fmaf_rn(xp[j], xp[j], xn2);
-        const float bound = dot_bound(d, __fadd_ru(__fsqrt_ru(xn2), cmax));
+        const float unused[1] = {0.f};  // (liao_distance<0> reads the point through xp)
         float best_dist = __int_as_float(0x7f800000);
         int m = INT_MAX;
         for (int c0 = 0; c0 < kc; c0 += 4 * 32) {  // four chains a lane: centres c0 + 32u + lane
@@ -276,12 +270,7 @@ __global__ void __launch_bounds__(kDeepThreads) resolve(const float* __restrict_
             for (int u = 0; u < 4; ++u) {
                 const int c = c0 + 32 * u + lane;
                 if (c < k && !(__fsub_rn(g[u], b) > bound)) {
-                    const float* cp = centres + static_cast<std::int64_t>(c) * d;
-                    float dist = 0.f;
-                    for (int j = 0; j < d; ++j) {
-                        const float diff = __fsub_rn(xp[j], cp[j]);
-                        dist = __fadd_rn(dist, __fmul_rn(diff, diff));
-                    }
+                    const float dist = liao_distance<0>(unused, xp, centres + static_cast<std::int64_t>(c) * d, d);
                     if (m == INT_MAX || dist < best_dist) best_dist = dist, m = c;  // a lane's centres ascend
                 }
             }
@@ -329,7 +318,7 @@ void launch(const Grid& g, const float* x, std::int64_t n, std::int64_t d, std::
     auto* ct = reinterpret_cast<float*>(base + p.ct);
     auto* cn = reinterpret_cast<float*>(base + p.cn);
     auto* queue_i = reinterpret_cast<std::int64_t*>(base + p.queue_i);
-    auto* queue_b = reinterpret_cast<float*>(base + p.queue_b);
+    auto* queue_b = reinterpret_cast<float2*>(base + p.queue_b);
     const int di = static_cast<int>(d), ki = static_cast<int>(k);
     const int kc = static_cast<int>(padded_centres(k)), dp = static_cast<int>(padded_dim(d));
     const cudaStream_t stream = current_stream();
