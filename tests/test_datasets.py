@@ -315,6 +315,22 @@ class TestLiao:
             else:  # "%f" rounds to 6 decimals, then float32 rounds to half an ulp
                 np.testing.assert_allclose(y, x, rtol=2**-23, atol=5e-7)
 
+    def test_binary_rows(self, tmp_path, rng):
+        x = rng.normal(size=(70, 3)).astype(np.float32)
+        path = D.write_liao(tmp_path / "b", x, binary=True)
+        seen = []
+        rows, n = D.read_liao_binary_rows(path, lambda n: seen.append(n) or (20, 55))
+        assert n == 70 and seen == [70] and rows.dtype == np.float32 and rows.flags.c_contiguous
+        np.testing.assert_array_equal(rows, x[20:55])
+        assert D.read_liao_binary_rows(path, lambda n: (70, 70))[0].shape == (0, 3)
+        with pytest.raises(ValueError, match="not within the file's 70 objects"):
+            D.read_liao_binary_rows(path, lambda n: (60, 71))
+        path.write_bytes(path.read_bytes()[:-4])
+        with pytest.raises(ValueError, match="not a valid binary k-means file"):
+            D.read_liao_binary_rows(path, lambda n: (0, 1))
+        with pytest.raises(FileNotFoundError):
+            D.read_liao_binary_rows(tmp_path / "absent", lambda n: (0, 1))
+
     def test_binary_layout(self, tmp_path):
         path = D.write_liao(tmp_path / "b", np.array([[1.0, 2.0]]), binary=True)
         assert path.read_bytes() == (

@@ -369,6 +369,7 @@ py::dict kernel_choices_py() {
     d["kmeans/stream/chunk_points"] = choices_dict(kmeans::kStreamChunkPoints);
     d["kmeans/stream/buffers"] = choices_dict(kmeans::kStreamBuffers);
     d["kmeans/device_tiled/products"] = choices_dict(kmeans::tiled::kTiledProducts);
+    d["kmeans/distributed/loop"] = choices_dict(kmeans::multi::kMultiLoops);
     d["kmeans/device_persistent/x_memory"] = choices_dict(kmeans::kPersistentXMemory);
     d["kmeans/stream/host_memory"] = choices_dict(kmeans::kStreamHostMemory);
     d["kmeans/stream/assign"] = choices_dict(kmeans::kStreamAssign);

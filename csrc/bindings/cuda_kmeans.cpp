@@ -93,6 +93,76 @@ void check_loop_args(int loops_per_sync, int blocks) {
     GPUOPT_REQUIRE(blocks >= 0, "kmeans device: blocks must be >= 0 (0: as many as are resident)");
 }
 
+kmeans::multi::RankConfig rank_config(const std::string& loop, const std::string& products, int blocks) {
+    GPUOPT_REQUIRE(blocks >= 0, "kmeans distributed: blocks must be >= 0 (0: as many as are resident)");
+    kmeans::multi::RankConfig cfg;
+    cfg.loop = choice<kmeans::multi::Loop>(kmeans::multi::kMultiLoops, loop, "kmeans distributed");
+    cfg.products = choice<kmeans::tiled::Products>(kmeans::tiled::kTiledProducts, products, "kmeans distributed");
+    cfg.blocks = blocks;
+    return cfg;
+}
+
+// One rank of gpuopt.distributed.kmeans on the GPU (kmeans_cuda.hpp): the Python layer queues local(), the
+// all-gather of the slots and close() on one stream (set around each call) and reads the state once a batch.
+void bind_kmeans_rank(py::module_& m) {
+    using kmeans::multi::Rank;
+    py::class_<Rank>(m, "KMeansRank",
+                     "One rank's share of a k-means loop split over ranks (csrc/kmeans/kmeans_cuda.hpp): "
+                     "KMeansRank(x, rows, order, rank, d, k, threshold, max_iter, centroids, membership, *, loop, "
+                     "products, blocks); addresses of this rank's x (n_local, D) float32, the centres (k, D) float32 "
+                     "(initial in, result out) and the memberships (n_local,) int32 on the device; rows: every rank's "
+                     "n_local, order: the ranks with rows in row order.")
+        .def(py::init([](std::uintptr_t x, const std::vector<std::int64_t>& rows, const std::vector<int>& order,
+                         int rank, std::int64_t d, std::int64_t k, float threshold, std::int64_t max_iter,
+                         std::uintptr_t centroids, std::uintptr_t membership, const std::string& loop,
+                         const std::string& products, int blocks) {
+                 const kmeans::multi::RankConfig cfg = rank_config(loop, products, blocks);
+                 py::gil_scoped_release release;
+                 return std::make_unique<Rank>(dptr<const float>(x), kmeans::multi::Layout{rows, order}, rank, d, k,
+                                               threshold, max_iter, cfg, dptr<float>(centroids),
+                                               dptr<std::int32_t>(membership));
+             }),
+             py::arg("x"), py::arg("rows"), py::arg("order"), py::arg("rank"), py::arg("d"), py::arg("k"),
+             py::arg("threshold"), py::arg("max_iter"), py::arg("centroids"), py::arg("membership"), py::kw_only(),
+             py::arg("loop") = kmeans::multi::kMultiLoops.default_name(),
+             py::arg("products") = kmeans::tiled::kTiledProducts.default_name(),
+             py::arg("blocks") = 0)
+        .def_property_readonly("slot_doubles", &Rank::slot_doubles,
+                               "float64 values of one rank's slot of the all-gather")
+        .def("local", [](Rank& r, std::uintptr_t slot) { r.local(dptr<double>(slot)); }, py::arg("slot"),
+             py::call_guard<py::gil_scoped_release>(),
+             "Queue this rank's assignment and group sums into `slot` (slot_doubles float64 on the device).")
+        .def("close", [](Rank& r, std::uintptr_t gathered) { r.close(dptr<const double>(gathered)); },
+             py::arg("gathered"), py::call_guard<py::gil_scoped_release>(),
+             "Queue the loop's end from every rank's slot (ranks x slot_doubles float64 on the device, rank order).")
+        .def("read",
+             [](Rank& r) {
+                 int iterations = 0;
+                 std::vector<float> delta;
+                 bool done = false;
+                 {
+                     py::gil_scoped_release release;
+                     done = r.read(&iterations, &delta);
+                 }
+                 carray<float> out(static_cast<py::ssize_t>(delta.size()));
+                 std::copy(delta.begin(), delta.end(), out.mutable_data());
+                 return py::make_tuple(done, iterations, out);
+             },
+             "Wait for the stream: (stopped, loops run, delta history (loops,) float32).")
+        .def_static("check",
+                    [](const std::vector<std::int64_t>& rows, const std::vector<int>& order, int rank, std::int64_t d,
+                       std::int64_t k, std::int64_t max_iter, const std::string& loop, const std::string& products,
+                       int blocks) {
+                        kmeans::multi::check(kmeans::multi::Layout{rows, order}, rank, d, k, max_iter,
+                                             rank_config(loop, products, blocks));
+                    },
+                    py::arg("rows"), py::arg("order"), py::arg("rank"), py::arg("d"), py::arg("k"), py::arg("max_iter"),
+                    py::kw_only(), py::arg("loop") = kmeans::multi::kMultiLoops.default_name(),
+                    py::arg("products") = kmeans::tiled::kTiledProducts.default_name(), py::arg("blocks") = 0,
+                    "Raise ValueError if this rank cannot run the loop (nothing runs; needs a device).");
+
+}
+
 kmeans::PersistentConfig persistent_config(int blocks, const std::string& x_memory) {
     GPUOPT_REQUIRE(blocks >= 0, "kmeans device_persistent: blocks must be >= 0 (0: as many as are co-resident)");
     kmeans::PersistentConfig cfg;
@@ -104,6 +174,7 @@ kmeans::PersistentConfig persistent_config(int blocks, const std::string& x_memo
 }  // namespace
 
 void bind_kmeans(py::module_& m) {
+    bind_kmeans_rank(m);
     py::class_<KMeansArgs>(m, "KMeansArgs",
                            "One k-means loop call: addresses of x (N, D) float32, the centres (k, D) float32 (initial "
                            "in, result out) and the memberships (N,) int32; N, D, k; the stop rule (threshold, "

@@ -56,4 +56,11 @@ enum class Products : int { Auto, Tf32x3, Ffma };
 inline constexpr NameChoices<3> kTiledProducts{"products", {"auto", "tf32x3", "ffma"}, 0};
 }  // namespace tiled
 
+namespace multi {
+// gpuopt.distributed.kmeans on GPUs (kmeans_cuda.hpp): the single-GPU loop whose assignment and chunk sums a
+// rank runs; the Python layer picks as the single-GPU auto does (device to k*D 1024, device_gemm to 4096).
+enum class Loop : int { Device, DeviceGemm, DeviceTiled };
+inline constexpr NameChoices<3> kMultiLoops{"loop", {"device", "device_gemm", "device_tiled"}, 2};
+}  // namespace multi
+
 }  // namespace gpuopt::kmeans

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "kmeans.hpp"
 #include "kmeans_choices.hpp"
@@ -156,3 +158,67 @@ void kmeans_predict_device(const float* x_dev, std::int64_t n, std::int64_t d, c
                            std::int64_t k, std::int32_t* membership_dev);
 
 }  // namespace gpuopt::kmeans
+
+// gpuopt.distributed.kmeans on GPUs (kmeans_multi.cu): one rank's share of a k-means run split over ranks, the
+// same bits as one process's device loop for any number of ranks.
+//
+// Each rank holds a shard of whole groups of the summation tree (kSumGroup objects; only the shard that ends the
+// data may end in a partial group). A loop, on every rank, on the current stream:
+//   local()   the single-GPU loop's assignment and chunk sums over the shard (device's, device_gemm's or
+//             device_tiled's kernels), then group_sums: each group's 32 chunk sums added in order (finish_loop's
+//             first level), written to this rank's slot of the exchange with its member counts and change count;
+//   (the caller all-gathers every rank's slot: NCCL through torch.distributed, or any other transport)
+//   close()   finish_loop's second level over the gathered slots: every group sum in global group order from 0,
+//             mean = float(total / count), delta = float(changed) / float(N), the stop flag.
+// close() adds the same values in the same order as finish_loop over the whole data, so centres, delta history and
+// loop count are the single-GPU run's on every rank, and each rank's memberships are its rows of that run's.
+namespace gpuopt::kmeans::multi {
+
+// Where the shards lie: each rank's rows, and the ranks in row order (the shards tile [0, N) in that order).
+struct Layout {
+    std::vector<std::int64_t> rows;  // n_local of every rank, by rank
+    std::vector<int> order;          // the ranks with rows, in row order
+};
+
+struct RankConfig {
+    Loop loop = Loop::DeviceTiled;
+    tiled::Products products = tiled::Products::Auto;  // device_tiled's screen
+    int blocks = 0;                                    // the assignment's grid at most (0: as many as are resident)
+};
+
+// Doubles of one rank's slot of the exchange: [groups_max][k*d] group sums, [k] counts, 1 change count, padded to
+// an even count (16-byte rows). groups_max: the most groups any rank holds.
+std::int64_t slot_doubles(const Layout& layout, std::int64_t d, std::int64_t k);
+
+// ValueError-style failures for what this rank cannot run (its loop's limits, the layout), before any allocation.
+void check(const Layout& layout, int rank, std::int64_t d, std::int64_t k, std::int64_t max_iter,
+           const RankConfig& cfg);
+
+class Rank {
+public:
+    // x [n_local][d] on the device (this rank's rows); centres [k][d] on the device, the initial centres in and the
+    // result out (the same on every rank); membership [n_local] int32 on the device, out. Allocates the loop's
+    // buffers and starts the loop state on the current stream (every membership -1: the first loop counts every
+    // object as changed).
+    Rank(const float* x, const Layout& layout, int rank, std::int64_t d, std::int64_t k, float threshold,
+         std::int64_t max_iter, const RankConfig& cfg, float* centres, std::int32_t* membership);
+    ~Rank();
+    Rank(const Rank&) = delete;
+    Rank& operator=(const Rank&) = delete;
+
+    std::int64_t slot_doubles() const { return slot_; }
+    // This rank's part of a loop: memberships, and its slot (slot_doubles() doubles on the device). Queued on the
+    // current stream; nothing once the loop has stopped.
+    void local(double* slot);
+    // The loop's end from every rank's slot ([ranks][slot_doubles()] on the device, in rank order).
+    void close(const double* gathered);
+    // Waits for the stream; whether the loop has stopped, the loops run and the delta history so far.
+    bool read(int* iterations, std::vector<float>* delta);
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+    std::int64_t slot_ = 0;
+};
+
+}  // namespace gpuopt::kmeans::multi

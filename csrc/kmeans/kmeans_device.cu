@@ -658,29 +658,42 @@ unsigned assign_grid(std::int64_t chunks, std::int64_t d, std::int64_t k, bool d
     return blocks;
 }
 
-void launch_slab(const float* x, std::int64_t n, std::int64_t n_total, std::int64_t d, std::int64_t k, bool dot,
-                 unsigned blocks, float* centres, std::int32_t* membership, double* chunk_sums,
-                 unsigned long long* loop, double* running, bool close, float threshold, std::int64_t max_iter,
-                 cudaStream_t stream) {
+void launch_assign(const float* x, std::int64_t n, std::int64_t d, std::int64_t k, bool dot, unsigned blocks,
+                   const float* centres, std::int32_t* membership, double* chunk_sums, unsigned long long* loop,
+                   cudaStream_t stream) {
     unsigned long long* counts = loop;
     auto* state = static_cast<LoopState*>(state_of(loop, k));
-    const FinishArgs fin{threshold, static_cast<int>(max_iter), reinterpret_cast<float*>(state + 1), nullptr, nullptr};
+    const FinishArgs fin{0.f, 0, nullptr, nullptr, nullptr};  // not fused: only the fused path reads it
     const std::int64_t chunks = (n + kChunk - 1) / kChunk;
     const int di = static_cast<int>(d), ki = static_cast<int>(k);
+    // assign_and_sum's centres are not const (the fused path writes them); the unfused one only reads them.
+    float* c = const_cast<float*>(centres);
     const unsigned grid = static_cast<unsigned>(std::min<std::int64_t>(blocks, chunks));
     with_dim(d, [&](auto dim) {
         if (dot)
             assign_and_sum<dim.value, false, true><<<grid, kThreads, assign_shared_bytes(d, k, true), stream>>>(
-                x, n, di, ki, centres, membership, chunk_sums, counts, state, fin);
+                x, n, di, ki, c, membership, chunk_sums, counts, state, fin);
         else
             assign_and_sum<dim.value, false, false><<<grid, kThreads, assign_shared_bytes(d, k, false), stream>>>(
-                x, n, di, ki, centres, membership, chunk_sums, counts, state, fin);
+                x, n, di, ki, c, membership, chunk_sums, counts, state, fin);
         GPUOPT_CHECK_LAUNCH("assign_and_sum");
     });
+}
+
+void launch_slab(const float* x, std::int64_t n, std::int64_t n_total, std::int64_t d, std::int64_t k, bool dot,
+                 unsigned blocks, float* centres, std::int32_t* membership, double* chunk_sums,
+                 unsigned long long* loop, double* running, bool close, float threshold, std::int64_t max_iter,
+                 cudaStream_t stream) {
+    launch_assign(x, n, d, k, dot, blocks, centres, membership, chunk_sums, loop, stream);
+    unsigned long long* counts = loop;
+    auto* state = static_cast<LoopState*>(state_of(loop, k));
+    auto* history = reinterpret_cast<float*>(state + 1);
+    const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+    const int di = static_cast<int>(d), ki = static_cast<int>(k);
     const auto finish_blocks = static_cast<unsigned>((k * d + kFinishWarps - 1) / kFinishWarps);
     finish_loop<true><<<finish_blocks, kFinishWarps * 32, 0, stream>>>(n_total, di, ki, chunks, chunk_sums, counts,
                                                                        centres, threshold, static_cast<int>(max_iter),
-                                                                       fin.delta_history, state, running, close);
+                                                                       history, state, running, close);
     GPUOPT_CHECK_LAUNCH("finish_loop");
 }
 

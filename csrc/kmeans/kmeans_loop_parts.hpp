@@ -27,6 +27,12 @@ const float* copy_history(const unsigned char* copy);
 // Sets the kernel's shared-memory opt-in.
 unsigned assign_grid(std::int64_t chunks, std::int64_t d, std::int64_t k, bool dot);
 
+// assign_and_sum for every chunk of x (n objects): memberships, chunk sums [chunks][k*d], counts and changes added to
+// the loop's; no finish (kmeans_multi.cu closes the loop over every rank's groups).
+void launch_assign(const float* x, std::int64_t n, std::int64_t d, std::int64_t k, bool dot, unsigned blocks,
+                   const float* centres, std::int32_t* membership, double* chunk_sums, unsigned long long* loop,
+                   cudaStream_t stream);
+
 // One slab of the points (x: n objects, a whole number of chunks but for the last slab): assign_and_sum for
 // every chunk of it (memberships of the slab, chunk sums [chunks][k*d] from the slab's first chunk, counts and
 // changes added to the loop's), then finish_loop<Streamed> over its groups from `running` [k*d] (zeroed before

@@ -15,7 +15,7 @@ ECE408 Fall 2016 CNN, HDF5 (:mod:`~gpuopt.datasets.ece408`; needs h5py)
     :func:`load_ece408_model`, :func:`save_ece408_model`,
     :func:`load_ece408_test`, :func:`save_ece408_test`.
 Liao's k-means package (:mod:`~gpuopt.datasets.liao`)
-    :func:`read_liao`, :func:`write_liao`, :func:`write_liao_output`,
+    :func:`read_liao`, :func:`read_liao_binary_rows` (a shard), :func:`write_liao`, :func:`write_liao_output`,
     :func:`read_liao_centres`, :func:`read_liao_membership`.
 NCTU sparse-convolution lab (:mod:`~gpuopt.datasets.nctu`)
     :func:`read_nctu_neurons_txt`, :func:`write_nctu_neurons_txt`,
@@ -50,6 +50,7 @@ from ._paths import DATA_DIR_ENV, data_dir, data_path
 from .ece408 import load_ece408_model, load_ece408_test, save_ece408_model, save_ece408_test
 from .liao import (
     read_liao,
+    read_liao_binary_rows,
     read_liao_centres,
     read_liao_membership,
     write_liao,
@@ -81,6 +82,7 @@ __all__ = [
     "make_nctu_neurons",
     "read_idx",
     "read_liao",
+    "read_liao_binary_rows",
     "read_liao_centres",
     "read_liao_membership",
     "read_nctu_filters_coo",

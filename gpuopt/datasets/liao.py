@@ -26,6 +26,7 @@ The reference data (``kmeans_liao/`` in the data root) has
 from __future__ import annotations
 
 import re
+from typing import Callable
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +43,7 @@ from ._paths import (
 
 __all__ = [
     "read_liao",
+    "read_liao_binary_rows",
     "read_liao_centres",
     "read_liao_membership",
     "write_liao",
@@ -294,6 +296,31 @@ def write_liao_output(
         # The exact fprintf format of the package's file_write().
         f.writelines("%d %d\n" % (i, v) for i, v in enumerate(m.tolist()))  # noqa: UP031
     return centres_path, membership_path
+
+
+def read_liao_binary_rows(path: PathLike, part: Callable[[int], tuple[int, int]]) -> tuple[np.ndarray, int]:
+    """Rows of a binary k-means file without reading the rest: ``part(numObjs)`` gives ``(start, stop)`` once the
+    header is read (a rank's shard of the whole data: :func:`gpuopt.distributed.shard_bounds`).
+
+    Returns ``(rows, numObjs)``: float32 (stop - start, numCoords), C-contiguous. ValueError where the header and
+    the file size disagree (as :func:`read_liao`) or ``part`` gives rows outside [0, numObjs).
+    """
+    p = _existing_file(path, "path")
+    size = p.stat().st_size
+    with open(p, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise ValueError(f"{p}: {len(head)} bytes, too short for the 8-byte binary header")
+        n, d = (int(v) for v in np.frombuffer(head, dtype=_HEADER, count=2))
+        if not (n > 0 and d > 0 and 8 + 4 * n * d == size):
+            raise ValueError(f"{p}: not a valid binary k-means file: header says numObjs={n}, numCoords={d} (both "
+                             f"must be > 0, file size 8 + 4*numObjs*numCoords), but the file has {size} bytes")
+        start, stop = (int(v) for v in part(n))
+        if not 0 <= start <= stop <= n:
+            raise ValueError(f"{p}: rows [{start}, {stop}) are not within the file's {n} objects")
+        f.seek(8 + 4 * start * d)
+        rows = np.fromfile(f, dtype=_PAYLOAD, count=(stop - start) * d)
+    return rows.reshape(stop - start, d).astype(np.float32), n
 
 
 def read_liao_centres(path: PathLike) -> np.ndarray:

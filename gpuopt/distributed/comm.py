@@ -8,6 +8,10 @@
   with a timeout and a shared failure record: ``fail`` breaks the barrier, so the others wake at once.
 * ``TorchCommunicator`` (:mod:`.torch_comm`): a ``torch.distributed`` process group.
 
+A GPU loop exchanges device buffers: ``slot_exchange(slot, gathered)`` returns a call that all-gathers every rank's
+``slot`` into ``gathered``. Here through host memory (any communicator: tests, ranks as threads of one GPU); a
+TorchCommunicator over NCCL does it device to device, queued on the loop's stream with no host wait.
+
 Every collective takes ``timeout`` (seconds, None: the communicator's own): a rank that waits longer for the others
 raises CollectiveError rather than hanging. A group whose collective failed stays failed: make a new one.
 """
@@ -50,6 +54,25 @@ class Communicator(abc.ABC):
     def fail(self, exc: BaseException) -> None:
         """Tell the other ranks that this one failed with ``exc``: their pending or next collective raises
         CollectiveError naming this rank. Never raises."""
+
+    def slot_exchange(self, slot: Any, gathered: Any, stream: int, *, timeout: float | None = None) -> Callable[[], None]:
+        """A call that all-gathers every rank's ``slot`` (a 1-D gpuopt DeviceArray, the same size on every rank)
+        into ``gathered`` (a (size, len(slot)) DeviceArray, rank order), ordered on ``stream`` (a handle) after the
+        work queued there. This one goes through host memory (it waits for ``stream``, then :meth:`all_gather`);
+        a communicator with a device transport overrides it."""
+        from .._ext import cuda_module
+
+        cuda = cuda_module()
+
+        def exchange() -> None:
+            slots = self.all_gather(slot.numpy()[None], timeout=timeout)  # .numpy() waits for the slot's stream
+            host = np.ascontiguousarray(np.concatenate(slots))
+            previous = cuda.set_stream(stream)
+            try:
+                cuda.copy_h2d(gathered.ptr, host, host.nbytes)  # queued on `stream` (host data staged on return)
+            finally:
+                cuda.set_stream(previous)
+        return exchange
 
 
 def failure_text(exc: BaseException) -> str:

@@ -9,14 +9,17 @@ partial one). A loop, on every rank:
    order, ties to the lower index) and count its changed memberships;
 2. its groups' sums and member counts, each group in the tree's order (:func:`kmeans_group_sums`, the walk the
    cpu reference's update runs);
-3. one all-gather: every rank's change count and group sums (groups x (k*D + k) float64, not a float
-   all-reduce, whose order of adds would depend on the number of ranks);
+3. one all-gather of every rank's slot: its group sums (groups_max x k*D float64, groups_max the most groups any
+   rank holds), member counts (k) and change count (integers as float64: exact below 2^53). Not a float
+   all-reduce, whose order of adds would depend on the number of ranks;
 4. the group sums added in global group order into a total that starts at 0, mean = float32(total / count), an
    empty cluster keeps its centre, delta = float32(changed) / float32(N) (integers: exact in any order).
 
 Step 4 is the same adds in the same order as ``gpuopt.kmeans(x, k, variant="cpu", summation="chunked")`` on the
 whole data, so every rank gets that call's centres, delta history and loop count bit for bit, for any number of
-ranks (and its memberships, shard by shard).
+ranks (and its memberships, shard by shard). On GPUs (:mod:`.kmeans_device`, csrc/kmeans/kmeans_multi.cu) steps 1-2
+are the single-GPU loop's kernels, whose chunk and group sums are the cpu reference's, and step 4 runs on the device:
+the same bits again, so a rank may run either (every rank runs the same variant, checked).
 """
 
 from __future__ import annotations
@@ -28,13 +31,19 @@ from typing import Any, Iterator, NamedTuple
 import numpy as np
 
 from .. import _core
-from .._ext import kernel_limits
+from .._exec import Timing
+from .._ext import cuda_available, kernel_limits
 from .._validate import float_array, integer, real
-from ..cuda import DeviceArray
+from ..cuda import DeviceArray, stream_handle
 from ..kmeans import KMeansResult
+from . import kmeans_device
 from .comm import CollectiveError, Communicator, ThreadGroup
 
-__all__ = ["kmeans", "kmeans_group_sums", "shard_bounds", "sum_group"]
+__all__ = ["kmeans", "kmeans_group_sums", "shard_bounds", "sum_group", "VARIANTS"]
+
+#: ``variant`` values: auto (the GPU where one is usable, with the loop gpuopt.kmeans' auto picks for the whole
+#: data's shape; else cpu), cpu, or a single-GPU loop by name.
+VARIANTS = ("auto", "cpu") + kmeans_device.LOOPS
 
 
 def sum_group() -> int:
@@ -51,8 +60,10 @@ def shard_bounds(n: int, size: int) -> list[tuple[int, int]]:
     return [(min(r * groups // size * g, n), min((r + 1) * groups // size * g, n)) for r in range(size)]
 
 
-def _shard(x_local: Any) -> np.ndarray:
-    """x_local as a C-contiguous float32 (n_local, D) NumPy array; n_local may be 0 (a rank that owns no rows)."""
+def _shard(x_local: Any, device_ok: bool = False) -> np.ndarray | DeviceArray:
+    """x_local as a C-contiguous float32 (n_local, D) NumPy array, or (``device_ok``) a DeviceArray view of a
+    device array; n_local may be 0 (a rank that owns no rows). Host values are checked finite here; device ones
+    are not read on the host (as gpuopt.kmeans' device path)."""
     if type(x_local) is not DeviceArray and isinstance(x_local, np.ndarray) and x_local.ndim == 2 \
             and x_local.shape[0] == 0 and x_local.shape[1] > 0:
         if x_local.dtype.kind != "f":
@@ -60,8 +71,10 @@ def _shard(x_local: Any) -> np.ndarray:
         return np.empty(x_local.shape, np.float32)
     x = float_array(x_local, "x_local", 2, "(n_local, D); a rank without rows passes shape (0, D)")
     if not isinstance(x, np.ndarray):
-        raise TypeError("x_local is a device array: gpuopt.distributed.kmeans runs on the CPU so far; pass a NumPy "
-                        "array (e.g. x_local.numpy())")
+        if not device_ok:
+            raise TypeError("x_local is a device array: kmeans_group_sums runs on the host; pass a NumPy array "
+                            "(e.g. x_local.numpy())")
+        return x
     if not np.isfinite(x).all():
         raise ValueError("x_local must contain only finite values (NaN/inf found)")
     return x
@@ -87,13 +100,16 @@ def kmeans_group_sums(x_local: Any, membership: Any, k: int) -> tuple[np.ndarray
 
 
 class _Local(NamedTuple):
-    x: np.ndarray
+    x: np.ndarray | DeviceArray
     k: int
     threshold: float
     max_iter: int
     init: np.ndarray | None
     row_offset: int | None
     timeout: float
+    variant: str
+    loops_per_sync: int
+    stream: int | None
 
 
 class _Layout(NamedTuple):
@@ -133,14 +149,15 @@ def _agree(comm: Communicator, a: _Local) -> _Layout:
     disagree or the shards do not tile [0, N) from group boundaries."""
     thr_bits = int(np.array(a.threshold, np.float32).view(np.int32))  # compared as the loop compares: float32
     mine = np.array([[a.x.shape[0], a.x.shape[1], a.k, a.max_iter, thr_bits, a.init is not None,
-                      a.row_offset is not None, a.row_offset or 0]], np.int64)
+                      a.row_offset is not None, a.row_offset or 0, VARIANTS.index(a.variant)]], np.int64)
     table = np.concatenate(comm.all_gather(mine, timeout=a.timeout))
-    names = ("D (x_local.shape[1])", "k", "max_iter", "threshold (as float32)", "whether init is given",
-             "whether row_offset is given")
-    for col, name in enumerate(names, start=1):
+    names = {1: "D (x_local.shape[1])", 2: "k", 3: "max_iter", 4: "threshold (as float32)",
+             5: "whether init is given", 6: "whether row_offset is given", 8: "variant"}
+    for col, name in names.items():
         if (table[:, col] != table[0, col]).any():
             r = int(np.flatnonzero(table[:, col] != table[0, col])[0])
-            shown = [float(np.array(v, np.int32).view(np.float32)) if col == 4 else int(v) for v in table[:, col]]
+            shown = [float(np.array(v, np.int32).view(np.float32)) if col == 4 else
+                     VARIANTS[int(v)] if col == 8 else int(v) for v in table[:, col]]
             raise ValueError(f"every rank must give the same {name}: rank 0 has {shown[0]}, rank {r} {shown[r]} "
                              f"(all ranks: {shown})")
     rows = [int(v) for v in table[:, 0]]
@@ -176,31 +193,56 @@ def _initial_centres(comm: Communicator, a: _Local, lay: _Layout) -> np.ndarray:
             if other.tobytes() != inits[0].tobytes():  # bits: an empty cluster returns its init as given
                 raise ValueError(f"init must be the same on every rank: rank {r}'s differs from rank 0's")
         return inits[0]
-    mine = a.x[:max(0, min(lay.rows[me], a.k - lay.offsets[me]))]
+    first = max(0, min(lay.rows[me], a.k - lay.offsets[me]))
+    mine = a.x.rows(first) if isinstance(a.x, DeviceArray) else a.x[:first]
     pieces = comm.all_gather(mine, timeout=a.timeout)
     return np.ascontiguousarray(np.concatenate([pieces[r] for r in lay.order])[:a.k])
 
 
-def _close_loop(gathered: list[np.ndarray], lay: _Layout, k: int, d: int, centres: np.ndarray) -> int:
+def slot_layout(rows: list[int], k: int, d: int) -> tuple[int, int]:
+    """(tail, size): a rank's slot of the exchange is ``size`` float64, its group sums [groups_max][k*D] first,
+    then at ``tail`` the k member counts and the change count, padded to an even size (kmeans_multi.cu's
+    slot_doubles: the same layout on the CPU and the GPU)."""
+    g = sum_group()
+    tail = max(-(-r // g) for r in rows) * k * d
+    size = tail + k + 1
+    return tail, size + (size & 1)
+
+
+def _cpu_slot(x: np.ndarray, membership: np.ndarray, changed: int, k: int, rows: list[int]) -> np.ndarray:
+    d = x.shape[1]
+    tail, size = slot_layout(rows, k, d)
+    slot = np.zeros(size)
+    if x.shape[0]:
+        sums, counts = _core.kmeans_group_sums(x, membership, k)
+        slot[:sums.size] = sums.ravel()
+        slot[tail:tail + k] = counts.sum(axis=0)  # integers below 2**53: exact in float64
+    slot[tail + k] = changed
+    return slot
+
+
+def _close_loop(gathered: np.ndarray, lay: _Layout, k: int, d: int, centres: np.ndarray) -> int:
     """The loop's end, the same on every rank: the group sums in global group order, the means; returns the
-    number of changed memberships. ``centres`` is updated in place."""
-    kd = k * d
-    total, counts = np.zeros(kd), np.zeros(k)
-    changed = sum(int(g[0]) for g in gathered)  # integers: exact in any order
+    number of changed memberships. ``gathered``: every rank's slot (ranks, size), rank order. ``centres`` is
+    updated in place."""
+    kd, g = k * d, sum_group()
+    tail, _ = slot_layout(lay.rows, k, d)
+    total = np.zeros(kd)
     for r in lay.order:  # the nonempty shards in row order: their groups in global group order
-        for row in gathered[r][1:].reshape(-1, kd + k):
-            total += row[:kd]  # one group's sums, added to a total that started at 0: the cpu reference's adds
-            counts += row[kd:]  # integers below 2**53: exact in float64
+        for row in gathered[r, :-(-lay.rows[r] // g) * kd].reshape(-1, kd):
+            total += row  # one group's sums, added to a total that started at 0: the cpu reference's adds
+    counts = gathered[:, tail:tail + k].sum(axis=0)  # integers: exact in any order
     has = counts > 0
     means = total.reshape(k, d)[has] / counts[has, None]
     centres[has] = means.astype(np.float32)  # float32(total / count): rounded once, as the reference
-    return changed
+    return int(gathered[:, tail + k].sum())
 
 
 def kmeans(x_local: Any, k: int, *, threshold: float = 0.001, max_iter: int = 500, init: Any = None,
-           row_offset: int | None = None, comm: Communicator | None = None, timeout: float = 300.0) -> KMeansResult:
+           row_offset: int | None = None, comm: Communicator | None = None, timeout: float = 300.0,
+           variant: str = "auto", loops_per_sync: int = 8, stream: Any = None, timing: bool = False):
     """k-means over the shards of every rank of ``comm``: ``gpuopt.kmeans(x, k, variant="cpu",
-    summation="chunked")`` of the whole data, bit for bit (see the module docstring for how).
+    summation="chunked")`` of the whole data, bit for bit, on the CPU or the GPUs (see the module docstring).
 
     Every rank calls it with its shard and the same other arguments (exchanged and compared first).
 
@@ -208,7 +250,9 @@ def kmeans(x_local: Any, k: int, *, threshold: float = 0.001, max_iter: int = 50
     ----------
     x_local : array_like float (n_local, D)
         This rank's rows of the data, rows [row_offset, row_offset + n_local); shape (0, D) for a rank that owns
-        none (it still takes part). Host arrays only, so far.
+        none (it still takes part). NumPy, a gpuopt DeviceArray, or any device array (``__cuda_array_interface__``
+        or DLPack: a torch tensor, a CuPy array), used in place. Host values are checked finite; device values are
+        not read on the host (non-finite points there give undefined memberships, as gpuopt.kmeans' device path).
     k, threshold, max_iter : as :func:`gpuopt.kmeans`, the same on every rank.
     init : None, "first" or array_like float (k, D)
         Initial centres: the first k rows of the whole data (Liao's; gathered from the ranks that hold them), or
@@ -221,15 +265,32 @@ def kmeans(x_local: Any, k: int, *, threshold: float = 0.001, max_iter: int = 50
     comm : Communicator, optional
         The ranks: a :class:`~gpuopt.distributed.ThreadGroup`'s communicator, a
         :class:`~gpuopt.distributed.TorchCommunicator`, or your own. None: torch.distributed's default group
-        where the program has made one, else this process alone.
+        where the program has made one, else this process alone. Over NCCL the GPU loop's exchange runs device to
+        device; any other communicator moves it through host memory.
     timeout : float
-        Seconds a rank waits at a collective for the others (their loop's work included) before it raises.
+        Seconds a rank waits at a collective for the others (their loop's work included) before it raises. Over
+        NCCL the loop's exchanges are bounded by the process group's own timeout instead (a host wait a loop would
+        cost the batching below).
+    variant : str
+        ``"auto"`` (a GPU loop where CUDA is usable, the one :func:`gpuopt.kmeans`' auto runs for the whole
+        data's shape; else ``"cpu"``), ``"cpu"``, or a loop by name: ``"device"`` (k*D <= 1024),
+        ``"device_gemm"`` (k*D <= 4096), ``"device_tiled"``. The same on every rank.
+    loops_per_sync : int
+        GPU loops queued before the host reads the stop flag (later ones return at once on the device).
+    stream : optional
+        The GPU loop's stream (as :func:`gpuopt.kmeans`); default: x_local's (PyTorch's or CuPy's current
+        stream for their arrays), else the legacy default stream.
+    timing : bool
+        Also return a dict of CUDA-event milliseconds for a GPU loop (``loop_ms``: the whole loop; ``local_ms``,
+        ``exchange_ms`` (the stream's wait for the all-gathers, the other ranks' lateness included),
+        ``close_ms``), empty for the CPU.
 
     Returns
     -------
     KMeansResult
         ``membership`` of this rank's rows (n_local,) int32; ``centroids``, ``iterations``, ``delta`` and
-        ``converged`` of the whole run, the same on every rank.
+        ``converged`` of the whole run, the same on every rank. NumPy arrays for a host shard, DeviceArrays for a
+        device one. With ``timing``, ``(result, Timing)`` (``kernel_ms`` the loop, the dict in ``details``).
 
     Raises
     ------
@@ -244,9 +305,44 @@ def kmeans(x_local: Any, k: int, *, threshold: float = 0.001, max_iter: int = 50
         raise TypeError(f"comm must be a gpuopt.distributed.Communicator (e.g. ThreadGroup(n).communicator(rank) "
                         f"or TorchCommunicator()), got {type(comm).__name__}")
     with _together(comm):
-        a = _validate(x_local, k, threshold, max_iter, init, row_offset, timeout)
+        a = _validate(x_local, k, threshold, max_iter, init, row_offset, timeout, variant, loops_per_sync, stream)
     lay = _agree(comm, a)
     centres = _initial_centres(comm, a, lay).copy()
+    d = a.x.shape[1]
+    with _together(comm):
+        loop = _resolve(a, lay, d)
+        run = None
+        if loop != "cpu":
+            on = a.stream if a.stream is not None else (a.x._stream or 0) if isinstance(a.x, DeviceArray) else 0
+            run = kmeans_device.prepare(comm, a.x, lay.rows, [r for r in lay.order], a.k, a.threshold, a.max_iter,
+                                        centres, loop, on, a.timeout)
+    # Every rank ready, and on the same loop: a failure above reaches the others here, not in a loop's exchange.
+    picked = np.concatenate(comm.all_gather(np.array([VARIANTS.index(loop)], np.int64), timeout=a.timeout))
+    if (picked != picked[0]).any():
+        raise ValueError(f"every rank must run the same loop; variant={a.variant!r} picked "
+                         f"{[VARIANTS[int(v)] for v in picked]} (ranks without a usable GPU run cpu: give variant)")
+    if run is not None:
+        iterations, delta, ms = kmeans_device.run(run, a.max_iter, a.loops_per_sync, timing)
+        host = isinstance(a.x, np.ndarray)
+        c, m = (run.centres.numpy(), run.membership.numpy()) if host else (run.centres, run.membership)
+        result = KMeansResult(c, m, iterations, delta, bool(delta[-1] <= np.float32(a.threshold)))
+    else:
+        result, ms = _run_cpu(comm, a, lay, centres), {}
+    if timing:
+        return result, Timing(0.0, ms.get("loop_ms", 0.0), 0.0, "gpu" if run is not None else "cpu", ms)
+    return result
+
+
+def _resolve(a: _Local, lay: _Layout, d: int) -> str:
+    """The loop this rank runs: ``a.variant``, auto resolved by the whole data's shape."""
+    if a.variant != "auto":
+        return a.variant
+    if not (isinstance(a.x, DeviceArray) or cuda_available()):
+        return "cpu"
+    return kmeans_device.loop_for(lay.n, d, a.k) or "cpu"
+
+
+def _run_cpu(comm: Communicator, a: _Local, lay: _Layout, centres: np.ndarray) -> KMeansResult:
     n_local, d = a.x.shape
     membership = np.full(n_local, -1, np.int32)  # -1: the first loop changes every membership
     limit, deltas = np.float32(a.threshold), []
@@ -255,10 +351,8 @@ def kmeans(x_local: Any, k: int, *, threshold: float = 0.001, max_iter: int = 50
             new = _core.kmeans_predict(a.x, centres) if n_local else membership
             changed = int(np.count_nonzero(new != membership))
             membership = new
-            sums, counts = _core.kmeans_group_sums(a.x, membership, a.k)
-            payload = np.concatenate(([float(changed)], np.concatenate(
-                (sums.reshape(len(sums), a.k * d), counts.astype(np.float64)), axis=1).ravel()))
-        gathered = comm.all_gather(payload, timeout=a.timeout)
+            slot = _cpu_slot(a.x, membership, changed, a.k, lay.rows)
+        gathered = np.concatenate(comm.all_gather(slot[None], timeout=a.timeout))
         changed_all = _close_loop(gathered, lay, a.k, d, centres)
         deltas.append(np.float32(changed_all) / np.float32(lay.n))  # float32 / float32, as record_iteration
         if not (deltas[-1] > limit and len(deltas) < a.max_iter):
@@ -267,8 +361,16 @@ def kmeans(x_local: Any, k: int, *, threshold: float = 0.001, max_iter: int = 50
     return KMeansResult(centres, membership, len(deltas), delta, bool(delta[-1] <= limit))
 
 
-def _validate(x_local, k, threshold, max_iter, init, row_offset, timeout) -> _Local:
-    x = _shard(x_local)
+def _validate(x_local, k, threshold, max_iter, init, row_offset, timeout, variant, loops_per_sync,
+              stream) -> _Local:
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(map(repr, VARIANTS))}; got {variant!r}")
+    x = _shard(x_local, device_ok=True)
+    if isinstance(x, DeviceArray) and variant == "cpu":
+        raise TypeError("x_local is a device array and variant='cpu' runs on the host: pass a NumPy array or a "
+                        "GPU variant")
+    loops_per_sync = integer(loops_per_sync, "loops_per_sync", 1)
+    stream = stream_handle(stream)
     k = integer(k, "k", 1)
     threshold = real(threshold, "threshold", 0.0)
     max_iter = integer(max_iter, "max_iter", 1)
@@ -289,4 +391,4 @@ def _validate(x_local, k, threshold, max_iter, init, row_offset, timeout) -> _Lo
             raise ValueError(f"init must have shape (k, D) = ({k}, {x.shape[1]}), got {init.shape}")
         if not np.isfinite(init).all():
             raise ValueError("init must contain only finite values")
-    return _Local(x, k, threshold, max_iter, init, row_offset, timeout)
+    return _Local(x, k, threshold, max_iter, init, row_offset, timeout, variant, loops_per_sync, stream)

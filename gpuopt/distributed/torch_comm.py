@@ -126,6 +126,24 @@ class TorchCommunicator(Communicator):
         self._wait(self._dist.broadcast(buf, src=src, group=self._group, async_op=True), timeout, "broadcast")
         return buf.cpu().numpy().copy()
 
+    def slot_exchange(self, slot: Any, gathered: Any, stream: int, *, timeout: float | None = None) -> Any:
+        """Over NCCL, device to device: ``all_gather_into_tensor`` queued after the work on ``stream`` (NCCL's
+        stream waits for it, and it for NCCL's), no host wait and no header (the loop's collectives are the same on
+        every rank by construction; a rank that dies is caught by the process group's own timeout, set in
+        ``init_process_group``). Other backends: through host memory (:class:`Communicator`'s)."""
+        if self._device.type != "cuda":
+            return super().slot_exchange(slot, gathered, stream, timeout=timeout)
+        torch, dist, group = self._torch, self._dist, self._group
+        send = torch.as_tensor(slot, device=self._device)  # __cuda_array_interface__: views, no copies
+        recv = torch.as_tensor(gathered, device=self._device).view(-1)
+        on = torch.cuda.ExternalStream(stream, device=self._device) if stream else \
+            torch.cuda.default_stream(self._device)
+
+        def exchange() -> None:
+            with torch.cuda.stream(on):
+                dist.all_gather_into_tensor(recv, send, group=group)
+        return exchange
+
     def fail(self, exc: BaseException) -> None:
         try:
             self._headers(_FAILED, None, failure_text(exc), None)

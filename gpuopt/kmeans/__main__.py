@@ -13,6 +13,10 @@
          --init M       : initial centres: first (Liao's, default), random, kmeans++
          --seed S       : seed of random and kmeans++ (default 0)
 
+  torchrun --nproc-per-node G -m gpuopt.kmeans [switches] -i filename -n num_clusters
+         the same run split over G processes (one a GPU): each reads only its rows of a binary file, rank 0
+         writes the outputs; results of cpu(summation="chunked") for any G (gpuopt.distributed.cli)
+
 What it prints and writes is his programs', in his order:
 
 * with ``-d``, his reader's lines (``lineLen = ...`` for an ASCII file, then ``File ... numObjs   = ...`` and
@@ -157,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--seed must be >= 0, got {args.seed}")
     if args.out is not None and os.path.exists(args.out) and not os.path.isdir(args.out):
         parser.error(f"--out {args.out}: exists and is not a folder")
+    from ..distributed import cli as distributed_cli
+
+    if distributed_cli.under_torchrun():  # one rank of several processes: gpuopt.distributed's run
+        return distributed_cli.main(args, parser, USAGE_ERROR, RUN_ERROR, _LIAO_LOOP_LIMIT)
     # Liao's programs' results by default: the op's own default (auto on a GPU) sums in another order.
     variant = args.variant or "cpu"
     max_iter = _LIAO_LOOP_LIMIT + 1 if args.max_iter is None else args.max_iter

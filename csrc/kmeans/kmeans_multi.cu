@@ -1,0 +1,282 @@
+// One rank's share of a k-means run split over ranks: kmeans_cuda.hpp says what each step computes and why the
+// bits are one process's. The assignment and chunk sums are the single-GPU loops' own kernels (kmeans_device.cu
+// through kmeans_loop_parts.hpp, kmeans_tiled.cu through tiled::launch); this file adds the two halves of
+// finish_loop that the exchange sits between.
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "../common/cuda_check.cuh"
+#include "../common/device_buffer.cuh"
+#include "../common/error.hpp"
+#include "../common/stream.hpp"
+#include "kmeans_cuda.hpp"
+#include "kmeans_device.cuh"
+#include "kmeans_loop_parts.hpp"
+#include "kmeans_tiled.hpp"
+
+namespace gpuopt::kmeans::multi {
+
+namespace {
+
+constexpr int kSumThreads = 256;   // group_sums: an entry (cluster, coordinate) a thread
+constexpr int kCloseWarps = 8;     // close_loop: a warp for 4 entries (1 where k*d is odd)
+constexpr int kCloseRounds = 4;    // close_loop: rounds of 32 / Coords groups loaded before their adds
+
+// finish_loop's first level for this rank's groups: group g's entry e = 0.0 + its chunks' sums in chunk order (a
+// group past the shard's last chunk adds nothing: finish_loop adds +0.0 there, which leaves a sum that starts at
+// +0.0 unchanged). Thread (e, g); the chunk rows are read along e, 256 bytes a warp. Block (0, 0) also moves the
+// member counts and the change count into the slot's tail and zeroes them for the next loop (integers, exact as
+// doubles below 2^53).
+__global__ void __launch_bounds__(kSumThreads) group_sums(const double* __restrict__ chunk_sums, std::int64_t chunks,
+                                                          int kd, int k, std::int64_t groups,
+                                                          unsigned long long* __restrict__ counts,
+                                                          LoopState* __restrict__ state, double* __restrict__ slot,
+                                                          std::int64_t tail) {
+    if (state->done) return;
+    if (blockIdx.x == 0 && blockIdx.y == 0) {
+        for (int c = threadIdx.x; c < k; c += blockDim.x) {
+            slot[tail + c] = static_cast<double>(counts[c]);
+            counts[c] = 0;
+        }
+        if (threadIdx.x == 0) {
+            slot[tail + k] = static_cast<double>(state->changed);
+            state->changed = 0;
+        }
+    }
+    const int e = blockIdx.x * kSumThreads + threadIdx.x;
+    if (e >= kd) return;
+    for (std::int64_t g = blockIdx.y; g < groups; g += gridDim.y) {
+        const std::int64_t first = g * kGroup, in_group = chunks - first < kGroup ? chunks - first : kGroup;
+        double part[kGroup];
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u) part[u] = u < in_group ? chunk_sums[(first + u) * kd + e] : 0.0;
+        double sum = 0.0;
+#pragma unroll
+        for (int u = 0; u < kGroup; ++u)
+            if (u < in_group) sum += part[u];
+        slot[g * kd + e] = sum;
+    }
+}
+
+// finish_loop's second level over every rank's slot: entry e's total = 0.0 + the group sums in global group order
+// (rows: each global group's offset in `gathered`), the counts summed over ranks (integers), the mean rounded once;
+// the last block closes the loop (delta of N, history, stop flag) exactly as finish_loop. Coords entries a warp,
+// 32 / Coords groups a round (whole 32-byte sectors where Coords = 4), kCloseRounds rounds loaded before their adds.
+template <int Coords>
+__global__ void __launch_bounds__(kCloseWarps * 32) close_loop(const double* __restrict__ gathered,
+                                                               const std::int64_t* __restrict__ rows,
+                                                               std::int64_t groups, int ranks, std::int64_t slot,
+                                                               std::int64_t tail, std::int64_t n_total, int d, int k,
+                                                               float* __restrict__ centres, float threshold,
+                                                               int max_iter, float* __restrict__ history,
+                                                               LoopState* __restrict__ state) {
+    if (state->done) return;  // read by every block before the last one can change it
+    constexpr int kSlots = 32 / Coords;
+    const int kd = k * d;
+    const int lane = threadIdx.x % 32, sub = lane % Coords, slot_lane = lane / Coords;
+    const int e0 = (blockIdx.x * kCloseWarps + threadIdx.x / 32) * Coords;  // warp-uniform (kd % Coords == 0)
+    const int e = e0 + sub;
+    if (e0 < kd) {
+        double total = 0.0;
+        for (std::int64_t g0 = 0; g0 < groups; g0 += kSlots * kCloseRounds) {
+            double v[kCloseRounds];
+#pragma unroll
+            for (int r = 0; r < kCloseRounds; ++r) {
+                const std::int64_t g = g0 + r * kSlots + slot_lane;
+                v[r] = g < groups ? gathered[rows[g] + e] : 0.0;
+            }
+#pragma unroll
+            for (int r = 0; r < kCloseRounds; ++r) {
+                const std::int64_t base = g0 + r * kSlots;
+                const int in_round = groups - base < kSlots ? static_cast<int>(groups - base) : kSlots;
+                for (int s = 0; s < in_round; ++s) total += __shfl_sync(0xffffffffu, v[r], s * Coords + sub);
+            }
+        }
+        if (slot_lane == 0) {
+            double count = 0.0;
+            for (int r = 0; r < ranks; ++r) count += gathered[r * slot + tail + e / d];
+            if (count > 0.0) centres[e] = static_cast<float>(total / count);
+        }
+    }
+    __shared__ bool last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(&state->finished_blocks, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last || threadIdx.x != 0) return;
+    __threadfence();
+    double changed = 0.0;
+    for (int r = 0; r < ranks; ++r) changed += gathered[r * slot + tail + k];
+    // Liao's measure, as finish_loop: the change count as a float over numObjs as a float.
+    const float delta = static_cast<float>(static_cast<unsigned long long>(changed)) / static_cast<float>(n_total);
+    history[state->iterations] = delta;
+    state->iterations += 1;
+    state->finished_blocks = 0;
+    if (!(delta > threshold) || state->iterations >= max_iter) state->done = 1;
+}
+
+std::int64_t groups_of(std::int64_t rows) { return (rows + kSumGroup - 1) / kSumGroup; }
+
+std::int64_t total_rows(const Layout& layout) {
+    std::int64_t n = 0;
+    for (int r : layout.order) n += layout.rows[static_cast<std::size_t>(r)];
+    return n;
+}
+
+}  // namespace
+
+std::int64_t slot_doubles(const Layout& layout, std::int64_t d, std::int64_t k) {
+    std::int64_t most = 0;
+    for (std::int64_t rows : layout.rows) most = std::max(most, groups_of(rows));
+    const std::int64_t s = most * k * d + k + 1;
+    return s + (s & 1);
+}
+
+void check(const Layout& layout, int rank, std::int64_t d, std::int64_t k, std::int64_t max_iter,
+           const RankConfig& cfg) {
+    const std::string what = "kmeans distributed";
+    const auto ranks = static_cast<std::int64_t>(layout.rows.size());
+    GPUOPT_REQUIRE(ranks >= 1 && rank >= 0 && rank < ranks, what + ": rank must be in 0..ranks-1");
+    GPUOPT_REQUIRE(max_iter >= 1 && max_iter <= (1 << 30), what + ": max_iter must be in 1..2^30");
+    std::vector<char> seen(static_cast<std::size_t>(ranks), 0);
+    for (int r : layout.order) {
+        GPUOPT_REQUIRE(r >= 0 && r < ranks && !seen[static_cast<std::size_t>(r)] && layout.rows[static_cast<std::size_t>(r)] > 0,
+                       what + ": the order must name each rank with rows once");
+        seen[static_cast<std::size_t>(r)] = 1;
+    }
+    for (std::int64_t r = 0; r < ranks; ++r)
+        GPUOPT_REQUIRE(layout.rows[static_cast<std::size_t>(r)] == 0 || seen[static_cast<std::size_t>(r)],
+                       what + ": every rank with rows must be in the order");
+    for (std::size_t i = 0; i + 1 < layout.order.size(); ++i)
+        GPUOPT_REQUIRE(layout.rows[static_cast<std::size_t>(layout.order[i])] % kSumGroup == 0,
+                       what + ": every shard but the last must hold whole groups of " + std::to_string(kSumGroup) +
+                           " rows");
+    const std::int64_t n = total_rows(layout);
+    // The loops' own limits, for the whole data (k <= N; a rank may hold fewer than k rows).
+    switch (cfg.loop) {
+        case Loop::Device: kmeans_device_check(n, d, k); break;
+        case Loop::DeviceGemm: kmeans_device_gemm_check(n, d, k); break;
+        case Loop::DeviceTiled: kmeans_device_tiled_check(n, d, k, cfg.products); break;
+    }
+    GPUOPT_REQUIRE(k * d <= (std::int64_t{1} << 31) - 1, what + ": k*D must fit 32-bit indexing");
+}
+
+struct Rank::Impl {
+    const float* x;
+    std::int64_t n, n_total, d, k, chunks, groups, groups_total;
+    std::int64_t tail;  // the slot's counts start here: after groups_max rows of k*d group sums
+    int ranks;
+    float threshold;
+    std::int64_t max_iter;
+    RankConfig cfg;
+    float* centres;
+    std::int32_t* membership;
+    unsigned assign_blocks = 0;
+    tiled::Launch tiled_plan;
+    DeviceBuffer<double> chunk_sums;
+    DeviceBuffer<unsigned long long> loop;  // [counts k][LoopState][history] (kmeans_loop_parts.hpp)
+    DeviceBuffer<std::int64_t> rows;        // each global group's offset in the gathered slots
+    DeviceBuffer<unsigned char> workspace;  // device_tiled's deep path
+    std::vector<std::int64_t> rows_host;    // kept until the upload has run
+    std::vector<unsigned char> host;        // the state and history, read back
+
+    unsigned long long* counts() const { return loop.data(); }
+    LoopState* state() const { return static_cast<LoopState*>(parts::state_of(loop.data(), k)); }
+};
+
+Rank::Rank(const float* x, const Layout& layout, int rank, std::int64_t d, std::int64_t k, float threshold,
+           std::int64_t max_iter, const RankConfig& cfg, float* centres, std::int32_t* membership)
+    : impl_(std::make_unique<Impl>()) {
+    check(layout, rank, d, k, max_iter, cfg);
+    Impl& m = *impl_;
+    m.n = layout.rows[static_cast<std::size_t>(rank)];
+    GPUOPT_REQUIRE(m.n == 0 || (x && membership), "kmeans distributed: null pointer argument");
+    GPUOPT_REQUIRE(centres, "kmeans distributed: null centres");
+    m.x = x, m.n_total = total_rows(layout), m.d = d, m.k = k, m.threshold = threshold, m.max_iter = max_iter;
+    m.cfg = cfg, m.centres = centres, m.membership = membership;
+    m.chunks = (m.n + kChunk - 1) / kChunk;
+    m.groups = groups_of(m.n);
+    slot_ = multi::slot_doubles(layout, d, k);
+    const std::int64_t kd = k * d;
+    std::int64_t groups_max = 0;
+    for (std::int64_t rows : layout.rows) groups_max = std::max(groups_max, groups_of(rows));
+    m.tail = groups_max * kd;
+    m.ranks = static_cast<int>(layout.rows.size());
+    for (int r : layout.order)
+        for (std::int64_t g = 0; g < groups_of(layout.rows[static_cast<std::size_t>(r)]); ++g)
+            m.rows_host.push_back(r * slot_ + g * kd);
+    m.groups_total = static_cast<std::int64_t>(m.rows_host.size());
+    if (m.n > 0) {
+        if (cfg.loop == Loop::DeviceTiled) {
+            m.tiled_plan = tiled::plan(m.n, d, k, cfg.blocks, cfg.products);
+            m.workspace = DeviceBuffer<unsigned char>(m.tiled_plan.workspace_bytes);
+        } else {
+            m.assign_blocks = parts::assign_grid(m.chunks, d, k, cfg.loop == Loop::DeviceGemm);
+            if (cfg.blocks > 0) m.assign_blocks = std::min(m.assign_blocks, static_cast<unsigned>(cfg.blocks));
+        }
+    }
+    m.chunk_sums = DeviceBuffer<double>(static_cast<std::size_t>(m.chunks * kd));
+    m.loop = DeviceBuffer<unsigned long long>(parts::loop_words(k, max_iter));
+    m.rows = DeviceBuffer<std::int64_t>(m.rows_host.size());
+    m.host.resize(parts::state_bytes(max_iter));
+    const cudaStream_t s = current_stream();
+    GPUOPT_CUDA_CHECK(cudaMemcpyAsync(m.rows.data(), m.rows_host.data(), m.rows_host.size() * sizeof(std::int64_t),
+                                      cudaMemcpyHostToDevice, s));
+    GPUOPT_CUDA_CHECK(cudaMemsetAsync(m.loop.data(), 0, parts::head_words(k) * sizeof(unsigned long long), s));
+    if (m.n > 0)
+        GPUOPT_CUDA_CHECK(cudaMemsetAsync(membership, 0xFF, static_cast<std::size_t>(m.n) * sizeof(std::int32_t), s));
+    GPUOPT_CUDA_CHECK(cudaStreamSynchronize(s));  // rows_host may go; a failure shows here, not in the loop
+}
+
+Rank::~Rank() = default;
+
+void Rank::local(double* slot) {
+    Impl& m = *impl_;
+    GPUOPT_REQUIRE(slot, "kmeans distributed: null slot");
+    if (m.n > 0) {
+        if (m.cfg.loop == Loop::DeviceTiled)
+            tiled::launch(m.tiled_plan, m.x, m.n, m.d, m.k, m.centres, m.membership, m.chunk_sums.data(), m.counts(),
+                          m.state(), m.workspace.data());
+        else
+            parts::launch_assign(m.x, m.n, m.d, m.k, m.cfg.loop == Loop::DeviceGemm, m.assign_blocks, m.centres,
+                                 m.membership, m.chunk_sums.data(), m.loop.data(), current_stream());
+    }
+    const int kd = static_cast<int>(m.k * m.d);
+    const dim3 grid(static_cast<unsigned>((kd + kSumThreads - 1) / kSumThreads),
+                    static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(m.groups, 65535))));
+    group_sums<<<grid, kSumThreads, 0, current_stream()>>>(m.chunk_sums.data(), m.chunks, kd, static_cast<int>(m.k),
+                                                           m.groups, m.counts(), m.state(), slot, m.tail);
+    GPUOPT_CHECK_LAUNCH("kmeans distributed group_sums");
+}
+
+void Rank::close(const double* gathered) {
+    Impl& m = *impl_;
+    GPUOPT_REQUIRE(gathered, "kmeans distributed: null gathered slots");
+    const int kd = static_cast<int>(m.k * m.d);
+    auto* history = reinterpret_cast<float*>(m.state() + 1);
+    const auto launch = [&](auto kernel, int coords) {
+        const auto blocks = static_cast<unsigned>((kd / coords + kCloseWarps - 1) / kCloseWarps);
+        kernel<<<blocks, kCloseWarps * 32, 0, current_stream()>>>(
+            gathered, m.rows.data(), m.groups_total, m.ranks, slot_, m.tail, m.n_total, static_cast<int>(m.d),
+            static_cast<int>(m.k), m.centres, m.threshold, static_cast<int>(m.max_iter), history, m.state());
+        GPUOPT_CHECK_LAUNCH("kmeans distributed close_loop");
+    };
+    if (kd % 4 == 0) launch(close_loop<4>, 4);
+    else launch(close_loop<1>, 1);
+}
+
+bool Rank::read(int* iterations, std::vector<float>* delta) {
+    Impl& m = *impl_;
+    copy_to_host_sync(m.host.data(), m.state(), m.host.size());
+    const bool done = parts::copy_done(m.host.data(), iterations);
+    if (delta) {
+        const float* h = parts::copy_history(m.host.data());
+        delta->assign(h, h + *iterations);
+    }
+    return done;
+}
+
+}  // namespace gpuopt::kmeans::multi

@@ -1,0 +1,258 @@
+"""kmeans_multi (opt-in, GPU only, torch needed): k-means past one GPU. ``gpuopt.distributed.kmeans`` on 1, 2 (and
+4, where the machine has them) GPUs of this host, one process each launched by ``torchrun``, the group sums
+all-gathered over NCCL -> kmeans_multi.csv/.json/.png.
+
+Per shape (40M x 16, k=256; 8M x 128, k=1024; and a weak-scaling point, as many points of 16 coordinates as
+``MULTI_WEAK_PER_GPU`` a GPU): the marginal time a loop, (a call of ``MULTI_ITERS`` loops - a call of one) /
+(MULTI_ITERS - 1), the slowest rank's wall clock around the calls (what the run waits for), median over the
+repeats; the exchange apart (CUDA events around each loop's all-gather as the loop's stream sees it: the other
+ranks' lateness included; and the all-gather alone, the same bytes in a loop of its own); speedup over one GPU's
+distributed run and over ``gpuopt.kmeans`` on one GPU (``auto``, the same loop, measured in the one-GPU process),
+efficiency = speedup / GPUs; and whether every rank's centres and delta history are those bits (SHA-256 compared).
+The points are uniform in [0, 1) from torch's CUDA generator (seeded), made on each GPU, which keeps its rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..figures import empty_axes, finish_axes, pyplot
+from ..study import Output, RunSettings, Study, StudyResult, error_text, per_level
+from ..tables import errors_note, fmt_cell, format_table
+
+__all__ = ["STUDY", "worker"]
+
+#: (name, N, D, k) a shape; "weak" is sized per GPU count (MULTI_WEAK_PER_GPU points a GPU).
+MULTI_SHAPES = per_level(
+    gpu_full=(("40M x 16, k=256", 40_000_000, 16, 256), ("8M x 128, k=1024", 8_000_000, 128, 1024),
+              ("weak: 16, k=256", None, 16, 256)),
+    gpu_quick=(("4M x 16, k=256", 4_000_000, 16, 256), ("1M x 128, k=1024", 1_000_000, 128, 1024)),
+    tiny=(("200k x 16, k=64", 200_000, 16, 64),))
+MULTI_WEAK_PER_GPU = 320_000_000
+MULTI_ITERS = 6
+MULTI_REPEATS = per_level(gpu_full=3, gpu_quick=2, tiny=1)
+MULTI_GPUS = (1, 2, 4)
+MULTI_SEED = 0
+MULTI_COLUMNS = ("shape", "N", "D", "k", "gpus", "loop", "ms_per_loop", "call_ms", "exchange_ms_per_loop",
+                 "allgather_ms", "exchange_share", "slot_mb", "single_gpu_ms_per_loop", "speedup_vs_1",
+                 "speedup_vs_single", "efficiency", "identical", "iterations", "error")
+#: NCCL here: NVLink multicast (NVLS) off, as the device machines' README asks.
+NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def _digest(*arrays: Any) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()[:16]
+
+
+def worker(spec: Mapping[str, Any], out_path: str) -> None:
+    """One rank of a ``torchrun`` launch: every shape of ``spec``, timed; rank 0 writes the rows to ``out_path``."""
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    import gpuopt
+    from gpuopt.distributed import TorchCommunicator, shard_bounds
+    from gpuopt.distributed.kmeans_device import loop_for
+
+    rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=900))
+    comm = TorchCommunicator(timeout=900)
+    rows = []
+    for name, n, d, k in spec["shapes"]:
+        n = n or MULTI_WEAK_PER_GPU * size
+        row: dict[str, Any] = dict(shape=name, N=n, D=d, k=k, gpus=size)
+        try:
+            gen = torch.Generator(device="cuda").manual_seed(spec["seed"])
+            a, b = shard_bounds(n, size)[rank]
+            # The whole data on every GPU where a run on fewer GPUs is compared (the same points); the weak
+            # point's rows are each rank's own.
+            weak = name.startswith("weak")
+            x = torch.rand((n, d), generator=gen, device="cuda") if not weak or size == 1 else None
+            shard = x[a:b] if x is not None else _rows(spec["seed"], rank, b - a, d)
+            row["loop"] = loop_for(n, d, k)
+
+            def call(iters: int, timing: bool = False) -> Any:
+                return gpuopt.distributed.kmeans(shard, k, threshold=0.0, max_iter=iters, comm=comm, timing=timing,
+                                                 loops_per_sync=iters)
+
+            many, one = [], []
+            for _ in range(spec["repeats"] + 1):  # the first of each: warm-up
+                for iters, into in ((MULTI_ITERS, many), (1, one)):
+                    torch.cuda.synchronize()
+                    t0 = time.perf_counter()
+                    result = call(iters)
+                    into.append(time.perf_counter() - t0)
+            slowest = np.max(comm.all_gather(np.array([[np.median(many[1:]), np.median(one[1:])]])), axis=0)[0]
+            row["call_ms"] = slowest[0] * 1e3
+            row["ms_per_loop"] = (slowest[0] - slowest[1]) * 1e3 / (MULTI_ITERS - 1)
+            result, t = call(MULTI_ITERS, timing=True)
+            row["exchange_ms_per_loop"] = t.details["exchange_ms"] / MULTI_ITERS
+            row["iterations"] = result.iterations
+            digest = _digest(result.centroids.numpy(), result.delta)
+            digests = comm.all_gather(np.frombuffer(digest.encode(), np.uint8)[None])
+            row["rank_digests_agree"] = all(bytes(g[0]).decode() == digest for g in digests)
+            row["digest"] = digest
+            row.update(_allgather(comm, torch, dist, n, d, k, size))
+            if size == 1:
+                def single(iters: int) -> float:
+                    torch.cuda.synchronize()
+                    t0 = time.perf_counter()
+                    r = gpuopt.kmeans(x, k, threshold=0.0, max_iter=iters)
+                    r.centroids.numpy()
+                    return time.perf_counter() - t0
+                s_many = [single(MULTI_ITERS) for _ in range(spec["repeats"] + 1)][1:]
+                s_one = [single(1) for _ in range(spec["repeats"] + 1)][1:]
+                row["single_gpu_ms_per_loop"] = (np.median(s_many) - np.median(s_one)) * 1e3 / (MULTI_ITERS - 1)
+                ref = gpuopt.kmeans(x, k, threshold=0.0, max_iter=MULTI_ITERS)
+                row["single_digest"] = _digest(ref.centroids.numpy(), ref.delta)
+            del x, shard
+        except Exception as exc:  # noqa: BLE001
+            row["error"] = error_text(exc)
+        torch.cuda.empty_cache()
+        gpuopt.cuda.empty_cache()
+        rows.append(row)
+    if rank == 0:
+        Path(out_path).write_text(json.dumps(rows))
+    dist.destroy_process_group()
+
+
+def _rows(seed: int, rank: int, n: int, d: int) -> Any:
+    """n uniform rows of this rank's own (weak scaling: no run on fewer GPUs holds them to compare)."""
+    import torch
+
+    return torch.rand((n, d), generator=torch.Generator(device="cuda").manual_seed(seed + 1 + rank), device="cuda")
+
+
+def _allgather(comm: Any, torch: Any, dist: Any, n: int, d: int, k: int, size: int) -> dict[str, float]:
+    """The all-gather alone: this run's slot size, NCCL, CUDA events, median of 20 after 3."""
+    from gpuopt.distributed import shard_bounds
+    from gpuopt.distributed.kmeans import slot_layout
+
+    _, slot = slot_layout([b - a for a, b in shard_bounds(n, size)], k, d)
+    send = torch.ones(slot, dtype=torch.float64, device="cuda")
+    recv = torch.empty(slot * size, dtype=torch.float64, device="cuda")
+    times = []
+    for i in range(23):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dist.all_gather_into_tensor(recv, send)
+        end.record()
+        end.synchronize()
+        if i >= 3:
+            times.append(start.elapsed_time(end))
+    return dict(allgather_ms=float(np.median(times)), slot_mb=slot * 8 / 1e6)
+
+
+def run_kmeans_multi(plan: RunSettings) -> StudyResult:
+    import torch
+
+    res = StudyResult()
+    shapes, repeats = plan.pick(MULTI_SHAPES), plan.pick(MULTI_REPEATS)
+    gpus = [g for g in MULTI_GPUS if g <= torch.cuda.device_count()]
+    res.meta.update(iterations=MULTI_ITERS, repeats=repeats, seed=MULTI_SEED, gpus=gpus, nccl_env=NCCL_ENV,
+                    weak_points_per_gpu=MULTI_WEAK_PER_GPU,
+                    inputs=f"torch.rand((N, D), generator=cuda manual_seed({MULTI_SEED})) on each GPU",
+                    timing=f"marginal loop: (a {MULTI_ITERS}-loop call - a 1-loop call) / {MULTI_ITERS - 1}, wall "
+                           "clock of the slowest rank, median of the repeats after a warm-up; threshold 0")
+    for g in [g for g in MULTI_GPUS if g not in gpus]:
+        res.notes.append(f"{g} GPUs: this machine has {torch.cuda.device_count()}")
+    for g in gpus:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "rows.json"
+            spec = dict(shapes=shapes, repeats=repeats, seed=MULTI_SEED)
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={g}", "-m",
+                   "gpuopt.bench.studies.kmeans_multi", json.dumps(spec), str(out)]
+            done = subprocess.run(cmd, env={**os.environ, **NCCL_ENV}, capture_output=True, text=True)
+            if done.returncode or not out.exists():
+                res.notes.append(f"{g} GPUs: the torchrun launch failed ({done.returncode}): "
+                                 f"{done.stderr.strip()[-600:]}")
+                continue
+            res.rows.extend(json.loads(out.read_text()))
+    _relate(res.rows)
+    return res
+
+
+def _relate(rows: list[dict[str, Any]]) -> None:
+    """Speedups, efficiency, the exchange's share and whether the bits agree, from the rows of every launch."""
+    base = {(r["shape"]): r for r in rows if r["gpus"] == 1 and not r.get("error")}
+    for r in rows:
+        if r.get("error"):
+            continue
+        one = base.get(r["shape"])
+        r["exchange_share"] = r["allgather_ms"] / r["ms_per_loop"] if r.get("ms_per_loop") else None
+        if one is None:
+            continue
+        weak = r["N"] != one["N"]
+        single = one.get("single_gpu_ms_per_loop")
+        # Strong scaling: time over time; weak (N grows with the GPUs): points a second over points a second.
+        scale = (r["N"] / one["N"]) if weak else 1.0
+        r["speedup_vs_1"] = scale * one["ms_per_loop"] / r["ms_per_loop"]
+        r["speedup_vs_single"] = scale * single / r["ms_per_loop"] if single else None
+        r["single_gpu_ms_per_loop"] = single
+        r["efficiency"] = r["speedup_vs_1"] / r["gpus"]
+        r["identical"] = bool(r.get("rank_digests_agree")) and (weak or (
+            r.get("digest") == one.get("digest") == one.get("single_digest")))
+
+
+def table_kmeans_multi(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
+    body = [[r["shape"], r["N"], r["gpus"], r.get("loop") or "-", fmt_cell(r.get("ms_per_loop"), ".4g"),
+             fmt_cell(r.get("exchange_ms_per_loop"), ".3g"), fmt_cell(r.get("allgather_ms"), ".3g"),
+             fmt_cell(r.get("exchange_share"), ".1%"), fmt_cell(r.get("slot_mb"), ".3g"),
+             fmt_cell(r.get("speedup_vs_1"), ".3g"), fmt_cell(r.get("speedup_vs_single"), ".3g"),
+             fmt_cell(r.get("efficiency"), ".1%"), {True: "yes", False: "NO"}.get(r.get("identical"), "-")]
+            for r in rows]
+    head = ("gpuopt.distributed.kmeans, ms a loop (marginal, slowest rank); exchange: the loop's wait for the "
+            "all-gather / the all-gather alone; speedup over the 1-GPU distributed run and over gpuopt.kmeans on "
+            "one GPU (weak rows: points a second)\n")
+    return head + format_table(["shape", "N", "GPUs", "loop", "ms/loop", "exchange ms", "all-gather ms",
+                                "all-gather/loop", "slot MB", "x 1 GPU", "x gpuopt.kmeans", "efficiency",
+                                "same bits"], body) + errors_note(rows)
+
+
+def plot_kmeans_multi(meta, rows, path: Path) -> Path:
+    """Per shape, ms a loop against GPUs (the exchange's part shaded), ideal scaling dashed."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ok = [r for r in rows if r.get("ms_per_loop") and not r.get("error")]
+    if not ok:
+        return empty_axes(fig, ax, meta, "kmeans_multi: no rows", path)
+    for shape in dict.fromkeys(r["shape"] for r in ok):
+        pts = sorted((r for r in ok if r["shape"] == shape), key=lambda r: r["gpus"])
+        g = [r["gpus"] for r in pts]
+        ms = [r["ms_per_loop"] for r in pts]
+        line, = ax.plot(g, ms, "o-", label=shape)
+        if pts[0]["N"] == pts[-1]["N"]:
+            ax.plot(g, [ms[0] / x for x in g], "--", color=line.get_color(), alpha=0.5)
+        ax.bar(g, [r.get("exchange_ms_per_loop") or 0 for r in pts], width=0.15, color=line.get_color(), alpha=0.3)
+    ax.set_xlabel("GPUs (one process each, NCCL)")
+    ax.set_ylabel("ms a loop (bars: the exchange)")
+    ax.set_xticks(sorted({r["gpus"] for r in ok}))
+    ax.set_yscale("log")
+    ax.legend(fontsize=8)
+    return finish_axes(fig, ax, meta, "k-means past one GPU (dashed: ideal)", path)
+
+
+STUDY = Study("kmeans_multi", "kmeans", "k-means past one GPU",
+              "gpuopt.distributed.kmeans on 1, 2 (4) GPUs over NCCL: ms a loop, the exchange apart, speedup, "
+              "efficiency, bitwise equality with one GPU",
+              ("auto",), MULTI_COLUMNS, run_kmeans_multi, table_kmeans_multi, figures=plot_kmeans_multi,
+              outputs=(Output("kmeans_multi.png"),), opt_in=True, gpu_only=True)
+
+
+if __name__ == "__main__":  # a rank of run_kmeans_multi's torchrun launch
+    worker(json.loads(sys.argv[1]), sys.argv[2])
