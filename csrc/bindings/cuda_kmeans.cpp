@@ -93,9 +93,11 @@ void check_loop_args(int loops_per_sync, int blocks) {
     GPUOPT_REQUIRE(blocks >= 0, "kmeans device: blocks must be >= 0 (0: as many as are resident)");
 }
 
-kmeans::multi::RankConfig rank_config(const std::string& loop, const std::string& products, int blocks) {
+kmeans::multi::RankConfig rank_config(const std::string& loop, const std::string& products, int blocks,
+                                       std::int64_t stream_rows = 0) {
     GPUOPT_REQUIRE(blocks >= 0, "kmeans distributed: blocks must be >= 0 (0: as many as are resident)");
     kmeans::multi::RankConfig cfg;
+    cfg.stream_rows = stream_rows;
     cfg.loop = choice<kmeans::multi::Loop>(kmeans::multi::kMultiLoops, loop, "kmeans distributed");
     cfg.products = choice<kmeans::tiled::Products>(kmeans::tiled::kTiledProducts, products, "kmeans distributed");
     cfg.blocks = blocks;
@@ -111,12 +113,13 @@ void bind_kmeans_rank(py::module_& m) {
                      "KMeansRank(x, rows, order, rank, d, k, threshold, max_iter, centroids, membership, *, loop, "
                      "products, blocks); addresses of this rank's x (n_local, D) float32, the centres (k, D) float32 "
                      "(initial in, result out) and the memberships (n_local,) int32 on the device; rows: every rank's "
-                     "n_local, order: the ranks with rows in row order.")
+                     "n_local, order: the ranks with rows in row order. stream_rows > 0: x is host memory, "
+                     "streamed every loop in slabs of that many objects.")
         .def(py::init([](std::uintptr_t x, const std::vector<std::int64_t>& rows, const std::vector<int>& order,
                          int rank, std::int64_t d, std::int64_t k, float threshold, std::int64_t max_iter,
                          std::uintptr_t centroids, std::uintptr_t membership, const std::string& loop,
-                         const std::string& products, int blocks) {
-                 const kmeans::multi::RankConfig cfg = rank_config(loop, products, blocks);
+                         const std::string& products, int blocks, std::int64_t stream_rows) {
+                 const kmeans::multi::RankConfig cfg = rank_config(loop, products, blocks, stream_rows);
                  py::gil_scoped_release release;
                  return std::make_unique<Rank>(dptr<const float>(x), kmeans::multi::Layout{rows, order}, rank, d, k,
                                                threshold, max_iter, cfg, dptr<float>(centroids),
@@ -126,7 +129,7 @@ void bind_kmeans_rank(py::module_& m) {
              py::arg("threshold"), py::arg("max_iter"), py::arg("centroids"), py::arg("membership"), py::kw_only(),
              py::arg("loop") = kmeans::multi::kMultiLoops.default_name(),
              py::arg("products") = kmeans::tiled::kTiledProducts.default_name(),
-             py::arg("blocks") = 0)
+             py::arg("blocks") = 0, py::arg("stream_rows") = 0)
         .def_property_readonly("slot_doubles", &Rank::slot_doubles,
                                "float64 values of one rank's slot of the all-gather")
         .def("local", [](Rank& r, std::uintptr_t slot) { r.local(dptr<double>(slot)); }, py::arg("slot"),

@@ -184,6 +184,11 @@ struct RankConfig {
     Loop loop = Loop::DeviceTiled;
     tiled::Products products = tiled::Products::Auto;  // device_tiled's screen
     int blocks = 0;                                    // the assignment's grid at most (0: as many as are resident)
+    // 0: x is on the device. Else x is host memory (a shard past the GPU's memory), streamed every loop through two
+    // device slabs of stream_rows objects (a multiple of kSumGroup: whole groups, so the group sums are the same)
+    // on a copy stream of the rank's own, the copy of slab s + 1 overlapping the kernels of slab s (the stream
+    // variant's pipeline). Pageable x is page-locked for the rank's life (cudaHostRegister).
+    std::int64_t stream_rows = 0;
 };
 
 // Doubles of one rank's slot of the exchange: [groups_max][k*d] group sums, [k] counts, 1 change count, padded to
@@ -196,7 +201,8 @@ void check(const Layout& layout, int rank, std::int64_t d, std::int64_t k, std::
 
 class Rank {
 public:
-    // x [n_local][d] on the device (this rank's rows); centres [k][d] on the device, the initial centres in and the
+    // x [n_local][d] on the device (this rank's rows; host memory with cfg.stream_rows); centres [k][d] on the
+    // device, the initial centres in and the
     // result out (the same on every rank); membership [n_local] int32 on the device, out. Allocates the loop's
     // buffers and starts the loop state on the current stream (every membership -1: the first loop counts every
     // object as changed).

@@ -23,24 +23,24 @@ constexpr int kSumThreads = 256;   // group_sums: an entry (cluster, coordinate)
 constexpr int kCloseWarps = 8;     // close_loop: a warp for 4 entries (1 where k*d is odd)
 constexpr int kCloseRounds = 4;    // close_loop: rounds of 32 / Coords groups loaded before their adds
 
-// finish_loop's first level for this rank's groups: group g's entry e = 0.0 + its chunks' sums in chunk order (a
-// group past the shard's last chunk adds nothing: finish_loop adds +0.0 there, which leaves a sum that starts at
-// +0.0 unchanged). Thread (e, g); the chunk rows are read along e, 256 bytes a warp. Block (0, 0) also moves the
-// member counts and the change count into the slot's tail and zeroes them for the next loop (integers, exact as
-// doubles below 2^53).
+// finish_loop's first level for `groups` groups (a shard's, or a slab's of it): group g's entry e = 0.0 + its
+// chunks' sums in chunk order (a group past the last chunk adds nothing: finish_loop adds +0.0 there, which leaves a
+// sum that starts at +0.0 unchanged), written to out[g][e]. Thread (e, g); the chunk rows are read along e, 256
+// bytes a warp. Where `tail` is given (the shard's last groups), block (0, 0) also moves the member counts and the
+// change count there and zeroes them for the next loop (integers, exact as doubles below 2^53).
 __global__ void __launch_bounds__(kSumThreads) group_sums(const double* __restrict__ chunk_sums, std::int64_t chunks,
                                                           int kd, int k, std::int64_t groups,
                                                           unsigned long long* __restrict__ counts,
-                                                          LoopState* __restrict__ state, double* __restrict__ slot,
-                                                          std::int64_t tail) {
+                                                          LoopState* __restrict__ state, double* __restrict__ out,
+                                                          double* __restrict__ tail) {
     if (state->done) return;
-    if (blockIdx.x == 0 && blockIdx.y == 0) {
+    if (tail && blockIdx.x == 0 && blockIdx.y == 0) {
         for (int c = threadIdx.x; c < k; c += blockDim.x) {
-            slot[tail + c] = static_cast<double>(counts[c]);
+            tail[c] = static_cast<double>(counts[c]);
             counts[c] = 0;
         }
         if (threadIdx.x == 0) {
-            slot[tail + k] = static_cast<double>(state->changed);
+            tail[k] = static_cast<double>(state->changed);
             state->changed = 0;
         }
     }
@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kSumThreads) group_sums(const double* __restri
 #pragma unroll
         for (int u = 0; u < kGroup; ++u)
             if (u < in_group) sum += part[u];
-        slot[g * kd + e] = sum;
+        out[g * kd + e] = sum;
     }
 }
 
@@ -141,17 +141,18 @@ void check(const Layout& layout, int rank, std::int64_t d, std::int64_t k, std::
     const auto ranks = static_cast<std::int64_t>(layout.rows.size());
     GPUOPT_REQUIRE(ranks >= 1 && rank >= 0 && rank < ranks, what + ": rank must be in 0..ranks-1");
     GPUOPT_REQUIRE(max_iter >= 1 && max_iter <= (1 << 30), what + ": max_iter must be in 1..2^30");
-    std::vector<char> seen(static_cast<std::size_t>(ranks), 0);
+    std::vector<char> seen(layout.rows.size(), 0);
+    const auto rows_of = [&](std::int64_t r) { return layout.rows[static_cast<std::size_t>(r)]; };
     for (int r : layout.order) {
-        GPUOPT_REQUIRE(r >= 0 && r < ranks && !seen[static_cast<std::size_t>(r)] && layout.rows[static_cast<std::size_t>(r)] > 0,
+        GPUOPT_REQUIRE(r >= 0 && r < ranks && !seen[static_cast<std::size_t>(r)] && rows_of(r) > 0,
                        what + ": the order must name each rank with rows once");
         seen[static_cast<std::size_t>(r)] = 1;
     }
     for (std::int64_t r = 0; r < ranks; ++r)
-        GPUOPT_REQUIRE(layout.rows[static_cast<std::size_t>(r)] == 0 || seen[static_cast<std::size_t>(r)],
+        GPUOPT_REQUIRE(rows_of(r) == 0 || seen[static_cast<std::size_t>(r)],
                        what + ": every rank with rows must be in the order");
     for (std::size_t i = 0; i + 1 < layout.order.size(); ++i)
-        GPUOPT_REQUIRE(layout.rows[static_cast<std::size_t>(layout.order[i])] % kSumGroup == 0,
+        GPUOPT_REQUIRE(rows_of(layout.order[i]) % kSumGroup == 0,
                        what + ": every shard but the last must hold whole groups of " + std::to_string(kSumGroup) +
                            " rows");
     const std::int64_t n = total_rows(layout);
@@ -182,6 +183,22 @@ struct Rank::Impl {
     DeviceBuffer<unsigned char> workspace;  // device_tiled's deep path
     std::vector<std::int64_t> rows_host;    // kept until the upload has run
     std::vector<unsigned char> host;        // the state and history, read back
+    // Streamed (cfg.stream_rows > 0): x in host memory, two device slabs, a copy stream and its events.
+    std::int64_t slab_rows = 0, slabs = 0, issued = 0, loops = 0;
+    DeviceBuffer<float> slab;
+    tiled::Launch last_plan;                // device_tiled's plan for the last (shorter) slab
+    unsigned last_blocks = 0;
+    cudaStream_t copy = nullptr;
+    cudaEvent_t ready[2] = {}, free[2] = {};
+    void* registered = nullptr;
+
+    ~Impl() {
+        if (copy) cudaStreamSynchronize(copy);  // no copy in flight into a freed slab or from unregistered memory
+        for (cudaEvent_t e : {ready[0], ready[1], free[0], free[1]})
+            if (e) cudaEventDestroy(e);
+        if (copy) cudaStreamDestroy(copy);
+        if (registered) cudaHostUnregister(registered);
+    }
 
     unsigned long long* counts() const { return loop.data(); }
     LoopState* state() const { return static_cast<LoopState*>(parts::state_of(loop.data(), k)); }
@@ -209,16 +226,50 @@ Rank::Rank(const float* x, const Layout& layout, int rank, std::int64_t d, std::
         for (std::int64_t g = 0; g < groups_of(layout.rows[static_cast<std::size_t>(r)]); ++g)
             m.rows_host.push_back(r * slot_ + g * kd);
     m.groups_total = static_cast<std::int64_t>(m.rows_host.size());
+    GPUOPT_REQUIRE(cfg.stream_rows >= 0 && cfg.stream_rows % kSumGroup == 0,
+                   "kmeans distributed: stream_rows must be 0 or a multiple of " + std::to_string(kSumGroup));
+    // The rows one launch of the assignment covers: the shard, or a slab of it (no larger than the shard).
+    m.slab_rows = cfg.stream_rows > 0 ? std::min(cfg.stream_rows, groups_of(m.n) * kSumGroup) : m.n;
+    m.slabs = m.slab_rows > 0 ? (m.n + m.slab_rows - 1) / m.slab_rows : 0;
+    const std::int64_t last_rows = m.n - (m.slabs - 1) * m.slab_rows;
+    const std::int64_t launch_chunks = (m.slab_rows + kChunk - 1) / kChunk;
     if (m.n > 0) {
+        auto blocks_for = [&](std::int64_t rows) {
+            const unsigned b = parts::assign_grid((rows + kChunk - 1) / kChunk, d, k, cfg.loop == Loop::DeviceGemm);
+            return cfg.blocks > 0 ? std::min(b, static_cast<unsigned>(cfg.blocks)) : b;
+        };
         if (cfg.loop == Loop::DeviceTiled) {
-            m.tiled_plan = tiled::plan(m.n, d, k, cfg.blocks, cfg.products);
+            m.tiled_plan = tiled::plan(m.slab_rows, d, k, cfg.blocks, cfg.products);
+            m.last_plan = tiled::plan(last_rows, d, k, cfg.blocks, cfg.products);
             m.workspace = DeviceBuffer<unsigned char>(m.tiled_plan.workspace_bytes);
         } else {
-            m.assign_blocks = parts::assign_grid(m.chunks, d, k, cfg.loop == Loop::DeviceGemm);
-            if (cfg.blocks > 0) m.assign_blocks = std::min(m.assign_blocks, static_cast<unsigned>(cfg.blocks));
+            m.assign_blocks = blocks_for(m.slab_rows);
+            m.last_blocks = blocks_for(last_rows);
         }
     }
-    m.chunk_sums = DeviceBuffer<double>(static_cast<std::size_t>(m.chunks * kd));
+    m.chunk_sums = DeviceBuffer<double>(static_cast<std::size_t>(launch_chunks * kd));
+    if (cfg.stream_rows > 0 && m.n > 0) {
+        m.slab = DeviceBuffer<float>(static_cast<std::size_t>(2 * m.slab_rows * d));
+        cudaPointerAttributes attr{};
+        GPUOPT_CUDA_CHECK(cudaPointerGetAttributes(&attr, x));
+        GPUOPT_REQUIRE(attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged,
+                       "kmeans distributed: a streamed shard is host memory (device memory needs no streaming)");
+        if (attr.type == cudaMemoryTypeUnregistered) {
+            const std::size_t bytes = static_cast<std::size_t>(m.n * d) * sizeof(float);
+            const cudaError_t err = cudaHostRegister(const_cast<float*>(x), bytes, cudaHostRegisterDefault);
+            if (err != cudaSuccess) {
+                cudaGetLastError();
+                GPUOPT_REQUIRE(false, std::string("kmeans distributed: could not page-lock the streamed shard (") +
+                                          cudaGetErrorString(err) + "); pass pinned host memory");
+            }
+            m.registered = const_cast<float*>(x);
+        }
+        GPUOPT_CUDA_CHECK(cudaStreamCreateWithFlags(&m.copy, cudaStreamNonBlocking));
+        for (int b = 0; b < 2; ++b) {
+            GPUOPT_CUDA_CHECK(cudaEventCreateWithFlags(&m.ready[b], cudaEventDisableTiming));
+            GPUOPT_CUDA_CHECK(cudaEventCreateWithFlags(&m.free[b], cudaEventDisableTiming));
+        }
+    }
     m.loop = DeviceBuffer<unsigned long long>(parts::loop_words(k, max_iter));
     m.rows = DeviceBuffer<std::int64_t>(m.rows_host.size());
     m.host.resize(parts::state_bytes(max_iter));
@@ -236,20 +287,50 @@ Rank::~Rank() = default;
 void Rank::local(double* slot) {
     Impl& m = *impl_;
     GPUOPT_REQUIRE(slot, "kmeans distributed: null slot");
-    if (m.n > 0) {
-        if (m.cfg.loop == Loop::DeviceTiled)
-            tiled::launch(m.tiled_plan, m.x, m.n, m.d, m.k, m.centres, m.membership, m.chunk_sums.data(), m.counts(),
-                          m.state(), m.workspace.data());
-        else
-            parts::launch_assign(m.x, m.n, m.d, m.k, m.cfg.loop == Loop::DeviceGemm, m.assign_blocks, m.centres,
-                                 m.membership, m.chunk_sums.data(), m.loop.data(), current_stream());
-    }
     const int kd = static_cast<int>(m.k * m.d);
-    const dim3 grid(static_cast<unsigned>((kd + kSumThreads - 1) / kSumThreads),
-                    static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(m.groups, 65535))));
-    group_sums<<<grid, kSumThreads, 0, current_stream()>>>(m.chunk_sums.data(), m.chunks, kd, static_cast<int>(m.k),
-                                                           m.groups, m.counts(), m.state(), slot, m.tail);
-    GPUOPT_CHECK_LAUNCH("kmeans distributed group_sums");
+    const cudaStream_t on = current_stream();
+    // group_sums over `rows` objects' chunk sums into out (their groups' rows of the slot); tail: the shard's end.
+    auto group_sums_of = [&](std::int64_t rows, double* out, double* tail) {
+        const std::int64_t chunks = (rows + kChunk - 1) / kChunk, groups = groups_of(rows);
+        const dim3 grid(static_cast<unsigned>((kd + kSumThreads - 1) / kSumThreads),
+                        static_cast<unsigned>(std::max<std::int64_t>(1, std::min<std::int64_t>(groups, 65535))));
+        group_sums<<<grid, kSumThreads, 0, on>>>(m.chunk_sums.data(), chunks, kd, static_cast<int>(m.k), groups,
+                                                 m.counts(), m.state(), out, tail);
+        GPUOPT_CHECK_LAUNCH("kmeans distributed group_sums");
+    };
+    // Streamed: slab g of the run (over all loops) into device slab g % 2, after the kernels of slab g - 2.
+    auto issue_copy = [&](std::int64_t g) {
+        const int b = static_cast<int>(g % 2);
+        const std::int64_t first = (g % m.slabs) * m.slab_rows, len = std::min(m.slab_rows, m.n - first);
+        if (g >= 2) GPUOPT_CUDA_CHECK(cudaStreamWaitEvent(m.copy, m.free[b], 0));
+        GPUOPT_CUDA_CHECK(cudaMemcpyAsync(m.slab.data() + b * m.slab_rows * m.d, m.x + first * m.d,
+                                          static_cast<std::size_t>(len * m.d) * sizeof(float), cudaMemcpyHostToDevice,
+                                          m.copy));
+        GPUOPT_CUDA_CHECK(cudaEventRecord(m.ready[b], m.copy));
+    };
+    const std::int64_t groups_per_slab = m.slab_rows / kSumGroup;  // whole groups but in the shard's last slab
+    for (std::int64_t s = 0; s < m.slabs; ++s) {
+        const bool last = s == m.slabs - 1;
+        const std::int64_t first = s * m.slab_rows, len = std::min(m.slab_rows, m.n - first);
+        const std::int64_t g = m.loops * m.slabs + s;  // this slab over all loops
+        const float* xs = m.x + first * m.d;
+        if (m.copy) {
+            while (m.issued < g + 2) issue_copy(m.issued++);  // one slab ahead, across the loop's end too
+            GPUOPT_CUDA_CHECK(cudaStreamWaitEvent(on, m.ready[g % 2], 0));
+            xs = m.slab.data() + (g % 2) * m.slab_rows * m.d;
+        }
+        if (m.cfg.loop == Loop::DeviceTiled)
+            tiled::launch(last ? m.last_plan : m.tiled_plan, xs, len, m.d, m.k, m.centres, m.membership + first,
+                          m.chunk_sums.data(), m.counts(), m.state(), m.workspace.data());
+        else
+            parts::launch_assign(xs, len, m.d, m.k, m.cfg.loop == Loop::DeviceGemm,
+                                 last ? m.last_blocks : m.assign_blocks, m.centres, m.membership + first,
+                                 m.chunk_sums.data(), m.loop.data(), on);
+        group_sums_of(len, slot + s * groups_per_slab * kd, last ? slot + m.tail : nullptr);
+        if (m.copy) GPUOPT_CUDA_CHECK(cudaEventRecord(m.free[g % 2], on));
+    }
+    if (m.slabs == 0) group_sums_of(0, slot, slot + m.tail);  // a rank without rows: its counts, all 0
+    m.loops += 1;
 }
 
 void Rank::close(const double* gathered) {

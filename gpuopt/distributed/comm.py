@@ -55,7 +55,8 @@ class Communicator(abc.ABC):
         """Tell the other ranks that this one failed with ``exc``: their pending or next collective raises
         CollectiveError naming this rank. Never raises."""
 
-    def slot_exchange(self, slot: Any, gathered: Any, stream: int, *, timeout: float | None = None) -> Callable[[], None]:
+    def slot_exchange(self, slot: Any, gathered: Any, stream: int, *,
+                      timeout: float | None = None) -> Callable[[], None]:
         """A call that all-gathers every rank's ``slot`` (a 1-D gpuopt DeviceArray, the same size on every rank)
         into ``gathered`` (a (size, len(slot)) DeviceArray, rank order), ordered on ``stream`` (a handle) after the
         work queued there. This one goes through host memory (it waits for ``stream``, then :meth:`all_gather`);

@@ -110,6 +110,8 @@ class _Local(NamedTuple):
     variant: str
     loops_per_sync: int
     stream: int | None
+    x_memory: str
+    stream_rows: int
 
 
 class _Layout(NamedTuple):
@@ -240,7 +242,8 @@ def _close_loop(gathered: np.ndarray, lay: _Layout, k: int, d: int, centres: np.
 
 def kmeans(x_local: Any, k: int, *, threshold: float = 0.001, max_iter: int = 500, init: Any = None,
            row_offset: int | None = None, comm: Communicator | None = None, timeout: float = 300.0,
-           variant: str = "auto", loops_per_sync: int = 8, stream: Any = None, timing: bool = False):
+           variant: str = "auto", loops_per_sync: int = 8, stream: Any = None, x_memory: str = "auto",
+           stream_rows: int = 0, timing: bool = False):
     """k-means over the shards of every rank of ``comm``: ``gpuopt.kmeans(x, k, variant="cpu",
     summation="chunked")`` of the whole data, bit for bit, on the CPU or the GPUs (see the module docstring).
 
@@ -280,10 +283,18 @@ def kmeans(x_local: Any, k: int, *, threshold: float = 0.001, max_iter: int = 50
     stream : optional
         The GPU loop's stream (as :func:`gpuopt.kmeans`); default: x_local's (PyTorch's or CuPy's current
         stream for their arrays), else the legacy default stream.
+    x_memory : str
+        A host shard on a GPU: ``"device"`` (uploaded once), ``"stream"`` (left in host memory, page-locked for
+        the call, and streamed through two device slabs every loop, the copy of one slab overlapping the kernels
+        of the other: the ``stream`` variant's pipeline, for shards past the GPU's memory), or ``"auto"``
+        (streamed where the points would take more than half the GPU's memory). The same results either way.
+    stream_rows : int
+        A streamed slab's rows: a multiple of 32,768 (whole groups); 0: 256 MiB of points.
     timing : bool
         Also return a dict of CUDA-event milliseconds for a GPU loop (``loop_ms``: the whole loop; ``local_ms``,
-        ``exchange_ms`` (the stream's wait for the all-gathers, the other ranks' lateness included),
-        ``close_ms``), empty for the CPU.
+        ``exchange_ms`` (the stream's wait for the all-gathers, the other ranks' lateness included; the first
+        loop's also waits out the ranks' different start times, ``exchange_ms_steady`` is the median of the
+        others'), ``close_ms``), empty for the CPU.
 
     Returns
     -------
@@ -305,7 +316,8 @@ def kmeans(x_local: Any, k: int, *, threshold: float = 0.001, max_iter: int = 50
         raise TypeError(f"comm must be a gpuopt.distributed.Communicator (e.g. ThreadGroup(n).communicator(rank) "
                         f"or TorchCommunicator()), got {type(comm).__name__}")
     with _together(comm):
-        a = _validate(x_local, k, threshold, max_iter, init, row_offset, timeout, variant, loops_per_sync, stream)
+        a = _validate(x_local, k, threshold, max_iter, init, row_offset, timeout, variant, loops_per_sync, stream,
+                      x_memory, stream_rows)
     lay = _agree(comm, a)
     centres = _initial_centres(comm, a, lay).copy()
     d = a.x.shape[1]
@@ -314,8 +326,8 @@ def kmeans(x_local: Any, k: int, *, threshold: float = 0.001, max_iter: int = 50
         run = None
         if loop != "cpu":
             on = a.stream if a.stream is not None else (a.x._stream or 0) if isinstance(a.x, DeviceArray) else 0
-            run = kmeans_device.prepare(comm, a.x, lay.rows, [r for r in lay.order], a.k, a.threshold, a.max_iter,
-                                        centres, loop, on, a.timeout)
+            run = kmeans_device.prepare(comm, a.x, lay.rows, list(lay.order), a.k, a.threshold, a.max_iter,
+                                        centres, loop, on, a.timeout, a.x_memory, a.stream_rows)
     # Every rank ready, and on the same loop: a failure above reaches the others here, not in a loop's exchange.
     picked = np.concatenate(comm.all_gather(np.array([VARIANTS.index(loop)], np.int64), timeout=a.timeout))
     if (picked != picked[0]).any():
@@ -361,10 +373,16 @@ def _run_cpu(comm: Communicator, a: _Local, lay: _Layout, centres: np.ndarray) -
     return KMeansResult(centres, membership, len(deltas), delta, bool(delta[-1] <= limit))
 
 
-def _validate(x_local, k, threshold, max_iter, init, row_offset, timeout, variant, loops_per_sync,
-              stream) -> _Local:
+def _validate(x_local, k, threshold, max_iter, init, row_offset, timeout, variant, loops_per_sync, stream,
+              x_memory, stream_rows) -> _Local:
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {', '.join(map(repr, VARIANTS))}; got {variant!r}")
+    if x_memory not in kmeans_device.X_MEMORY:
+        raise ValueError(f"x_memory must be one of {', '.join(map(repr, kmeans_device.X_MEMORY))}; got {x_memory!r}")
+    stream_rows = integer(stream_rows, "stream_rows", 0)
+    if stream_rows % sum_group():
+        raise ValueError(f"stream_rows must be 0 or a multiple of {sum_group()} (whole groups of the sum tree), "
+                         f"got {stream_rows}")
     x = _shard(x_local, device_ok=True)
     if isinstance(x, DeviceArray) and variant == "cpu":
         raise TypeError("x_local is a device array and variant='cpu' runs on the host: pass a NumPy array or a "
@@ -391,4 +409,5 @@ def _validate(x_local, k, threshold, max_iter, init, row_offset, timeout, varian
             raise ValueError(f"init must have shape (k, D) = ({k}, {x.shape[1]}), got {init.shape}")
         if not np.isfinite(init).all():
             raise ValueError("init must contain only finite values")
-    return _Local(x, k, threshold, max_iter, init, row_offset, timeout, variant, loops_per_sync, stream)
+    return _Local(x, k, threshold, max_iter, init, row_offset, timeout, variant, loops_per_sync, stream, x_memory,
+                  stream_rows)

@@ -1,7 +1,8 @@
 """One rank's k-means loop on its GPU (:func:`gpuopt.distributed.kmeans` with a GPU variant).
 
-csrc/kmeans/kmeans_multi.cu (declared in kmeans_cuda.hpp) computes it: ``local`` (the single-GPU loop's assignment and chunk sums over this
-rank's shard, then its groups' sums, counts and change count into its slot), the all-gather of every rank's slot
+csrc/kmeans/kmeans_multi.cu (declared in kmeans_cuda.hpp) computes it: ``local`` (the single-GPU loop's assignment
+and chunk sums over this rank's shard, then its groups' sums, counts and change count into its slot; a host shard
+may be streamed through two device slabs), the all-gather of every rank's slot
 (:meth:`Communicator.slot_exchange`: NCCL device to device under a TorchCommunicator over NCCL, else through host
 memory), ``close`` (every group sum in global group order from 0, the means, delta, the stop flag), all queued on one
 stream; the host reads the stop flag once every ``loops_per_sync`` loops (loops past the stop return at once on the
@@ -17,10 +18,15 @@ import numpy as np
 from .._ext import cuda_host_module, cuda_module
 from ..cuda import DeviceArray, to_device, to_device_checked
 
-__all__ = ["LOOPS", "loop_for", "Run", "prepare", "run"]
+__all__ = ["LOOPS", "X_MEMORY", "loop_for", "Run", "prepare", "run"]
 
 #: The single-GPU loops a rank can run (kmeans_choices.hpp's kMultiLoops).
 LOOPS = ("device", "device_gemm", "device_tiled")
+#: Where a host shard's points live during the loop: uploaded once, streamed from host memory every loop, or auto
+#: (streamed where they would take more than half the GPU's memory).
+X_MEMORY = ("auto", "device", "stream")
+#: A streamed slab by default: the stream variant's budget (kStreamBudgetBytes), in whole groups.
+STREAM_SLAB_BYTES = 256 << 20
 
 
 def loop_for(n: int, d: int, k: int) -> str | None:
@@ -36,7 +42,7 @@ class Run(NamedTuple):
     """A rank's loop, allocated and ready (every rank's ``prepare`` succeeded before the first loop)."""
 
     rank: Any               # the compiled KMeansRank
-    x: DeviceArray          # the shard on the device (uploaded from host memory, or the caller's)
+    x: Any                  # the shard: on the device (uploaded, or the caller's), or the host array streamed
     centres: DeviceArray    # (k, D): the initial centres in, the result out
     membership: DeviceArray
     slot: DeviceArray       # (slot_doubles,) float64
@@ -45,14 +51,35 @@ class Run(NamedTuple):
     stream: int
 
 
+def stream_rows_for(x: Any, x_memory: str, stream_rows: int) -> int:
+    """The rows a streamed slab (0: x uploaded or on the device already), whole groups of the sum tree."""
+    from .._ext import device_info
+    from .kmeans import sum_group
+
+    if not isinstance(x, np.ndarray) or not x.shape[0]:
+        if x_memory == "stream" and not isinstance(x, np.ndarray):
+            raise ValueError("x_memory='stream' streams a host shard from host memory; x_local is on the device")
+        return 0
+    if x_memory == "device" or (x_memory == "auto" and x.nbytes <= device_info()["total_memory_bytes"] // 2):
+        return 0
+    g = sum_group()
+    return stream_rows or max(1, STREAM_SLAB_BYTES // (4 * x.shape[1] * g)) * g
+
+
 def prepare(comm: Any, x: Any, rows: list[int], order: list[int], k: int, threshold: float, max_iter: int,
-            centres: np.ndarray, loop: str, stream: int, timeout: float) -> Run:
-    """Upload (a host shard; ValueError for a non-finite value) and allocate on ``stream``, then start the loop
-    state: what can fail on one rank only (bad values, out of memory), before any loop's collective."""
+            centres: np.ndarray, loop: str, stream: int, timeout: float, x_memory: str = "auto",
+            stream_rows: int = 0) -> Run:
+    """Upload (a host shard; ValueError for a non-finite value) or page-lock it for streaming, and allocate on
+    ``stream``, then start the loop state: what can fail on one rank only (bad values, out of memory), before any
+    loop's collective."""
     cuda = cuda_module()
     previous = cuda.set_stream(stream)
     try:
-        if isinstance(x, np.ndarray):
+        slab_rows = stream_rows_for(x, x_memory, stream_rows)
+        if slab_rows:
+            if not np.isfinite(x).all():
+                raise ValueError("x_local must contain only finite values (NaN/inf found)")
+        elif isinstance(x, np.ndarray):
             if x.shape[0]:
                 x, finite = to_device_checked(x, check_finite=True)
                 if not finite:
@@ -62,9 +89,10 @@ def prepare(comm: Any, x: Any, rows: list[int], order: list[int], k: int, thresh
         n_local, d = x.shape
         c = to_device(np.ascontiguousarray(centres, np.float32))
         membership = DeviceArray.empty((n_local,), np.int32)
+        address = (x.ctypes.data if slab_rows else x.ptr) if n_local else 0
         rank = cuda_host_module("gpuopt.distributed.kmeans").KMeansRank(
-            x.ptr if n_local else 0, rows, order, comm.rank, d, k, threshold, max_iter, c.ptr,
-            membership.ptr if n_local else 0, loop=loop)
+            address, rows, order, comm.rank, d, k, threshold, max_iter, c.ptr, membership.ptr if n_local else 0,
+            loop=loop, stream_rows=slab_rows)
         slot = DeviceArray.empty((rank.slot_doubles,), np.float64)
         gathered = DeviceArray.empty((comm.size, rank.slot_doubles), np.float64)
         exchange = comm.slot_exchange(slot, gathered, stream, timeout=timeout)
@@ -75,7 +103,8 @@ def prepare(comm: Any, x: Any, rows: list[int], order: list[int], k: int, thresh
 
 def run(r: Run, max_iter: int, loops_per_sync: int, timing: bool = False) -> tuple[int, np.ndarray, dict]:
     """The loop to its stop: (loops run, delta history, CUDA-event ms where ``timing``: ``loop_ms`` the whole loop,
-    ``exchange_ms`` the stream's wait for the all-gathers, ``local_ms`` and ``close_ms``)."""
+    ``exchange_ms`` the stream's wait for the all-gathers (``exchange_ms_steady``: the median loop's after the
+    first), ``local_ms`` and ``close_ms``)."""
     cuda = cuda_module()
     events: list[tuple[Any, Any, Any, Any]] = []
     previous = cuda.set_stream(r.stream)
@@ -103,6 +132,9 @@ def run(r: Run, max_iter: int, loops_per_sync: int, timing: bool = False) -> tup
             ms["loop_ms"] = start.elapsed_ms(end)
             for name, i in (("local_ms", 0), ("exchange_ms", 1), ("close_ms", 2)):
                 ms[name] = float(sum(e[i].elapsed_ms(e[i + 1]) for e in events))
+            # The first exchange also waits out the ranks' different start times: the steady state is the others'.
+            later = [e[1].elapsed_ms(e[2]) for e in events[1:]]
+            ms["exchange_ms_steady"] = float(np.median(later)) if later else ms["exchange_ms"]
             ms["loops_queued"] = float(len(events))
     finally:
         cuda.set_stream(previous)

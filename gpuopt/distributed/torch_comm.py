@@ -52,9 +52,9 @@ class TorchCommunicator(Communicator):
                                "torch.distributed.init_process_group first")
         self._torch, self._dist, self._group = torch, dist, group
         self.rank, self.size = dist.get_rank(group), dist.get_world_size(group)
+        self._nccl = str(dist.get_backend(group)) == "nccl"
         if device is None:
-            nccl = str(dist.get_backend(group)) == "nccl"
-            device = torch.device("cuda", torch.cuda.current_device()) if nccl else torch.device("cpu")
+            device = torch.device("cuda", torch.cuda.current_device()) if self._nccl else torch.device("cpu")
         self._device, self.timeout = torch.device(device), float(timeout)
 
     # --------------------------------------------------------------------------------------------- the header
@@ -131,7 +131,7 @@ class TorchCommunicator(Communicator):
         stream waits for it, and it for NCCL's), no host wait and no header (the loop's collectives are the same on
         every rank by construction; a rank that dies is caught by the process group's own timeout, set in
         ``init_process_group``). Other backends: through host memory (:class:`Communicator`'s)."""
-        if self._device.type != "cuda":
+        if not self._nccl:
             return super().slot_exchange(slot, gathered, stream, timeout=timeout)
         torch, dist, group = self._torch, self._dist, self._group
         send = torch.as_tensor(slot, device=self._device)  # __cuda_array_interface__: views, no copies

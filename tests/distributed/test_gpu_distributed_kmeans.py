@@ -108,6 +108,23 @@ def test_device_shards_in_place(blobs):
     assert all(isinstance(o.centroids, gpuopt.cuda.DeviceArray) for o in outs)
 
 
+@pytest.mark.parametrize("variant,k", [("device", 6), ("device_tiled", 300)])
+def test_streamed_from_host_memory(blobs, variant, k):
+    # slabs of one group: 3 of them on rank 0, 2 (the last partial) on rank 1; and the same with slabs longer
+    # than a shard (two slab buffers for one slab)
+    for rows in (G, 8 * G):
+        assert_bits(blobs, k, shard_bounds(len(blobs), 2), variant, x_memory="stream", stream_rows=rows,
+                    threshold=0.0, max_iter=5)
+
+
+def test_streaming_takes_host_shards_only(blobs):
+    outs = run_ranks(blobs, 6, shard_bounds(len(blobs), 2), variant="device", shard=gpuopt.to_device,
+                     x_memory="stream", timeout=30)
+    assert any(isinstance(o, ValueError) and "streams a host shard" in str(o) for o in outs)
+    with pytest.raises(ValueError, match="multiple of 32768"):
+        gpuopt.distributed.kmeans(blobs, 6, stream_rows=1000)
+
+
 def test_torch_shards_on_a_side_stream(blobs):
     torch = pytest.importorskip("torch")
     side = torch.cuda.Stream()

@@ -20,10 +20,11 @@ from gpuopt.distributed import shard_bounds
 
 pytestmark = pytest.mark.gpu
 
-# (name, N, D, k, variant, torch shard): the loops, a shard smaller than a group, the deep path, host shards.
-CASES = [("device", 100_000, 4, 6, "device", True), ("gemm", 100_000, 8, 300, "device_gemm", True),
-         ("tiled", 200_001, 16, 256, "device_tiled", True), ("deep", 70_001, 257, 10, "auto", True),
-         ("host", 100_000, 4, 6, "auto", False)]
+# (name, N, D, k, variant, shard): the loops, a shard smaller than a group, the deep path, host shards uploaded
+# and streamed in slabs of one group.
+CASES = [("device", 100_000, 4, 6, "device", "torch"), ("gemm", 100_000, 8, 300, "device_gemm", "torch"),
+         ("tiled", 200_001, 16, 256, "device_tiled", "torch"), ("deep", 70_001, 257, 10, "auto", "torch"),
+         ("host", 100_000, 4, 6, "auto", "numpy"), ("streamed", 200_001, 16, 256, "device_tiled", "stream")]
 
 _WORKER = textwrap.dedent("""
     import datetime, json, os, sys
@@ -33,15 +34,16 @@ _WORKER = textwrap.dedent("""
     torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=120))
     cases, mode, out = json.loads(sys.argv[1]), sys.argv[2], {}
-    for name, n, d, k, variant, on_torch in cases:
+    for name, n, d, k, variant, shard_kind in cases:
         x = np.random.default_rng(n + d).uniform(-1, 1, (n, d)).astype(np.float32)
         if mode == "fail" and rank == 1:
             x[shard_bounds(n, size)[1][0] + 3, 0] = np.nan
         a, b = shard_bounds(n, size)[rank]
-        shard = torch.from_numpy(x[a:b]).cuda() if on_torch else x[a:b]
+        shard = torch.from_numpy(x[a:b]).cuda() if shard_kind == "torch" else x[a:b]
+        extra = dict(x_memory="stream", stream_rows=32768) if shard_kind == "stream" else {}
         try:
             r = gpuopt.distributed.kmeans(shard, k, variant=variant, threshold=0.0, max_iter=5,
-                                          comm=TorchCommunicator(timeout=60))
+                                          comm=TorchCommunicator(timeout=60), **extra)
             host = lambda v: v if isinstance(v, np.ndarray) else v.numpy()
             out[name] = {"centres": host(r.centroids).tobytes().hex(), "delta": r.delta.tobytes().hex(),
                          "iterations": r.iterations, "membership": host(r.membership).tobytes().hex(),
@@ -81,7 +83,7 @@ def run_workers(tmp_path, cases, mode="ok"):
 
 def test_nccl_ranks_give_the_single_gpu_bits(tmp_path):
     outs = run_workers(tmp_path, CASES)
-    for name, n, d, k, variant, on_torch in CASES:
+    for name, n, d, k, variant, shard_kind in CASES:
         x = np.random.default_rng(n + d).uniform(-1, 1, (n, d)).astype(np.float32)
         ref = gpuopt.kmeans(x, k, variant="cpu", summation="chunked", threshold=0.0, max_iter=5)
         one = gpuopt.kmeans(x, k, variant=None if variant == "auto" else variant, threshold=0.0, max_iter=5)
@@ -91,7 +93,7 @@ def test_nccl_ranks_give_the_single_gpu_bits(tmp_path):
             assert "error" not in got, (name, r, got)
             assert got["centres"] == ref.centroids.tobytes().hex(), (name, r)
             assert got["delta"] == ref.delta.tobytes().hex() and got["iterations"] == ref.iterations, (name, r)
-            assert got["device_result"] == on_torch
+            assert got["device_result"] == (shard_kind == "torch")
         joined = np.concatenate([np.frombuffer(bytes.fromhex(o[name]["membership"]), np.int32) for o in outs])
         np.testing.assert_array_equal(joined, ref.membership, err_msg=name)
         assert [len(bytes.fromhex(o[name]["membership"])) // 4 for o in outs] == \
