@@ -30,10 +30,11 @@ def host(a):
     return a.numpy() if hasattr(a, "numpy") and not isinstance(a, np.ndarray) else np.asarray(a)
 
 
-def assert_bits(x, k, bounds, variant, ref=None, shard=lambda a: a, **kw):
-    """Every rank's result against cpu(summation="chunked") on the whole data (and the memberships joined)."""
+def assert_bits(x, k, bounds, variant, ref=None, shard=lambda a: a, ranks_kw=None, **kw):
+    """Every rank's result against cpu(summation="chunked") on the whole data (and the memberships joined);
+    ``ranks_kw``: the distributed call's own keywords."""
     ref = ref or gpuopt.kmeans(x, k, variant="cpu", summation="chunked", **kw)
-    outs = run_ranks(x, k, bounds, variant=variant, shard=shard, **kw)
+    outs = run_ranks(x, k, bounds, variant=variant, shard=shard, **kw, **(ranks_kw or {}))
     for r, out in enumerate(outs):
         if isinstance(out, BaseException):
             raise AssertionError(f"rank {r} raised") from out
@@ -75,7 +76,8 @@ def test_threshold_stops_every_rank_together(blobs):
     ref = gpuopt.kmeans(blobs, 6, variant="cpu", summation="chunked", max_iter=100)
     assert ref.converged and 1 < ref.iterations < 100
     for lps in (1, 3, 32):
-        assert_bits(blobs, 6, shard_bounds(len(blobs), 2), "device", ref=ref, max_iter=100, loops_per_sync=lps)
+        assert_bits(blobs, 6, shard_bounds(len(blobs), 2), "device", ref=ref, max_iter=100,
+                    ranks_kw=dict(loops_per_sync=lps))
 
 
 def test_awkward_shards(rng):
@@ -113,8 +115,8 @@ def test_streamed_from_host_memory(blobs, variant, k):
     # slabs of one group: 3 of them on rank 0, 2 (the last partial) on rank 1; and the same with slabs longer
     # than a shard (two slab buffers for one slab)
     for rows in (G, 8 * G):
-        assert_bits(blobs, k, shard_bounds(len(blobs), 2), variant, x_memory="stream", stream_rows=rows,
-                    threshold=0.0, max_iter=5)
+        assert_bits(blobs, k, shard_bounds(len(blobs), 2), variant, ranks_kw=dict(x_memory="stream",
+                    stream_rows=rows), threshold=0.0, max_iter=5)
 
 
 def test_streaming_takes_host_shards_only(blobs):
