@@ -11,8 +11,9 @@
 * :mod:`.torch_comm`  :class:`TorchCommunicator` over a ``torch.distributed`` process group (torch optional:
   imported when one is made).
 
-CPU so far: the GPU path will compute a shard's assignment and group sums with the device kernels and exchange
-the same groups x (k*D + k) float64 a loop (notes/kmeans.md, "Past one GPU: the exchange").
+On GPUs (:mod:`.kmeans_device`, csrc/kmeans/kmeans_multi.cu) a rank runs the single-GPU loop's kernels over its
+shard and closes each loop on the device; the slots travel over NCCL device to device under a TorchCommunicator
+(notes/kmeans.md, "Past one GPU"). :mod:`.cli`: Liao's command line under ``torchrun``.
 """
 
 from __future__ import annotations

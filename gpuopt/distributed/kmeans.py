@@ -327,7 +327,7 @@ def kmeans(x_local: Any, k: int, *, threshold: float = 0.001, max_iter: int = 50
         if loop != "cpu":
             on = a.stream if a.stream is not None else (a.x._stream or 0) if isinstance(a.x, DeviceArray) else 0
             run = kmeans_device.prepare(comm, a.x, lay.rows, list(lay.order), a.k, a.threshold, a.max_iter,
-                                        centres, loop, on, a.timeout, a.x_memory, a.stream_rows)
+                                        centres, loop, on, a.timeout, sum_group(), a.x_memory, a.stream_rows)
     # Every rank ready, and on the same loop: a failure above reaches the others here, not in a loop's exchange.
     picked = np.concatenate(comm.all_gather(np.array([VARIANTS.index(loop)], np.int64), timeout=a.timeout))
     if (picked != picked[0]).any():

@@ -51,10 +51,9 @@ class Run(NamedTuple):
     stream: int
 
 
-def stream_rows_for(x: Any, x_memory: str, stream_rows: int) -> int:
-    """The rows a streamed slab (0: x uploaded or on the device already), whole groups of the sum tree."""
+def stream_rows_for(x: Any, x_memory: str, stream_rows: int, group: int) -> int:
+    """The rows a streamed slab (0: x uploaded or on the device already), whole groups of ``group`` rows."""
     from .._ext import device_info
-    from .kmeans import sum_group
 
     if not isinstance(x, np.ndarray) or not x.shape[0]:
         if x_memory == "stream" and not isinstance(x, np.ndarray):
@@ -62,20 +61,19 @@ def stream_rows_for(x: Any, x_memory: str, stream_rows: int) -> int:
         return 0
     if x_memory == "device" or (x_memory == "auto" and x.nbytes <= device_info()["total_memory_bytes"] // 2):
         return 0
-    g = sum_group()
-    return stream_rows or max(1, STREAM_SLAB_BYTES // (4 * x.shape[1] * g)) * g
+    return stream_rows or max(1, STREAM_SLAB_BYTES // (4 * x.shape[1] * group)) * group
 
 
 def prepare(comm: Any, x: Any, rows: list[int], order: list[int], k: int, threshold: float, max_iter: int,
-            centres: np.ndarray, loop: str, stream: int, timeout: float, x_memory: str = "auto",
+            centres: np.ndarray, loop: str, stream: int, timeout: float, group: int, x_memory: str = "auto",
             stream_rows: int = 0) -> Run:
-    """Upload (a host shard; ValueError for a non-finite value) or page-lock it for streaming, and allocate on
-    ``stream``, then start the loop state: what can fail on one rank only (bad values, out of memory), before any
+    """Upload (a host shard; ValueError for a non-finite value) or page-lock it for streaming (slabs of whole
+    groups of ``group`` rows), and allocate on ``stream``, then start the loop state: what can fail on one rank only (bad values, out of memory), before any
     loop's collective."""
     cuda = cuda_module()
     previous = cuda.set_stream(stream)
     try:
-        slab_rows = stream_rows_for(x, x_memory, stream_rows)
+        slab_rows = stream_rows_for(x, x_memory, stream_rows, group)
         if slab_rows:
             if not np.isfinite(x).all():
                 raise ValueError("x_local must contain only finite values (NaN/inf found)")

@@ -233,14 +233,16 @@ def plot_kmeans_multi(meta, rows, path: Path) -> Path:
     ok = [r for r in rows if r.get("ms_per_loop") and not r.get("error")]
     if not ok:
         return empty_axes(fig, ax, meta, "kmeans_multi: no rows", path)
-    for shape in dict.fromkeys(r["shape"] for r in ok):
+    shapes = list(dict.fromkeys(r["shape"] for r in ok))
+    for i, shape in enumerate(shapes):
         pts = sorted((r for r in ok if r["shape"] == shape), key=lambda r: r["gpus"])
         g = [r["gpus"] for r in pts]
         ms = [r["ms_per_loop"] for r in pts]
         line, = ax.plot(g, ms, "o-", label=shape)
         if pts[0]["N"] == pts[-1]["N"]:
             ax.plot(g, [ms[0] / x for x in g], "--", color=line.get_color(), alpha=0.5)
-        ax.bar(g, [r.get("exchange_ms_per_loop") or 0 for r in pts], width=0.15, color=line.get_color(), alpha=0.3)
+        ax.bar([x + (i - (len(shapes) - 1) / 2) * 0.1 for x in g], [r.get("exchange_ms_per_loop") or 0 for r in pts],
+               width=0.1, color=line.get_color(), alpha=0.4)
     ax.set_xlabel("GPUs (one process each, NCCL)")
     ax.set_ylabel("ms a loop (bars: the exchange)")
     ax.set_xticks(sorted({r["gpus"] for r in ok}))
