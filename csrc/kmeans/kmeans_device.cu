@@ -378,29 +378,13 @@ __global__ void __launch_bounds__(kFinishWarps * 32) finish_loop(std::int64_t n,
         }
     }
     // The last block to get here closes the loop.
-    __shared__ bool last;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        last = atomicAdd(&state->finished_blocks, 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    if (!last_block(state)) return;
     if (!close) {  // a slab of a streamed loop: counts and changes go on adding up
         if (threadIdx.x == 0) state->finished_blocks = 0;
         return;
     }
     for (int c = threadIdx.x; c < k; c += blockDim.x) counts[c] = 0;
-    if (threadIdx.x == 0) {
-        // Liao's measure: the change count as a float over numObjs as a float.
-        const float delta = static_cast<float>(state->changed) / static_cast<float>(n);
-        delta_history[state->iterations] = delta;
-        state->iterations += 1;
-        state->changed = 0;
-        state->finished_blocks = 0;
-        if (!(delta > threshold) || state->iterations >= max_iter) state->done = 1;
-    }
+    if (threadIdx.x == 0) record_loop(state, state->changed, n, threshold, max_iter, delta_history);
 }
 
 constexpr int kPredictThreads = 256;

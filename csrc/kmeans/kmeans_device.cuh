@@ -60,6 +60,32 @@ __device__ inline void add_changed(int changed, LoopState* state) {
     }
 }
 
+// Whether this block is the grid's last to get here (threadfence pattern: every block's writes before it are visible
+// to the last). Every thread of the block gets the answer; ends past a barrier, then a fence.
+__device__ inline bool last_block(LoopState* state) {
+    __shared__ bool last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(&state->finished_blocks, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    __threadfence();
+    return last;
+}
+
+// A loop's end, by one thread: Liao's measure (the change count as a float over numObjs as a float) into the history,
+// the loop counted, the counters reset, the stop rule.
+__device__ inline void record_loop(LoopState* state, unsigned long long changed, std::int64_t n, float threshold,
+                                   int max_iter, float* history) {
+    const float delta = static_cast<float>(changed) / static_cast<float>(n);
+    history[state->iterations] = delta;
+    state->iterations += 1;
+    state->changed = 0;
+    state->finished_blocks = 0;
+    if (!(delta > threshold) || state->iterations >= max_iter) state->done = 1;
+}
+
 // Liao's distance with D <= kStageMaxDim: assign_and_sum copies a chunk's x into shared memory (cp.async) before it
 // waits for the previous loop (programmatic dependent launch), so the load overlaps the previous loop's tail and the
 // leaf sums read shared memory instead of x again. 33 KB at D = 8; wider rows would cost blocks an SM.

@@ -99,23 +99,10 @@ __global__ void __launch_bounds__(kCloseWarps * 32) close_loop(const double* __r
             if (count > 0.0) centres[e] = static_cast<float>(total / count);
         }
     }
-    __shared__ bool last;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();
-        last = atomicAdd(&state->finished_blocks, 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!last || threadIdx.x != 0) return;
-    __threadfence();
+    if (!last_block(state) || threadIdx.x != 0) return;
     double changed = 0.0;
     for (int r = 0; r < ranks; ++r) changed += gathered[r * slot + tail + k];
-    // Liao's measure, as finish_loop: the change count as a float over numObjs as a float.
-    const float delta = static_cast<float>(static_cast<unsigned long long>(changed)) / static_cast<float>(n_total);
-    history[state->iterations] = delta;
-    state->iterations += 1;
-    state->finished_blocks = 0;
-    if (!(delta > threshold) || state->iterations >= max_iter) state->done = 1;
+    record_loop(state, static_cast<unsigned long long>(changed), n_total, threshold, max_iter, history);
 }
 
 std::int64_t groups_of(std::int64_t rows) { return (rows + kSumGroup - 1) / kSumGroup; }
