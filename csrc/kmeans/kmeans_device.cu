@@ -104,9 +104,12 @@ __device__ inline void finish_in_block(std::int64_t n, int d, int k, std::int64_
     for (int q = 0; q < kCoordsPerThread<false>; ++q) {
         const int e = threadIdx.x + q * kThreads;
         const unsigned long long count = q == 0 ? count0 : (e < kd ? vcounts[e / d] : 0);
-        if (count > 0) centres[e] = static_cast<float>(total[q] / static_cast<double>(count));
+        if (count > 0) {
+            if (!isfinite(total[q])) state->nonfinite = 1;  // as finish_loop
+            centres[e] = static_cast<float>(total[q] / static_cast<double>(count));
+        }
     }
-    __syncthreads();  // every count read (and used) before it is zeroed
+    __syncthreads();  // every count read (and used) before it is zeroed; the nonfinite flag set
     for (int c = threadIdx.x; c < k; c += kThreads) counts[c] = 0;
     if (threadIdx.x == 0) {
         // Liao's measure: the change count as a float over numObjs as a float.
@@ -115,7 +118,7 @@ __device__ inline void finish_in_block(std::int64_t n, int d, int k, std::int64_
         state->iterations = iterations + 1;
         state->changed = 0;
         state->finished_blocks = 0;
-        if (!(delta > fin.threshold) || iterations + 1 >= fin.max_iter) state->done = 1;
+        if (!(delta > fin.threshold) || iterations + 1 >= fin.max_iter || state->nonfinite) state->done = 1;
     }
 }
 
@@ -374,7 +377,10 @@ __global__ void __launch_bounds__(kFinishWarps * 32) finish_loop(std::int64_t n,
         if (close) {
             const int c = e / d;
             const unsigned long long count = counts[c];
-            if (slot == 0 && count > 0) centres[e] = static_cast<float>(total / static_cast<double>(count));
+            if (slot == 0 && count > 0) {
+                if (!isfinite(total)) state->nonfinite = 1;  // NaN or inf in x: every point is some cluster's member
+                centres[e] = static_cast<float>(total / static_cast<double>(count));
+            }
         }
     }
     // The last block to get here closes the loop.
@@ -522,6 +528,7 @@ KMeansStats run_device(const float* x_dev, std::int64_t n, std::int64_t d, std::
             const std::size_t bytes = sizeof(LoopState) + static_cast<std::size_t>(host_state.iterations + batch) * sizeof(float);
             copy_to_host_sync(host.data(), state, bytes);
             std::memcpy(&host_state, host.data(), sizeof(LoopState));
+            parts::require_finite(host_state.nonfinite != 0, host_state.iterations);
         }
     };
     if constexpr (Tiled) {
@@ -618,10 +625,15 @@ void* state_of(unsigned long long* loop, std::int64_t k) { return loop + k; }
 std::size_t state_bytes(std::int64_t iterations) {
     return sizeof(LoopState) + static_cast<std::size_t>(iterations) * sizeof(float);
 }
+void require_finite(bool nonfinite, int loops) {
+    GPUOPT_REQUIRE(!nonfinite, "kmeans: x must contain only finite values: the centre sums of loop " +
+                                   std::to_string(loops) + " were NaN or inf (found on the device; nothing returned)");
+}
 bool copy_done(const unsigned char* copy, int* iterations) {
     LoopState s;
     std::memcpy(&s, copy, sizeof(LoopState));
     *iterations = s.iterations;
+    require_finite(s.nonfinite != 0, s.iterations);
     return s.done != 0;
 }
 const float* copy_history(const unsigned char* copy) { return reinterpret_cast<const float*>(copy + sizeof(LoopState)); }

@@ -32,6 +32,7 @@ struct LoopState {
     int done;                           // 1 once the loop has stopped
     int iterations;                     // loops run
     unsigned int finished_blocks;       // finish_loop's last-block counter
+    int nonfinite;                      // 1 once a loop's centre sums were not finite: x holds NaN or inf
     unsigned long long changed;         // memberships changed this loop (assign_and_sum adds, finish_loop reads)
 };
 
@@ -75,7 +76,8 @@ __device__ inline bool last_block(LoopState* state) {
 }
 
 // A loop's end, by one thread: Liao's measure (the change count as a float over numObjs as a float) into the history,
-// the loop counted, the counters reset, the stop rule.
+// the loop counted, the counters reset, the stop rule; a loop whose sums were not finite stops the run (the host
+// raises at its read of the state: parts::require_finite).
 __device__ inline void record_loop(LoopState* state, unsigned long long changed, std::int64_t n, float threshold,
                                    int max_iter, float* history) {
     const float delta = static_cast<float>(changed) / static_cast<float>(n);
@@ -83,7 +85,7 @@ __device__ inline void record_loop(LoopState* state, unsigned long long changed,
     state->iterations += 1;
     state->changed = 0;
     state->finished_blocks = 0;
-    if (!(delta > threshold) || state->iterations >= max_iter) state->done = 1;
+    if (!(delta > threshold) || state->iterations >= max_iter || state->nonfinite) state->done = 1;
 }
 
 // Liao's distance with D <= kStageMaxDim: assign_and_sum copies a chunk's x into shared memory (cp.async) before it

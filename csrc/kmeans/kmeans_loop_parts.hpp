@@ -15,8 +15,13 @@ namespace gpuopt::kmeans::parts {
 std::size_t loop_words(std::int64_t k, std::int64_t max_iter);
 std::size_t head_words(std::int64_t k);
 
+// ValueError where a loop's centre sums came out not finite: x holds NaN or inf, found on the device by the loop's
+// close (no pass of its own over x) at the loop `loops` ended with.
+void require_finite(bool nonfinite, int loops);
+
 // Bytes from the LoopState on, with the history of `iterations` loops (one copy reads both); what such a host
-// copy says: whether the loop has stopped, the loops run, and the delta history after the state.
+// copy says: whether the loop has stopped, the loops run, and the delta history after the state (ValueError
+// through require_finite where the sums were not finite).
 void* state_of(unsigned long long* loop, std::int64_t k);
 std::size_t state_bytes(std::int64_t iterations);
 bool copy_done(const unsigned char* copy, int* iterations);

@@ -96,7 +96,10 @@ __global__ void __launch_bounds__(kCloseWarps * 32) close_loop(const double* __r
         if (slot_lane == 0) {
             double count = 0.0;
             for (int r = 0; r < ranks; ++r) count += gathered[r * slot + tail + e / d];
-            if (count > 0.0) centres[e] = static_cast<float>(total / count);
+            if (count > 0.0) {
+                if (!isfinite(total)) state->nonfinite = 1;  // as finish_loop: NaN or inf in some rank's x
+                centres[e] = static_cast<float>(total / count);
+            }
         }
     }
     if (!last_block(state) || threadIdx.x != 0) return;

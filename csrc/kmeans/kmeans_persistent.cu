@@ -43,6 +43,7 @@
 #include "../common/async_copy.cuh"
 #include "kmeans_chunk_pass.cuh"
 #include "kmeans_cuda.hpp"
+#include "kmeans_loop_parts.hpp"
 #include "kmeans_device.cuh"
 
 namespace gpuopt::kmeans {
@@ -367,6 +368,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
         const double* sums = a.group_sums + (iter & 1) * groups * row;
         const int per_round = slab / row;
         // An entry's total accumulates in totals_s[e], owned by one thread (no race, no registers held across rounds).
+        // A flag in shared memory, not a register (the kernel is at its register budget): set below where a
+        // total is not finite; the next write is the next loop's zeroing, many barriers after this loop's read.
+        __shared__ int nonfinite_s;
+        if (threadIdx.x == 0) nonfinite_s = 0;
         for (int e = threadIdx.x; e < row; e += kThreads) totals_s[e] = 0.0;
         for (std::int64_t g0 = 0; g0 < groups; g0 += per_round) {
             const int in_round = static_cast<int>(groups - g0 < per_round ? groups - g0 : per_round);
@@ -383,13 +388,18 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
         }
         for (int e = threadIdx.x; e < kd; e += kThreads) {
             const double count = totals_s[kd + e / d];
-            if (count > 0) centres_s[e] = static_cast<float>(totals_s[e] / count);
+            if (count > 0) {
+                // NaN or inf in x: every point is some cluster's member, so its sums show it.
+                if (!isfinite(totals_s[e])) nonfinite_s = 1;
+                centres_s[e] = static_cast<float>(totals_s[e] / count);
+            }
         }
         // Liao's measure: the change count as a float over numObjs as a float (the count is an exact integer).
         const float delta = static_cast<float>(totals_s[kd + k]) / static_cast<float>(n);
         if (blockIdx.x == 0 && threadIdx.x == 0) a.delta_history[iter] = delta;
         __syncthreads();  // the new centres before the next loop's distances; totals_s read before it is rewritten
-        if (!(delta > a.threshold) || iter + 1 >= a.max_iter) {
+        // Every block sees the same totals, so every block stops at the same loop.
+        if (!(delta > a.threshold) || iter + 1 >= a.max_iter || nonfinite_s) {
             // centres may alias init: every block read init before its first arrival, which block 0 has waited for.
             // The history and the loop count go to the result (mapped pinned host memory: no copy back; or device
             // memory the caller reads later), the count last, each thread's writes made visible to the host before
@@ -400,7 +410,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
                 for (int i = threadIdx.x; i <= iter; i += kThreads) history[i] = a.delta_history[i];
                 __threadfence_system();
                 __syncthreads();
-                if (threadIdx.x == 0) a.result[0] = iter + 1;
+                if (threadIdx.x == 0) a.result[0] = nonfinite_s ? -(iter + 1) : iter + 1;  // negative: not finite
             }
             break;
         }
@@ -675,11 +685,12 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
         GPUOPT_CUDA_CHECK(cudaEventRecord(st->done, stream));
         GPUOPT_CUDA_CHECK(cudaEventSynchronize(st->done));
         const int* host = st->host_result;
+        st->in_doubt = false;  // the run ended (its counters are reset): a non-finite x is the caller's error
+        parts::require_finite(host[0] < 0, -host[0]);
         GPUOPT_REQUIRE(host[0] >= 1 && host[0] <= max_iter, "kmeans device_persistent: the run wrote no loop count");
         const auto* history = reinterpret_cast<const float*>(host + 1);
         stats.iterations = host[0];
         stats.delta.assign(history, history + host[0]);
-        st->in_doubt = false;
         return stats;
     }
     // Fallback: one copy of the loop count and the first loops' history; a second only for a longer history.
@@ -687,9 +698,10 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
     int host[1 + kFirst];
     const std::int64_t first = std::min<std::int64_t>(max_iter, kFirst);
     copy_to_host_sync(host, result, (1 + first) * sizeof(int));
+    st->in_doubt = false;
+    parts::require_finite(host[0] < 0, -host[0]);
     GPUOPT_REQUIRE(host[0] >= 1 && host[0] <= max_iter, "kmeans device_persistent: the run wrote no loop count");
     stats.iterations = host[0];
-    st->in_doubt = false;
     stats.delta.resize(static_cast<std::size_t>(stats.iterations));
     std::memcpy(stats.delta.data(), host + 1, std::min<std::int64_t>(stats.iterations, first) * sizeof(float));
     if (stats.iterations > first)

@@ -151,6 +151,33 @@ def test_a_failing_rank_fails_every_rank(blobs):
     assert all(isinstance(outs[r], CollectiveError) and "rank 1 failed" in str(outs[r]) for r in (0, 2))
 
 
+@pytest.mark.parametrize("variant", ["device", "device_tiled"])
+def test_a_non_finite_device_point_fails_every_rank_alike(blobs, variant):
+    # Found by the close of every rank from the gathered sums: the same ValueError on every rank, at the same loop.
+    bad = blobs.copy()
+    bad[G + 7, 2] = np.inf  # rank 1's shard, on the device (not checked on the host)
+    outs = run_ranks(bad, 6, shard_bounds(len(bad), 3), variant=variant, shard=gpuopt.to_device, timeout=30)
+    assert all(isinstance(o, ValueError) and "only finite values" in str(o) for o in outs), outs
+
+
+def test_a_rank_out_of_memory_fails_every_rank(blobs, monkeypatch):
+    # Rank 1's allocations fail (as a GPU out of memory does, in prepare): the others raise at the ready
+    # all-gather, before any loop's exchange, naming it; nothing is returned anywhere.
+    from gpuopt.distributed import kmeans_device
+
+    real = kmeans_device.prepare
+
+    def prepare(comm, *args, **kw):
+        if comm.rank == 1:
+            raise MemoryError("out of memory: the loop's buffers on rank 1's GPU")
+        return real(comm, *args, **kw)
+
+    monkeypatch.setattr(kmeans_device, "prepare", prepare)
+    outs = run_ranks(blobs, 6, shard_bounds(len(blobs), 3), variant="device_tiled", timeout=30)
+    assert isinstance(outs[1], MemoryError)
+    assert all(isinstance(outs[r], CollectiveError) and "rank 1 failed: MemoryError" in str(outs[r]) for r in (0, 2))
+
+
 def test_past_a_loops_limits_a_clear_error(blobs):
     outs = run_ranks(blobs, 300, shard_bounds(len(blobs), 2), variant="device", timeout=30)
     assert all(isinstance(o, (ValueError, CollectiveError)) for o in outs)
