@@ -25,6 +25,7 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -407,10 +408,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
             if (blockIdx.x == 0) {
                 for (int i = threadIdx.x; i < kd; i += kThreads) a.centres[i] = centres_s[i];
                 float* history = reinterpret_cast<float*>(a.result + 1);
-                for (int i = threadIdx.x; i <= iter; i += kThreads) history[i] = a.delta_history[i];
+                // A stop on sums that were not finite: the last loop's delta NaN (a delta is never NaN otherwise; a
+                // negative count would read like the test pool's poison, an unwritten record).
+                for (int i = threadIdx.x; i <= iter; i += kThreads)
+                    history[i] = i == iter && nonfinite_s ? __int_as_float(0x7fc00000) : a.delta_history[i];
                 __threadfence_system();
                 __syncthreads();
-                if (threadIdx.x == 0) a.result[0] = nonfinite_s ? -(iter + 1) : iter + 1;  // negative: not finite
+                if (threadIdx.x == 0) a.result[0] = iter + 1;
             }
             break;
         }
@@ -686,9 +690,9 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
         GPUOPT_CUDA_CHECK(cudaEventSynchronize(st->done));
         const int* host = st->host_result;
         st->in_doubt = false;  // the run ended (its counters are reset): a non-finite x is the caller's error
-        parts::require_finite(host[0] < 0, -host[0]);
         GPUOPT_REQUIRE(host[0] >= 1 && host[0] <= max_iter, "kmeans device_persistent: the run wrote no loop count");
         const auto* history = reinterpret_cast<const float*>(host + 1);
+        parts::require_finite(std::isnan(history[host[0] - 1]), host[0]);
         stats.iterations = host[0];
         stats.delta.assign(history, history + host[0]);
         return stats;
@@ -699,13 +703,13 @@ KMeansStats kmeans_device_persistent(const float* x_dev, std::int64_t n, std::in
     const std::int64_t first = std::min<std::int64_t>(max_iter, kFirst);
     copy_to_host_sync(host, result, (1 + first) * sizeof(int));
     st->in_doubt = false;
-    parts::require_finite(host[0] < 0, -host[0]);
     GPUOPT_REQUIRE(host[0] >= 1 && host[0] <= max_iter, "kmeans device_persistent: the run wrote no loop count");
     stats.iterations = host[0];
     stats.delta.resize(static_cast<std::size_t>(stats.iterations));
     std::memcpy(stats.delta.data(), host + 1, std::min<std::int64_t>(stats.iterations, first) * sizeof(float));
     if (stats.iterations > first)
         copy_to_host_sync(stats.delta.data() + first, result + 1 + first, (stats.iterations - first) * sizeof(float));
+    parts::require_finite(std::isnan(stats.delta.back()), stats.iterations);
     return stats;
 }
 

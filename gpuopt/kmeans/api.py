@@ -64,13 +64,13 @@ class KMeansResult:
         loop, threshold = self._pending
         info = loop.numpy()  # waits for the loop on its stream
         iterations = int(info[0])
-        if iterations < 0:  # kmeans_persistent.cu: the loop -iterations stopped on centre sums that were not finite
-            self._pending = None
-            raise ValueError(f"kmeans: x must contain only finite values: the centre sums of loop {-iterations} "
-                             f"were NaN or inf (found on the device)")
         if not 1 <= iterations < info.size:
             raise RuntimeError(f"kmeans: the device loop reported {iterations} loops (expected 1..{info.size - 1})")
         delta = info[1:1 + iterations].view(np.float32).copy()
+        if np.isnan(delta[-1]):  # kmeans_persistent.cu: the last loop's centre sums were not finite
+            self._pending = None
+            raise ValueError(f"kmeans: x must contain only finite values: the centre sums of loop {iterations} "
+                             f"were NaN or inf (found on the device)")
         self._iterations, self._delta = iterations, delta
         self._converged = bool(delta[-1] <= np.float32(threshold))
         self._pending = None
@@ -162,7 +162,7 @@ def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, seed: int = 0, var
         unknown variant or parameter. A NumPy x is checked on the host; a device x by the loop-on-the-GPU
         variants, on the device, at no pass of their own: a NaN or inf point makes its cluster's centre sums
         non-finite, the loop's close sees it and stops the run, and the call raises at its stop-flag read
-        (``device_persistent`` on device arrays: when the result's loop count is read; a one-loop call on device
+        (``device_persistent`` on device arrays: when the result's loop count or history is read; a one-loop call on device
         arrays reads nothing back, so there it shows only as non-finite centres).
     """
     return _OP(variant, timing, params, x, k, threshold, max_iter, init, seed, stream=stream)

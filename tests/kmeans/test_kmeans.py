@@ -194,9 +194,11 @@ def test_a_deferred_record_the_run_did_not_write_raises(count):
 
 
 def test_a_deferred_record_of_non_finite_sums_raises_value_error():
-    # kmeans_persistent.cu writes -(loop) where that loop's centre sums were not finite (NaN or inf in x).
+    # kmeans_persistent.cu writes the last loop's delta as NaN where its centre sums were not finite (NaN or inf in
+    # x); an unwritten record (the test pool's poison, -1 as int32) stays a RuntimeError (above).
     from gpuopt.kmeans.api import KMeansResult
 
-    res = KMeansResult._deferred(None, None, _Record([-3, 0, 0, 0, 0, 0]), 0.0)
+    history = np.array([1.0, 0.5, np.nan], np.float32).view(np.int32)
+    res = KMeansResult._deferred(None, None, _Record(np.concatenate([[3], history, [0, 0]])), 0.0)
     with pytest.raises(ValueError, match="only finite values: the centre sums of loop 3"):
         res.iterations
