@@ -175,16 +175,6 @@ __device__ inline std::int32_t nearest(const float* __restrict__ o, const float*
     return best;
 }
 
-// The dot form's bound: the two nearest centres by g(c) = ||c||^2 - 2 x.c (float32 fused multiply-adds) are
-// Liao's two nearest, in that order, when g's gap exceeds every rounding that could reorder them. Per centre,
-// |g - exact| <= 2 gamma_{D+1} B^2 (||c||^2 then D FMAs; Cauchy-Schwarz) and Liao's distance is within
-// gamma_{D+2} B^2 of ||x - c||^2, with B = ||x|| + max ||c||; for a pair that is (6D + 8) u B^2, u = 2^-24.
-// 8(D + 4) u B^2 covers it with the rounding of the gap and of B itself; 2^-126 per term covers underflow
-// (flushed or not). 4B^2 is formed first: it overflows (an infinite bound: Liao's way) before any g or Liao
-// distance (each at most B^2) can, so no infinity in g ever decides.
-// The dot form's centre norms, by the whole block: norms[c] = ||c||^2 for c < k and +inf for the pad entries
-// up to `count` (never the nearest), then, after a barrier, max ||c|| rounded up into *cmax by warp 0 (the
-// rounding bound's scale; visible to all after the caller's next barrier).
 // ||v||^2 as one fmaf chain in coordinate order: a centre's norm in the dot form (every kernel that forms g starts
 // from this value) and a point's in its gap bound.
 __device__ __forceinline__ float squared_norm(const float* __restrict__ v, int d) {
@@ -193,6 +183,9 @@ __device__ __forceinline__ float squared_norm(const float* __restrict__ v, int d
     return s;
 }
 
+// The dot form's centre norms, by the whole block: norms[c] = ||c||^2 for c < k and +inf for the pad entries
+// up to `count` (never the nearest), then, after a barrier, max ||c|| rounded up into *cmax by warp 0 (the
+// rounding bound's scale; visible to all after the caller's next barrier).
 __device__ inline void centre_norms(const float* __restrict__ centres, int k, int d, int count, float* norms,
                                     float* cmax) {
     for (int c = threadIdx.x; c < count; c += blockDim.x)
@@ -213,6 +206,13 @@ __device__ __forceinline__ void merge_best(float& b, int& i, float& s, float b2,
     else s = fminf(s, b2);
 }
 
+// The dot form's bound: the two nearest centres by g(c) = ||c||^2 - 2 x.c (float32 fused multiply-adds) are
+// Liao's two nearest, in that order, when g's gap exceeds every rounding that could reorder them. Per centre,
+// |g - exact| <= 2 gamma_{D+1} B^2 (||c||^2 then D FMAs; Cauchy-Schwarz) and Liao's distance is within
+// gamma_{D+2} B^2 of ||x - c||^2, with B = ||x|| + max ||c||; for a pair that is (6D + 8) u B^2, u = 2^-24.
+// 8(D + 4) u B^2 covers it with the rounding of the gap and of B itself; 2^-126 per term covers underflow
+// (flushed or not). 4B^2 is formed first: it overflows (an infinite bound: Liao's way) before any g or Liao
+// distance (each at most B^2) can, so no infinity in g ever decides.
 __device__ inline float dot_bound(int d, float b) {
     const float b4 = (2.f * b) * (2.f * b);
     return 2.f * static_cast<float>(d + 4) * (5.9604645e-08f * b4 + 4.7019774e-38f);

@@ -63,7 +63,7 @@ def shard_bounds(n: int, size: int) -> list[tuple[int, int]]:
 def _shard(x_local: Any, device_ok: bool = False) -> np.ndarray | DeviceArray:
     """x_local as a C-contiguous float32 (n_local, D) NumPy array, or (``device_ok``) a DeviceArray view of a
     device array; n_local may be 0 (a rank that owns no rows). Host values are checked finite here; device ones
-    are not read on the host (as gpuopt.kmeans' device path)."""
+    by the loop's close on the device (kmeans_multi.cu)."""
     if type(x_local) is not DeviceArray and isinstance(x_local, np.ndarray) and x_local.ndim == 2 \
             and x_local.shape[0] == 0 and x_local.shape[1] > 0:
         if x_local.dtype.kind != "f":
@@ -254,8 +254,9 @@ def kmeans(x_local: Any, k: int, *, threshold: float = 0.001, max_iter: int = 50
     x_local : array_like float (n_local, D)
         This rank's rows of the data, rows [row_offset, row_offset + n_local); shape (0, D) for a rank that owns
         none (it still takes part). NumPy, a gpuopt DeviceArray, or any device array (``__cuda_array_interface__``
-        or DLPack: a torch tensor, a CuPy array), used in place. Host values are checked finite; device values are
-        not read on the host (non-finite points there give undefined memberships, as gpuopt.kmeans' device path).
+        or DLPack: a torch tensor, a CuPy array), used in place. Host values are checked finite on the host; device
+        values by every rank's loop on the device (a NaN or inf point makes its cluster's sums non-finite: every
+        rank raises the same ValueError at the same loop, as gpuopt.kmeans' device loops).
     k, threshold, max_iter : as :func:`gpuopt.kmeans`, the same on every rank.
     init : None, "first" or array_like float (k, D)
         Initial centres: the first k rows of the whole data (Liao's; gathered from the ranks that hold them), or
