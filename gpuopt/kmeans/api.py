@@ -162,8 +162,8 @@ def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, seed: int = 0, var
         unknown variant or parameter. A NumPy x is checked on the host; a device x by the loop-on-the-GPU
         variants, on the device, at no pass of their own: a NaN or inf point makes its cluster's centre sums
         non-finite, the loop's close sees it and stops the run, and the call raises at its stop-flag read
-        (``device_persistent`` on device arrays: when the result's loop count or history is read; a one-loop call on device
-        arrays reads nothing back, so there it shows only as non-finite centres).
+        (``device_persistent`` on device arrays: when the result's loop count or history is read; a one-loop
+        call on device arrays reads nothing back, so there it shows only as non-finite centres).
     """
     return _OP(variant, timing, params, x, k, threshold, max_iter, init, seed, stream=stream)
 

@@ -20,13 +20,13 @@ register("kmeans", "device_tiled", description="device_gemm with its two halves 
          "register-tiled SGEMM (256 points x all k centres a block, a 4 x 8 points x centres tile a thread, float4 "
          "shared-memory loads) with a row-argmin epilogue (Liao's distance for the candidates where the form's "
          "rounding bound cannot separate the two nearest, such points queued and run a tile's worth at once: Liao's "
-         "memberships), then the chunk sums from a stable sort "
-         "of each chunk's memberships (work by members, not k*D per leaf); finish as device; any k*D (past 4096 "
-         "centre coordinates the centres are streamed through shared memory in blocks; D > 64 with FFMA products, "
-         "any D past 128: a tiled SGEMM whose K loop runs over D, 128 points x 128 centres a block, its near ties "
-         "through Liao's path a warp a point), k <= 8192; the screen's products in FP32 FMAs or on the tensor cores in 3xTF32 (a warp 32 "
-         "points x 32 centres of m16n8k8 mma.sync, with its own rounding bound for the near-tie test); the same bits as "
-         "device_gemm and cpu(summation='chunked')",
+         "memberships), then the chunk sums from a stable sort of each chunk's memberships (work by members, not "
+         "k*D per leaf); finish as device; any k*D (past 4096 centre coordinates the centres are streamed through "
+         "shared memory in blocks; D > 64 with FFMA products, any D past 128: a tiled SGEMM whose K loop runs over "
+         "D, 128 points x 128 centres a block, its near ties through Liao's path a warp a point), k <= 8192; the "
+         "screen's products in FP32 FMAs or on the tensor cores in 3xTF32 (a warp 32 points x 32 centres of "
+         "m16n8k8 mma.sync, with its own rounding bound for the near-tie test); the same bits as device_gemm and "
+         "cpu(summation='chunked')",
          params=(loops_per_sync("device_tiled"), blocks("device_tiled"),
                  Param.from_kernels("kmeans/device_tiled/products",
                        "the screen's dot products: 'tf32x3' on the tensor cores (split operands, three mma products), "

@@ -1,9 +1,10 @@
-"""``device_tiled``'s deep path, past D = 128 and for 64 < D <= 128 with FFMA products (csrc/kmeans/kmeans_tiled_deep.cu): the dot form as a tiled SGEMM whose K loop runs
-over D (128 points x 128 centres a block, 32 coordinates a step), the near ties through Liao's path a warp a point,
-held to the bits of ``cpu(summation="chunked")``: D just past a step and far past it, k around the 128-centre tile,
-ragged N, exact ties (integer grids, duplicates), near-tie-heavy data (most points through the queue), an empty
-cluster, rows off 16-byte alignment, device arrays, and the same bits for any grid. Every device allocation is
-poisoned (NaN) first (conftest)."""
+"""``device_tiled``'s deep path, past D = 128 and for 64 < D <= 128 with FFMA products
+(csrc/kmeans/kmeans_tiled_deep.cu): the dot form as a tiled SGEMM whose K loop runs over D (128 points x 128
+centres a block, 32 coordinates a step), the near ties through Liao's path a warp a point, held to the bits of
+``cpu(summation="chunked")``: D just past a step and far past it, k around the 128-centre tile, ragged N, exact
+ties (integer grids, duplicates), near-tie-heavy data (most points through the queue), an empty cluster, rows off
+16-byte alignment, device arrays, and the same bits for any grid. Every device allocation is poisoned (NaN) first
+(conftest)."""
 
 import numpy as np
 import pytest
