@@ -387,6 +387,14 @@ PYBIND11_MODULE(_core, m) {
     m.def("kmeans", &kmeans_py, py::arg("x").noconvert(), py::arg("init").noconvert(), py::arg("threshold"),
           py::arg("max_iter"), py::arg("summation") = kmeans::kSummations.default_name(), nogil_doc);
     m.def("kmeans_predict", &kmeans_predict_py, py::arg("x").noconvert(), py::arg("centroids").noconvert(), nogil_doc);
+    m.def("kmeans_slot_layout",
+          [](const std::vector<std::int64_t>& rows, std::int64_t k, std::int64_t d) {
+              GPUOPT_REQUIRE(k >= 1 && d >= 1, "kmeans_slot_layout: k and d must be >= 1");
+              const kmeans::SlotLayout s = kmeans::slot_layout(rows, k, d);
+              return py::make_tuple(s.tail, s.size);
+          },
+          py::arg("rows"), py::arg("k"), py::arg("d"),
+          "gpuopt.distributed.kmeans' slot of the exchange for ranks of `rows` rows: (tail, size) in float64.");
     m.def("kmeans_group_sums", &kmeans_group_sums_py, py::arg("x").noconvert(), py::arg("membership").noconvert(),
           py::arg("k"), nogil_doc);
     m.def("sparse_conv", &sparse_conv_py, py::arg("x").noconvert(), py::arg("w").noconvert(), nogil_doc);

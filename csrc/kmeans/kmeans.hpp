@@ -2,6 +2,7 @@
 // variant can be held to identical memberships and iteration counts.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -95,5 +96,18 @@ void update_centroids(const float* x, const std::int32_t* membership, std::int64
 // membership values must be in 0..k-1 (checked).
 void chunked_group_sums(const float* x, const std::int32_t* membership, std::int64_t n, std::int64_t d,
                         std::int64_t k, double* sums, std::int64_t* counts, CentreScratch& scratch);
+
+// gpuopt.distributed.kmeans: a rank's slot of the exchange, float64, the same on the CPU and the GPU: the group sums
+// [groups_max][k][d] (groups_max: the most groups, ceil(rows / kSumGroup), any rank holds), then at `tail` the k
+// member counts and the change count (integers, exact below 2^53), padded to an even size (16-byte rows).
+struct SlotLayout {
+    std::int64_t tail = 0, size = 0;
+};
+inline SlotLayout slot_layout(const std::vector<std::int64_t>& rows, std::int64_t k, std::int64_t d) {
+    std::int64_t groups_max = 0;
+    for (std::int64_t r : rows) groups_max = std::max(groups_max, (r + kSumGroup - 1) / kSumGroup);
+    const std::int64_t tail = groups_max * k * d, size = tail + k + 1;
+    return {tail, size + (size & 1)};
+}
 
 }  // namespace gpuopt::kmeans

@@ -191,8 +191,7 @@ struct RankConfig {
     std::int64_t stream_rows = 0;
 };
 
-// Doubles of one rank's slot of the exchange: [groups_max][k*d] group sums, [k] counts, 1 change count, padded to
-// an even count (16-byte rows). groups_max: the most groups any rank holds.
+// Doubles of one rank's slot of the exchange (kmeans.hpp's slot_layout).
 std::int64_t slot_doubles(const Layout& layout, std::int64_t d, std::int64_t k);
 
 // ValueError-style failures for what this rank cannot run (its loop's limits, the layout), before any allocation.

@@ -104,10 +104,7 @@ __device__ inline void finish_in_block(std::int64_t n, int d, int k, std::int64_
     for (int q = 0; q < kCoordsPerThread<false>; ++q) {
         const int e = threadIdx.x + q * kThreads;
         const unsigned long long count = q == 0 ? count0 : (e < kd ? vcounts[e / d] : 0);
-        if (count > 0) {
-            if (!isfinite(total[q])) state->nonfinite = 1;  // as finish_loop
-            centres[e] = static_cast<float>(total[q] / static_cast<double>(count));
-        }
+        if (count > 0) centres[e] = close_mean(total[q], static_cast<double>(count), &state->nonfinite);
     }
     __syncthreads();  // every count read (and used) before it is zeroed; the nonfinite flag set
     for (int c = threadIdx.x; c < k; c += kThreads) counts[c] = 0;
@@ -338,18 +335,10 @@ __global__ void __launch_bounds__(kFinishWarps * 32) finish_loop(std::int64_t n,
         if constexpr (Streamed) total = running[e];  // +0.0 before a loop's first slab: 0.0 + x == x
         const std::int64_t groups = (chunks + kGroup - 1) / kGroup;
         for (std::int64_t g0 = 0; g0 < groups; g0 += kSlots) {
-            double group_sum = 0.0;
+            double gsum = 0.0;  // group g's
             const std::int64_t g = g0 + slot;
             if constexpr (Coords == 1) {
-                if (g < groups) {  // 32 loads, then the in-order adds (+0.0 past the last chunk: no change); ptxas
-                                   // issues each load about one add ahead: many warps hide it
-                    double part[kGroup];
-#pragma unroll
-                    for (int u = 0; u < kGroup; ++u)
-                        part[u] = g * kGroup + u < chunks ? chunk_sums[(g * kGroup + u) * kd + e] : 0.0;
-#pragma unroll
-                    for (int u = 0; u < kGroup; ++u) group_sum += part[u];
-                }
+                if (g < groups) gsum = group_sum(chunk_sums, g, chunks, kd, e);
             } else if (g < groups) {
                 // The group's chunk sums through shared memory by cp.async, 16 in flight a lane (as registers, ptxas
                 // issues each load one add before its use: a round trip an add). Past the last chunk: zero-filled.
@@ -366,21 +355,18 @@ __global__ void __launch_bounds__(kFinishWarps * 32) finish_loop(std::int64_t n,
                     dev::cp_async_commit();
                     dev::cp_async_wait<0>();  // this lane's own copies: no other lane reads them
 #pragma unroll
-                    for (int u = 0; u < kGroup / 2; ++u) group_sum += mine[u * 32];
+                    for (int u = 0; u < kGroup / 2; ++u) gsum += mine[u * 32];
                 }
             }
             const int in_round = groups - g0 < kSlots ? static_cast<int>(groups - g0) : kSlots;
-            for (int r = 0; r < in_round; ++r) total += __shfl_sync(0xffffffffu, group_sum, r * Coords + sub);
+            for (int r = 0; r < in_round; ++r) total += __shfl_sync(0xffffffffu, gsum, r * Coords + sub);
         }
         if constexpr (Streamed)
             if (slot == 0) running[e] = close ? 0.0 : total;  // every lane read it before the shuffles above
         if (close) {
             const int c = e / d;
             const unsigned long long count = counts[c];
-            if (slot == 0 && count > 0) {
-                if (!isfinite(total)) state->nonfinite = 1;  // NaN or inf in x: every point is some cluster's member
-                centres[e] = static_cast<float>(total / static_cast<double>(count));
-            }
+            if (slot == 0 && count > 0) centres[e] = close_mean(total, static_cast<double>(count), &state->nonfinite);
         }
     }
     // The last block to get here closes the loop.

@@ -75,6 +75,31 @@ __device__ inline bool last_block(LoopState* state) {
     return last;
 }
 
+// finish_loop's first level for one (cluster, coordinate) entry e: group g's sum = 0.0 + its chunks' sums in chunk
+// order (chunk rows kd doubles apart; +0.0 past the last chunk, which leaves a sum that starts at +0.0 unchanged).
+// The 32 loads are issued before the adds (ptxas issues each about one add ahead: many warps hide it).
+__device__ __forceinline__ double group_sum(const double* __restrict__ chunk_sums, std::int64_t g, std::int64_t chunks,
+                                           int kd, int e) {
+    double part[kGroup];
+#pragma unroll
+    for (int u = 0; u < kGroup; ++u) {
+        const std::int64_t q = g * kGroup + u;
+        part[u] = q < chunks ? chunk_sums[q * kd + e] : 0.0;
+    }
+    double sum = 0.0;
+#pragma unroll
+    for (int u = 0; u < kGroup; ++u) sum += part[u];
+    return sum;
+}
+
+// A centre coordinate's new value from its total and member count (count > 0): the mean rounded once, float(total /
+// count). A total that is not finite means NaN or inf in x (every point is some cluster's member, so its sums show
+// it): *nonfinite is set (a plain store of 1 by any thread; the loop's close stops the run on it).
+__device__ __forceinline__ float close_mean(double total, double count, int* nonfinite) {
+    if (!isfinite(total)) *nonfinite = 1;
+    return static_cast<float>(total / count);
+}
+
 // A loop's end, by one thread: Liao's measure (the change count as a float over numObjs as a float) into the history,
 // the loop counted, the counters reset, the stop rule; a loop whose sums were not finite stops the run (the host
 // raises at its read of the state: parts::require_finite).

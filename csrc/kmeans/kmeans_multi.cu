@@ -23,11 +23,10 @@ constexpr int kSumThreads = 256;   // group_sums: an entry (cluster, coordinate)
 constexpr int kCloseWarps = 8;     // close_loop: a warp for 4 entries (1 where k*d is odd)
 constexpr int kCloseRounds = 4;    // close_loop: rounds of 32 / Coords groups loaded before their adds
 
-// finish_loop's first level for `groups` groups (a shard's, or a slab's of it): group g's entry e = 0.0 + its
-// chunks' sums in chunk order (a group past the last chunk adds nothing: finish_loop adds +0.0 there, which leaves a
-// sum that starts at +0.0 unchanged), written to out[g][e]. Thread (e, g); the chunk rows are read along e, 256
-// bytes a warp. Where `tail` is given (the shard's last groups), block (0, 0) also moves the member counts and the
-// change count there and zeroes them for the next loop (integers, exact as doubles below 2^53).
+// finish_loop's first level (group_sum) for `groups` groups (a shard's, or a slab's of it), written to out[g][e].
+// Thread (e, g); the chunk rows are read along e, 256 bytes a warp. Where `tail` is given (the shard's last
+// groups), block (0, 0) also moves the member counts and the change count there and zeroes them for the next loop
+// (integers, exact as doubles below 2^53).
 __global__ void __launch_bounds__(kSumThreads) group_sums(const double* __restrict__ chunk_sums, std::int64_t chunks,
                                                           int kd, int k, std::int64_t groups,
                                                           unsigned long long* __restrict__ counts,
@@ -46,17 +45,8 @@ __global__ void __launch_bounds__(kSumThreads) group_sums(const double* __restri
     }
     const int e = blockIdx.x * kSumThreads + threadIdx.x;
     if (e >= kd) return;
-    for (std::int64_t g = blockIdx.y; g < groups; g += gridDim.y) {
-        const std::int64_t first = g * kGroup, in_group = chunks - first < kGroup ? chunks - first : kGroup;
-        double part[kGroup];
-#pragma unroll
-        for (int u = 0; u < kGroup; ++u) part[u] = u < in_group ? chunk_sums[(first + u) * kd + e] : 0.0;
-        double sum = 0.0;
-#pragma unroll
-        for (int u = 0; u < kGroup; ++u)
-            if (u < in_group) sum += part[u];
-        out[g * kd + e] = sum;
-    }
+    for (std::int64_t g = blockIdx.y; g < groups; g += gridDim.y)
+        out[g * kd + e] = group_sum(chunk_sums, g, chunks, kd, e);
 }
 
 // finish_loop's second level over every rank's slot: entry e's total = 0.0 + the group sums in global group order
@@ -96,10 +86,7 @@ __global__ void __launch_bounds__(kCloseWarps * 32) close_loop(const double* __r
         if (slot_lane == 0) {
             double count = 0.0;
             for (int r = 0; r < ranks; ++r) count += gathered[r * slot + tail + e / d];
-            if (count > 0.0) {
-                if (!isfinite(total)) state->nonfinite = 1;  // as finish_loop: NaN or inf in some rank's x
-                centres[e] = static_cast<float>(total / count);
-            }
+            if (count > 0.0) centres[e] = close_mean(total, count, &state->nonfinite);
         }
     }
     if (!last_block(state) || threadIdx.x != 0) return;
@@ -119,10 +106,7 @@ std::int64_t total_rows(const Layout& layout) {
 }  // namespace
 
 std::int64_t slot_doubles(const Layout& layout, std::int64_t d, std::int64_t k) {
-    std::int64_t most = 0;
-    for (std::int64_t rows : layout.rows) most = std::max(most, groups_of(rows));
-    const std::int64_t s = most * k * d + k + 1;
-    return s + (s & 1);
+    return slot_layout(layout.rows, k, d).size;
 }
 
 void check(const Layout& layout, int rank, std::int64_t d, std::int64_t k, std::int64_t max_iter,
@@ -206,11 +190,10 @@ Rank::Rank(const float* x, const Layout& layout, int rank, std::int64_t d, std::
     m.cfg = cfg, m.centres = centres, m.membership = membership;
     m.chunks = (m.n + kChunk - 1) / kChunk;
     m.groups = groups_of(m.n);
-    slot_ = multi::slot_doubles(layout, d, k);
+    const SlotLayout slots = slot_layout(layout.rows, k, d);
+    slot_ = slots.size;
+    m.tail = slots.tail;
     const std::int64_t kd = k * d;
-    std::int64_t groups_max = 0;
-    for (std::int64_t rows : layout.rows) groups_max = std::max(groups_max, groups_of(rows));
-    m.tail = groups_max * kd;
     m.ranks = static_cast<int>(layout.rows.size());
     for (int r : layout.order)
         for (std::int64_t g = 0; g < groups_of(layout.rows[static_cast<std::size_t>(r)]); ++g)

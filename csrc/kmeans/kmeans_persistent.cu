@@ -389,11 +389,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<D, Resident>) persistent_
         }
         for (int e = threadIdx.x; e < kd; e += kThreads) {
             const double count = totals_s[kd + e / d];
-            if (count > 0) {
-                // NaN or inf in x: every point is some cluster's member, so its sums show it.
-                if (!isfinite(totals_s[e])) nonfinite_s = 1;
-                centres_s[e] = static_cast<float>(totals_s[e] / count);
-            }
+            if (count > 0) centres_s[e] = close_mean(totals_s[e], count, &nonfinite_s);
         }
         // Liao's measure: the change count as a float over numObjs as a float (the count is an exact integer).
         const float delta = static_cast<float>(totals_s[kd + k]) / static_cast<float>(n);

@@ -203,12 +203,9 @@ def _initial_centres(comm: Communicator, a: _Local, lay: _Layout) -> np.ndarray:
 
 def slot_layout(rows: list[int], k: int, d: int) -> tuple[int, int]:
     """(tail, size): a rank's slot of the exchange is ``size`` float64, its group sums [groups_max][k*D] first,
-    then at ``tail`` the k member counts and the change count, padded to an even size (kmeans_multi.cu's
-    slot_doubles: the same layout on the CPU and the GPU)."""
-    g = sum_group()
-    tail = max(-(-r // g) for r in rows) * k * d
-    size = tail + k + 1
-    return tail, size + (size & 1)
+    then at ``tail`` the k member counts and the change count, padded to an even size (csrc/kmeans/kmeans.hpp's
+    slot_layout: the one definition, the CPU's and the GPU's)."""
+    return tuple(_core.kmeans_slot_layout([int(r) for r in rows], k, d))
 
 
 def _cpu_slot(x: np.ndarray, membership: np.ndarray, changed: int, k: int, rows: list[int]) -> np.ndarray:

@@ -159,6 +159,7 @@ def test_a_rank_failing_in_the_loop_fails_every_rank(shards, monkeypatch):
 
     class Core:
         kmeans_predict = staticmethod(real.kmeans_predict)
+        kmeans_slot_layout = staticmethod(real.kmeans_slot_layout)
 
         @staticmethod
         def kmeans_group_sums(x, membership, k):
