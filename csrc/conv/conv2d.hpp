@@ -15,8 +15,8 @@ struct Conv2dShape {
     std::int64_t stride_h = 1, stride_w = 1;  // u, v in the CS6235 report
     std::int64_t pad_h = 0, pad_w = 0;
     // Tap (r, s) reads input row p*u - ph + r*dilation_h (columns likewise); groups: the channels split into groups
-    // of C / groups, output map k reading group k / (K / groups) only. Only the CPU reference takes values other
-    // than 1 so far; the GPU launchers are reached with 1 (gpuopt/conv/problem.py rejects the rest before them).
+    // of C / groups, output map k reading group k / (K / groups) only. Only the CPU reference and cuDNN take values
+    // other than 1 so far; the other launchers are reached with 1 (gpuopt/conv/problem.py rejects the rest first).
     std::int64_t dilation_h = 1, dilation_w = 1;
     std::int64_t groups = 1;
 

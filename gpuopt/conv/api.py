@@ -34,8 +34,8 @@ def conv2d(x, w, *, stride=1, padding=0, bias=None, activation=None, variant: st
         Spacing between filter taps on the input, >= 1 (a dilated filter spans (R - 1)*dh + 1 rows).
     groups : int
         Channel groups, dividing C and K: map k reads only its group's C / groups channels (groups = C:
-        depthwise). Variants other than ``cpu`` take groups=1 and dilation=1 only so far (ValueError naming the
-        variant); ``variant=None`` runs ``cpu`` for the others.
+        depthwise). Only ``cpu``, ``cudnn`` and ``auto`` (which runs cuDNN for them) take groups or dilation so
+        far (the others: ValueError naming the variant); ``variant=None`` runs cuDNN on a GPU.
     bias : array_like, float, shape (K,), optional
         Added to every output of map k before the activation.
     activation : None, "relu" or "tanh"
@@ -111,10 +111,10 @@ _TINY_VARIANT = "implicit_gemm"
 def default_for(p: Conv2dProblem) -> str:
     """The variant ``conv2d(..., variant=None)`` runs for this problem: the registry's default
     (:func:`gpuopt.registry.default_variant`), except cuDNN on tiny problems (:data:`TINY_MACS`), and the first of
-    :data:`~gpuopt.conv.problem.GROUPED_DILATED` for groups or dilation."""
-    if not p.plain:
-        return GROUPED_DILATED[0]
+    :data:`~gpuopt.conv.problem.GROUPED_DILATED` for groups or dilation: cuDNN on a GPU, else the CPU."""
     name = default_variant("conv2d")
+    if not p.plain:
+        return name if name in GROUPED_DILATED else "cudnn" if "cudnn" in variants("conv2d") else "cpu"
     if name != "cudnn" or _TINY_VARIANT not in variants("conv2d"):
         return name
     n, c, _, _, k, r, s = p.dims[:7]

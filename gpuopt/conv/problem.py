@@ -19,9 +19,9 @@ from .._validate import Buffer, activation_name, bias_vector, check_memory, floa
 __all__ = ["Conv2dProblem", "GROUPED_DILATED", "conv2d_output_shape", "check_shapes", "validate", "check_sizes",
            "check_general"]
 
-#: The variants that take groups > 1 and dilation > 1 (the rest raise ValueError naming these); ``variant=None``
-#: runs the first of them that is usable for such a call. Only the CPU reference so far.
-GROUPED_DILATED = ("cpu",)
+#: The variants that take groups > 1 and dilation > 1 (the rest raise ValueError naming these): the CPU reference,
+#: cuDNN, and ``auto``, which hands such a call to cuDNN; ``variant=None`` runs cuDNN on a GPU, else the CPU.
+GROUPED_DILATED = ("cpu", "cudnn", "auto")
 
 
 @dataclass(frozen=True)
@@ -153,6 +153,9 @@ def check_general(p: Conv2dProblem, variant: str) -> None:
                           if v != one)
         raise ValueError(f"conv2d/{variant} takes groups=1 and dilation=1 only (got {asked}); groups and dilation "
                          f"run on variant={' or '.join(map(repr, GROUPED_DILATED))} so far")
+    if not p.plain and variant in ("cudnn", "auto") and not _core.build_info()["cudnn"]:
+        raise ValueError(f"conv2d/{variant}: groups and dilation run on cuDNN, and gpuopt was built without it; "
+                         f"use variant='cpu'")
 
 
 def check_sizes(p: Conv2dProblem, variant: str | None) -> None:

@@ -146,7 +146,7 @@ def test_w_channels_must_be_c_over_groups():
         gpuopt.conv2d(np.zeros((1, 6, 8, 8), np.float32), np.zeros((4, 6, 3, 3), np.float32), groups=2)
 
 
-@pytest.mark.parametrize("variant", ["basic", "cudnn", "implicit_gemm", "auto"])
+@pytest.mark.parametrize("variant", ["basic", "implicit_gemm", "direct_regblock", "winograd"])
 def test_variants_without_groups_or_dilation_say_so_before_anything_runs(variant):
     if variant not in gpuopt.variants("conv2d"):
         pytest.skip(f"{variant} is not in this build")
