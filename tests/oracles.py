@@ -10,14 +10,19 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 
-def conv2d(x, w, bias=None, stride=(1, 1), padding=(0, 0), activation="none"):
+def conv2d(x, w, bias=None, stride=(1, 1), padding=(0, 0), activation="none", dilation=(1, 1), groups=1):
+    """float64 cross-correlation: any stride, padding, dilation and groups (w: (K, C / groups, R, S))."""
     x = np.asarray(x, np.float64)
     w = np.asarray(w, np.float64)
-    (u, v), (ph, pw) = stride, padding
+    (u, v), (ph, pw), (dh, dw) = stride, padding, dilation
     xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
     r, s = w.shape[2:]
-    win = sliding_window_view(xp, (r, s), axis=(2, 3))[:, :, ::u, ::v]  # N C P Q R S
-    y = np.einsum("ncpqrs,kcrs->nkpq", win, w)
+    span = ((r - 1) * dh + 1, (s - 1) * dw + 1)
+    win = sliding_window_view(xp, span, axis=(2, 3))[:, :, ::u, ::v, ::dh, ::dw]  # N C P Q R S
+    n, c, pp, q = win.shape[:4]
+    k, cg = w.shape[:2]
+    win = win.reshape(n, groups, cg, pp, q, r, s)
+    y = np.einsum("ngcpqrs,gkcrs->ngkpq", win, w.reshape(groups, k // groups, cg, r, s)).reshape(n, k, pp, q)
     if bias is not None:
         y = y + np.asarray(bias, np.float64)[None, :, None, None]
     return apply_activation(y, activation)

@@ -26,14 +26,16 @@ namespace {
 
 carray<float> conv2d_py(const carray<float>& x, const carray<float>& w, const std::optional<carray<float>>& bias,
                      std::int64_t stride_h, std::int64_t stride_w, std::int64_t pad_h, std::int64_t pad_w,
-                     const std::string& activation) {
+                     const std::string& activation, std::int64_t dilation_h, std::int64_t dilation_w,
+                     std::int64_t groups) {
     const auto xs = bind::shape_of(x, 4, "x");
     const auto ws = bind::shape_of(w, 4, "w");
     conv::Conv2dShape s;
     s.N = xs[0], s.C = xs[1], s.H = xs[2], s.W = xs[3];
     s.K = ws[0], s.R = ws[2], s.S = ws[3];
     s.stride_h = stride_h, s.stride_w = stride_w, s.pad_h = pad_h, s.pad_w = pad_w;
-    GPUOPT_REQUIRE(ws[1] == s.C, "w must have as many input channels as x");
+    s.dilation_h = dilation_h, s.dilation_w = dilation_w, s.groups = groups;
+    GPUOPT_REQUIRE(groups > 0 && ws[1] * groups == s.C, "w must have C / groups input channels (K, C / groups, R, S)");
     if (bias) GPUOPT_REQUIRE(bias->ndim() == 1 && bias->shape(0) == s.K, "bias must have shape (K,)");
     s.validate();
     const Activation act = activation_from_string(activation);
@@ -382,7 +384,8 @@ PYBIND11_MODULE(_core, m) {
     m.doc() = "gpuopt CPU references (internal; use the gpuopt package API)";
     const auto nogil_doc = "Internal: arguments are validated by gpuopt; shapes are read from the arrays.";
     m.def("conv2d", &conv2d_py, py::arg("x").noconvert(), py::arg("w").noconvert(), py::arg("bias").noconvert(),
-          py::arg("stride_h"), py::arg("stride_w"), py::arg("pad_h"), py::arg("pad_w"), py::arg("activation"), nogil_doc);
+          py::arg("stride_h"), py::arg("stride_w"), py::arg("pad_h"), py::arg("pad_w"), py::arg("activation"),
+          py::arg("dilation_h") = 1, py::arg("dilation_w") = 1, py::arg("groups") = 1, nogil_doc);
     m.def("matmul", &matmul_py, py::arg("a").noconvert(), py::arg("b").noconvert(), nogil_doc);
     m.def("kmeans", &kmeans_py, py::arg("x").noconvert(), py::arg("init").noconvert(), py::arg("threshold"),
           py::arg("max_iter"), py::arg("summation") = kmeans::kSummations.default_name(), nogil_doc);

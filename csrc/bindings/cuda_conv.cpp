@@ -10,18 +10,21 @@ namespace gpuopt::bind {
 void bind_conv_types(py::module_& m) {
     using conv::Conv2dShape;
     py::class_<Conv2dShape>(m, "Conv2dShape",
-                            "A conv2d problem in the reports' names: x (N, C, H, W), w (K, C, R, S), stride (u, v), "
-                            "padding (ph, pw); P and Q are the output's height and width. Launchers validate it.")
+                            "A conv2d problem in the reports' names: x (N, C, H, W), w (K, C / groups, R, S), stride "
+                            "(u, v), padding (ph, pw), dilation (dh, dw), groups; P and Q are the output's height and "
+                            "width. Launchers validate it (only cudnn takes dilation or groups other than 1).")
         .def(py::init([](std::int64_t N, std::int64_t C, std::int64_t H, std::int64_t W, std::int64_t K,
                          std::int64_t R, std::int64_t S, std::int64_t u, std::int64_t v, std::int64_t ph,
-                         std::int64_t pw) {
+                         std::int64_t pw, std::int64_t dh, std::int64_t dw, std::int64_t groups) {
                  Conv2dShape s;
                  s.N = N, s.C = C, s.H = H, s.W = W, s.K = K, s.R = R, s.S = S;
                  s.stride_h = u, s.stride_w = v, s.pad_h = ph, s.pad_w = pw;
+                 s.dilation_h = dh, s.dilation_w = dw, s.groups = groups;
                  return s;
              }),
              py::arg("N"), py::arg("C"), py::arg("H"), py::arg("W"), py::arg("K"), py::arg("R"), py::arg("S"),
-             py::arg("u") = 1, py::arg("v") = 1, py::arg("ph") = 0, py::arg("pw") = 0)
+             py::arg("u") = 1, py::arg("v") = 1, py::arg("ph") = 0, py::arg("pw") = 0, py::arg("dh") = 1,
+             py::arg("dw") = 1, py::arg("groups") = 1)
         .def_readonly("N", &Conv2dShape::N)
         .def_readonly("C", &Conv2dShape::C)
         .def_readonly("H", &Conv2dShape::H)
@@ -33,6 +36,9 @@ void bind_conv_types(py::module_& m) {
         .def_readonly("v", &Conv2dShape::stride_w)
         .def_readonly("ph", &Conv2dShape::pad_h)
         .def_readonly("pw", &Conv2dShape::pad_w)
+        .def_readonly("dh", &Conv2dShape::dilation_h)
+        .def_readonly("dw", &Conv2dShape::dilation_w)
+        .def_readonly("groups", &Conv2dShape::groups)
         .def_property_readonly("P", &Conv2dShape::P)
         .def_property_readonly("Q", &Conv2dShape::Q)
         .def("__repr__", [](const Conv2dShape& s) {

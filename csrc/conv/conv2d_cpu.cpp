@@ -24,7 +24,8 @@ void conv2d_cpu(const float* x, const float* w, const float* bias, float* y, con
                 Activation act) {
     s.validate();
     const std::int64_t P = s.P(), Q = s.Q();
-    const std::int64_t N = s.N, K = s.K, C = s.C, H = s.H, W = s.W, R = s.R, S = s.S;
+    const std::int64_t N = s.N, K = s.K, H = s.H, W = s.W, R = s.R, S = s.S;
+    const std::int64_t C = s.C, Cg = s.C / s.groups, Kg = s.K / s.groups;  // channels and maps a group
 
 #pragma omp parallel
     {
@@ -33,18 +34,21 @@ void conv2d_cpu(const float* x, const float* w, const float* bias, float* y, con
         for (std::int64_t n = 0; n < N; ++n) {
             for (std::int64_t k = 0; k < K; ++k) {
                 std::fill(acc.begin(), acc.end(), bias ? static_cast<double>(bias[k]) : 0.0);
-                for (std::int64_t c = 0; c < C; ++c) {
-                    const float* xc = x + (n * C + c) * H * W;
-                    const float* wkc = w + (k * C + c) * R * S;
+                const std::int64_t c0 = k / Kg * Cg;  // the first channel of map k's group
+                for (std::int64_t cg = 0; cg < Cg; ++cg) {
+                    const float* xc = x + (n * C + c0 + cg) * H * W;
+                    const float* wkc = w + (k * Cg + cg) * R * S;
                     for (std::int64_t r = 0; r < R; ++r) {
+                        const std::int64_t dr = r * s.dilation_h;  // the tap's row offset on the input
                         std::int64_t p_lo, p_hi;
-                        valid_range(r, s.stride_h, s.pad_h, H, P, &p_lo, &p_hi);
+                        valid_range(dr, s.stride_h, s.pad_h, H, P, &p_lo, &p_hi);
                         for (std::int64_t sx = 0; sx < S; ++sx) {
+                            const std::int64_t ds = sx * s.dilation_w;
                             std::int64_t q_lo, q_hi;
-                            valid_range(sx, s.stride_w, s.pad_w, W, Q, &q_lo, &q_hi);
+                            valid_range(ds, s.stride_w, s.pad_w, W, Q, &q_lo, &q_hi);
                             const double wv = wkc[r * S + sx];
                             for (std::int64_t p = p_lo; p < p_hi; ++p) {
-                                const float* xrow = xc + (p * s.stride_h - s.pad_h + r) * W - s.pad_w + sx;
+                                const float* xrow = xc + (p * s.stride_h - s.pad_h + dr) * W - s.pad_w + ds;
                                 double* arow = acc.data() + p * Q;
                                 for (std::int64_t q = q_lo; q < q_hi; ++q)
                                     arow[q] += wv * static_cast<double>(xrow[q * s.stride_w]);

@@ -63,10 +63,11 @@ struct ForwardSetup {
 };
 
 // N, C, H, W, K, R, S, u, v, ph, pw, algorithm set.
-using SetupKey = std::array<std::int64_t, 12>;
+using SetupKey = std::array<std::int64_t, 15>;
 
 SetupKey key_of(const Conv2dShape& s, CudnnAlgorithms algorithms) {
-    return {s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.stride_h, s.stride_w, s.pad_h, s.pad_w, static_cast<int>(algorithms)};
+    return {s.N, s.C, s.H, s.W, s.K, s.R, s.S, s.stride_h, s.stride_w, s.pad_h, s.pad_w, s.dilation_h, s.dilation_w,
+            s.groups, static_cast<int>(algorithms)};
 }
 
 // FFT and Winograd transform the operands; their rounding grows with the filter size.
@@ -112,7 +113,7 @@ const cudnnConvolutionFwdAlgoPerf_t& retime_candidates(const ForwardSetup& setup
                                                        const std::vector<cudnnConvolutionFwdAlgoPerf_t>& candidates) {
     constexpr int kWarmup = 2, kRuns = 7;
     DeviceBuffer<float> x(static_cast<std::size_t>(s.N * s.C * s.H * s.W));
-    DeviceBuffer<float> w(static_cast<std::size_t>(s.K * s.C * s.R * s.S));
+    DeviceBuffer<float> w(static_cast<std::size_t>(s.K * (s.C / s.groups) * s.R * s.S));
     DeviceBuffer<float> y(static_cast<std::size_t>(s.N * s.K * s.P() * s.Q()));
     GPUOPT_CUDA_CHECK(cudaMemsetAsync(x.data(), 0x3C, x.bytes(), current_stream()));
     GPUOPT_CUDA_CHECK(cudaMemsetAsync(w.data(), 0x3C, w.bytes(), current_stream()));
@@ -149,11 +150,13 @@ void build_setup(ForwardSetup& setup, const Conv2dShape& s, CudnnAlgorithms algo
     GPUOPT_CUDNN_CHECK(cudnnSetTensor4dDescriptor(setup.x_desc.get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, as_int(s.N),
                                                   as_int(s.C), as_int(s.H), as_int(s.W)));
     GPUOPT_CUDNN_CHECK(cudnnSetFilter4dDescriptor(setup.w_desc.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, as_int(s.K),
-                                                  as_int(s.C), as_int(s.R), as_int(s.S)));
+                                                  as_int(s.C / s.groups), as_int(s.R), as_int(s.S)));
     // Cross-correlation (no filter flip), as every report and the CPU reference compute.
     GPUOPT_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(setup.conv_desc.get(), as_int(s.pad_h), as_int(s.pad_w),
-                                                       as_int(s.stride_h), as_int(s.stride_w), 1, 1,
-                                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+                                                       as_int(s.stride_h), as_int(s.stride_w), as_int(s.dilation_h),
+                                                       as_int(s.dilation_w), CUDNN_CROSS_CORRELATION,
+                                                       CUDNN_DATA_FLOAT));
+    GPUOPT_CUDNN_CHECK(cudnnSetConvolutionGroupCount(setup.conv_desc.get(), as_int(s.groups)));
     // FMA math keeps the products and sums in FP32. CUDNN_DEFAULT_MATH would let cuDNN use
     // TF32 tensor cores on Ampere and later (10-bit mantissa inputs, ~1e-3 relative error),
     // which would make the baseline both inexact and an unfair speed target for FP32 kernels.
@@ -200,7 +203,9 @@ void build_setup(ForwardSetup& setup, const Conv2dShape& s, CudnnAlgorithms algo
     }
     throw CudaError("conv2d cudnn: cuDNN found no FP32 (FMA math) forward algorithm for N=" + std::to_string(s.N) +
                     " C=" + std::to_string(s.C) + " H=" + std::to_string(s.H) + " W=" + std::to_string(s.W) +
-                    " K=" + std::to_string(s.K) + " R=" + std::to_string(s.R) + " S=" + std::to_string(s.S));
+                    " K=" + std::to_string(s.K) + " R=" + std::to_string(s.R) + " S=" + std::to_string(s.S) +
+                    " dilation=" + std::to_string(s.dilation_h) + "x" + std::to_string(s.dilation_w) +
+                    " groups=" + std::to_string(s.groups));
 }
 
 // cuDNN's legacy descriptors hold int dimensions and strides.
@@ -209,7 +214,7 @@ void check_cudnn_limits(const Conv2dShape& s) {
     const std::int64_t P = s.P(), Q = s.Q();
     GPUOPT_REQUIRE(s.C * s.H * s.W <= kIntMax && s.K * P * Q <= kIntMax && s.K * s.C * s.R * s.S <= kIntMax &&
                        s.N <= kIntMax && s.stride_h <= kIntMax && s.stride_w <= kIntMax && s.pad_h <= kIntMax &&
-                       s.pad_w <= kIntMax,
+                       s.pad_w <= kIntMax && s.dilation_h <= kIntMax && s.dilation_w <= kIntMax,
                    "conv2d cudnn: one image, one output image and the filters must each have < 2^31 elements "
                    "(cuDNN's descriptors use int strides)");
 }

@@ -7,28 +7,35 @@ from typing import Any
 from .. import _plan
 from .._exec import Op
 from ..registry import default_variant, variants
-from .problem import Conv2dProblem, check_sizes, validate
+from .problem import GROUPED_DILATED, Conv2dProblem, check_general, check_sizes, validate
 
 __all__ = ["conv2d"]
 
 
 def conv2d(x, w, *, stride=1, padding=0, bias=None, activation=None, variant: str | None = None, timing: bool = False,
-           stream: Any = None, **params: Any):
+           stream: Any = None, dilation=1, groups=1, **params: Any):
     """2-D convolution (cross-correlation, as in cuDNN and every report) of a batch.
 
-    ``y[n, k, p, q] = act(bias[k] + sum_{c, r, s} x[n, c, p*u - ph + r, q*v - pw + s] * w[k, c, r, s])``
-    with out-of-range input positions read as zero (zero padding).
+    ``y[n, k, p, q] = act(bias[k] + sum_{c, r, s} x[n, g*C/G + c, p*u - ph + r*dh, q*v - pw + s*dw] * w[k, c, r, s])``
+    with g = k // (K/G) the group of map k (G = ``groups``; one group: every channel) and out-of-range input
+    positions read as zero (zero padding).
 
     Parameters
     ----------
     x : array_like, float, shape (N, C, H, W)
         Input batch, NCHW.
-    w : array_like, float, shape (K, C, R, S)
-        Filters: K output maps, C input channels, R x S taps.
+    w : array_like, float, shape (K, C / groups, R, S)
+        Filters: K output maps, C / groups input channels each, R x S taps.
     stride : int or (u, v)
         Vertical and horizontal stride, >= 1.
     padding : int or (ph, pw)
         Zero padding added on each side, >= 0.
+    dilation : int or (dh, dw)
+        Spacing between filter taps on the input, >= 1 (a dilated filter spans (R - 1)*dh + 1 rows).
+    groups : int
+        Channel groups, dividing C and K: map k reads only its group's C / groups channels (groups = C:
+        depthwise). Only ``cpu``, ``cudnn`` and ``auto`` (which runs cuDNN for them) take groups or dilation so
+        far (the others: ValueError naming the variant); ``variant=None`` runs cuDNN on a GPU.
     bias : array_like, float, shape (K,), optional
         Added to every output of map k before the activation.
     activation : None, "relu" or "tanh"
@@ -48,16 +55,17 @@ def conv2d(x, w, *, stride=1, padding=0, bias=None, activation=None, variant: st
     Returns
     -------
     numpy.ndarray or DeviceArray, float32, shape (N, K, P, Q)
-        P = (H + 2*ph - R) // u + 1 and Q = (W + 2*pw - S) // v + 1; a DeviceArray when
-        any input is a device array. With ``timing=True``: ``(y, Timing)``.
+        P = (H + 2*ph - (R - 1)*dh - 1) // u + 1 and Q = (W + 2*pw - (S - 1)*dw - 1) // v + 1; a DeviceArray
+        when any input is a device array. With ``timing=True``: ``(y, Timing)``.
 
     Raises
     ------
     TypeError
         Non-float arrays (integers, bools, objects) or a non-integer stride/padding.
     ValueError
-        Wrong ndim, empty dimensions, channel mismatch, filter larger than the padded
-        input, negative padding, stride < 1, bad bias shape, unknown activation,
+        Wrong ndim, empty dimensions, channel mismatch, groups not dividing C and K, filter (dilated) larger
+        than the padded input, negative padding, stride < 1, dilation < 1, groups or dilation on a variant that
+        does not take them, bad bias shape, unknown activation,
         unknown variant or parameter; an output (with the chosen variant's scratch) larger than
         the memory that would hold it, e.g. from a huge padding (the message names the arguments
         and the bytes; nothing is allocated).
@@ -70,26 +78,27 @@ def conv2d(x, w, *, stride=1, padding=0, bias=None, activation=None, variant: st
     device arrays (``__cuda_array_interface__``) must be float32 and C-contiguous and are
     used without a copy (see :mod:`gpuopt.cuda` for the stream rules).
     """
-    return _OP(variant, timing, params, x, w, stride, padding, bias, activation, stream=stream)
+    return _OP(variant, timing, params, x, w, stride, padding, bias, activation, dilation, groups, stream=stream)
 
 
-def _key(x, w, stride, padding, bias, activation):
+def _key(x, w, stride, padding, bias, activation, dilation, groups):
     kx, hx = _plan.arg_key(x)
     kw, hw = _plan.arg_key(w)
     kb, hb = _plan.arg_key(bias)
     if not (activation is None or type(activation) is str):
         raise _plan.Uncacheable
-    return (kx, kw, kb, _plan.scalar_key(stride), _plan.scalar_key(padding), activation), (hx, hw, hb)
+    return (kx, kw, kb, _plan.scalar_key(stride), _plan.scalar_key(padding), activation, _plan.scalar_key(dilation),
+            _plan.scalar_key(groups)), (hx, hw, hb)
 
 
-def _validate(x, w, stride, padding, bias, activation):
-    p = validate(x, w, stride, padding, bias, activation)
+def _validate(x, w, stride, padding, bias, activation, dilation, groups):
+    p = validate(x, w, stride, padding, bias, activation, dilation, groups)
     return (p.x, p.w, p.bias), (p,)
 
 
 def _rebuild(p: Conv2dProblem):
-    stride, padding, act = p.stride, p.padding, p.activation
-    return lambda x, w, bias: (Conv2dProblem(x, w, bias, stride, padding, act),)
+    stride, padding, act, dilation, groups = p.stride, p.padding, p.activation, p.dilation, p.groups
+    return lambda x, w, bias: (Conv2dProblem(x, w, bias, stride, padding, act, dilation, groups),)
 
 
 #: Below this many multiply-adds a convolution is a few microseconds of GPU work, and cuDNN's own host time per
@@ -101,8 +110,11 @@ _TINY_VARIANT = "implicit_gemm"
 
 def default_for(p: Conv2dProblem) -> str:
     """The variant ``conv2d(..., variant=None)`` runs for this problem: the registry's default
-    (:func:`gpuopt.registry.default_variant`), except cuDNN on tiny problems (:data:`TINY_MACS`)."""
+    (:func:`gpuopt.registry.default_variant`), except cuDNN on tiny problems (:data:`TINY_MACS`), and the first of
+    :data:`~gpuopt.conv.problem.GROUPED_DILATED` for groups or dilation: cuDNN on a GPU, else the CPU."""
     name = default_variant("conv2d")
+    if not p.plain:
+        return name if name in GROUPED_DILATED else "cudnn" if "cudnn" in variants("conv2d") else "cpu"
     if name != "cudnn" or _TINY_VARIANT not in variants("conv2d"):
         return name
     n, c, _, _, k, r, s = p.dims[:7]
@@ -110,5 +122,9 @@ def default_for(p: Conv2dProblem) -> str:
     return _TINY_VARIANT if n * k * pp * q * c * r * s <= TINY_MACS else name
 
 
-_OP = Op("conv2d", _validate, key=_key, rebuild=_rebuild, default=default_for,
-         check=lambda variant, p: check_sizes(p, variant))
+def _check(variant: str, p: Conv2dProblem) -> None:
+    check_general(p, variant)
+    check_sizes(p, variant)
+
+
+_OP = Op("conv2d", _validate, key=_key, rebuild=_rebuild, default=default_for, check=_check)

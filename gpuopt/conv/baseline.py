@@ -23,7 +23,8 @@ def _conv2d_cpu(ctx: ExecContext, p: Conv2dProblem) -> np.ndarray:
     x, w = ctx.host(p.x), ctx.host(p.w)
     bias = None if p.bias is None else ctx.host(p.bias)
     with ctx.kernel():
-        y = _core.conv2d(x, w, bias, p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.activation)
+        y = _core.conv2d(x, w, bias, p.stride[0], p.stride[1], p.padding[0], p.padding[1], p.activation,
+                         p.dilation[0], p.dilation[1], p.groups)
     return ctx.finish(y)
 
 

@@ -16,16 +16,21 @@ from .._ext import kernel_limits
 from ..cuda import DeviceArray
 from .._validate import Buffer, activation_name, bias_vector, check_memory, float_array, integer, pair, runs_on_gpu
 
-__all__ = ["Conv2dProblem", "conv2d_output_shape", "check_shapes", "validate", "check_sizes"]
+__all__ = ["Conv2dProblem", "GROUPED_DILATED", "conv2d_output_shape", "check_shapes", "validate", "check_sizes",
+           "check_general"]
+
+#: The variants that take groups > 1 and dilation > 1 (the rest raise ValueError naming these): the CPU reference,
+#: cuDNN, and ``auto``, which hands such a call to cuDNN; ``variant=None`` runs cuDNN on a GPU, else the CPU.
+GROUPED_DILATED = ("cpu", "cudnn", "auto")
 
 
 @dataclass(frozen=True)
 class Conv2dProblem:
     """A validated conv2d call, as every variant receives it.
 
-    ``x`` (N, C, H, W) and ``w`` (K, C, R, S) are float32 C-contiguous, ``bias`` is
+    ``x`` (N, C, H, W) and ``w`` (K, C / groups, R, S) are float32 C-contiguous, ``bias`` is
     float32 (K,) or None, ``stride`` = (u, v), ``padding`` = (ph, pw), ``activation`` is
-    "none", "relu" or "tanh".
+    "none", "relu" or "tanh", ``dilation`` = (dh, dw), ``groups`` divides C and K.
     """
 
     x: Any  # numpy.ndarray or DeviceArray
@@ -34,75 +39,123 @@ class Conv2dProblem:
     stride: tuple[int, int]
     padding: tuple[int, int]
     activation: str
+    dilation: tuple[int, int] = (1, 1)
+    groups: int = 1
 
     @property
     def output_shape(self) -> tuple[int, int, int, int]:
-        return _output_shape(self.x.shape, self.w.shape, self.stride, self.padding)
+        return _output_shape(self.x.shape, self.w.shape, self.stride, self.padding, self.dilation)
+
+    @property
+    def plain(self) -> bool:
+        """No dilation and one group: what every variant takes (:data:`GROUPED_DILATED` names the others')."""
+        return self.groups == 1 and self.dilation == (1, 1)
 
     @property
     def dims(self) -> tuple[int, ...]:
-        """(N, C, H, W, K, R, S, u, v, ph, pw): the problem in the reports' names."""
+        """(N, C, H, W, K, R, S, u, v, ph, pw): the problem in the reports' names (a plain one's: see
+        :attr:`plain`)."""
         n, c, h, w = self.x.shape
         k, _, r, s = self.w.shape
         return (n, c, h, w, k, r, s, *self.stride, *self.padding)
 
 
-def conv2d_output_shape(x_shape, w_shape, stride=1, padding=0) -> tuple[int, int, int, int]:
-    """Shape (N, K, P, Q) of ``conv2d`` output, P = (H + 2*ph - R) // u + 1, Q likewise.
+def conv2d_output_shape(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1) -> tuple[int, int, int, int]:
+    """Shape (N, K, P, Q) of ``conv2d`` output, P = (H + 2*ph - ((R - 1)*dh + 1)) // u + 1, Q likewise.
 
     The shapes are checked as :func:`gpuopt.conv2d` checks arrays (ValueError for a filter larger than the
     padded input, ...); nothing is allocated, so a shape too large to allocate is not an error here.
     """
-    x_shape, w_shape, stride_hw, pad_hw = check_shapes(x_shape, w_shape, stride, padding)
-    return _output_shape(x_shape, w_shape, stride_hw, pad_hw)
+    x_shape, w_shape, stride_hw, pad_hw, dil_hw, _ = _general_shapes(x_shape, w_shape, stride, padding, dilation,
+                                                                      groups)
+    return _output_shape(x_shape, w_shape, stride_hw, pad_hw, dil_hw)
 
 
-def _output_shape(x_shape, w_shape, stride: tuple[int, int], padding: tuple[int, int]) -> tuple[int, int, int, int]:
-    (u, v), (ph, pw) = stride, padding
+def _output_shape(x_shape, w_shape, stride: tuple[int, int], padding: tuple[int, int],
+                  dilation: tuple[int, int] = (1, 1)) -> tuple[int, int, int, int]:
+    (u, v), (ph, pw), (dh, dw) = stride, padding, dilation
     n, _, h, w = x_shape
     k, _, r, s = w_shape
-    return n, k, (h + 2 * ph - r) // u + 1, (w + 2 * pw - s) // v + 1
+    return n, k, (h + 2 * ph - (r - 1) * dh - 1) // u + 1, (w + 2 * pw - (s - 1) * dw - 1) // v + 1
 
 
-def _check_window(h: int, w: int, r: int, s: int, ph: int, pw: int) -> None:
-    if h + 2 * ph < r or w + 2 * pw < s:
-        raise ValueError(f"filter {r}x{s} is larger than the padded input {h + 2 * ph}x{w + 2 * pw}")
+def _check_window(h: int, w: int, r: int, s: int, ph: int, pw: int, dh: int = 1, dw: int = 1) -> None:
+    rs, ss = (r - 1) * dh + 1, (s - 1) * dw + 1
+    if h + 2 * ph < rs or w + 2 * pw < ss:
+        dilated = f" (dilated by {(dh, dw)}: {rs}x{ss})" if (dh, dw) != (1, 1) else ""
+        raise ValueError(f"filter {r}x{s}{dilated} is larger than the padded input {h + 2 * ph}x{w + 2 * pw}")
 
 
-def validate(x, w, stride, padding, bias, activation) -> Conv2dProblem:
+def _check_groups(c: int, k: int, wc: int, groups: int, what: str) -> None:
+    """w's channels against x's and groups: ValueError naming them."""
+    if c % groups or k % groups:
+        raise ValueError(f"groups={groups} must divide both C={c} (x's channels) and K={k} (w's maps)")
+    if wc * groups != c:
+        need = f"C / groups = {c // groups}" if groups > 1 else f"{c}"
+        raise ValueError(f"{what} has {wc} input channels but x has {c} and groups={groups}: w must be "
+                         f"(K, C / groups, R, S) with {need} channels")
+
+
+def validate(x, w, stride, padding, bias, activation, dilation=1, groups=1) -> Conv2dProblem:
     """The :func:`gpuopt.conv2d` argument rules (see its docstring), as a :class:`Conv2dProblem`."""
     x = float_array(x, "x", 4, "(N, C, H, W)")
-    w = float_array(w, "w", 4, "(K, C, R, S)")
-    if w.shape[1] != x.shape[1]:
+    w = float_array(w, "w", 4, "(K, C / groups, R, S)")
+    groups = 1 if groups == 1 and type(groups) is int else integer(groups, "groups", 1)
+    if groups == 1 and w.shape[1] != x.shape[1]:
         raise ValueError(f"w has {w.shape[1]} input channels but x has {x.shape[1]} (w must be (K, C, R, S))")
+    _check_groups(x.shape[1], w.shape[0], w.shape[1], groups, "w")
     stride_hw = pair(stride, "stride", 1)
     pad_hw = pair(padding, "padding", 0)
-    _check_window(x.shape[2], x.shape[3], w.shape[2], w.shape[3], *pad_hw)
-    return Conv2dProblem(x, w, bias_vector(bias, w.shape[0], "(K,)"), stride_hw, pad_hw, activation_name(activation))
+    dil_hw = (1, 1) if dilation == 1 and type(dilation) is int else pair(dilation, "dilation", 1)
+    _check_window(x.shape[2], x.shape[3], w.shape[2], w.shape[3], *pad_hw, *dil_hw)
+    return Conv2dProblem(x, w, bias_vector(bias, w.shape[0], "(K,)"), stride_hw, pad_hw, activation_name(activation),
+                         dil_hw, groups)
 
 
 def check_shapes(x_shape, w_shape, stride, padding):
     """Validate shapes given as tuples (no arrays): ((N,C,H,W), (K,C,R,S), (u,v), (ph,pw)).
 
-    The same rules as :func:`gpuopt.conv2d` applies to arrays; used by the planning helpers.
+    The same rules as :func:`gpuopt.conv2d` applies to arrays; used by the planning helpers (of plain
+    convolutions: one group, no dilation).
     """
+    x_shape, w_shape, stride_hw, pad_hw, _, _ = _general_shapes(x_shape, w_shape, stride, padding, 1, 1)
+    return x_shape, w_shape, stride_hw, pad_hw
+
+
+def _general_shapes(x_shape, w_shape, stride, padding, dilation, groups):
+    """:func:`check_shapes` with dilation and groups: (..., (dh, dw), groups)."""
     shapes = []
     for shape, name, layout in ((x_shape, "x_shape", "(N, C, H, W)"), (w_shape, "w_shape", "(K, C, R, S)")):
         if not isinstance(shape, (tuple, list)) or len(shape) != 4:
             raise ValueError(f"{name} must be a 4-tuple {layout}, got {shape!r}")
         shapes.append(tuple(integer(d, f"{name}[{i}]", 1) for i, d in enumerate(shape)))
     (n, c, h, w), (k, wc, r, s) = shapes
-    if wc != c:
+    groups = integer(groups, "groups", 1)
+    if groups == 1 and wc != c:
         raise ValueError(f"w_shape has {wc} input channels but x_shape has {c}")
+    _check_groups(c, k, wc, groups, "w_shape")
     (u, v), (ph, pw) = pair(stride, "stride", 1), pair(padding, "padding", 0)
-    _check_window(h, w, r, s, ph, pw)
-    return (n, c, h, w), (k, c, r, s), (u, v), (ph, pw)
+    dh, dw = pair(dilation, "dilation", 1)
+    _check_window(h, w, r, s, ph, pw, dh, dw)
+    return (n, c, h, w), (k, wc, r, s), (u, v), (ph, pw), (dh, dw), groups
 
 
 
 @functools.lru_cache(maxsize=None)
 def _cpu_threads() -> int:
     return max(1, int(_core.build_info()["cpu_threads"]))
+
+
+def check_general(p: Conv2dProblem, variant: str) -> None:
+    """ValueError, before anything is copied, where ``variant`` does not take ``p``'s groups or dilation."""
+    if not p.plain and variant not in GROUPED_DILATED:
+        asked = ", ".join(f"{n}={v}" for n, v, one in (("groups", p.groups, 1), ("dilation", p.dilation, (1, 1)))
+                          if v != one)
+        raise ValueError(f"conv2d/{variant} takes groups=1 and dilation=1 only (got {asked}); groups and dilation "
+                         f"run on variant={' or '.join(map(repr, GROUPED_DILATED))} so far")
+    if not p.plain and variant in ("cudnn", "auto") and not _core.build_info()["cudnn"]:
+        raise ValueError(f"conv2d/{variant}: groups and dilation run on cuDNN, and gpuopt was built without it; "
+                         f"use variant='cpu'")
 
 
 def check_sizes(p: Conv2dProblem, variant: str | None) -> None:
