@@ -62,8 +62,8 @@ def shard_bounds(n: int, size: int) -> list[tuple[int, int]]:
 
 def _shard(x_local: Any, device_ok: bool = False) -> np.ndarray | DeviceArray:
     """x_local as a C-contiguous float32 (n_local, D) NumPy array, or (``device_ok``) a DeviceArray view of a
-    device array; n_local may be 0 (a rank that owns no rows). Host values are checked finite here; device ones
-    by the loop's close on the device (kmeans_multi.cu)."""
+    device array; n_local may be 0 (a rank that owns no rows). Its values are checked where the loop reads them
+    (:func:`_require_finite` on the host, the upload, or the device loop's close), not here."""
     if type(x_local) is not DeviceArray and isinstance(x_local, np.ndarray) and x_local.ndim == 2 \
             and x_local.shape[0] == 0 and x_local.shape[1] > 0:
         if x_local.dtype.kind != "f":
@@ -75,9 +75,15 @@ def _shard(x_local: Any, device_ok: bool = False) -> np.ndarray | DeviceArray:
             raise TypeError("x_local is a device array: kmeans_group_sums runs on the host; pass a NumPy array "
                             "(e.g. x_local.numpy())")
         return x
-    if not np.isfinite(x).all():
-        raise ValueError("x_local must contain only finite values (NaN/inf found)")
     return x
+
+
+def _require_finite(x: np.ndarray) -> None:
+    """ValueError for a NaN or inf in a host shard, checked in row blocks (no temporary the size of x)."""
+    step = max(1, (1 << 24) // max(1, x.shape[1]))
+    for i in range(0, x.shape[0], step):
+        if not np.isfinite(x[i:i + step]).all():
+            raise ValueError("x_local must contain only finite values (NaN/inf found)")
 
 
 def kmeans_group_sums(x_local: Any, membership: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -89,6 +95,7 @@ def kmeans_group_sums(x_local: Any, membership: Any, k: int) -> tuple[np.ndarray
     0, then float32(total / count), are the cpu reference's ``summation="chunked"`` centres.
     """
     x = _shard(x_local)
+    _require_finite(x)
     k = integer(k, "k", 1)
     m = np.asarray(membership)
     if m.dtype.kind not in "iu":
@@ -251,9 +258,10 @@ def kmeans(x_local: Any, k: int, *, threshold: float = 0.001, max_iter: int = 50
     x_local : array_like float (n_local, D)
         This rank's rows of the data, rows [row_offset, row_offset + n_local); shape (0, D) for a rank that owns
         none (it still takes part). NumPy, a gpuopt DeviceArray, or any device array (``__cuda_array_interface__``
-        or DLPack: a torch tensor, a CuPy array), used in place. Host values are checked finite on the host; device
-        values by every rank's loop on the device (a NaN or inf point makes its cluster's sums non-finite: every
-        rank raises the same ValueError at the same loop, as gpuopt.kmeans' device loops).
+        or DLPack: a torch tensor, a CuPy array), used in place. NaN or inf raises ValueError: checked on the host
+        for the CPU loop, as they are uploaded for a GPU one, and on the device for device and streamed shards
+        (a NaN or inf point makes its cluster's sums non-finite: every rank raises at the same loop, as
+        gpuopt.kmeans' device loops).
     k, threshold, max_iter : as :func:`gpuopt.kmeans`, the same on every rank.
     init : None, "first" or array_like float (k, D)
         Initial centres: the first k rows of the whole data (Liao's; gathered from the ranks that hold them), or
@@ -322,7 +330,9 @@ def kmeans(x_local: Any, k: int, *, threshold: float = 0.001, max_iter: int = 50
     with _together(comm):
         loop = _resolve(a, lay, d)
         run = None
-        if loop != "cpu":
+        if loop == "cpu":
+            _require_finite(a.x)  # (a GPU loop checks its points on the upload or on the device)
+        else:
             on = a.stream if a.stream is not None else (a.x._stream or 0) if isinstance(a.x, DeviceArray) else 0
             run = kmeans_device.prepare(comm, a.x, lay.rows, list(lay.order), a.k, a.threshold, a.max_iter,
                                         centres, loop, on, a.timeout, sum_group(), a.x_memory, a.stream_rows)

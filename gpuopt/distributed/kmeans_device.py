@@ -67,17 +67,14 @@ def stream_rows_for(x: Any, x_memory: str, stream_rows: int, group: int) -> int:
 def prepare(comm: Any, x: Any, rows: list[int], order: list[int], k: int, threshold: float, max_iter: int,
             centres: np.ndarray, loop: str, stream: int, timeout: float, group: int, x_memory: str = "auto",
             stream_rows: int = 0) -> Run:
-    """Upload (a host shard; ValueError for a non-finite value) or page-lock it for streaming (slabs of whole
-    groups of ``group`` rows), and allocate on ``stream``, then start the loop state: what can fail on one rank only (bad values, out of memory), before any
-    loop's collective."""
+    """Upload a host shard (ValueError for a non-finite value, checked as it is staged) or leave it for streaming
+    (slabs of whole groups of ``group`` rows; its values checked on the device), allocate on ``stream`` and start
+    the loop state: what can fail on one rank only (bad values, out of memory), before any loop's collective."""
     cuda = cuda_module()
     previous = cuda.set_stream(stream)
     try:
         slab_rows = stream_rows_for(x, x_memory, stream_rows, group)
-        if slab_rows:
-            if not np.isfinite(x).all():
-                raise ValueError("x_local must contain only finite values (NaN/inf found)")
-        elif isinstance(x, np.ndarray):
+        if not slab_rows and isinstance(x, np.ndarray):
             if x.shape[0]:
                 x, finite = to_device_checked(x, check_finite=True)
                 if not finite:

@@ -151,12 +151,15 @@ def test_a_failing_rank_fails_every_rank(blobs):
     assert all(isinstance(outs[r], CollectiveError) and "rank 1 failed" in str(outs[r]) for r in (0, 2))
 
 
-@pytest.mark.parametrize("variant", ["device", "device_tiled"])
-def test_a_non_finite_device_point_fails_every_rank_alike(blobs, variant):
-    # Found by the close of every rank from the gathered sums: the same ValueError on every rank, at the same loop.
+@pytest.mark.parametrize("variant,where", [("device", "device"), ("device_tiled", "device"),
+                                           ("device", "streamed")])
+def test_a_non_finite_point_on_the_device_fails_every_rank_alike(blobs, variant, where):
+    # Not read on the host (a device shard; a streamed one's slabs): found by the close of every rank from the
+    # gathered sums, the same ValueError on every rank at the same loop.
     bad = blobs.copy()
-    bad[G + 7, 2] = np.inf  # rank 1's shard, on the device (not checked on the host)
-    outs = run_ranks(bad, 6, shard_bounds(len(bad), 3), variant=variant, shard=gpuopt.to_device, timeout=30)
+    bad[G + 7, 2] = np.inf  # rank 1's shard
+    kw = dict(shard=gpuopt.to_device) if where == "device" else dict(x_memory="stream", stream_rows=G)
+    outs = run_ranks(bad, 6, shard_bounds(len(bad), 3), variant=variant, timeout=30, **kw)
     assert all(isinstance(o, ValueError) and "only finite values" in str(o) for o in outs), outs
 
 
