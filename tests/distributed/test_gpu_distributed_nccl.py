@@ -1,7 +1,8 @@
-"""gpuopt.distributed.kmeans over NCCL: two processes, one GPU each, launched by torchrun; the slots all-gathered
-device to device. Every rank's centres, delta history and loop count, and the memberships joined, are the bits of
+"""gpuopt.distributed.kmeans over NCCL: two to four processes (as many GPUs as the machine has), one GPU each,
+launched by torchrun; the slots all-gathered device to device. Every rank's centres, delta history and loop count, and the memberships joined, are the bits of
 the single-GPU loop and of ``cpu(summation="chunked")``, for torch and NumPy shards and every loop; a rank that fails
-fails both; Liao's command line under torchrun writes his files with those bits. Needs torch and two GPUs."""
+fails every rank; Liao's command line under torchrun writes his files with those bits. Needs torch and two GPUs
+(three and four for those launches)."""
 
 from __future__ import annotations
 
@@ -59,11 +60,11 @@ _WORKER = textwrap.dedent("""
 _NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
-def two_gpus():
+def gpus(count=2):
     torch = pytest.importorskip("torch")
     pytest.importorskip("torch.distributed")
-    if torch.cuda.device_count() < 2:
-        pytest.skip(f"needs two GPUs (this machine has {torch.cuda.device_count()})")
+    if torch.cuda.device_count() < count:
+        pytest.skip(f"needs {count} GPUs (this machine has {torch.cuda.device_count()})")
 
 
 def torchrun(args, cwd, nproc=2, timeout=600):
@@ -72,17 +73,18 @@ def torchrun(args, cwd, nproc=2, timeout=600):
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def run_workers(tmp_path, cases, mode="ok"):
-    two_gpus()
+def run_workers(tmp_path, cases, mode="ok", nproc=2):
+    gpus(nproc)
     script = tmp_path / "worker.py"
     script.write_text(_WORKER)
-    done = torchrun([str(script), json.dumps(cases), mode], tmp_path)
+    done = torchrun([str(script), json.dumps(cases), mode], tmp_path, nproc=nproc)
     assert done.returncode == 0, done.stderr[-4000:]
-    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(nproc)]
 
 
-def test_nccl_ranks_give_the_single_gpu_bits(tmp_path):
-    outs = run_workers(tmp_path, CASES)
+@pytest.mark.parametrize("nproc", [2, 3, 4])
+def test_nccl_ranks_give_the_single_gpu_bits(tmp_path, nproc):
+    outs = run_workers(tmp_path, CASES, nproc=nproc)
     for name, n, d, k, variant, shard_kind in CASES:
         x = np.random.default_rng(n + d).uniform(-1, 1, (n, d)).astype(np.float32)
         ref = gpuopt.kmeans(x, k, variant="cpu", summation="chunked", threshold=0.0, max_iter=5)
@@ -97,23 +99,24 @@ def test_nccl_ranks_give_the_single_gpu_bits(tmp_path):
         joined = np.concatenate([np.frombuffer(bytes.fromhex(o[name]["membership"]), np.int32) for o in outs])
         np.testing.assert_array_equal(joined, ref.membership, err_msg=name)
         assert [len(bytes.fromhex(o[name]["membership"])) // 4 for o in outs] == \
-            [b - a for a, b in shard_bounds(n, 2)]
+            [b - a for a, b in shard_bounds(n, nproc)]
 
 
-def test_nccl_a_failing_rank_fails_both(tmp_path):
-    outs = run_workers(tmp_path, [c for c in CASES if c[0] == "host"], mode="fail")
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_nccl_a_failing_rank_fails_every_rank(tmp_path, nproc):
+    outs = run_workers(tmp_path, [c for c in CASES if c[0] == "host"], mode="fail", nproc=nproc)
     assert outs[1]["host"]["error"] == "ValueError" and "finite" in outs[1]["host"]["message"]
-    assert outs[0]["host"]["error"] == "CollectiveError" and "rank 1 failed" in outs[0]["host"]["message"]
+    for r in (0, *range(2, nproc)):
+        assert outs[r]["host"]["error"] == "CollectiveError" and "rank 1 failed" in outs[r]["host"]["message"], r
 
 
-@pytest.mark.parametrize("variant", ["auto", "cpu"])
-def test_liao_command_line_under_torchrun(tmp_path, variant):
-    two_gpus()
+@pytest.mark.parametrize("variant, nproc", [("auto", 2), ("auto", 4), ("cpu", 3)])
+def test_liao_command_line_under_torchrun(tmp_path, variant, nproc):
+    gpus(nproc if variant == "auto" else 2)
     x = np.random.default_rng(7).normal(size=(90_000, 5)).astype(np.float32)
     path = datasets.write_liao(tmp_path / "points.bin", x, binary=True)
     ref = gpuopt.kmeans(x, 7, variant="cpu", summation="chunked", threshold=0.0005)
     datasets.write_liao_output(path, ref.centroids, ref.membership, out_dir=tmp_path / "ref")
-    nproc = 2 if variant == "auto" else 3  # cpu: gloo, any number of processes
     done = torchrun(["-m", "gpuopt.kmeans", "-i", str(path), "-n", "7", "-b", "-t", "0.0005", "-o",
                      "--variant", variant, "--out", str(tmp_path / "out")], tmp_path, nproc=nproc)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -125,7 +128,7 @@ def test_liao_command_line_under_torchrun(tmp_path, variant):
 
 
 def test_command_line_failure_writes_nothing(tmp_path):
-    two_gpus()
+    gpus()
     done = torchrun(["-m", "gpuopt.kmeans", "-i", str(tmp_path / "absent.bin"), "-n", "3", "-b", "--out",
                      str(tmp_path / "out")], tmp_path)
     assert done.returncode != 0 and "no such file" in done.stderr

@@ -1,15 +1,21 @@
-"""kmeans_multi (opt-in, GPU only, torch needed): k-means past one GPU. ``gpuopt.distributed.kmeans`` on 1, 2 (and
-4, where the machine has them) GPUs of this host, one process each launched by ``torchrun``, the group sums
-all-gathered over NCCL -> kmeans_multi.csv/.json/.png.
+"""kmeans_multi (opt-in, GPU only, torch needed): k-means past one GPU. ``gpuopt.distributed.kmeans`` on 1, 2, 3
+and 4 GPUs of this host (as many as it has), one process each launched by ``torchrun``, the group sums all-gathered
+over NCCL -> kmeans_multi.csv/.json/.png.
 
-Per shape (40M x 16, k=256; 8M x 128, k=1024; and a weak-scaling point, as many points of 16 coordinates as
-``MULTI_WEAK_PER_GPU`` a GPU): the marginal time a loop, (a call of ``MULTI_ITERS`` loops - a call of one) /
-(MULTI_ITERS - 1), the slowest rank's wall clock around the calls (what the run waits for), median over the
-repeats; the exchange apart (CUDA events around each loop's all-gather as the loop's stream sees it, the median
-loop after the first, which also waits out the ranks' different start times; and the all-gather alone, the same
-bytes in a loop of its own); speedup over one GPU's
-distributed run and over ``gpuopt.kmeans`` on one GPU (``auto``, the same loop, measured in the one-GPU process),
-efficiency = speedup / GPUs; and whether every rank's centres and delta history are those bits (SHA-256 compared).
+Per shape (40M x 16, k=256; the same with a ragged N, 40,000,001; 8M x 128, k=1024; and a weak-scaling point, as
+many points of 16 coordinates as ``MULTI_WEAK_PER_GPU`` a GPU): the marginal time a loop, (a call of
+``MULTI_ITERS`` loops - a call of one) / (MULTI_ITERS - 1), the slowest rank's wall clock around the calls (what
+the run waits for), median over the repeats; the exchange apart (CUDA events around each loop's all-gather as the
+loop's stream sees it, the median loop after the first, which also waits out the ranks' different start times; and
+the all-gather alone, the same bytes in a loop of its own); speedup over one GPU's distributed run and over
+``gpuopt.kmeans`` on one GPU (``auto``, the same loop, measured in the one-GPU process), efficiency = speedup /
+GPUs; and whether the centres, delta history, loop count and every membership are those bits on every rank count
+(SHA-256 compared: the memberships joined from every rank's shard).
+
+On the most GPUs only, two memory points (16 coordinates, k=256, each rank its own rows): the largest N whose
+points, memberships and chunk sums fit the GPUs' free memory (``x_memory="device"``), and a shard of each rank
+streamed from page-locked host memory (``x_memory="stream"``) with more points than that, as many as the host's
+memory allows (said where it is fewer); a loop of each timed (``MULTI_LIMIT_ITERS`` loops - one).
 The points are uniform in [0, 1) from torch's CUDA generator (seeded), made on each GPU, which keeps its rows.
 """
 
@@ -33,20 +39,29 @@ from ..tables import errors_note, fmt_cell, format_table
 
 __all__ = ["STUDY", "worker"]
 
-#: (name, N, D, k) a shape; "weak" is sized per GPU count (MULTI_WEAK_PER_GPU points a GPU).
+#: (name, N, D, k) a shape; "weak" is sized per GPU count (MULTI_WEAK_PER_GPU points a GPU); "largest" and
+#: "streamed" by the GPUs' and the host's memory, on the most GPUs only (MULTI_LIMITS).
 MULTI_SHAPES = per_level(
-    gpu_full=(("40M x 16, k=256", 40_000_000, 16, 256), ("8M x 128, k=1024", 8_000_000, 128, 1024),
-              ("weak: 16, k=256", None, 16, 256)),
+    gpu_full=(("40M x 16, k=256", 40_000_000, 16, 256), ("40,000,001 x 16, k=256", 40_000_001, 16, 256),
+              ("8M x 128, k=1024", 8_000_000, 128, 1024), ("weak: 16, k=256", None, 16, 256)),
     gpu_quick=(("4M x 16, k=256", 4_000_000, 16, 256), ("1M x 128, k=1024", 1_000_000, 128, 1024)),
     tiny=(("200k x 16, k=64", 200_000, 16, 64),))
+MULTI_LIMITS = per_level(gpu_full=(("largest resident: 16, k=256", "largest", 16, 256),
+                                   ("streamed from host: 16, k=256", "streamed", 16, 256)), gpu_quick=(), tiny=())
 MULTI_WEAK_PER_GPU = 800_000_000  # 51 GB of points a GPU, 25 GB of chunk sums, and one GPU's run beside them
 MULTI_ITERS = 6
+MULTI_LIMIT_ITERS = 3
 MULTI_REPEATS = per_level(gpu_full=3, gpu_quick=2, tiny=1)
-MULTI_GPUS = (1, 2, 4)
+MULTI_GPUS = (1, 2, 3, 4)
+#: Device memory a rank leaves free beside the largest resident shard (NCCL, the CUDA context, torch's cache).
+MULTI_DEVICE_SPARE = 4 << 30
+#: The share of the host's available memory the streamed shards may take together.
+MULTI_HOST_SHARE = 0.85
 MULTI_SEED = 0
 MULTI_COLUMNS = ("shape", "N", "D", "k", "gpus", "loop", "ms_per_loop", "call_ms", "exchange_ms_per_loop",
                  "exchange_ms_first", "allgather_ms", "exchange_share", "slot_mb", "single_gpu_ms_per_loop",
-                 "speedup_vs_1", "speedup_vs_single", "efficiency", "identical", "iterations", "error")
+                 "speedup_vs_1", "speedup_vs_single", "efficiency", "identical", "iterations", "x_memory",
+                 "shard_gb", "error")
 #: NCCL here: NVLink multicast (NVLS) off, as the device machines' README asks.
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
@@ -59,73 +74,28 @@ def _digest(*arrays: Any) -> str:
 
 
 def worker(spec: Mapping[str, Any], out_path: str) -> None:
-    """One rank of a ``torchrun`` launch: every shape of ``spec``, timed; rank 0 writes the rows to ``out_path``."""
+    """One rank of a ``torchrun`` launch: every shape of ``spec``, timed; rank 0 writes the rows to ``out_path``,
+    every rank its memberships of the strong shapes to ``spec["labels_dir"]`` (joined by the launching process)."""
     import datetime
 
     import torch
     import torch.distributed as dist
 
-    import gpuopt
-    from gpuopt.distributed import TorchCommunicator, shard_bounds
-    from gpuopt.distributed.kmeans_device import loop_for
+    from gpuopt.distributed import TorchCommunicator
 
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=900))
     comm = TorchCommunicator(timeout=900)
     rows = []
-    for name, n, d, k in spec["shapes"]:
-        n = n or MULTI_WEAK_PER_GPU * size
-        row: dict[str, Any] = dict(shape=name, N=n, D=d, k=k, gpus=size)
+    for i, (name, n, d, k) in enumerate(spec["shapes"]):
+        row: dict[str, Any] = dict(shape=name, D=d, k=k, gpus=size)
         try:
-            gen = torch.Generator(device="cuda").manual_seed(spec["seed"])
-            a, b = shard_bounds(n, size)[rank]
-            # The whole data on every GPU where a run on fewer GPUs is compared (the same points); the weak
-            # point's rows are each rank's own.
-            weak = name.startswith("weak")
-            x = torch.rand((n, d), generator=gen, device="cuda") if not weak or size == 1 else None
-            shard = x[a:b] if x is not None else _rows(spec["seed"], rank, b - a, d)
-            row["loop"] = loop_for(n, d, k)
-
-            def call(iters: int, timing: bool = False) -> Any:
-                return gpuopt.distributed.kmeans(shard, k, threshold=0.0, max_iter=iters, comm=comm, timing=timing,
-                                                 loops_per_sync=iters)
-
-            many, one = [], []
-            for _ in range(spec["repeats"] + 1):  # the first of each: warm-up
-                for iters, into in ((MULTI_ITERS, many), (1, one)):
-                    torch.cuda.synchronize()
-                    t0 = time.perf_counter()
-                    result = call(iters)
-                    into.append(time.perf_counter() - t0)
-            slowest = np.max(comm.all_gather(np.array([[np.median(many[1:]), np.median(one[1:])]])), axis=0)[0]
-            row["call_ms"] = slowest[0] * 1e3
-            row["ms_per_loop"] = (slowest[0] - slowest[1]) * 1e3 / (MULTI_ITERS - 1)
-            result, t = call(MULTI_ITERS, timing=True)
-            row["exchange_ms_per_loop"] = t.details["exchange_ms_steady"]
-            row["exchange_ms_first"] = t.details["exchange_ms"] - t.details["exchange_ms_steady"] * (MULTI_ITERS - 1)
-            row["iterations"] = result.iterations
-            digest = _digest(result.centroids.numpy(), result.delta)
-            digests = comm.all_gather(np.frombuffer(digest.encode(), np.uint8)[None])
-            row["rank_digests_agree"] = all(bytes(g[0]).decode() == digest for g in digests)
-            row["digest"] = digest
-            row.update(_allgather(comm, torch, dist, n, d, k, size))
-            if size == 1:
-                def single(iters: int) -> float:
-                    torch.cuda.synchronize()
-                    t0 = time.perf_counter()
-                    r = gpuopt.kmeans(x, k, threshold=0.0, max_iter=iters)
-                    r.centroids.numpy()
-                    return time.perf_counter() - t0
-                s_many = [single(MULTI_ITERS) for _ in range(spec["repeats"] + 1)][1:]
-                s_one = [single(1) for _ in range(spec["repeats"] + 1)][1:]
-                row["single_gpu_ms_per_loop"] = (np.median(s_many) - np.median(s_one)) * 1e3 / (MULTI_ITERS - 1)
-                ref = gpuopt.kmeans(x, k, threshold=0.0, max_iter=MULTI_ITERS)
-                row["single_digest"] = _digest(ref.centroids.numpy(), ref.delta)
-            del x, shard
+            row.update(_shape(spec, comm, torch, dist, rank, size, i, n, d, k))
         except Exception as exc:  # noqa: BLE001
             row["error"] = error_text(exc)
         torch.cuda.empty_cache()
+        import gpuopt
         gpuopt.cuda.empty_cache()
         rows.append(row)
     if rank == 0:
@@ -133,11 +103,123 @@ def worker(spec: Mapping[str, Any], out_path: str) -> None:
     dist.destroy_process_group()
 
 
+def _shape(spec: Mapping[str, Any], comm: Any, torch: Any, dist: Any, rank: int, size: int, index: int,
+           n: int | str | None, d: int, k: int) -> dict[str, Any]:
+    """One shape's row on this rank (the timings are the slowest rank's)."""
+    import gpuopt
+    from gpuopt.distributed import shard_bounds
+    from gpuopt.distributed.kmeans_device import loop_for
+
+    row: dict[str, Any] = {}
+    x, iters, x_memory = None, MULTI_ITERS, "device"
+    if n is None or isinstance(n, str):  # every rank its own rows: no run on fewer GPUs holds them to compare
+        n_local = MULTI_WEAK_PER_GPU if n is None else _limit_rows(comm, torch, size, d, k, n, row)
+        if n == "streamed":
+            shard, x_memory = _host_rows(torch, spec["seed"], rank, n_local, d), "stream"
+        else:
+            shard = _rows(spec["seed"], rank, n_local, d)
+        iters = MULTI_ITERS if n is None else MULTI_LIMIT_ITERS
+        row["memory_point"] = n is not None
+        n, (a, b) = n_local * size, (rank * n_local, (rank + 1) * n_local)
+    else:
+        # The whole data on every GPU (the same points on every rank count), each rank calling with its rows.
+        x = torch.rand((n, d), generator=torch.Generator(device="cuda").manual_seed(spec["seed"]), device="cuda")
+        a, b = shard_bounds(n, size)[rank]
+        shard = x[a:b]
+    row.update(N=n, loop=loop_for(n, d, k), x_memory=x_memory, shard_gb=(b - a) * d * 4 / 1e9)
+    repeats = spec["repeats"] if iters == MULTI_ITERS else 1
+
+    def call(loops: int, timing: bool = False) -> Any:
+        return gpuopt.distributed.kmeans(shard, k, threshold=0.0, max_iter=loops, comm=comm, timing=timing,
+                                         loops_per_sync=loops, x_memory=x_memory)
+
+    many, one = [], []
+    for _ in range(repeats + 1):  # the first of each: warm-up
+        for loops, into in ((iters, many), (1, one)):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            call(loops)
+            into.append(time.perf_counter() - t0)
+    slowest = np.max(comm.all_gather(np.array([[np.median(many[1:]), np.median(one[1:])]])), axis=0)[0]
+    row["call_ms"] = slowest[0] * 1e3
+    row["ms_per_loop"] = (slowest[0] - slowest[1]) * 1e3 / (iters - 1)
+    result, t = call(iters, timing=True)
+    row["exchange_ms_per_loop"] = t.details["exchange_ms_steady"]
+    row["exchange_ms_first"] = t.details["exchange_ms"] - t.details["exchange_ms_steady"] * (iters - 1)
+    row["iterations"] = result.iterations
+    digest = _digest(_host(result.centroids), result.delta, np.int64(result.iterations))
+    digests = comm.all_gather(np.frombuffer(digest.encode(), np.uint8)[None])
+    row["rank_digests_agree"] = all(bytes(g[0]).decode() == digest for g in digests)
+    row["digest"] = digest
+    if x is not None:  # joined and hashed by the launching process, in rank order
+        np.save(Path(spec["labels_dir"]) / f"{index}_{rank}.npy", _host(result.membership))
+    row.update(_allgather(comm, torch, dist, n, d, k, size))
+    if size == 1 and x is not None:
+        def single(loops: int) -> float:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            r = gpuopt.kmeans(x, k, threshold=0.0, max_iter=loops)
+            r.centroids.numpy()
+            return time.perf_counter() - t0
+        s_many = [single(MULTI_ITERS) for _ in range(spec["repeats"] + 1)][1:]
+        s_one = [single(1) for _ in range(spec["repeats"] + 1)][1:]
+        row["single_gpu_ms_per_loop"] = (np.median(s_many) - np.median(s_one)) * 1e3 / (MULTI_ITERS - 1)
+        ref = gpuopt.kmeans(x, k, threshold=0.0, max_iter=MULTI_ITERS)
+        row["single_digest"] = _digest(_host(ref.centroids), ref.delta, np.int64(ref.iterations))
+        row["single_labels_digest"] = _digest(_host(ref.membership))
+    return row
+
+
+def _host(a: Any) -> np.ndarray:
+    return a if isinstance(a, np.ndarray) else a.numpy()
+
+
+def _limit_rows(comm: Any, torch: Any, size: int, d: int, k: int, kind: str, row: dict[str, Any]) -> int:
+    """Rows a rank for the memory points, whole groups, the same on every rank. ``largest``: the most whose points
+    (4 D bytes), membership (4) and chunk sums (k D doubles a chunk of 1,024 rows), the slot and every rank's
+    slot in the gathered buffer (k D doubles a group of 32,768 rows, 1 + ranks of them) fit the rank's free device
+    memory less MULTI_DEVICE_SPARE. ``streamed``: 10% more than that, or as many as MULTI_HOST_SHARE of the host's
+    available memory holds (``row["host_limited"]`` says when that is fewer)."""
+    import gpuopt
+    from gpuopt._ext import kernel_limits
+
+    torch.cuda.empty_cache()
+    gpuopt.cuda.empty_cache()
+    group = int(kernel_limits()["kmeans_sum_group"])
+    per_row = 4 * d + 4 + 8 * k * d / (group // 32) + 8 * k * d * (1 + size) / group
+    free = torch.cuda.mem_get_info()[0]
+    rows = int((free - MULTI_DEVICE_SPARE) / per_row) // group * group
+    if kind == "streamed":
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", size))
+        host = int(_available_host_bytes() * MULTI_HOST_SHARE / local / (4 * d)) // group * group
+        row["host_limited"] = host < rows * 1.1
+        rows = min(int(rows * 1.1) // group * group, host)
+    return int(np.min(comm.all_gather(np.array([[rows]], np.int64))))
+
+
+def _available_host_bytes() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
 def _rows(seed: int, rank: int, n: int, d: int) -> Any:
-    """n uniform rows of this rank's own (weak scaling: no run on fewer GPUs holds them to compare)."""
+    """n uniform rows of this rank's own, on its GPU."""
     import torch
 
     return torch.rand((n, d), generator=torch.Generator(device="cuda").manual_seed(seed + 1 + rank), device="cuda")
+
+
+def _host_rows(torch: Any, seed: int, rank: int, n: int, d: int) -> np.ndarray:
+    """n uniform rows of this rank's own in page-locked host memory (made on the GPU a slab at a time), as NumPy."""
+    out = torch.empty((n, d), dtype=torch.float32, pin_memory=True)
+    gen = torch.Generator(device="cuda").manual_seed(seed + 1 + rank)
+    step = max(1, (1 << 28) // d)
+    for i in range(0, n, step):
+        out[i:i + step].copy_(torch.rand((min(step, n - i), d), generator=gen, device="cuda"))
+    torch.cuda.synchronize()
+    return out.numpy()
 
 
 def _allgather(comm: Any, torch: Any, dist: Any, n: int, d: int, k: int, size: int) -> dict[str, float]:
@@ -166,17 +248,21 @@ def run_kmeans_multi(plan: RunSettings) -> StudyResult:
     res = StudyResult()
     shapes, repeats = plan.pick(MULTI_SHAPES), plan.pick(MULTI_REPEATS)
     gpus = [g for g in MULTI_GPUS if g <= torch.cuda.device_count()]
-    res.meta.update(iterations=MULTI_ITERS, repeats=repeats, seed=MULTI_SEED, gpus=gpus, nccl_env=NCCL_ENV,
-                    weak_points_per_gpu=MULTI_WEAK_PER_GPU,
+    res.meta.update(iterations=MULTI_ITERS, limit_iterations=MULTI_LIMIT_ITERS, repeats=repeats, seed=MULTI_SEED,
+                    gpus=gpus, nccl_env=NCCL_ENV, weak_points_per_gpu=MULTI_WEAK_PER_GPU,
+                    device_spare_bytes=MULTI_DEVICE_SPARE, host_share=MULTI_HOST_SHARE,
+                    host_memory_available_bytes=_available_host_bytes(),
                     inputs=f"torch.rand((N, D), generator=cuda manual_seed({MULTI_SEED})) on each GPU",
-                    timing=f"marginal loop: (a {MULTI_ITERS}-loop call - a 1-loop call) / {MULTI_ITERS - 1}, wall "
-                           "clock of the slowest rank, median of the repeats after a warm-up; threshold 0")
+                    timing=f"marginal loop: (a {MULTI_ITERS}-loop call - a 1-loop call) / {MULTI_ITERS - 1} "
+                           f"({MULTI_LIMIT_ITERS} loops for the memory points, one repeat), wall clock of the "
+                           "slowest rank, median of the repeats after a warm-up; threshold 0")
     for g in [g for g in MULTI_GPUS if g not in gpus]:
         res.notes.append(f"{g} GPUs: this machine has {torch.cuda.device_count()}")
     for g in gpus:
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "rows.json"
-            spec = dict(shapes=shapes, repeats=repeats, seed=MULTI_SEED)
+            launch = list(shapes) + (list(plan.pick(MULTI_LIMITS)) if g == gpus[-1] else [])
+            spec = dict(shapes=launch, repeats=repeats, seed=MULTI_SEED, labels_dir=tmp)
             cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={g}", "-m",
                    "gpuopt.bench.studies.kmeans_multi", json.dumps(spec), str(out)]
             done = subprocess.run(cmd, env={**os.environ, **NCCL_ENV}, capture_output=True, text=True)
@@ -184,7 +270,12 @@ def run_kmeans_multi(plan: RunSettings) -> StudyResult:
                 res.notes.append(f"{g} GPUs: the torchrun launch failed ({done.returncode}): "
                                  f"{done.stderr.strip()[-600:]}")
                 continue
-            res.rows.extend(json.loads(out.read_text()))
+            rows = json.loads(out.read_text())
+            for i, row in enumerate(rows):  # the memberships joined in rank order, hashed
+                parts = [Path(tmp) / f"{i}_{r}.npy" for r in range(g)]
+                if all(part.exists() for part in parts):
+                    row["labels_digest"] = _digest(*(np.load(part) for part in parts))
+            res.rows.extend(rows)
     _relate(res.rows)
     return res
 
@@ -208,7 +299,8 @@ def _relate(rows: list[dict[str, Any]]) -> None:
         r["single_gpu_ms_per_loop"] = single
         r["efficiency"] = r["speedup_vs_1"] / r["gpus"]
         r["identical"] = bool(r.get("rank_digests_agree")) and (weak or (
-            r.get("digest") == one.get("digest") == one.get("single_digest")))
+            r.get("digest") == one.get("digest") == one.get("single_digest") and r.get("labels_digest") is not None
+            and r.get("labels_digest") == one.get("labels_digest") == one.get("single_labels_digest")))
 
 
 def table_kmeans_multi(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
@@ -216,21 +308,31 @@ def table_kmeans_multi(rows: list[dict[str, Any]], meta: Mapping[str, Any] | Non
              fmt_cell(r.get("exchange_ms_per_loop"), ".3g"), fmt_cell(r.get("allgather_ms"), ".3g"),
              fmt_cell(r.get("exchange_share"), ".1%"), fmt_cell(r.get("slot_mb"), ".3g"),
              fmt_cell(r.get("speedup_vs_1"), ".3g"), fmt_cell(r.get("speedup_vs_single"), ".3g"),
-             fmt_cell(r.get("efficiency"), ".1%"), {True: "yes", False: "NO"}.get(r.get("identical"), "-")]
+             fmt_cell(r.get("efficiency"), ".1%"), _same_bits(r), fmt_cell(r.get("shard_gb"), ".3g"),
+             r.get("x_memory") or "-"]
             for r in rows]
     head = ("gpuopt.distributed.kmeans, ms a loop (marginal, slowest rank); exchange: the loop's wait for the "
             "all-gather (median loop after the first) / the all-gather alone; speedup over the 1-GPU distributed "
             "run and over gpuopt.kmeans on one GPU (weak rows: points a second)\n")
     return head + format_table(["shape", "N", "GPUs", "loop", "ms/loop", "exchange ms", "all-gather ms",
                                 "exchange/loop", "slot MB", "x 1 GPU", "x gpuopt.kmeans", "efficiency",
-                                "same bits"], body) + errors_note(rows)
+                                "same bits", "shard GB", "x_memory"], body) + errors_note(rows)
+
+
+def _same_bits(r: Mapping[str, Any]) -> str:
+    """yes / NO against one GPU (centres, deltas, loops, memberships); where no run on one GPU holds the points,
+    whether the ranks agree."""
+    if r.get("identical") is not None:
+        return "yes" if r["identical"] else "NO"
+    agree = r.get("rank_digests_agree")
+    return "-" if agree is None else ("ranks agree" if agree else "ranks DIFFER")
 
 
 def plot_kmeans_multi(meta, rows, path: Path) -> Path:
     """Per shape, ms a loop against GPUs (the exchange's part shaded), ideal scaling dashed."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    ok = [r for r in rows if r.get("ms_per_loop") and not r.get("error")]
+    ok = [r for r in rows if r.get("ms_per_loop") and not r.get("error") and not r.get("memory_point")]
     if not ok:
         return empty_axes(fig, ax, meta, "kmeans_multi: no rows", path)
     shapes = list(dict.fromkeys(r["shape"] for r in ok))
