@@ -49,19 +49,19 @@ MULTI_SHAPES = per_level(
 MULTI_LIMITS = per_level(gpu_full=(("largest resident: 16, k=256", "largest", 16, 256),
                                    ("streamed from host: 16, k=256", "streamed", 16, 256)), gpu_quick=(), tiny=())
 MULTI_WEAK_PER_GPU = 800_000_000  # 51 GB of points a GPU, 25 GB of chunk sums, and one GPU's run beside them
-MULTI_ITERS = 6
+MULTI_ITERS = 11
 MULTI_LIMIT_ITERS = 3
 MULTI_REPEATS = per_level(gpu_full=3, gpu_quick=2, tiny=1)
 MULTI_GPUS = (1, 2, 3, 4)
 #: Device memory a rank leaves free beside the largest resident shard (NCCL, the CUDA context, torch's cache).
-MULTI_DEVICE_SPARE = 4 << 30
+MULTI_DEVICE_SPARE = 6 << 30
 #: The share of the host's available memory the streamed shards may take together.
-MULTI_HOST_SHARE = 0.85
+MULTI_HOST_SHARE = 0.75
 MULTI_SEED = 0
 MULTI_COLUMNS = ("shape", "N", "D", "k", "gpus", "loop", "ms_per_loop", "call_ms", "exchange_ms_per_loop",
                  "exchange_ms_first", "allgather_ms", "exchange_share", "slot_mb", "single_gpu_ms_per_loop",
-                 "speedup_vs_1", "speedup_vs_single", "efficiency", "identical", "iterations", "x_memory",
-                 "shard_gb", "error")
+                 "event_ms_per_loop", "speedup_vs_1", "speedup_vs_single", "efficiency", "identical", "iterations",
+                 "x_memory", "shard_gb", "error")
 #: NCCL here: NVLink multicast (NVLS) off, as the device machines' README asks.
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
@@ -113,14 +113,15 @@ def _shape(spec: Mapping[str, Any], comm: Any, torch: Any, dist: Any, rank: int,
     row: dict[str, Any] = {}
     x, iters, x_memory = None, MULTI_ITERS, "device"
     if n is None or isinstance(n, str):  # every rank its own rows: no run on fewer GPUs holds them to compare
-        n_local = MULTI_WEAK_PER_GPU if n is None else _limit_rows(comm, torch, size, d, k, n, row)
+        total = MULTI_WEAK_PER_GPU * size if n is None else _limit_rows(comm, torch, size, d, k, n, row) * size
+        a, b = shard_bounds(total, size)[rank]
         if n == "streamed":
-            shard, x_memory = _host_rows(torch, spec["seed"], rank, n_local, d), "stream"
+            shard, x_memory = _host_rows(torch, spec["seed"], rank, b - a, d), "stream"
         else:
-            shard = _rows(spec["seed"], rank, n_local, d)
+            shard = _rows(spec["seed"], rank, b - a, d)
         iters = MULTI_ITERS if n is None else MULTI_LIMIT_ITERS
         row["memory_point"] = n is not None
-        n, (a, b) = n_local * size, (rank * n_local, (rank + 1) * n_local)
+        n = total
     else:
         # The whole data on every GPU (the same points on every rank count), each rank calling with its rows.
         x = torch.rand((n, d), generator=torch.Generator(device="cuda").manual_seed(spec["seed"]), device="cuda")
@@ -144,6 +145,7 @@ def _shape(spec: Mapping[str, Any], comm: Any, torch: Any, dist: Any, rank: int,
     row["call_ms"] = slowest[0] * 1e3
     row["ms_per_loop"] = (slowest[0] - slowest[1]) * 1e3 / (iters - 1)
     result, t = call(iters, timing=True)
+    row["event_ms_per_loop"] = t.details["loop_ms"] / iters
     row["exchange_ms_per_loop"] = t.details["exchange_ms_steady"]
     row["exchange_ms_first"] = t.details["exchange_ms"] - t.details["exchange_ms_steady"] * (iters - 1)
     row["iterations"] = result.iterations
@@ -151,6 +153,8 @@ def _shape(spec: Mapping[str, Any], comm: Any, torch: Any, dist: Any, rank: int,
     digests = comm.all_gather(np.frombuffer(digest.encode(), np.uint8)[None])
     row["rank_digests_agree"] = all(bytes(g[0]).decode() == digest for g in digests)
     row["digest"] = digest
+    if x_memory == "stream":
+        torch.cuda.cudart().cudaHostUnregister(shard.ctypes.data)
     if x is not None:  # joined and hashed by the launching process, in rank order
         np.save(Path(spec["labels_dir"]) / f"{index}_{rank}.npy", _host(result.membership))
     row.update(_allgather(comm, torch, dist, n, d, k, size))
@@ -212,14 +216,19 @@ def _rows(seed: int, rank: int, n: int, d: int) -> Any:
 
 
 def _host_rows(torch: Any, seed: int, rank: int, n: int, d: int) -> np.ndarray:
-    """n uniform rows of this rank's own in page-locked host memory (made on the GPU a slab at a time), as NumPy."""
-    out = torch.empty((n, d), dtype=torch.float32, pin_memory=True)
+    """n uniform rows of this rank's own in host memory page-locked once here (made on the GPU a slab at a time).
+    Not torch's pinned allocator, which rounds a block up to a power of two (128 GiB for 100 GB)."""
+    out = np.empty((n, d), np.float32)
+    err = torch.cuda.cudart().cudaHostRegister(out.ctypes.data, out.nbytes, 0)
+    if int(err) != 0:
+        raise RuntimeError(f"cudaHostRegister of {out.nbytes / 1e9:.1f} GB failed ({err})")
+    host = torch.from_numpy(out)
     gen = torch.Generator(device="cuda").manual_seed(seed + 1 + rank)
     step = max(1, (1 << 28) // d)
     for i in range(0, n, step):
-        out[i:i + step].copy_(torch.rand((min(step, n - i), d), generator=gen, device="cuda"))
+        host[i:i + step].copy_(torch.rand((min(step, n - i), d), generator=gen, device="cuda"))
     torch.cuda.synchronize()
-    return out.numpy()
+    return out
 
 
 def _allgather(comm: Any, torch: Any, dist: Any, n: int, d: int, k: int, size: int) -> dict[str, float]:
@@ -304,19 +313,22 @@ def _relate(rows: list[dict[str, Any]]) -> None:
 
 
 def table_kmeans_multi(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
-    body = [[r["shape"], r["N"], r["gpus"], r.get("loop") or "-", fmt_cell(r.get("ms_per_loop"), ".4g"),
-             fmt_cell(r.get("exchange_ms_per_loop"), ".3g"), fmt_cell(r.get("allgather_ms"), ".3g"),
+    body = [[r["shape"], r.get("N", "-"), r["gpus"], r.get("loop") or "-", fmt_cell(r.get("ms_per_loop"), ".4g"),
+             fmt_cell(r.get("event_ms_per_loop"), ".4g"), fmt_cell(r.get("exchange_ms_per_loop"), ".3g"),
+             fmt_cell(r.get("allgather_ms"), ".3g"),
              fmt_cell(r.get("exchange_share"), ".1%"), fmt_cell(r.get("slot_mb"), ".3g"),
              fmt_cell(r.get("speedup_vs_1"), ".3g"), fmt_cell(r.get("speedup_vs_single"), ".3g"),
              fmt_cell(r.get("efficiency"), ".1%"), _same_bits(r), fmt_cell(r.get("shard_gb"), ".3g"),
              r.get("x_memory") or "-"]
             for r in rows]
-    head = ("gpuopt.distributed.kmeans, ms a loop (marginal, slowest rank); exchange: the loop's wait for the "
-            "all-gather (median loop after the first) / the all-gather alone; speedup over the 1-GPU distributed "
-            "run and over gpuopt.kmeans on one GPU (weak rows: points a second)\n")
-    return head + format_table(["shape", "N", "GPUs", "loop", "ms/loop", "exchange ms", "all-gather ms",
-                                "exchange/loop", "slot MB", "x 1 GPU", "x gpuopt.kmeans", "efficiency",
-                                "same bits", "shard GB", "x_memory"], body) + errors_note(rows)
+    head = ("gpuopt.distributed.kmeans, ms a loop (marginal, slowest rank; events: rank 0's CUDA events around a "
+            "call's loops, over the loops); exchange: the loop's wait for the all-gather (median loop after the "
+            "first) / the all-gather alone; speedup over the 1-GPU distributed run and over gpuopt.kmeans on one "
+            "GPU (weak rows: points a second)\n")
+    return head + format_table(["shape", "N", "GPUs", "loop", "ms/loop", "events ms/loop", "exchange ms",
+                                "all-gather ms", "exchange/loop", "slot MB", "x 1 GPU", "x gpuopt.kmeans", "efficiency",
+                                "same bits", "shard GB", "x_memory"], body) + errors_note(
+                                    [{**r, "variant": f"{r['shape']} on {r['gpus']} GPUs"} for r in rows])
 
 
 def _same_bits(r: Mapping[str, Any]) -> str:
