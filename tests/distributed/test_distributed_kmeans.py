@@ -190,3 +190,23 @@ def test_group_sums_arguments(membership, k, error, match):
 def test_group_sums_binding_guards_its_bounds():
     with pytest.raises(ValueError, match=r"membership must hold cluster indices in 0..k-1 \(k=2\), got 5"):
         gpuopt._core.kmeans_group_sums(np.ones((3, 2), np.float32), np.array([0, 5, 1], np.int32), 2)
+
+
+class _DeviceRows:
+    """A foreign device array of shape (rows, 4) and ``typestr`` (no memory behind it: rows is 0 or it is refused)."""
+
+    def __init__(self, rows, typestr="<f4"):
+        self.shape = (rows, 4)
+        self.__cuda_array_interface__ = dict(shape=self.shape, typestr=typestr, data=(0, False), version=3,
+                                             strides=None)
+
+
+def test_a_device_rank_without_rows_is_a_0_by_d_view():
+    from gpuopt.distributed.kmeans import _shard
+
+    view = _shard(_DeviceRows(0), device_ok=True)
+    assert isinstance(view, gpuopt.cuda.DeviceArray) and view.shape == (0, 4)
+    with pytest.raises(TypeError, match="float32"):
+        _shard(_DeviceRows(0, "<f8"), device_ok=True)
+    with pytest.raises(TypeError, match="device array"):  # group sums run on the host
+        _shard(_DeviceRows(0))

@@ -110,6 +110,16 @@ def test_device_shards_in_place(blobs):
     assert all(isinstance(o.centroids, gpuopt.cuda.DeviceArray) for o in outs)
 
 
+@pytest.mark.parametrize("variant", ["device", "device_tiled"])
+def test_an_empty_device_shard(rng, variant):
+    # more ranks than groups with torch shards: the last rank's is a (0, D) tensor, and it still takes part
+    torch = pytest.importorskip("torch")
+    x = rng.uniform(-1, 1, (G + 100, 3)).astype(np.float32)
+    outs = assert_bits(x, 5, [(0, G), (G, G + 100), (G + 100, G + 100)], variant,
+                       shard=lambda a: torch.from_numpy(a).cuda(), threshold=0.0, max_iter=3)
+    assert all(isinstance(o.centroids, gpuopt.cuda.DeviceArray) for o in outs)
+
+
 @pytest.mark.parametrize("variant,k", [("device", 6), ("device_tiled", 300)])
 def test_streamed_from_host_memory(blobs, variant, k):
     # slabs of one group: 3 of them on rank 0, 2 (the last partial) on rank 1; and the same with slabs longer

@@ -120,7 +120,7 @@ def _shape(spec: Mapping[str, Any], comm: Any, torch: Any, dist: Any, rank: int,
         else:
             shard = _rows(spec["seed"], rank, b - a, d)
         iters = MULTI_ITERS if n is None else MULTI_LIMIT_ITERS
-        row["memory_point"] = n is not None
+        row["memory_point"], row["own_rows"] = n is not None, True
         n = total
     else:
         # The whole data on every GPU (the same points on every rank count), each rank calling with its rows.
@@ -307,7 +307,7 @@ def _relate(rows: list[dict[str, Any]]) -> None:
         r["speedup_vs_single"] = scale * single / r["ms_per_loop"] if single else None
         r["single_gpu_ms_per_loop"] = single
         r["efficiency"] = r["speedup_vs_1"] / r["gpus"]
-        r["identical"] = bool(r.get("rank_digests_agree")) and (weak or (
+        r["identical"] = bool(r.get("rank_digests_agree")) and (bool(r.get("own_rows")) or (
             r.get("digest") == one.get("digest") == one.get("single_digest") and r.get("labels_digest") is not None
             and r.get("labels_digest") == one.get("labels_digest") == one.get("single_labels_digest")))
 
