@@ -343,10 +343,11 @@ def _same_bits(r: Mapping[str, Any]) -> str:
 def plot_kmeans_multi(meta, rows, path: Path) -> Path:
     """Per shape, ms a loop against GPUs (the exchange's part shaded), ideal scaling dashed."""
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
     ok = [r for r in rows if r.get("ms_per_loop") and not r.get("error") and not r.get("memory_point")]
     if not ok:
-        return empty_axes(fig, ax, meta, "kmeans_multi: no rows", path)
+        empty_axes(ax, "no successful measurements")
+        return finish_axes(fig, ax, meta, "k-means past one GPU", path, grid=False)
     shapes = list(dict.fromkeys(r["shape"] for r in ok))
     for i, shape in enumerate(shapes):
         pts = sorted((r for r in ok if r["shape"] == shape), key=lambda r: r["gpus"])
@@ -361,8 +362,8 @@ def plot_kmeans_multi(meta, rows, path: Path) -> Path:
     ax.set_ylabel("ms a loop (bars: the exchange)")
     ax.set_xticks(sorted({r["gpus"] for r in ok}))
     ax.set_yscale("log")
-    ax.legend(fontsize=8)
-    return finish_axes(fig, ax, meta, "k-means past one GPU (dashed: ideal)", path)
+    return finish_axes(fig, ax, meta, "k-means past one GPU (dashed: ideal)", path,  # legend beside: lines span it
+                       legend=dict(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5)))
 
 
 STUDY = Study("kmeans_multi", "kmeans", "k-means past one GPU",
