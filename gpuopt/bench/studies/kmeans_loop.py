@@ -24,13 +24,13 @@ and coordinate at the FP32 peak (``dot_floor_us``, device_gemm's floor).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
 import gpuopt
 
-from ..baselines import strict_torch
+from ..baselines import strict_torch, torch_lloyd
 from ..figures import empty_axes, finish_axes, grouped_bars, headroom, log_if_wide, pyplot, short_number
 from ..floors import compute_floor_us, dram_bandwidth, fp32_peak, memory_floor_us
 from ..harness import Progress, measure
@@ -54,27 +54,6 @@ LOOP_COLUMNS = ("dataset", "N", "D", "k", "variant", "iterations", "us_per_iter"
                 "call_max_ms", "repeats", "marginal_us_per_iter", "memory_floor_us", "compute_floor_us",
                 "dot_floor_us", "host_floor_us", "x_floor", "x_pytorch", "x_in_memory", "differ_liao", "skipped",
                 "error")
-
-
-def _torch_lloyd(x_np: np.ndarray, k: int, iters: int) -> Callable[[], Any] | None:
-    """The five-line PyTorch Lloyd loop on device tensors (None without torch or a GPU)."""
-    torch = strict_torch()
-    if torch is None:
-        return None
-    x = torch.as_tensor(x_np, device="cuda")
-    c0 = x[:k].clone()
-
-    def run():
-        c, prev = c0.clone(), torch.full((x.shape[0],), -1, device="cuda", dtype=torch.int64)
-        for _ in range(iters):
-            m = ((c * c).sum(1) - 2 * (x @ c.T)).argmin(1)  # ||x||^2 is the same for every centre
-            changed = (m != prev).sum()  # the stopping rule's count (not read: every run does `iters` loops)
-            counts = torch.bincount(m, minlength=k)
-            sums = torch.zeros_like(c).index_add_(0, m, x)
-            c = torch.where(counts[:, None] > 0, sums / counts.clamp(min=1)[:, None].to(c.dtype), c)
-            prev = m
-        return c, m, changed
-    return run
 
 
 def _floors(n: int, d: int, k: int) -> tuple[float | None, float | None, float | None]:
@@ -156,7 +135,7 @@ def run_kmeans_loop(plan: RunSettings) -> StudyResult:
                     floor = max(row["host_floor_us"] or 0.0, dot_floor if k * d > 1024 else liao_floor)
                 try:
                     if name == "pytorch":
-                        fn, iters = _torch_lloyd(x, k, LOOP_ITERS), LOOP_ITERS
+                        fn, iters = torch_lloyd(x, k, LOOP_ITERS), LOOP_ITERS
                     elif name == "predict":  # one assignment pass (kmeans_predict's device variant)
                         centres = gpuopt.to_device(np.ascontiguousarray(x[:k]))
                         fn, iters = (lambda centres=centres: gpuopt.kmeans_predict(x_in, centres, variant="device")), 1
