@@ -94,10 +94,11 @@ void check_loop_args(int loops_per_sync, int blocks) {
 }
 
 kmeans::multi::RankConfig rank_config(const std::string& loop, const std::string& products, int blocks,
-                                       std::int64_t stream_rows = 0) {
+                                       std::int64_t stream_rows = 0, int parts = 1) {
     GPUOPT_REQUIRE(blocks >= 0, "kmeans distributed: blocks must be >= 0 (0: as many as are resident)");
     kmeans::multi::RankConfig cfg;
     cfg.stream_rows = stream_rows;
+    cfg.parts = parts;
     cfg.loop = choice<kmeans::multi::Loop>(kmeans::multi::kMultiLoops, loop, "kmeans distributed");
     cfg.products = choice<kmeans::tiled::Products>(kmeans::tiled::kTiledProducts, products, "kmeans distributed");
     cfg.blocks = blocks;
@@ -111,15 +112,16 @@ void bind_kmeans_rank(py::module_& m) {
     py::class_<Rank>(m, "KMeansRank",
                      "One rank's share of a k-means loop split over ranks (csrc/kmeans/kmeans_cuda.hpp): "
                      "KMeansRank(x, rows, order, rank, d, k, threshold, max_iter, centroids, membership, *, loop, "
-                     "products, blocks); addresses of this rank's x (n_local, D) float32, the centres (k, D) float32 "
-                     "(initial in, result out) and the memberships (n_local,) int32 on the device; rows: every rank's "
-                     "n_local, order: the ranks with rows in row order. stream_rows > 0: x is host memory, "
-                     "streamed every loop in slabs of that many objects.")
+                     "products, blocks, stream_rows, parts); addresses of this rank's x (n_local, D) float32, the "
+                     "centres (k, D) float32 (initial in, result out) and the memberships (n_local,) int32 on the "
+                     "device; rows: every rank's n_local, order: the ranks with rows in row order. stream_rows > 0: "
+                     "x is host memory, streamed every loop in slabs of that many objects. parts=2: the slot in two "
+                     "parts, each all-gathered on its own (part_doubles, then the rest; gathered part by part).")
         .def(py::init([](std::uintptr_t x, const std::vector<std::int64_t>& rows, const std::vector<int>& order,
                          int rank, std::int64_t d, std::int64_t k, float threshold, std::int64_t max_iter,
                          std::uintptr_t centroids, std::uintptr_t membership, const std::string& loop,
-                         const std::string& products, int blocks, std::int64_t stream_rows) {
-                 const kmeans::multi::RankConfig cfg = rank_config(loop, products, blocks, stream_rows);
+                         const std::string& products, int blocks, std::int64_t stream_rows, int parts) {
+                 const kmeans::multi::RankConfig cfg = rank_config(loop, products, blocks, stream_rows, parts);
                  py::gil_scoped_release release;
                  return std::make_unique<Rank>(dptr<const float>(x), kmeans::multi::Layout{rows, order}, rank, d, k,
                                                threshold, max_iter, cfg, dptr<float>(centroids),
@@ -129,12 +131,17 @@ void bind_kmeans_rank(py::module_& m) {
              py::arg("threshold"), py::arg("max_iter"), py::arg("centroids"), py::arg("membership"), py::kw_only(),
              py::arg("loop") = kmeans::multi::kMultiLoops.default_name(),
              py::arg("products") = kmeans::tiled::kTiledProducts.default_name(),
-             py::arg("blocks") = 0, py::arg("stream_rows") = 0)
+             py::arg("blocks") = 0, py::arg("stream_rows") = 0, py::arg("parts") = 1)
         .def_property_readonly("slot_doubles", &Rank::slot_doubles,
                                "float64 values of one rank's slot of the all-gather")
-        .def("local", [](Rank& r, std::uintptr_t slot) { r.local(dptr<double>(slot)); }, py::arg("slot"),
-             py::call_guard<py::gil_scoped_release>(),
-             "Queue this rank's assignment and group sums into `slot` (slot_doubles float64 on the device).")
+        .def_property_readonly("part_doubles", &Rank::part_doubles,
+                               "float64 values of the slot's first part (parts=2: all-gathered on its own)")
+        .def_property_readonly("side_stream", &Rank::side_stream,
+                               "parts=2: the rank's stream for the first part's exchange (a handle; 0 otherwise)")
+        .def("local", [](Rank& r, std::uintptr_t slot, int part) { r.local(dptr<double>(slot), part); },
+             py::arg("slot"), py::arg("part") = 0, py::call_guard<py::gil_scoped_release>(),
+             "Queue this rank's assignment and group sums of part `part` into `slot` (slot_doubles float64 on the "
+             "device).")
         .def("close", [](Rank& r, std::uintptr_t gathered) { r.close(dptr<const double>(gathered)); },
              py::arg("gathered"), py::call_guard<py::gil_scoped_release>(),
              "Queue the loop's end from every rank's slot (ranks x slot_doubles float64 on the device, rank order).")

@@ -189,6 +189,11 @@ struct RankConfig {
     // on a copy stream of the rank's own, the copy of slab s + 1 overlapping the kernels of slab s (the stream
     // variant's pipeline). Pageable x is page-locked for the rank's life (cudaHostRegister).
     std::int64_t stream_rows = 0;
+    // 1, or 2 (not with stream_rows): the slot in two parts, each all-gathered as soon as its group sums are
+    // queued, so the first part's exchange runs under the second part's kernels. Part 0 holds groups [0, h) of
+    // every rank, part 1 the rest and the counts (h = groups_max - ceil(groups_max / 4), at least 1); gathered is
+    // [part 0 of every rank][part 1 of every rank]. The same sums in the same order: the same bits.
+    int parts = 1;
 };
 
 // Doubles of one rank's slot of the exchange (kmeans.hpp's slot_layout).
@@ -212,10 +217,14 @@ public:
     Rank& operator=(const Rank&) = delete;
 
     std::int64_t slot_doubles() const { return slot_; }
-    // This rank's part of a loop: memberships, and its slot (slot_doubles() doubles on the device). Queued on the
-    // current stream; nothing once the loop has stopped.
-    void local(double* slot);
-    // The loop's end from every rank's slot ([ranks][slot_doubles()] on the device, in rank order).
+    // Doubles of the slot's first part (slot_doubles() with one part).
+    std::int64_t part_doubles() const { return part0_; }
+    // parts = 2: a stream of the rank's own for the first part's exchange (0 with one part).
+    std::uintptr_t side_stream() const;
+    // This rank's part `part` (0 .. cfg.parts - 1) of a loop: memberships, and its slot (slot_doubles() doubles on
+    // the device; part p writes only its part). Queued on the current stream; nothing once the loop has stopped.
+    void local(double* slot, int part = 0);
+    // The loop's end from every rank's slot (gathered as RankConfig::parts says, rank order in each part).
     void close(const double* gathered);
     // Waits for the stream; whether the loop has stopped, the loops run and the delta history so far.
     bool read(int* iterations, std::vector<float>* delta);
@@ -223,7 +232,7 @@ public:
 private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
-    std::int64_t slot_ = 0;
+    std::int64_t slot_ = 0, part0_ = 0;
 };
 
 }  // namespace gpuopt::kmeans::multi

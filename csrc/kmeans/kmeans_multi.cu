@@ -56,8 +56,9 @@ __global__ void __launch_bounds__(kSumThreads) group_sums(const double* __restri
 template <int Coords>
 __global__ void __launch_bounds__(kCloseWarps * 32) close_loop(const double* __restrict__ gathered,
                                                                const std::int64_t* __restrict__ rows,
-                                                               std::int64_t groups, int ranks, std::int64_t slot,
-                                                               std::int64_t tail, std::int64_t n_total, int d, int k,
+                                                               std::int64_t groups, int ranks,
+                                                               std::int64_t tail_stride, std::int64_t tail_base,
+                                                               std::int64_t n_total, int d, int k,
                                                                float* __restrict__ centres, float threshold,
                                                                int max_iter, float* __restrict__ history,
                                                                LoopState* __restrict__ state) {
@@ -85,13 +86,13 @@ __global__ void __launch_bounds__(kCloseWarps * 32) close_loop(const double* __r
         }
         if (slot_lane == 0) {
             double count = 0.0;
-            for (int r = 0; r < ranks; ++r) count += gathered[r * slot + tail + e / d];
+            for (int r = 0; r < ranks; ++r) count += gathered[tail_base + r * tail_stride + e / d];
             if (count > 0.0) centres[e] = close_mean(total, count, &state->nonfinite);
         }
     }
     if (!last_block(state) || threadIdx.x != 0) return;
     double changed = 0.0;
-    for (int r = 0; r < ranks; ++r) changed += gathered[r * slot + tail + k];
+    for (int r = 0; r < ranks; ++r) changed += gathered[tail_base + r * tail_stride + k];
     record_loop(state, static_cast<unsigned long long>(changed), n_total, threshold, max_iter, history);
 }
 
@@ -143,6 +144,8 @@ struct Rank::Impl {
     const float* x;
     std::int64_t n, n_total, d, k, chunks, groups, groups_total;
     std::int64_t tail;  // the slot's counts start here: after groups_max rows of k*d group sums
+    // Rank r's counts in the gathered slots: tail_base + r * tail_stride (the slot's tail, or part 1's).
+    std::int64_t tail_base = 0, tail_stride = 0;
     int ranks;
     float threshold;
     std::int64_t max_iter;
@@ -157,7 +160,8 @@ struct Rank::Impl {
     DeviceBuffer<unsigned char> workspace;  // device_tiled's deep path
     std::vector<std::int64_t> rows_host;    // kept until the upload has run
     std::vector<unsigned char> host;        // the state and history, read back
-    // Streamed (cfg.stream_rows > 0): x in host memory, two device slabs, a copy stream and its events.
+    // Slabs: the shard in launches of slab_rows (streamed, or one a part). Streamed (cfg.stream_rows > 0): x in
+    // host memory, two device slabs, a copy stream and its events.
     std::int64_t slab_rows = 0, slabs = 0, issued = 0, loops = 0;
     DeviceBuffer<float> slab;
     tiled::Launch last_plan;                // device_tiled's plan for the last (shorter) slab
@@ -165,8 +169,13 @@ struct Rank::Impl {
     cudaStream_t copy = nullptr;
     cudaEvent_t ready[2] = {}, free[2] = {};
     void* registered = nullptr;
+    cudaStream_t side = nullptr;  // parts = 2: the first part's exchange is queued here, beside the loop's stream
 
     ~Impl() {
+        if (side) {  // no exchange in flight from our buffers
+            cudaStreamSynchronize(side);
+            cudaStreamDestroy(side);
+        }
         if (copy) cudaStreamSynchronize(copy);  // no copy in flight into a freed slab or from unregistered memory
         for (cudaEvent_t e : {ready[0], ready[1], free[0], free[1]})
             if (e) cudaEventDestroy(e);
@@ -195,14 +204,27 @@ Rank::Rank(const float* x, const Layout& layout, int rank, std::int64_t d, std::
     m.tail = slots.tail;
     const std::int64_t kd = k * d;
     m.ranks = static_cast<int>(layout.rows.size());
-    for (int r : layout.order)
-        for (std::int64_t g = 0; g < groups_of(layout.rows[static_cast<std::size_t>(r)]); ++g)
-            m.rows_host.push_back(r * slot_ + g * kd);
-    m.groups_total = static_cast<std::int64_t>(m.rows_host.size());
     GPUOPT_REQUIRE(cfg.stream_rows >= 0 && cfg.stream_rows % kSumGroup == 0,
                    "kmeans distributed: stream_rows must be 0 or a multiple of " + std::to_string(kSumGroup));
-    // The rows one launch of the assignment covers: the shard, or a slab of it (no larger than the shard).
-    m.slab_rows = cfg.stream_rows > 0 ? std::min(cfg.stream_rows, groups_of(m.n) * kSumGroup) : m.n;
+    GPUOPT_REQUIRE(cfg.parts == 1 || (cfg.parts == 2 && cfg.stream_rows == 0),
+                   "kmeans distributed: parts must be 1, or 2 for a shard on the device");
+    // Part 0: groups [0, h) of every rank's slot (all of them with one part); part 1: the last quarter and the
+    // counts. Part 1's local pass (a quarter of the work) hides part 0's all-gather (three quarters of the bytes);
+    // what is left in the open is part 1's, a quarter.
+    const std::int64_t groups_max = slots.tail / kd;
+    const std::int64_t h = cfg.parts == 2 ? std::max<std::int64_t>(1, groups_max - (groups_max + 3) / 4) : groups_max;
+    part0_ = cfg.parts == 2 ? h * kd : slot_;
+    const std::int64_t part1 = slot_ - part0_;
+    for (int r : layout.order)
+        for (std::int64_t g = 0; g < groups_of(layout.rows[static_cast<std::size_t>(r)]); ++g)
+            m.rows_host.push_back(g < h ? r * part0_ + g * kd : m.ranks * part0_ + r * part1 + (g - h) * kd);
+    m.groups_total = static_cast<std::int64_t>(m.rows_host.size());
+    m.tail_base = cfg.parts == 2 ? m.ranks * part0_ + (m.tail - part0_) : m.tail;
+    m.tail_stride = cfg.parts == 2 ? part1 : slot_;
+    // The rows one launch of the assignment covers: the shard, or a slab of it (no larger than the shard): a
+    // streamed slab, or a part's groups.
+    const std::int64_t slab_cap = cfg.stream_rows > 0 ? cfg.stream_rows : cfg.parts == 2 ? h * kSumGroup : 0;
+    m.slab_rows = slab_cap > 0 ? std::min(slab_cap, groups_of(m.n) * kSumGroup) : m.n;
     m.slabs = m.slab_rows > 0 ? (m.n + m.slab_rows - 1) / m.slab_rows : 0;
     const std::int64_t last_rows = m.n - (m.slabs - 1) * m.slab_rows;
     const std::int64_t launch_chunks = (m.slab_rows + kChunk - 1) / kChunk;
@@ -243,6 +265,7 @@ Rank::Rank(const float* x, const Layout& layout, int rank, std::int64_t d, std::
             GPUOPT_CUDA_CHECK(cudaEventCreateWithFlags(&m.free[b], cudaEventDisableTiming));
         }
     }
+    if (cfg.parts == 2) GPUOPT_CUDA_CHECK(cudaStreamCreateWithFlags(&m.side, cudaStreamNonBlocking));
     m.loop = DeviceBuffer<unsigned long long>(parts::loop_words(k, max_iter));
     m.rows = DeviceBuffer<std::int64_t>(m.rows_host.size());
     m.host.resize(parts::state_bytes(max_iter));
@@ -257,9 +280,12 @@ Rank::Rank(const float* x, const Layout& layout, int rank, std::int64_t d, std::
 
 Rank::~Rank() = default;
 
-void Rank::local(double* slot) {
+std::uintptr_t Rank::side_stream() const { return reinterpret_cast<std::uintptr_t>(impl_->side); }
+
+void Rank::local(double* slot, int part) {
     Impl& m = *impl_;
     GPUOPT_REQUIRE(slot, "kmeans distributed: null slot");
+    GPUOPT_REQUIRE(part >= 0 && part < m.cfg.parts, "kmeans distributed: part must be in 0..parts-1");
     const int kd = static_cast<int>(m.k * m.d);
     const cudaStream_t on = current_stream();
     // group_sums over `rows` objects' chunk sums into out (their groups' rows of the slot); tail: the shard's end.
@@ -282,7 +308,10 @@ void Rank::local(double* slot) {
         GPUOPT_CUDA_CHECK(cudaEventRecord(m.ready[b], m.copy));
     };
     const std::int64_t groups_per_slab = m.slab_rows / kSumGroup;  // whole groups but in the shard's last slab
-    for (std::int64_t s = 0; s < m.slabs; ++s) {
+    // One part: every slab. Two: slab `part` (a part's groups; a shard within part 0 has no slab 1).
+    const bool last_part = part == m.cfg.parts - 1;
+    const std::int64_t s0 = m.cfg.parts == 1 ? 0 : part, s1 = m.cfg.parts == 1 ? m.slabs : std::min(m.slabs, s0 + 1);
+    for (std::int64_t s = s0; s < s1; ++s) {
         const bool last = s == m.slabs - 1;
         const std::int64_t first = s * m.slab_rows, len = std::min(m.slab_rows, m.n - first);
         const std::int64_t g = m.loops * m.slabs + s;  // this slab over all loops
@@ -302,8 +331,8 @@ void Rank::local(double* slot) {
         group_sums_of(len, slot + s * groups_per_slab * kd, last ? slot + m.tail : nullptr);
         if (m.copy) GPUOPT_CUDA_CHECK(cudaEventRecord(m.free[g % 2], on));
     }
-    if (m.slabs == 0) group_sums_of(0, slot, slot + m.tail);  // a rank without rows: its counts, all 0
-    m.loops += 1;
+    if (m.slabs == 0 && last_part) group_sums_of(0, slot, slot + m.tail);  // a rank without rows: counts, all 0
+    if (last_part) m.loops += 1;
 }
 
 void Rank::close(const double* gathered) {
@@ -314,8 +343,9 @@ void Rank::close(const double* gathered) {
     const auto launch = [&](auto kernel, int coords) {
         const auto blocks = static_cast<unsigned>((kd / coords + kCloseWarps - 1) / kCloseWarps);
         kernel<<<blocks, kCloseWarps * 32, 0, current_stream()>>>(
-            gathered, m.rows.data(), m.groups_total, m.ranks, slot_, m.tail, m.n_total, static_cast<int>(m.d),
-            static_cast<int>(m.k), m.centres, m.threshold, static_cast<int>(m.max_iter), history, m.state());
+            gathered, m.rows.data(), m.groups_total, m.ranks, m.tail_stride, m.tail_base, m.n_total,
+            static_cast<int>(m.d), static_cast<int>(m.k), m.centres, m.threshold, static_cast<int>(m.max_iter),
+            history, m.state());
         GPUOPT_CHECK_LAUNCH("kmeans distributed close_loop");
     };
     if (kd % 4 == 0) launch(close_loop<4>, 4);

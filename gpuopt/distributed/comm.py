@@ -41,6 +41,9 @@ class Communicator(abc.ABC):
 
     rank: int
     size: int
+    #: Whether :meth:`slot_exchange` moves slots device to device, queued without a host wait (NCCL): then a GPU
+    #: loop splits its exchange in two, the first half's under the second half's kernels.
+    device_exchange: bool = False
 
     @abc.abstractmethod
     def all_gather(self, a: np.ndarray, *, timeout: float | None = None) -> list[np.ndarray]:

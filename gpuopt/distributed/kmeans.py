@@ -44,6 +44,7 @@ __all__ = ["kmeans", "kmeans_group_sums", "shard_bounds", "sum_group", "VARIANTS
 #: ``variant`` values: auto (the GPU where one is usable, with the loop gpuopt.kmeans' auto picks for the whole
 #: data's shape; else cpu), cpu, or a single-GPU loop by name.
 VARIANTS = ("auto", "cpu") + kmeans_device.LOOPS
+_OVERLAP = (None, False, True)  # ``overlap`` values, by their index in the ranks' agreement
 
 
 def sum_group() -> int:
@@ -123,6 +124,7 @@ class _Local(NamedTuple):
     stream: int | None
     x_memory: str
     stream_rows: int
+    overlap: bool | None
 
 
 class _Layout(NamedTuple):
@@ -130,6 +132,7 @@ class _Layout(NamedTuple):
     offsets: list[int]     # each rank's first global row
     rows: list[int]        # each rank's n_local
     order: list[int]       # the ranks in row order (nonempty shards only)
+    streams: bool          # whether any rank streams its shard from host memory (a GPU loop)
 
 
 @contextlib.contextmanager
@@ -161,16 +164,18 @@ def _agree(comm: Communicator, a: _Local) -> _Layout:
     """Every rank's sizes and arguments, exchanged and compared: the same ValueError on every rank where they
     disagree or the shards do not tile [0, N) from group boundaries."""
     thr_bits = int(np.array(a.threshold, np.float32).view(np.int32))  # compared as the loop compares: float32
+    streams = a.variant != "cpu" and kmeans_device.would_stream(a.x, a.x_memory, cuda_available())
     mine = np.array([[a.x.shape[0], a.x.shape[1], a.k, a.max_iter, thr_bits, a.init is not None,
-                      a.row_offset is not None, a.row_offset or 0, VARIANTS.index(a.variant)]], np.int64)
+                      a.row_offset is not None, a.row_offset or 0, VARIANTS.index(a.variant),
+                      _OVERLAP.index(a.overlap), streams]], np.int64)
     table = np.concatenate(comm.all_gather(mine, timeout=a.timeout))
     names = {1: "D (x_local.shape[1])", 2: "k", 3: "max_iter", 4: "threshold (as float32)",
-             5: "whether init is given", 6: "whether row_offset is given", 8: "variant"}
+             5: "whether init is given", 6: "whether row_offset is given", 8: "variant", 9: "overlap"}
     for col, name in names.items():
         if (table[:, col] != table[0, col]).any():
             r = int(np.flatnonzero(table[:, col] != table[0, col])[0])
-            shown = [float(np.array(v, np.int32).view(np.float32)) if col == 4 else
-                     VARIANTS[int(v)] if col == 8 else int(v) for v in table[:, col]]
+            shown = [float(np.array(v, np.int32).view(np.float32)) if col == 4 else VARIANTS[int(v)] if col == 8
+                     else _OVERLAP[int(v)] if col == 9 else int(v) for v in table[:, col]]
             raise ValueError(f"every rank must give the same {name}: rank 0 has {shown[0]}, rank {r} {shown[r]} "
                              f"(all ranks: {shown})")
     rows = [int(v) for v in table[:, 0]]
@@ -193,7 +198,19 @@ def _agree(comm: Communicator, a: _Local) -> _Layout:
         raise ValueError("every rank's shard is empty: the data must have at least one row")
     if a.k > n:
         raise ValueError(f"k must be <= the number of objects N={n} (all ranks' rows), got k={a.k}")
-    return _Layout(n, offsets, rows, order)
+    streaming = [r for r in range(comm.size) if table[r, 10]]
+    if a.overlap and streaming:
+        raise ValueError(f"overlap=True splits the exchange of shards on the device; rank {streaming[0]} streams "
+                         f"its shard from host memory (give it x_memory='device', or overlap=None)")
+    return _Layout(n, offsets, rows, order, bool(streaming))
+
+
+def _parts(comm: Communicator, a: _Local, lay: _Layout) -> int:
+    """The GPU loop's exchange in 1 part or 2 (the first all-gathered under the second's kernels): 2 where asked
+    (overlap=True), or by default where the communicator moves slots device to device, every shard is on the
+    device and some rank holds two groups or more. The same on every rank (it reads only gathered facts)."""
+    wanted = comm.device_exchange if a.overlap is None else a.overlap
+    return 2 if wanted and not lay.streams and max(-(-r // sum_group()) for r in lay.rows) >= 2 else 1
 
 
 def _initial_centres(comm: Communicator, a: _Local, lay: _Layout) -> np.ndarray:
@@ -251,7 +268,7 @@ def _close_loop(gathered: np.ndarray, lay: _Layout, k: int, d: int, centres: np.
 def kmeans(x_local: Any, k: int, *, threshold: float = 0.001, max_iter: int = 500, init: Any = None,
            row_offset: int | None = None, comm: Communicator | None = None, timeout: float = 300.0,
            variant: str = "auto", loops_per_sync: int = 8, stream: Any = None, x_memory: str = "auto",
-           stream_rows: int = 0, timing: bool = False):
+           stream_rows: int = 0, overlap: bool | None = None, timing: bool = False):
     """k-means over the shards of every rank of ``comm``: ``gpuopt.kmeans(x, k, variant="cpu",
     summation="chunked")`` of the whole data, bit for bit, on the CPU or the GPUs (see the module docstring).
 
@@ -300,6 +317,12 @@ def kmeans(x_local: Any, k: int, *, threshold: float = 0.001, max_iter: int = 50
         (streamed where the points would take more than half the GPU's memory). The same results either way.
     stream_rows : int
         A streamed slab's rows: a multiple of 32,768 (whole groups); 0: 256 MiB of points.
+    overlap : bool, optional
+        A GPU loop's exchange in two all-gathers, the first (half the groups) under the kernels of the second
+        half, so the exchange hides behind the loop's own work. None (default): where the communicator moves
+        slots device to device (NCCL) and every shard is on the device; True also over host memory (slower
+        there: two round trips; for tests); False: one all-gather. The same bits either way; the same on every
+        rank.
     timing : bool
         Also return a dict of CUDA-event milliseconds for a GPU loop (``loop_ms``: the whole loop; ``local_ms``,
         ``exchange_ms`` (the stream's wait for the all-gathers, the other ranks' lateness included; the first
@@ -327,7 +350,7 @@ def kmeans(x_local: Any, k: int, *, threshold: float = 0.001, max_iter: int = 50
                         f"or TorchCommunicator()), got {type(comm).__name__}")
     with _together(comm):
         a = _validate(x_local, k, threshold, max_iter, init, row_offset, timeout, variant, loops_per_sync, stream,
-                      x_memory, stream_rows)
+                      x_memory, stream_rows, overlap)
     lay = _agree(comm, a)
     centres = _initial_centres(comm, a, lay).copy()
     d = a.x.shape[1]
@@ -339,7 +362,8 @@ def kmeans(x_local: Any, k: int, *, threshold: float = 0.001, max_iter: int = 50
         else:
             on = a.stream if a.stream is not None else (a.x._stream or 0) if isinstance(a.x, DeviceArray) else 0
             run = kmeans_device.prepare(comm, a.x, lay.rows, list(lay.order), a.k, a.threshold, a.max_iter,
-                                        centres, loop, on, a.timeout, sum_group(), a.x_memory, a.stream_rows)
+                                        centres, loop, on, a.timeout, sum_group(), a.x_memory, a.stream_rows,
+                                        _parts(comm, a, lay))
     # Every rank ready, and on the same loop: a failure above reaches the others here, not in a loop's exchange.
     picked = np.concatenate(comm.all_gather(np.array([VARIANTS.index(loop)], np.int64), timeout=a.timeout))
     if (picked != picked[0]).any():
@@ -386,9 +410,11 @@ def _run_cpu(comm: Communicator, a: _Local, lay: _Layout, centres: np.ndarray) -
 
 
 def _validate(x_local, k, threshold, max_iter, init, row_offset, timeout, variant, loops_per_sync, stream,
-              x_memory, stream_rows) -> _Local:
+              x_memory, stream_rows, overlap) -> _Local:
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {', '.join(map(repr, VARIANTS))}; got {variant!r}")
+    if not (overlap is None or isinstance(overlap, bool)):
+        raise TypeError(f"overlap must be None, True or False; got {overlap!r}")
     if x_memory not in kmeans_device.X_MEMORY:
         raise ValueError(f"x_memory must be one of {', '.join(map(repr, kmeans_device.X_MEMORY))}; got {x_memory!r}")
     stream_rows = integer(stream_rows, "stream_rows", 0)
@@ -422,4 +448,4 @@ def _validate(x_local, k, threshold, max_iter, init, row_offset, timeout, varian
         if not np.isfinite(init).all():
             raise ValueError("init must contain only finite values")
     return _Local(x, k, threshold, max_iter, init, row_offset, timeout, variant, loops_per_sync, stream, x_memory,
-                  stream_rows)
+                  stream_rows, overlap)

@@ -46,9 +46,16 @@ class Run(NamedTuple):
     centres: DeviceArray    # (k, D): the initial centres in, the result out
     membership: DeviceArray
     slot: DeviceArray       # (slot_doubles,) float64
-    gathered: DeviceArray   # (ranks, slot_doubles) float64
-    exchange: Any           # all-gathers slot into gathered
+    gathered: DeviceArray   # (ranks * slot_doubles,) float64: every rank's slot, part by part
+    exchanges: tuple        # a call a part: all-gathers that part of slot into its part of gathered
     stream: int
+
+
+def would_stream(x: Any, x_memory: str, cuda: bool) -> bool:
+    """Whether a host shard ``x`` would be streamed from host memory (``cuda``: a GPU is usable to ask)."""
+    if not isinstance(x, np.ndarray) or not x.shape[0] or x_memory == "device":
+        return False
+    return x_memory == "stream" or (cuda and stream_rows_for(x, x_memory, 0, 1) > 0)
 
 
 def stream_rows_for(x: Any, x_memory: str, stream_rows: int, group: int) -> int:
@@ -66,10 +73,12 @@ def stream_rows_for(x: Any, x_memory: str, stream_rows: int, group: int) -> int:
 
 def prepare(comm: Any, x: Any, rows: list[int], order: list[int], k: int, threshold: float, max_iter: int,
             centres: np.ndarray, loop: str, stream: int, timeout: float, group: int, x_memory: str = "auto",
-            stream_rows: int = 0) -> Run:
+            stream_rows: int = 0, parts: int = 1) -> Run:
     """Upload a host shard (ValueError for a non-finite value, checked as it is staged) or leave it for streaming
     (slabs of whole groups of ``group`` rows; its values checked on the device), allocate on ``stream`` and start
-    the loop state: what can fail on one rank only (bad values, out of memory), before any loop's collective."""
+    the loop state: what can fail on one rank only (bad values, out of memory), before any loop's collective.
+    ``parts`` = 2 (the same on every rank; a shard on the device): the slot is exchanged in two all-gathers, the
+    first on the rank's side stream while the second part's kernels run."""
     cuda = cuda_module()
     previous = cuda.set_stream(stream)
     try:
@@ -87,13 +96,23 @@ def prepare(comm: Any, x: Any, rows: list[int], order: list[int], k: int, thresh
         address = (x.ctypes.data if slab_rows else x.ptr) if n_local else 0
         rank = cuda_host_module("gpuopt.distributed.kmeans").KMeansRank(
             address, rows, order, comm.rank, d, k, threshold, max_iter, c.ptr, membership.ptr if n_local else 0,
-            loop=loop, stream_rows=slab_rows)
+            loop=loop, stream_rows=slab_rows, parts=parts)
         slot = DeviceArray.empty((rank.slot_doubles,), np.float64)
-        gathered = DeviceArray.empty((comm.size, rank.slot_doubles), np.float64)
-        exchange = comm.slot_exchange(slot, gathered, stream, timeout=timeout)
+        gathered = DeviceArray.empty((comm.size * rank.slot_doubles,), np.float64)
+        # Part p of every slot, gathered rank after rank into part p's region of gathered (kmeans_cuda.hpp).
+        cuts = [0, rank.part_doubles, rank.slot_doubles][:parts] + [rank.slot_doubles]
+        exchanges = tuple(
+            comm.slot_exchange(_view(slot, (b - a,), a), _view(gathered, (comm.size, b - a), comm.size * a),
+                               rank.side_stream if p < parts - 1 else stream, timeout=timeout)
+            for p, (a, b) in enumerate(zip(cuts, cuts[1:])))
     finally:
         cuda.set_stream(previous)
-    return Run(rank, x, c, membership, slot, gathered, exchange, stream)
+    return Run(rank, x, c, membership, slot, gathered, exchanges, stream)
+
+
+def _view(a: DeviceArray, shape: tuple, first: int) -> DeviceArray:
+    """A view of ``a``'s elements [first, first + prod(shape)) as ``shape`` (kept alive by ``a``)."""
+    return DeviceArray(shape, a.dtype, a.ptr + first * a.dtype.itemsize, a)
 
 
 def run(r: Run, max_iter: int, loops_per_sync: int, timing: bool = False) -> tuple[int, np.ndarray, dict]:
@@ -109,10 +128,16 @@ def run(r: Run, max_iter: int, loops_per_sync: int, timing: bool = False) -> tup
         while not done:
             for _ in range(min(loops_per_sync, max_iter - iterations)):  # the same count on every rank
                 marks = [_event(cuda, r.stream)] if timing else None
-                r.rank.local(r.slot.ptr)
+                for p, exchange in enumerate(r.exchanges[:-1]):  # two parts: part 0's all-gather on the side
+                    r.rank.local(r.slot.ptr, p)
+                    cuda.stream_wait(r.rank.side_stream, r.stream)
+                    exchange()
+                r.rank.local(r.slot.ptr, len(r.exchanges) - 1)
                 if timing:
                     marks.append(_event(cuda, r.stream))
-                r.exchange()
+                r.exchanges[-1]()
+                if len(r.exchanges) > 1:
+                    cuda.stream_wait(r.stream, r.rank.side_stream)
                 if timing:
                     marks.append(_event(cuda, r.stream))
                 r.rank.close(r.gathered.ptr)

@@ -53,6 +53,7 @@ class TorchCommunicator(Communicator):
         self._torch, self._dist, self._group = torch, dist, group
         self.rank, self.size = dist.get_rank(group), dist.get_world_size(group)
         self._nccl = str(dist.get_backend(group)) == "nccl"
+        self.device_exchange = self._nccl
         if device is None:
             device = torch.device("cuda", torch.cuda.current_device()) if self._nccl else torch.device("cpu")
         self._device, self.timeout = torch.device(device), float(timeout)

@@ -210,3 +210,39 @@ def test_a_device_rank_without_rows_is_a_0_by_d_view():
         _shard(_DeviceRows(0, "<f8"), device_ok=True)
     with pytest.raises(TypeError, match="device array"):  # group sums run on the host
         _shard(_DeviceRows(0))
+
+
+@pytest.mark.parametrize("overlap", [1, "yes", 0])
+def test_overlap_is_none_or_a_bool(overlap):
+    with pytest.raises(TypeError, match="overlap must be None, True or False"):
+        gpuopt.distributed.kmeans(np.zeros((10, 2), np.float32), 2, overlap=overlap, variant="cpu")
+
+
+def test_overlap_must_agree(rng):
+    x = rng.uniform(-1, 1, (100, 2)).astype(np.float32)
+
+    def rank_fn(comm):
+        return gpuopt.distributed.kmeans(x[comm.rank * 50:(comm.rank + 1) * 50], 2, comm=comm, variant="cpu",
+                                         overlap=[None, True][comm.rank])
+    outs = ThreadGroup(2, timeout=30).run(rank_fn)
+    assert all(isinstance(o, ValueError) and "same overlap" in str(o) for o in outs)
+
+
+@pytest.mark.parametrize("device_exchange, overlap, rows, streams, parts", [
+    (True, None, [2 * G, G], False, 2),       # NCCL, shards on the device, a rank with two groups
+    (False, None, [2 * G, G], False, 1),      # through host memory: one all-gather unless asked
+    (False, True, [2 * G, G], False, 2),
+    (True, False, [2 * G, G], False, 1),
+    (True, None, [G, G, 5], False, 1),        # no rank holds two groups: nothing to split
+    (True, None, [2 * G, G], True, 1),        # a rank streams its shard
+])
+def test_the_exchange_splits_where_it_can_overlap(device_exchange, overlap, rows, streams, parts):
+    from gpuopt.distributed.kmeans import _Layout, _parts
+
+    class Comm:
+        pass
+
+    comm, a = Comm(), type("A", (), {"overlap": overlap})()
+    comm.device_exchange = device_exchange
+    lay = _Layout(sum(rows), [sum(rows[:r]) for r in range(len(rows))], rows, list(range(len(rows))), streams)
+    assert _parts(comm, a, lay) == parts

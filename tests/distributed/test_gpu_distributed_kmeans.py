@@ -1,7 +1,8 @@
 """gpuopt.distributed.kmeans on the GPU (csrc/kmeans/kmeans_multi.cu) with ranks as threads sharing one GPU, the
 slots exchanged through host memory: the bits of ``cpu(summation="chunked")`` and of the single-GPU loop for 1 to 5
 ranks, every loop (device, device_gemm, device_tiled with its tile and deep paths), ragged shards, a shard smaller
-than a group, an empty shard, k above a rank's rows, an empty cluster; device shards in place; a failing rank.
+than a group, an empty shard, k above a rank's rows, an empty cluster; device shards in place; the exchange in two
+parts (overlap=True); a failing rank.
 Every device allocation is poisoned (NaN) first (conftest). Over NCCL on two GPUs: test_gpu_distributed_nccl.py."""
 
 from __future__ import annotations
@@ -70,6 +71,37 @@ def test_same_as_the_single_gpu_loop(blobs):
 def test_long_and_short_points(rng, n, d, k):
     x = rng.uniform(-1, 1, (n, d)).astype(np.float32)
     assert_bits(x, k, shard_bounds(n, 3), "auto", threshold=0.0, max_iter=3)
+
+
+@pytest.mark.parametrize("variant,k", [("device", 6), ("device_tiled", 300)])
+@pytest.mark.parametrize("ranks", [1, 2, 3])
+def test_the_exchange_in_two_parts(blobs, variant, k, ranks):
+    # overlap=True: part 0 (the first half of every rank's groups) all-gathered from the side stream before part
+    # 1's kernels; 5 groups: 3 + 2 on one rank, a rank whose shard ends inside part 0 at 2 ranks (2 + 3 groups)
+    assert_bits(blobs, k, shard_bounds(len(blobs), ranks), variant, ranks_kw=dict(overlap=True), threshold=0.0,
+                max_iter=6)
+
+
+def test_two_parts_with_shards_out_of_order_and_long_points(rng):
+    x = rng.uniform(-1, 1, (3 * G + 100, 3)).astype(np.float32)
+    ref = gpuopt.kmeans(x, 5, variant="cpu", summation="chunked", threshold=0.0, max_iter=3)
+    bounds = [(2 * G, 3 * G + 100), (0, 2 * G)]
+
+    def rank_fn(comm):
+        start, stop = bounds[comm.rank]
+        return gpuopt.distributed.kmeans(x[start:stop], 5, comm=comm, row_offset=start, variant="device",
+                                         init=x[:5], threshold=0.0, max_iter=3, overlap=True)
+    outs = ThreadGroup(2, timeout=60).run(rank_fn)
+    assert all(o.centroids.tobytes() == ref.centroids.tobytes() for o in outs)
+    np.testing.assert_array_equal(np.concatenate([outs[1].membership, outs[0].membership]), ref.membership)
+    y = rng.uniform(-1, 1, (2 * G + 7, 257)).astype(np.float32)
+    assert_bits(y, 9, shard_bounds(len(y), 2), "auto", ranks_kw=dict(overlap=True), threshold=0.0, max_iter=3)
+
+
+def test_two_parts_refuse_a_streamed_shard(blobs):
+    outs = run_ranks(blobs, 6, shard_bounds(len(blobs), 2), variant="device", overlap=True, timeout=30,
+                     shard=lambda a: a, x_memory="stream")
+    assert all(isinstance(o, ValueError) and "overlap=True" in str(o) for o in outs)
 
 
 def test_threshold_stops_every_rank_together(blobs):

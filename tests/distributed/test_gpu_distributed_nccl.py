@@ -22,10 +22,11 @@ from gpuopt.distributed import shard_bounds
 pytestmark = pytest.mark.gpu
 
 # (name, N, D, k, variant, shard): the loops, a shard smaller than a group, the deep path, host shards uploaded
-# and streamed in slabs of one group.
+# and streamed in slabs of one group, and the exchange in one all-gather (the others: two where shards allow).
 CASES = [("device", 100_000, 4, 6, "device", "torch"), ("gemm", 100_000, 8, 300, "device_gemm", "torch"),
          ("tiled", 200_001, 16, 256, "device_tiled", "torch"), ("deep", 70_001, 257, 10, "auto", "torch"),
-         ("host", 100_000, 4, 6, "auto", "numpy"), ("streamed", 200_001, 16, 256, "device_tiled", "stream")]
+         ("host", 100_000, 4, 6, "auto", "numpy"), ("streamed", 200_001, 16, 256, "device_tiled", "stream"),
+         ("one_part", 200_001, 16, 256, "device_tiled", "torch")]
 
 _WORKER = textwrap.dedent("""
     import datetime, json, os, sys
@@ -41,7 +42,9 @@ _WORKER = textwrap.dedent("""
             x[shard_bounds(n, size)[1][0] + 3, 0] = np.nan
         a, b = shard_bounds(n, size)[rank]
         shard = torch.from_numpy(x[a:b]).cuda() if shard_kind == "torch" else x[a:b]
-        extra = dict(x_memory="stream", stream_rows=32768) if shard_kind == "stream" else {}
+        # the exchange in two parts by default over NCCL (every shard on the device); one all-gather for one_part
+        extra = dict(x_memory="stream", stream_rows=32768) if shard_kind == "stream" else \
+            dict(overlap=False) if name == "one_part" else {}
         try:
             r = gpuopt.distributed.kmeans(shard, k, variant=variant, threshold=0.0, max_iter=5,
                                           comm=TorchCommunicator(timeout=60), **extra)

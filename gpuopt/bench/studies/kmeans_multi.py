@@ -39,10 +39,12 @@ from ..tables import errors_note, fmt_cell, format_table
 
 __all__ = ["STUDY", "worker"]
 
-#: (name, N, D, k) a shape; "weak" is sized per GPU count (MULTI_WEAK_PER_GPU points a GPU); "largest" and
-#: "streamed" by the GPUs' and the host's memory, on the most GPUs only (MULTI_LIMITS).
+#: (name, N, D, k[, overlap]) a shape; "weak" is sized per GPU count (MULTI_WEAK_PER_GPU points a GPU); "largest"
+#: and "streamed" by the GPUs' and the host's memory, on the most GPUs only (MULTI_LIMITS). overlap: the call's
+#: (default None: the exchange in two all-gathers over NCCL, the first under the loop's kernels).
 MULTI_SHAPES = per_level(
-    gpu_full=(("40M x 16, k=256", 40_000_000, 16, 256), ("40,000,001 x 16, k=256", 40_000_001, 16, 256),
+    gpu_full=(("40M x 16, k=256", 40_000_000, 16, 256), ("40M x 16, k=256, one all-gather", 40_000_000, 16, 256, False),
+              ("40,000,001 x 16, k=256", 40_000_001, 16, 256),
               ("8M x 128, k=1024", 8_000_000, 128, 1024), ("weak: 16, k=256", None, 16, 256)),
     gpu_quick=(("4M x 16, k=256", 4_000_000, 16, 256), ("1M x 128, k=1024", 1_000_000, 128, 1024)),
     tiny=(("200k x 16, k=64", 200_000, 16, 64),))
@@ -58,7 +60,7 @@ MULTI_DEVICE_SPARE = 6 << 30
 #: The share of the host's available memory the streamed shards may take together.
 MULTI_HOST_SHARE = 0.75
 MULTI_SEED = 0
-MULTI_COLUMNS = ("shape", "N", "D", "k", "gpus", "loop", "ms_per_loop", "call_ms", "exchange_ms_per_loop",
+MULTI_COLUMNS = ("shape", "N", "D", "k", "gpus", "overlap", "loop", "ms_per_loop", "call_ms", "exchange_ms_per_loop",
                  "exchange_ms_first", "allgather_ms", "exchange_share", "slot_mb", "single_gpu_ms_per_loop",
                  "event_ms_per_loop", "speedup_vs_1", "speedup_vs_single", "efficiency", "identical", "iterations",
                  "x_memory", "shard_gb", "error")
@@ -88,10 +90,10 @@ def worker(spec: Mapping[str, Any], out_path: str) -> None:
     dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=900))
     comm = TorchCommunicator(timeout=900)
     rows = []
-    for i, (name, n, d, k) in enumerate(spec["shapes"]):
-        row: dict[str, Any] = dict(shape=name, D=d, k=k, gpus=size)
+    for i, (name, n, d, k, *overlap) in enumerate(spec["shapes"]):
+        row: dict[str, Any] = dict(shape=name, D=d, k=k, gpus=size, overlap=(overlap or [None])[0])
         try:
-            row.update(_shape(spec, comm, torch, dist, rank, size, i, n, d, k))
+            row.update(_shape(spec, comm, torch, dist, rank, size, i, n, d, k, row["overlap"]))
         except Exception as exc:  # noqa: BLE001
             row["error"] = error_text(exc)
         torch.cuda.empty_cache()
@@ -104,7 +106,7 @@ def worker(spec: Mapping[str, Any], out_path: str) -> None:
 
 
 def _shape(spec: Mapping[str, Any], comm: Any, torch: Any, dist: Any, rank: int, size: int, index: int,
-           n: int | str | None, d: int, k: int) -> dict[str, Any]:
+           n: int | str | None, d: int, k: int, overlap: bool | None) -> dict[str, Any]:
     """One shape's row on this rank (the timings are the slowest rank's)."""
     import gpuopt
     from gpuopt.distributed import shard_bounds
@@ -132,7 +134,7 @@ def _shape(spec: Mapping[str, Any], comm: Any, torch: Any, dist: Any, rank: int,
 
     def call(loops: int, timing: bool = False) -> Any:
         return gpuopt.distributed.kmeans(shard, k, threshold=0.0, max_iter=loops, comm=comm, timing=timing,
-                                         loops_per_sync=loops, x_memory=x_memory)
+                                         loops_per_sync=loops, x_memory=x_memory, overlap=overlap)
 
     many, one = [], []
     for _ in range(repeats + 1):  # the first of each: warm-up
