@@ -50,6 +50,10 @@ inline constexpr IntChoices<2> kImplicitGemmTiles{"tile", {16, 32}, 0};
 inline constexpr IntChoices<3> kDirectKTiles{"k_tile", {0, 8, 16}, 0, "auto"};
 inline constexpr IntChoices<4> kDirectPixels{"pixels", {0, 1, 2, 4}, 0, "auto"};
 
+// depthwise: the output tile side a block computes of each of its planes (32: one plane a block, 16: two, 8: four;
+// 256 threads each); auto: by the plane's larger side (> 24: 32, > 12: 16, else 8), the tile that idles fewest.
+inline constexpr IntChoices<4> kDepthwiseTiles{"tile", {0, 32, 16, 8}, 0, "auto"};
+
 // winograd (conv2d's and conv2d_pool's): the output tile side m of F(m x m, r x r); auto: kWinogradDefaultTile.
 inline constexpr IntChoices<3> kWinogradTiles{"m", {0, 2, 4}, 0, "auto"};
 

@@ -223,6 +223,28 @@ std::vector<KernelInfo> conv2d_direct_kernel_info();
 }  // namespace gpuopt::conv
 // ================================================================ end of direct_regblock section
 
+// ================================================================ depthwise (conv2d_depthwise.cu; its header
+// comment has the kernel). groups = C: each input channel with its own K / C filters, any stride, padding and
+// dilation; memory-bound, a block stages the input patch of an output tile of 1, 2 or 4 planes.
+namespace gpuopt::conv {
+
+enum class DepthwiseTileKind : int { Tile32 = 32, Tile16 = 16, Tile8 = 8 };
+
+// The tile conv2d_depthwise runs (tile: a value of kDepthwiseTiles, 0: by the plane's size); validates like the
+// launcher (groups = C, 32-bit positions inside a plane). Host only.
+DepthwiseTileKind conv2d_depthwise_tile(const Conv2dShape& s, int tile);
+
+// y = act(conv(x, w) + bias) for groups = C (K a multiple of C); InvalidArgument where the staged patch exceeds
+// the GPU's shared memory (large dilated filters with large strides).
+void conv2d_depthwise(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
+                      Activation act, int tile);
+
+// Registers, shared memory (at a 16 KiB patch), local memory and occupancy of each tile's kernel.
+std::vector<KernelInfo> conv2d_depthwise_kernel_info();
+
+}  // namespace gpuopt::conv
+// ================================================================ end of depthwise section
+
 // ================================================================ winograd (conv2d_winograd.cu; its header comment has
 // the kernel). Fused Winograd F(m x m, r x r): stride 1, 3x3 or 5x5 filters, any padding; transforms from
 // gpuopt/conv/winograd.py (winograd_transforms.cuh, generated). Optionally a 2x2 pool fused after the output

@@ -21,7 +21,7 @@ from __future__ import annotations
 from .api import conv2d
 from .problem import Conv2dProblem, conv2d_output_shape
 from .baseline import cudnn_algorithm
-from . import unroll_jam, constmem, tiled, gemm, direct, winograd  # noqa: F401  (register, in display order)
+from . import unroll_jam, constmem, tiled, gemm, direct, depthwise, winograd  # noqa: F401  (register, in display order)
 from .auto import auto_choice, autotune_cache, clear_autotune_cache
 from .unroll_jam import cs6235_plan
 

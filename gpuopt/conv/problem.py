@@ -16,12 +16,14 @@ from .._ext import kernel_limits
 from ..cuda import DeviceArray
 from .._validate import Buffer, activation_name, bias_vector, check_memory, float_array, integer, pair, runs_on_gpu
 
-__all__ = ["Conv2dProblem", "GROUPED_DILATED", "conv2d_output_shape", "check_shapes", "validate", "check_sizes",
+__all__ = ["Conv2dProblem", "DEPTHWISE", "GROUPED_DILATED", "conv2d_output_shape", "check_shapes", "validate", "check_sizes",
            "check_general"]
 
 #: The variants that take groups > 1 and dilation > 1 (the rest raise ValueError naming these): the CPU reference,
 #: cuDNN, and ``auto``, which hands such a call to cuDNN; ``variant=None`` runs cuDNN on a GPU, else the CPU.
 GROUPED_DILATED = ("cpu", "cudnn", "auto")
+#: The variants that take depthwise layers only (groups = C, any dilation): gpuopt's depthwise kernel.
+DEPTHWISE = ("depthwise",)
 
 
 @dataclass(frozen=True)
@@ -148,11 +150,18 @@ def _cpu_threads() -> int:
 
 def check_general(p: Conv2dProblem, variant: str) -> None:
     """ValueError, before anything is copied, where ``variant`` does not take ``p``'s groups or dilation."""
+    if variant in DEPTHWISE:
+        c = p.x.shape[1]
+        if p.groups != c:
+            raise ValueError(f"conv2d/{variant} takes depthwise layers only, groups = C (each input channel its own "
+                             f"K / C filters; any stride, padding and dilation); got groups={p.groups} with C={c}")
+        return
     if not p.plain and variant not in GROUPED_DILATED:
         asked = ", ".join(f"{n}={v}" for n, v, one in (("groups", p.groups, 1), ("dilation", p.dilation, (1, 1)))
                           if v != one)
         raise ValueError(f"conv2d/{variant} takes groups=1 and dilation=1 only (got {asked}); groups and dilation "
-                         f"run on variant={' or '.join(map(repr, GROUPED_DILATED))} so far")
+                         f"run on variant={' or '.join(map(repr, GROUPED_DILATED))} so far, depthwise layers "
+                         f"(groups = C) also on {' or '.join(map(repr, DEPTHWISE))}")
     if not p.plain and variant in ("cudnn", "auto") and not _core.build_info()["cudnn"]:
         raise ValueError(f"conv2d/{variant}: groups and dilation run on cuDNN, and gpuopt was built without it; "
                          f"use variant='cpu'")
