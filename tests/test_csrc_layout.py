@@ -28,12 +28,14 @@ BINDINGS = "bindings"
 #: matmul_warptile.cuh is matmul's one public device header, on purpose: conv2d's implicit_gemm_fast is the
 #: warp-tiled matmul kernel with convolution tile loaders, so it shares the tiling types (which name its kernel
 #: instantiations) rather than a copy of them; that header includes nothing of matmul's internals (checked below).
+#: tf32x3_wgmma.cuh likewise: the 3xTF32 warpgroup-MMA product, which conv2d's pointwise_tf32x3 runs with a
+#: gathered B and an NCHW store (its operand and store types are template parameters, not copies of the kernel).
 #: <op>_choices.hpp is a family's parameter tables (plain C++): the launchers' enums are declared there, and _core
 #: exports the tables to Python, so they are part of the contract too.
 PUBLIC = {
     "conv": {"conv2d.hpp", "conv2d_cuda.hpp", "conv2d_choices.hpp"},
     "kmeans": {"kmeans.hpp", "kmeans_cuda.hpp", "kmeans_choices.hpp"},
-    "matmul": {"matmul.hpp", "matmul_cuda.hpp", "matmul_warptile.cuh", "matmul_choices.hpp"},
+    "matmul": {"matmul.hpp", "matmul_cuda.hpp", "matmul_warptile.cuh", "matmul_choices.hpp", "tf32x3_wgmma.cuh"},
     "nn": {"nn.hpp", "nn_cuda.hpp", "conv2d_pool.hpp", "conv2d_pool_choices.hpp"},
     "sparse": {"sparse_conv.hpp", "sparse_conv_cuda.hpp", "sparse_choices.hpp"},
 }
@@ -89,7 +91,9 @@ def include_violations(root: Path) -> list[str]:
 def _declared(text: str) -> set[str]:
     """Names a header declares at any level: types, aliases, namespaces, functions and variables."""
     text = _strip_comments(text)
-    names = set(re.findall(r"\b(?:struct|class|enum(?:\s+class)?|namespace|union)\s+(\w+)", text))
+    names = set(re.findall(r"\b(?:struct|class|enum(?:\s+class)?|union)\s+(\w+)", text))
+    for qualified in re.findall(r"\bnamespace\s+([\w:]+)", text):  # `namespace a::b::c {`: each of them
+        names |= set(qualified.split("::"))
     names |= set(re.findall(r"\busing\s+(\w+)\s*=", text))
     names |= set(re.findall(r"[\w>&*]\s+[&*]*(\w+)\s*\(", text))  # `void f(`, `T g(`, `inline X& h(`
     names |= set(re.findall(r"\bconstexpr\s+[\w:<>, ]+?\s+(\w+)\s*[={]", text))  # `= ...` or `{...}`

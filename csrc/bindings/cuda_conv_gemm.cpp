@@ -36,6 +36,10 @@ void bind_conv_gemm(py::module_& m) {
         run_conv(a, [&](auto... p) { conv::conv2d_implicit_gemm_tf32x3(p...); });
     }, [](const conv::Conv2dShape& s) { conv::conv2d_implicit_gemm_tf32x3_check(s); });
 
+    def_conv2d(m, "pointwise_tf32x3", [](const Conv2dArgs& a) {
+        run_conv(a, [&](auto... p) { conv::conv2d_pointwise_tf32x3(p...); });
+    }, [](const conv::Conv2dShape& s) { conv::conv2d_pointwise_tf32x3_check(s); });
+
     m.def("conv2d_tf32x3_kernel_info", [] { return kernel_info_list(conv::conv2d_tf32x3_kernel_info()); },
           "Registers, local memory (stack + spills) and occupancy of implicit_gemm_tf32x3's kernels (1, 2, 4 map "
           "tiles; at no dynamic shared memory: it depends on the shape).");

@@ -180,6 +180,14 @@ void conv2d_implicit_gemm_tf32x3(const float* x, const float* w, const float* bi
 // Registers and local memory of its three instantiations (1, 2 and 4 n8 tiles of maps).
 std::vector<KernelInfo> conv2d_tf32x3_kernel_info();
 
+// "pointwise_tf32x3" (conv2d_pointwise_sm90a.cu): a 1x1 convolution (any stride, no padding, one group) as one
+// GEMM on Hopper's warpgroup MMA in 3xTF32 (matmul's tf32x3_wgmma product; the batch's pixels are its columns,
+// gathered by the operand split, the output written into y's planes with bias and activation). Hopper only (the
+// launcher says so elsewhere). The check validates (host only).
+void conv2d_pointwise_tf32x3_check(const Conv2dShape& s);
+void conv2d_pointwise_tf32x3(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
+                             Activation act);
+
 // Registers, shared memory and local memory (stack + spills) of every kernel instantiation in conv2d_gemm.cu
 // (the unroll variant's matmul kernels excepted: matmul_kernel_info has those).
 std::vector<KernelInfo> conv2d_gemm_kernel_info();

@@ -87,6 +87,14 @@ register("conv2d", "implicit_gemm_tf32x3",
          report="gpuopt", needs_cuda=True, kernel="csrc/conv/conv2d_tf32x3.cu", test="tests/conv/test_gpu_gemm.py")(
     run_gpu)
 
+register("conv2d", "pointwise_tf32x3",
+         description="1x1 convolutions (any stride, no padding, one group) as ONE GEMM on Hopper's warpgroup MMA at "
+                     "FP32 accuracy (matmul's tf32x3_wgmma: operands split into TF32 hi and lo once, three products "
+                     "a k-step): W[K][C] x the batch's pixels as C x N*P*Q columns, gathered by the split (no "
+                     "unrolled copy); bias and activation in the store into y's planes; Hopper GPUs only",
+         report="gpuopt", needs_cuda=True, kernel="csrc/conv/conv2d_pointwise_sm90a.cu",
+         test="tests/conv/test_gpu_conv2d_pointwise.py")(run_gpu)
+
 register("conv2d", "implicit_gemm_fast",
          description="implicit GEMM on the matmul ladder's warp tiles (8x8 / 8x4 outputs per thread): W tiles by "
                      "16-byte loads, X tiles gathered by cp.async with zero fill, double-buffered shared memory, "

@@ -1,0 +1,226 @@
+// The 3xTF32 warpgroup-MMA product (matmul's ladder step 11, tf32x3_wgmma; its .cu has the method and the
+// measurements) as parts for any op whose product is a GEMM: the operand split kernels, the product kernel with
+// the output written through a Store (row-major c for matmul; conv2d_pointwise's NCHW y with bias and activation),
+// and run(), which splits, launches and owns the split buffers. B may be a gather (element (k, n) of a logical
+// K x N matrix from any layout). Each _sm90a translation unit that includes this gets its own kernels (the
+// anonymous namespace): the templates are instantiated for that unit's operand and store types. A public header
+// of matmul (another family may include it): it includes only common/ headers.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "../common/async_copy.cuh"
+#include "../common/cuda_check.cuh"
+#include "../common/device_buffer.cuh"
+#include "../common/error.hpp"
+#include "../common/launch.cuh"
+#include "../common/stream.hpp"
+#include "../common/tf32.cuh"
+#include "../common/tile_order.cuh"
+#include "../common/wgmma.cuh"
+
+namespace gpuopt::matmul::tf32x3_wgmma {
+
+namespace {
+
+constexpr int BM = 128, BN = 128, BK = 32, STAGES = 3, THREADS = 256;
+constexpr int TILE_BYTES = BM * BK * 4;  // 128 rows of 128 bytes (BM == BN)
+constexpr int STAGE_BYTES = 4 * TILE_BYTES;
+constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + 1024;  // + alignment of the swizzle atoms
+constexpr int GROUP_M = 16;                              // tile rows walked before moving right (L2 reuse)
+
+// B as matmul's b: K x N row-major.
+struct RowMajorB {
+    const float* b;
+    int N;
+    __device__ float operator()(int k, int n) const { return __ldg(b + static_cast<std::int64_t>(k) * N + n); }
+};
+
+// c as matmul's: M x N row-major; vec: N even and c 8-byte aligned (a pair is aligned, both in range or neither).
+struct RowMajorStore {
+    float* c;
+    int N;
+    bool vec;
+    __device__ void pair(int row, int col, float x, float y) const {
+        float* c_row = c + static_cast<std::int64_t>(row) * N;
+        if (vec) {
+            if (col < N) *reinterpret_cast<float2*>(c_row + col) = make_float2(x, y);
+        } else {
+            if (col < N) c_row[col] = x;
+            if (col + 1 < N) c_row[col + 1] = y;
+        }
+    }
+};
+
+// a (M x K, row-major) -> hi, lo (Mp x Kp), zero past M and K. A thread writes 4 consecutive k (float4).
+__global__ void split_rows(const float* __restrict__ a, int M, int K, float* __restrict__ hi, float* __restrict__ lo,
+                           int Mp, int Kp, bool vec) {
+    const int k = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
+    if (k >= Kp) return;
+    for (int m = blockIdx.y; m < Mp; m += gridDim.y) {
+        const float* row = a + static_cast<std::int64_t>(m) * K;
+        float x[4];
+        if (vec && m < M && k + 3 < K) {
+            const float4 v = __ldg(reinterpret_cast<const float4*>(row + k));
+            x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) x[j] = m < M && k + j < K ? __ldg(row + k + j) : 0.f;
+        }
+        tf32::Split p[4];  // as step 10's split
+#pragma unroll
+        for (int j = 0; j < 4; ++j) p[j] = tf32::split(x[j]);
+        const std::int64_t o = static_cast<std::int64_t>(m) * Kp + k;
+        *reinterpret_cast<uint4*>(hi + o) = make_uint4(p[0].hi, p[1].hi, p[2].hi, p[3].hi);
+        *reinterpret_cast<uint4*>(lo + o) = make_uint4(p[0].lo, p[1].lo, p[2].lo, p[3].lo);
+    }
+}
+
+// b (K x N: element (k, n) = b(k, n), RowMajorB or a gather) -> hi, lo (Np x Kp): transposed through a 32 x 33
+// shared tile (coalesced both ways where b's rows are), zero past K and N. Blocks of 32 x 8 threads, one 32 x 32
+// tile each (k tiles in y, strided).
+template <class B>
+__global__ void split_cols(B b, int K, int N, float* __restrict__ hi, float* __restrict__ lo, int Kp) {
+    __shared__ float t[32][33];
+    const int n0 = blockIdx.x * 32;
+    for (int k0 = blockIdx.y * 32; k0 < Kp; k0 += gridDim.y * 32) {
+        __syncthreads();  // the previous tile's reads are done
+        for (int i = threadIdx.y; i < 32; i += 8) {
+            const int k = k0 + i, n = n0 + threadIdx.x;
+            t[i][threadIdx.x] = k < K && n < N ? b(k, n) : 0.f;
+        }
+        __syncthreads();
+        for (int i = threadIdx.y; i < 32; i += 8) {
+            const std::int64_t o = static_cast<std::int64_t>(n0 + i) * Kp + k0 + threadIdx.x;
+            const tf32::Split p = tf32::split(t[threadIdx.x][i]);
+            hi[o] = __uint_as_float(p.hi), lo[o] = __uint_as_float(p.lo);
+        }
+    }
+}
+
+// c (M x N) = a * b from the split operands: a_hi, a_lo (Mp x Kp), b_hi, b_lo (Np x Kp), all K-major; each output
+// pair (row, col), (row, col + 1) (col even) goes through store.pair, which owns c's layout and its bounds past N.
+template <class Store>
+__global__ void __launch_bounds__(THREADS, 1)
+    product_kernel(const float* __restrict__ a_hi, const float* __restrict__ a_lo, const float* __restrict__ b_hi,
+                   const float* __restrict__ b_lo, Store store, int M, int Kp, int tiles_m, int tiles_n) {
+#if GPUOPT_HAS_WGMMA
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    // The stages 1024-byte aligned (the swizzle atoms): as a generic pointer for the copies, a shared address
+    // for the descriptors.
+    unsigned char* smem = smem_raw + (1024 - static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_raw)) % 1024) % 1024;
+    const std::uint32_t base = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
+
+    const dev::TileCoord tile = dev::tile_of_block<GROUP_M>(static_cast<int>(blockIdx.x), tiles_m, tiles_n);
+    const int m0 = tile.m * BM, n0 = tile.n * BN;
+
+    const int tid = threadIdx.x, warpgroup = tid / 128;
+    // Stage layout: [A hi][A lo][B hi][B lo], each 128 rows x 128 bytes, swizzled.
+    const float* src[4] = {a_hi + static_cast<std::int64_t>(m0) * Kp, a_lo + static_cast<std::int64_t>(m0) * Kp,
+                           b_hi + static_cast<std::int64_t>(n0) * Kp, b_lo + static_cast<std::int64_t>(n0) * Kp};
+    auto load = [&](int stage, int kstep) {
+        unsigned char* st = smem + stage * STAGE_BYTES;
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {  // 4 tiles x 1024 chunks of 16 bytes / 256 threads
+            const int t = i / 4, e = tid + (i % 4) * THREADS, r = e / 8, chunk = e % 8;
+            dev::cp_async_16(reinterpret_cast<float*>(st + t * TILE_BYTES + r * 128 + ((chunk ^ (r % 8)) * 16)),
+                             src[t] + static_cast<std::int64_t>(r) * Kp + kstep * BK + 4 * chunk, 16);
+        }
+    };
+
+    float acc[64], part[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.f, part[i] = 0.f;
+
+    const int ksteps = Kp / BK;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < ksteps) load(s, s);
+        dev::cp_async_commit();
+    }
+    for (int ks = 0; ks < ksteps; ++ks) {
+        dev::cp_async_wait<STAGES - 2>();
+        wgmma::fence_proxy_async();
+        __syncthreads();  // step ks landed for every thread; every warpgroup is done with step ks - 1's stage
+        if (ks + STAGES - 1 < ksteps) load((ks + STAGES - 1) % STAGES, ks + STAGES - 1);
+        dev::cp_async_commit();
+
+        const std::uint32_t st = base + (ks % STAGES) * STAGE_BYTES, rows_a = warpgroup * 64 * 128;
+        const std::uint32_t ahi = st + rows_a, alo = st + TILE_BYTES + rows_a;
+        const std::uint32_t bhi = st + 2 * TILE_BYTES, blo = st + 3 * TILE_BYTES;
+        wgmma::fence();
+#pragma unroll
+        for (int k8 = 0; k8 < BK / 8; ++k8) {  // smallest terms first: lo*hi, hi*lo, then hi*hi
+            const std::uint32_t o = 32 * k8;
+            if (k8 == 0)
+                wgmma::m64n128k8_tf32<0>(part, wgmma::desc_k_major_sw128(alo + o), wgmma::desc_k_major_sw128(bhi + o));
+            else
+                wgmma::m64n128k8_tf32<1>(part, wgmma::desc_k_major_sw128(alo + o), wgmma::desc_k_major_sw128(bhi + o));
+            wgmma::m64n128k8_tf32<1>(part, wgmma::desc_k_major_sw128(ahi + o), wgmma::desc_k_major_sw128(blo + o));
+            wgmma::m64n128k8_tf32<1>(part, wgmma::desc_k_major_sw128(ahi + o), wgmma::desc_k_major_sw128(bhi + o));
+        }
+        wgmma::commit();
+        wgmma::wait<0>();
+#pragma unroll
+        for (int i = 0; i < 64; ++i) acc[i] += part[i];  // round to nearest
+    }
+    dev::cp_async_wait<0>();  // only empty groups remain; leave nothing in flight
+
+    // acc[4i + 2h + e]: row 16w + l/4 + 8h, column 8i + 2(l%4) + e of the warpgroup's 64 x 128 tile.
+    const int warp = (tid % 128) / 32, lane = tid % 32;
+    const int row0 = m0 + warpgroup * 64 + warp * 16 + lane / 4;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 8 * h;
+        if (row >= M) continue;
+#pragma unroll
+        for (int i = 0; i < 16; ++i)
+            store.pair(row, n0 + 8 * i + 2 * (lane % 4), acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]);
+    }
+#endif
+}
+
+void require_hopper(const char* what, const char* hint = "") {
+    int device = 0, major = 0, minor = 0;
+    GPUOPT_CUDA_CHECK(cudaGetDevice(&device));
+    GPUOPT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    GPUOPT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    GPUOPT_REQUIRE(major == 9, std::string(what) + ": wgmma exists only on Hopper GPUs (compute capability 9.0); "
+                               "this GPU is " + std::to_string(major) + "." + std::to_string(minor) + hint);
+}
+
+// store <- a (M x K, row-major) * b (K x N, element (k, n) = b(k, n)) on the current stream: the operands split
+// into TF32 hi and lo (3x their bytes, from the caching pool, freed into it after the launches, which the stream
+// orders before any later use), then the product. vec_a: K % 4 == 0 and a 16-byte aligned.
+template <class B, class Store>
+void run(const float* a, std::int64_t M, std::int64_t K, bool vec_a, B b, std::int64_t N, Store store,
+         const char* what, const char* hint = "") {
+    require_hopper(what, hint);
+    const std::int64_t Mp = ceil_div<std::int64_t>(M, BM) * BM, Np = ceil_div<std::int64_t>(N, BN) * BN;
+    const std::int64_t Kp = ceil_div<std::int64_t>(K, BK) * BK;
+    const std::int64_t tiles = Mp / BM * (Np / BN);
+    GPUOPT_REQUIRE(tiles < (std::int64_t{1} << 31), std::string(what) + ": " + std::to_string(tiles) +
+                                                        " output tiles of 128x128; the grid allows at most 2^31-1");
+    const unsigned blocks = static_cast<unsigned>(tiles);
+    require_shared_memory(product_kernel<Store>, SMEM_BYTES, what);
+    DeviceBuffer<float> a_hi(Mp * Kp), a_lo(Mp * Kp), b_hi(Np * Kp), b_lo(Np * Kp);
+    const unsigned kx = static_cast<unsigned>(ceil_div<std::int64_t>(Kp / 4, 128));
+    split_rows<<<dim3(kx, static_cast<unsigned>(std::min<std::int64_t>(Mp, 65535))), 128, 0, current_stream()>>>(
+        a, static_cast<int>(M), static_cast<int>(K), a_hi.data(), a_lo.data(), static_cast<int>(Mp),
+        static_cast<int>(Kp), vec_a);
+    GPUOPT_CUDA_CHECK(cudaGetLastError());
+    split_cols<<<dim3(static_cast<unsigned>(Np / 32), static_cast<unsigned>(std::min<std::int64_t>(Kp / 32, 65535))),
+                 dim3(32, 8), 0, current_stream()>>>(b, static_cast<int>(K), static_cast<int>(N), b_hi.data(),
+                                                      b_lo.data(), static_cast<int>(Kp));
+    GPUOPT_CUDA_CHECK(cudaGetLastError());
+    product_kernel<Store><<<blocks, THREADS, SMEM_BYTES, current_stream()>>>(
+        a_hi.data(), a_lo.data(), b_hi.data(), b_lo.data(), store, static_cast<int>(M), static_cast<int>(Kp),
+        static_cast<int>(Mp / BM), static_cast<int>(Np / BN));
+    GPUOPT_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+}  // namespace gpuopt::matmul::tf32x3_wgmma

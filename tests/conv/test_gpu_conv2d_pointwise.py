@@ -1,0 +1,83 @@
+"""conv2d ``pointwise_tf32x3`` (1x1 convolutions as one 3xTF32 warpgroup-MMA GEMM) against the float64 oracle: the
+pointwise layers of ResNet-50, MobileNetV2 and the CS6235 report's conf4, a strided 1x1 (ResNet's downsampling
+shortcut), and awkward sizes (C and K not multiples of the tiles, odd P*Q, one image, one channel); bias and every
+activation; host, DeviceArray and torch inputs. FP32-level error: at most 2x cuDNN FP32's own (strict, TF32 off)
+against float64 on the same inputs. Outputs poisoned first (conftest). Bad input: anything but a 1x1 filter
+without padding raises ValueError naming the variant, before anything is copied."""
+
+import numpy as np
+import pytest
+
+import gpuopt
+import oracles
+from conftest import relative_error
+
+pytestmark = pytest.mark.gpu
+
+# (N, C, H, W, K, stride)
+SHAPES = [
+    (32, 256, 28, 28, 256, 1),     # the pointwise layer of the conv issue's table
+    (128, 832, 7, 7, 128, 1),      # CS6235 conf4
+    (8, 64, 56, 56, 256, 1),       # ResNet-50 bottleneck expansion
+    (8, 256, 56, 56, 512, 2),      # its strided downsampling shortcut
+    (4, 24, 56, 56, 144, 1),       # MobileNetV2 expansion
+    (1, 3, 9, 7, 5, 1),            # one image, three channels, five maps, odd plane
+    (3, 130, 11, 13, 129, 2),      # C and K past a tile, odd P*Q, stride 2
+    (2, 1, 4, 4, 1, 1),            # one channel, one map
+]
+
+
+def _hopper():
+    if gpuopt.device_info()["compute_capability"] != "9.0":
+        pytest.skip("pointwise_tf32x3 runs on Hopper GPUs only")
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_pointwise_matches_float64(rng, shape):
+    _hopper()
+    n, c, h, w, k, stride = shape
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((k, c, 1, 1)).astype(np.float32)
+    bias = rng.standard_normal(k).astype(np.float32)
+    y = gpuopt.conv2d(x, wt, stride=stride, bias=bias, activation="relu", variant="pointwise_tf32x3")
+    ref = oracles.conv2d(x, wt, bias, (stride, stride), (0, 0), "relu")
+    assert y.shape == ref.shape
+    err = relative_error(y, ref)
+    assert err < 1e-5, err
+    if "cudnn" in gpuopt.variants("conv2d"):  # within 2x of cuDNN FP32's own error
+        y_cudnn = gpuopt.conv2d(x, wt, stride=stride, bias=bias, activation="relu", variant="cudnn")
+        assert err <= 2 * max(relative_error(y_cudnn, ref), 1e-7), (err, relative_error(y_cudnn, ref))
+
+
+@pytest.mark.parametrize("activation", ["none", "relu", "tanh"])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_activations_and_bias(rng, activation, with_bias):
+    _hopper()
+    x = rng.standard_normal((2, 40, 9, 9)).astype(np.float32)
+    wt = rng.standard_normal((36, 40, 1, 1)).astype(np.float32)
+    bias = rng.standard_normal(36).astype(np.float32) if with_bias else None
+    y = gpuopt.conv2d(x, wt, bias=bias, activation=activation, variant="pointwise_tf32x3")
+    assert relative_error(y, oracles.conv2d(x, wt, bias, (1, 1), (0, 0), activation)) < 1e-5
+
+
+def test_device_inputs_in_place_and_deterministic(rng):
+    _hopper()
+    x = rng.standard_normal((4, 64, 14, 14)).astype(np.float32)
+    wt = rng.standard_normal((96, 64, 1, 1)).astype(np.float32)
+    ref = oracles.conv2d(x, wt, None, (1, 1), (0, 0), "none")
+    dx, dw = gpuopt.to_device(x), gpuopt.to_device(wt)
+    y = gpuopt.conv2d(dx, dw, variant="pointwise_tf32x3")
+    assert isinstance(y, gpuopt.cuda.DeviceArray) and relative_error(y.numpy(), ref) < 1e-5
+    assert gpuopt.conv2d(dx, dw, variant="pointwise_tf32x3").numpy().tobytes() == y.numpy().tobytes()
+    torch = pytest.importorskip("torch")
+    yt = gpuopt.conv2d(torch.from_numpy(x).cuda(), torch.from_numpy(wt).cuda(), variant="pointwise_tf32x3")
+    assert relative_error(np.asarray(yt.cpu()) if hasattr(yt, "cpu") else yt.numpy(), ref) < 1e-5
+
+
+@pytest.mark.parametrize("kw, w_shape", [({}, (4, 3, 3, 3)), (dict(padding=1), (4, 3, 1, 1)),
+                                         (dict(groups=3), (3, 1, 1, 1)), (dict(dilation=2), (4, 3, 1, 1))])
+def test_only_1x1_without_padding(rng, kw, w_shape):
+    x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    wt = rng.standard_normal(w_shape).astype(np.float32)
+    with pytest.raises(ValueError, match="pointwise_tf32x3"):
+        gpuopt.conv2d(x, wt, variant="pointwise_tf32x3", **kw)
