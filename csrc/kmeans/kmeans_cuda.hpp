@@ -223,7 +223,7 @@ public:
     std::uintptr_t side_stream() const;
     // This rank's part `part` (0 .. cfg.parts - 1) of a loop: memberships, and its slot (slot_doubles() doubles on
     // the device; part p writes only its part). Queued on the current stream; nothing once the loop has stopped.
-    void local(double* slot, int part = 0);
+    void local(double* slot, int part);
     // The loop's end from every rank's slot (gathered as RankConfig::parts says, rank order in each part).
     void close(const double* gathered);
     // Waits for the stream; whether the loop has stopped, the loops run and the delta history so far.
