@@ -1,5 +1,5 @@
-"""The conv2d machinery the conv2d, cs6235 and ece408 studies share: the CS6235
-configurations, the batch cap per plan, and the points (problem, variant, parameters) of the
+"""The conv2d machinery the conv2d, cs6235, ece408, tune_conv_auto and conv_layers studies share: the reports'
+eight layers, the CS6235 configurations, the batch cap per plan, and the points (problem, variant, parameters) of the
 report studies, each measured once against cuDNN."""
 
 from __future__ import annotations
@@ -16,8 +16,21 @@ from .harness import Progress, measure
 from .study import (RunSettings, StudyResult, add_note, error_text, finite_number, per_level, relative_error,
                     release_gpu_cache, repeats, to_host)
 
-__all__ = ["CONV_CONFS", "CONV_MAX_N", "REPORT_CONV_REPEATS", "CONV_CHECK_ELEMS", "ConvProblem", "ConvEntry",
-           "host_rows", "is_reference", "usable_entries", "ConvPoints", "run_points"]
+__all__ = ["REPORT_LAYERS", "CONV_CONFS", "CONV_MAX_N", "REPORT_CONV_REPEATS", "CONV_CHECK_ELEMS", "ConvProblem",
+           "ConvEntry", "host_rows", "is_reference", "usable_entries", "ConvPoints", "run_points"]
+
+#: The reports' eight conv2d layers (auto is held to them; the conv_layers study measures them too), name: (x
+#: shape, w shape, stride), no padding.
+REPORT_LAYERS: dict[str, tuple[tuple[int, ...], tuple[int, ...], int]] = {
+    "conf1": ((1, 3, 112, 112), (64, 3, 3, 3), 2),
+    "conf2": ((1, 832, 7, 7), (128, 832, 1, 1), 1),
+    "conf3": ((128, 3, 112, 112), (64, 3, 3, 3), 2),
+    "conf4": ((128, 832, 7, 7), (128, 832, 1, 1), 1),
+    "fashion_conv1": ((10000, 1, 64, 64), (6, 1, 5, 5), 1),
+    "fashion_conv2": ((10000, 6, 30, 30), (16, 6, 5, 5), 1),
+    "mnist_conv1": ((10000, 1, 28, 28), (32, 1, 5, 5), 1),
+    "mnist_conv2": ((10000, 32, 12, 12), (64, 32, 5, 5), 1),
+}
 
 
 #: The CS6235 report's configurations: N C K H W R S u v (no padding).

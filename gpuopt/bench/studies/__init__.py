@@ -8,15 +8,16 @@ and the variants each shows; :func:`shown_in` answers from those declarations al
 from __future__ import annotations
 
 from ..study import Study
-from . import (conv2d, cs6235, ece408, kmeans, kmeans_loop, kmeans_map, kmeans_multi, matmul, matmul_report, networks,
-               overhead, sparse, sparse_density, tune_conv_auto)
+from . import (conv2d, conv_layers, cs6235, ece408, kmeans, kmeans_loop, kmeans_map, kmeans_multi, matmul,
+               matmul_report, networks, overhead, sparse, sparse_density, tune_conv_auto)
 
 __all__ = ["STUDIES", "DEFAULT_STUDIES", "shown_in"]
 
 #: Every study by name, in display order (the default ones first, then the opt-in ones).
 STUDIES: dict[str, Study] = {m.STUDY.name: m.STUDY for m in (matmul, matmul_report, conv2d, cs6235, ece408, kmeans,
                                                               kmeans_loop, sparse, networks, overhead, sparse_density,
-                                                              kmeans_map, kmeans_multi, tune_conv_auto)}
+                                                              kmeans_map, kmeans_multi, conv_layers,
+                                                              tune_conv_auto)}
 #: What runs when no study is named (or "all").
 DEFAULT_STUDIES: tuple[str, ...] = tuple(name for name, s in STUDIES.items() if not s.opt_in)
 

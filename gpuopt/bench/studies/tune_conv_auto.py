@@ -20,6 +20,7 @@ import numpy as np
 import gpuopt
 
 from ..baselines import cudnn_algorithm
+from ..conv_points import REPORT_LAYERS
 from ..harness import Progress, measure
 from ..results import format_metadata
 from ..study import (Output, RunSettings, Study, StudyResult, entry_label, error_text, finite_number, per_level,
@@ -28,17 +29,8 @@ from ..tables import extras_file
 
 __all__ = ["STUDY", "LAYERS", "LAYERS_ENV", "candidates"]
 
-#: name: (x shape, w shape, stride).
-LAYERS: dict[str, tuple[tuple[int, ...], tuple[int, ...], int]] = {
-    "conf1": ((1, 3, 112, 112), (64, 3, 3, 3), 2),
-    "conf2": ((1, 832, 7, 7), (128, 832, 1, 1), 1),
-    "conf3": ((128, 3, 112, 112), (64, 3, 3, 3), 2),
-    "conf4": ((128, 832, 7, 7), (128, 832, 1, 1), 1),
-    "fashion_conv1": ((10000, 1, 64, 64), (6, 1, 5, 5), 1),
-    "fashion_conv2": ((10000, 6, 30, 30), (16, 6, 5, 5), 1),
-    "mnist_conv1": ((10000, 1, 28, 28), (32, 1, 5, 5), 1),
-    "mnist_conv2": ((10000, 32, 12, 12), (64, 32, 5, 5), 1),
-}
+#: name: (x shape, w shape, stride): the reports' eight layers (conv_points.REPORT_LAYERS).
+LAYERS = REPORT_LAYERS
 #: The environment variable naming the layers to run (comma-separated; default: all).
 LAYERS_ENV = "GPUOPT_TUNE_LAYERS"
 #: The variants of :func:`candidates`.
