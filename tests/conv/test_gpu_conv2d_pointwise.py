@@ -28,7 +28,7 @@ SHAPES = [
 
 
 def _hopper():
-    if gpuopt.device_info()["compute_capability"] != "9.0":
+    if tuple(gpuopt.device_info()["compute_capability"]) != (9, 0):
         pytest.skip("pointwise_tf32x3 runs on Hopper GPUs only")
 
 
