@@ -106,7 +106,7 @@ def stream_handle(stream: Any) -> int | None:
     return 0 if h == 1 else h
 
 
-def _torch_stream(obj: Any) -> int:
+def torch_stream(obj: Any) -> int:
     """PyTorch's current stream on ``obj``'s device when ``obj`` is a torch tensor (its ``__cuda_array_interface__``
     is version 2: no stream), else 0. torch's raw-stream query (what Triton uses), without importing torch."""
     torch = sys.modules.get("torch")
@@ -161,7 +161,7 @@ def torch_view(t: Any) -> "DeviceArray | None":
         h = _TORCH_RAW_STREAM(device)
         view._stream = 0 if h is None or h == 1 else h
     else:
-        view._stream = _torch_stream(t)
+        view._stream = torch_stream(t)
     return view
 
 
@@ -170,7 +170,7 @@ def cai_stream(obj: Any, iface: dict) -> int:
     a torch tensor (which reports none) PyTorch's current stream."""
     stream = iface.get("stream")
     if stream is None:
-        return _torch_stream(obj) if iface.get("version", 3) < 3 or "stream" not in iface else 0
+        return torch_stream(obj) if iface.get("version", 3) < 3 or "stream" not in iface else 0
     return 0 if stream == 1 else int(stream)
 
 

@@ -180,6 +180,10 @@ void bind_runtime(py::module_& m) {
         StreamScope scope(stream_from_handle(stream));
         copy_device_to_device(dptr<void>(dst), dptr<const void>(src), nbytes);
     }, py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("stream") = 0);
+    m.def("widen_half", [](std::uintptr_t dst, std::uintptr_t src, std::int64_t n, bool bfloat16) {
+        widen_half_to_float(dptr<float>(dst), dptr<const std::uint16_t>(src), n, bfloat16);
+    }, py::arg("dst"), py::arg("src"), py::arg("n"), py::arg("bfloat16"),
+       "dst (n float32) = src (n float16, or bfloat16) widened, exactly, on the current stream.");
     m.def("memset", [](std::uintptr_t dst, int value, std::size_t nbytes) { memset_device(dptr<void>(dst), value, nbytes); },
           py::arg("dst"), py::arg("value"), py::arg("nbytes"));
 

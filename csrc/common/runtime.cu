@@ -1,4 +1,7 @@
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include <algorithm>
 
 #include <map>
 #include <mutex>
@@ -14,6 +17,36 @@
 namespace gpuopt {
 
 namespace {
+// Eight values a thread (one 16-byte load, two 16-byte stores) where src and dst are aligned, else one by one.
+__device__ __forceinline__ float half_bits_to_float(std::uint32_t h, bool bfloat16) {
+    return bfloat16 ? __uint_as_float(h << 16) : __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
+}
+
+__global__ void widen_kernel(float* __restrict__ dst, const std::uint16_t* __restrict__ src, std::int64_t n,
+                             bool bfloat16, bool vec) {
+    const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+    std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (vec) {
+        for (; 8 * i + 7 < n; i += stride) {
+            const uint4 v = __ldg(reinterpret_cast<const uint4*>(src) + i);
+            const std::uint32_t w[4] = {v.x, v.y, v.z, v.w};
+            float out[8];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                out[2 * j] = half_bits_to_float(w[j] & 0xFFFFu, bfloat16);
+                out[2 * j + 1] = half_bits_to_float(w[j] >> 16, bfloat16);
+            }
+            reinterpret_cast<float4*>(dst)[2 * i] = make_float4(out[0], out[1], out[2], out[3]);
+            reinterpret_cast<float4*>(dst)[2 * i + 1] = make_float4(out[4], out[5], out[6], out[7]);
+        }
+        // The tail past the last whole 8: thread t of the grid takes element 8 * (n / 8) + t.
+        const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, j = n / 8 * 8 + t;
+        if (t < 8 && j < n) dst[j] = half_bits_to_float(src[j], bfloat16);
+        return;
+    }
+    for (; i < n; i += stride) dst[i] = half_bits_to_float(src[i], bfloat16);
+}
+
 __global__ void spin_kernel(unsigned long long nanoseconds) {
     unsigned long long start, now;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
@@ -82,6 +115,16 @@ void memset_device(void* ptr, int value, std::size_t bytes) {
 
 void copy_device_to_device(void* dst, const void* src, std::size_t bytes) {
     GPUOPT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, current_stream()));
+}
+
+void widen_half_to_float(float* dst, const std::uint16_t* src, std::int64_t n, bool bfloat16) {
+    GPUOPT_REQUIRE(n >= 0 && (n == 0 || (dst && src)), "widen_half_to_float: null pointer or negative count");
+    if (n == 0) return;
+    constexpr int kThreads = 256;
+    const bool vec = reinterpret_cast<std::uintptr_t>(src) % 16 == 0 && reinterpret_cast<std::uintptr_t>(dst) % 16 == 0;
+    const std::int64_t items = vec ? std::max<std::int64_t>(n / 8, 1) : n;
+    widen_kernel<<<grid_for(items, kThreads), kThreads, 0, current_stream()>>>(dst, src, n, bfloat16, vec);
+    GPUOPT_CHECK_LAUNCH("widen_kernel");
 }
 
 namespace {

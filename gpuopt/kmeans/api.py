@@ -11,9 +11,12 @@ from .. import _plan
 from .._exec import Op
 from .._validate import choice, float_array, integer, real
 from ..cuda import DeviceArray
+from .half import widened
 from .init import INIT_METHODS, initial_centres
 
 __all__ = ["kmeans", "KMeansResult", "KMeansProblem"]
+
+_FLOAT32 = np.dtype(np.float32)
 
 
 class KMeansResult:
@@ -121,7 +124,10 @@ def kmeans(x, k, *, threshold=0.001, max_iter=500, init=None, seed: int = 0, var
     Parameters
     ----------
     x : array_like, float, shape (N, D)
-        N objects with D coordinates each.
+        N objects with D coordinates each. Float32 is used as given; other host floats are converted; float16
+        (any device array) and bfloat16 (a torch tensor, or ml_dtypes' on the host) are widened to float32 before
+        the loop (on the device for device arrays, a float32 copy of x of the call's own, not in ``kernel_ms``):
+        every half value is a float32, so the result is the float32 run's on the same points, bit for bit.
     k : int
         Number of clusters, 1 <= k <= N.
     threshold : float
@@ -173,14 +179,14 @@ def _key(x, k, threshold, max_iter, init, seed):
     if not (init is None or (type(init) is str and init == "first")):
         raise _plan.Uncacheable
     kx, hx = _plan.arg_key(x)
-    if type(hx) is not DeviceArray or type(threshold) not in (int, float):
-        raise _plan.Uncacheable
+    if type(hx) is not DeviceArray or hx._dtype != _FLOAT32 or type(threshold) not in (int, float):
+        raise _plan.Uncacheable  # (half-precision x: widened on every call, see .half)
     return ((kx, _plan.scalar_key(k), type(threshold), threshold, _plan.scalar_key(max_iter), init,
              _plan.scalar_key(seed)), (hx,))
 
 
 def _validate(x, k, threshold, max_iter, init, seed):
-    x = float_array(x, "x", 2, "(N, D)")
+    x = float_array(widened(x), "x", 2, "(N, D)")
     n, d = x.shape
     k = integer(k, "k", 1)
     if k > n:
