@@ -129,8 +129,8 @@ def test_kmeans_number_and_name_params_are_native():
 #: The conv2d and conv2d_pool parameters only Python reads, each with why no C++ table holds it.
 PYTHON_ONLY = {
     "conv2d/auto/autotune": "whether auto times every candidate on the first call: Python's loop over the variants",
-    "conv2d/auto/algorithms": "auto's precision class ('precise' or 'fast'), read by its Python heuristic only (not "
-                              "cuDNN's 'precise' or 'any': auto never runs cudnn)",
+    "conv2d/auto/algorithms": "auto's precision class ('precise' or 'fast'), read by its Python heuristic, which "
+                              "hands the same class to cuDNN's table (conv2d/cudnn/algorithms) where it runs cudnn",
 }
 
 

@@ -64,11 +64,11 @@ void bind_conv(py::module_& m) {
     def_conv2d(m, "basic", [](const Conv2dArgs& a) { run_conv(a, conv::conv2d_basic); }, NoCheck{});
 #if defined(GPUOPT_WITH_CUDNN)
     def_conv2d(m, "cudnn", [](const Conv2dArgs& a, const std::string& algorithms) {
-        const auto algos = choice<conv::CudnnAlgorithms>(conv::kCudnnAlgorithms, algorithms, "conv2d cudnn");
+        const auto algos = conv::cudnn_algorithms(choice_index(conv::kCudnnAlgorithms, algorithms, "conv2d cudnn"));
         run_conv(a, [algos](auto... p) { conv::conv2d_cudnn(p..., algos); });
     }, NoCheck{}, py::arg("algorithms"));
     m.def("conv2d_cudnn_algorithm", [](const conv::Conv2dShape& s, const std::string& algorithms) {
-        const auto algos = choice<conv::CudnnAlgorithms>(conv::kCudnnAlgorithms, algorithms, "conv2d cudnn");
+        const auto algos = conv::cudnn_algorithms(choice_index(conv::kCudnnAlgorithms, algorithms, "conv2d cudnn"));
         py::gil_scoped_release release;  // the first call for a shape benchmarks the algorithms
         return conv::conv2d_cudnn_algorithm(s, algos);
     }, py::arg("shape"), py::arg("algorithms") = conv::kCudnnAlgorithms.default_name(),

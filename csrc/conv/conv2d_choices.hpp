@@ -17,11 +17,16 @@ inline constexpr NameChoices<6> kUnrollGemms{"gemm", {"async", "tf32x3", "tf32x3
 enum class FastTile : int {};  // an index into kFastTiles
 inline constexpr NameChoices<5> kFastTiles{"tile", {"64x64x8", "128x128x8", "128x64x8", "64x128x8", "32x128x8"}, 0};
 
-// cudnn (and auto's cuDNN candidates): which algorithms cuDNN's search may pick. Precise: the GEMM family and
-// DIRECT, which sum products like the reference does (errors ~1e-7 relative). Any: also FFT and Winograd, whose
-// transforms lose accuracy on larger filters (seen on the H200: 3e-4 relative on a 5x5 layer).
-enum class CudnnAlgorithms : int { Precise = 0, Any = 1 };
-inline constexpr NameChoices<2> kCudnnAlgorithms{"algorithms", {"precise", "any"}, 0};
+// cudnn (and auto's cuDNN candidates): which algorithms cuDNN's search may pick, in auto's precision classes.
+// Precise: the GEMM family and DIRECT, which sum products like the reference does (errors ~1e-7 relative). Fast:
+// also FFT and Winograd, whose transforms lose accuracy on larger filters (seen on the H200: 3e-4 relative on a
+// 5x5 layer). "any" is fast's older name here (what a framework's benchmark mode picks from), kept for callers.
+enum class CudnnAlgorithms : int { Precise = 0, Fast = 1 };
+inline constexpr NameChoices<3> kCudnnAlgorithms{"algorithms", {"precise", "fast", "any"}, 0};
+// The class of a kCudnnAlgorithms entry ("any" is "fast").
+inline CudnnAlgorithms cudnn_algorithms(std::size_t index) {
+    return index == 0 ? CudnnAlgorithms::Precise : CudnnAlgorithms::Fast;
+}
 
 // CS6235 (every variant): threads per block of the 1-D grid, the report's sweep (Fig 2); 128: its best over its
 // four configurations.

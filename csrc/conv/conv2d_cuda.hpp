@@ -19,7 +19,7 @@ void conv2d_basic(const float* x, const float* w, const float* bias, float* y, c
                   Activation act);
 
 #if defined(GPUOPT_WITH_CUDNN)
-// algorithms: which cuDNN algorithms the search may pick (kCudnnAlgorithms, conv2d_choices.hpp; any is
+// algorithms: which cuDNN algorithms the search may pick (kCudnnAlgorithms, conv2d_choices.hpp; fast is
 // faster on some shapes, and what a framework's benchmark mode would pick).
 // cuDNN forward in strict FP32 (no TF32), the algorithm found once per shape and cached;
 // bias and activation by a small epilogue kernel when asked for.

@@ -191,7 +191,7 @@ void build_setup(ForwardSetup& setup, const Conv2dShape& s, CudnnAlgorithms algo
     for (int i = 0; i < returned; ++i) {
         const cudnnConvolutionFwdAlgoPerf_t& r = results[static_cast<std::size_t>(i)];
         if (r.status == CUDNN_STATUS_SUCCESS && r.mathType == CUDNN_FMA_MATH &&
-            (algorithms == CudnnAlgorithms::Any || !is_transform_algorithm(r.algo)))
+            (algorithms == CudnnAlgorithms::Fast || !is_transform_algorithm(r.algo)))
             candidates.push_back(r);
     }
     if (!candidates.empty()) {

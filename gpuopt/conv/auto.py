@@ -172,7 +172,7 @@ def _autotune(ctx: ExecContext, p: Conv2dProblem, algorithms: str) -> tuple[str,
 
 def _run_auto(ctx: ExecContext, p: Conv2dProblem, autotune: bool, algorithms: str) -> Any:
     if not p.plain:  # groups or dilation: none of gpuopt's kernels takes them yet (problem.GROUPED_DILATED)
-        v, resolved = resolve("conv2d", "cudnn", {"algorithms": "any" if algorithms == "fast" else "precise"})
+        v, resolved = resolve("conv2d", "cudnn", {"algorithms": algorithms})  # (the same two classes)
         return ctx.run(v, p, **resolved)
     if autotune:
         name, params = _autotune(ctx, p, algorithms)

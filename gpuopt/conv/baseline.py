@@ -38,8 +38,9 @@ if _core.build_info()["cudnn"]:
              description="cuDNN forward, strict FP32 (TF32 off), algorithm found once per shape and cached",
              report="library", needs_cuda=True, preferred=True, kernel="csrc/conv/conv2d_cudnn.cu", test=_TEST_GPU,
              params=(Param.from_kernels("conv2d/cudnn/algorithms",
-                           "'precise': GEMM-family and direct algorithms only (reference-level accuracy); 'any': "
-                           "also FFT and Winograd, faster on some shapes, ~1e-4 relative error on 5x5 filters"),))(
+                           "'precise': GEMM-family and direct algorithms only (reference-level accuracy); 'fast' "
+                           "(auto's class of the same name; 'any' is its older name here): also FFT and Winograd, "
+                           "faster on some shapes, ~1e-4 relative error on 5x5 filters"),))(
         run_gpu)
 
 
@@ -56,7 +57,7 @@ def cudnn_algorithm(x_shape, w_shape, stride=1, padding=0, algorithms: str = "pr
     w_shape : (K, C, R, S)
     stride, padding : int or pair
         As in :func:`gpuopt.conv2d`.
-    algorithms : "precise" or "any"
+    algorithms : "precise" or "fast" ("any": the same as "fast")
         The ``cudnn`` variant's parameter of the same name.
 
     Raises
@@ -69,7 +70,7 @@ def cudnn_algorithm(x_shape, w_shape, stride=1, padding=0, algorithms: str = "pr
     (n, c, h, w), (k, _, r, s), (u, v), (ph, pw) = check_shapes(x_shape, w_shape, stride, padding)
     if not _core.build_info()["cudnn"]:
         raise RuntimeError("gpuopt was built without cuDNN (not found at install time), so there is no cudnn variant")
-    if algorithms not in ("precise", "any"):
-        raise ValueError(f"algorithms must be 'precise' or 'any', got {algorithms!r}")
+    if algorithms not in ("precise", "fast", "any"):
+        raise ValueError(f"algorithms must be 'precise' or 'fast' ('any': the same as 'fast'), got {algorithms!r}")
     cuda = require_cuda("gpuopt.conv.cudnn_algorithm")
     return cuda.conv2d_cudnn_algorithm(cuda.Conv2dShape(n, c, h, w, k, r, s, u, v, ph, pw), algorithms)

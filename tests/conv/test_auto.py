@@ -66,6 +66,17 @@ def test_precise_class_never_picks_fast_algorithms(x_shape, w_shape):
     assert auto_choice(x_shape, w_shape, algorithms="precise") == auto_choice(x_shape, w_shape)
 
 
+@pytest.mark.skipif("cudnn" not in gpuopt.variants("conv2d"), reason="gpuopt was built without cuDNN")
+def test_cudnn_takes_auto_s_precision_classes():
+    # one meaning of algorithms=: cuDNN's classes are auto's ("any" stays cuDNN's older name of "fast"), so the
+    # default variant (cuDNN) takes algorithms="fast" as auto does
+    v = gpuopt.variants("conv2d")["cudnn"]
+    assert v.params["algorithms"].allowed == ("precise", "fast", "any")
+    assert v.params["algorithms"].default == "precise"
+    for name in ("precise", "fast", "any"):
+        gpuopt.registry.resolve("conv2d", "cudnn", {"algorithms": name}, require_device=False)
+
+
 def test_auto_algorithms_param():
     v = gpuopt.variants("conv2d")["auto"]
     assert v.params["algorithms"].default == "precise"

@@ -173,3 +173,14 @@ def test_cudnn_any_algorithm_is_close(rng, layer):
     assert relative_error(y, ref) < limit, name
     with pytest.raises(ValueError, match=r"algorithms=.*not allowed"):
         gpuopt.conv2d(x, w, variant="cudnn", algorithms="fastest")
+
+
+@pytest.mark.skipif(not HAS_CUDNN, reason="gpuopt was built without cuDNN")
+def test_algorithms_fast_on_the_default_variant(rng):
+    # variant=None runs cuDNN, which takes auto's "fast" class: the same search as its older name "any"
+    x, w = uniform(rng, (4, 16, 20, 20)), uniform(rng, (8, 16, 5, 5))
+    y = gpuopt.conv2d(x, w, algorithms="fast")
+    assert y.tobytes() == gpuopt.conv2d(x, w, variant="cudnn", algorithms="any").tobytes()
+    assert gpuopt.conv.cudnn_algorithm(x.shape, w.shape, algorithms="fast") == \
+        gpuopt.conv.cudnn_algorithm(x.shape, w.shape, algorithms="any")
+    assert relative_error(y, gpuopt.conv2d(x, w, variant="cpu")) < 1e-3
