@@ -52,10 +52,10 @@ def _as_array(a: Any, name: str) -> np.ndarray:
     return arr
 
 
-def _check_shape(arr: np.ndarray, name: str, ndim: int, layout: str) -> None:
+def _check_shape(arr: np.ndarray, name: str, ndim: int, layout: str, empty_rows: bool = False) -> None:
     if arr.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-D {layout}; got shape {arr.shape}")
-    if 0 in arr.shape:
+    if 0 in (arr.shape[1:] if empty_rows else arr.shape):
         raise ValueError(f"{name} must not have an empty dimension {layout}; got shape {arr.shape}")
 
 
@@ -73,27 +73,28 @@ def _convert_hint(a: Any, name: str, dtype: Any) -> str:
     return f"np.asarray({name}, dtype=np.{dt})"
 
 
-def _device_array(a: Any, name: str, ndim: int, layout: str, dtype: Any):
+def _device_array(a: Any, name: str, ndim: int, layout: str, dtype: Any, empty_rows: bool = False):
     arr = a if type(a) is DeviceArray else as_device_array(a, name)
     if arr.dtype != dtype:
         raise TypeError(f"{name} is a device array of dtype {arr.dtype}; gpuopt's kernels take {np.dtype(dtype).name} "
                         f"device arrays (convert it first, e.g. {_convert_hint(a, name, dtype)})")
-    _check_shape(arr, name, ndim, layout)  # type: ignore[arg-type]
+    _check_shape(arr, name, ndim, layout, empty_rows)  # type: ignore[arg-type]
     return arr
 
 
-def float_array(a: Any, name: str, ndim: int, layout: str = ""):
-    """``a`` as a C-contiguous float32 array of ``ndim`` dimensions (see module rules).
+def float_array(a: Any, name: str, ndim: int, layout: str = "", empty_rows: bool = False):
+    """``a`` as a C-contiguous float32 array of ``ndim`` dimensions (see module rules); ``empty_rows``: its first
+    dimension may be 0 (a distributed rank that owns no rows), the others may not.
 
     Returns a NumPy array, or a :class:`gpuopt.cuda.DeviceArray` for device inputs.
     """
     if type(a) is DeviceArray or hasattr(a, "__cuda_array_interface__") or is_cuda_dlpack(a):  # (gpuopt's first)
-        return _device_array(a, name, ndim, layout, _FLOAT32)
+        return _device_array(a, name, ndim, layout, _FLOAT32, empty_rows)
     arr = _as_array(a, name)
     if arr.dtype.kind != "f":
         hint = f" (convert explicitly, e.g. {_convert_hint(a, name, _FLOAT32)})" if arr.dtype.kind in "iub" else ""
         raise TypeError(f"{name} must be a floating-point array; got {_describe(arr)}{hint}")
-    _check_shape(arr, name, ndim, layout)
+    _check_shape(arr, name, ndim, layout, empty_rows)
     return np.ascontiguousarray(arr, dtype=np.float32)
 
 

@@ -85,17 +85,13 @@ __device__ inline void finish_in_block(std::int64_t n, int d, int k, std::int64_
                                        LoopState* state, double* slab, int slab_doubles) {
     const int kd = k * d;
     const std::int64_t groups = (chunks + kGroup - 1) / kGroup;
-    // The member counts (of a thread's first pair: k*D <= 256 has no other), the change count and the loop number
-    // read first: their round trip overlaps the group sums' (all final: every block added its counts before it was
-    // counted). Registers for the rest would spill.
+    // The member counts (of a thread's first pair: k*D <= 256 has no other) and the change count read first: their
+    // round trip overlaps the group sums' (all final: every block added its counts before it was counted). Registers
+    // for the rest would spill.
     const volatile unsigned long long* vcounts = counts;
     const unsigned long long count0 = static_cast<int>(threadIdx.x) < kd ? vcounts[threadIdx.x / d] : 0;
     unsigned long long changed = 0;
-    int iterations = 0;
-    if (threadIdx.x == 0) {
-        changed = *reinterpret_cast<volatile unsigned long long*>(&state->changed);
-        iterations = *reinterpret_cast<volatile int*>(&state->iterations);
-    }
+    if (threadIdx.x == 0) changed = *reinterpret_cast<volatile unsigned long long*>(&state->changed);
     double total[kCoordsPerThread<false>];
 #pragma unroll
     for (int q = 0; q < kCoordsPerThread<false>; ++q) total[q] = 0.0;
@@ -108,15 +104,7 @@ __device__ inline void finish_in_block(std::int64_t n, int d, int k, std::int64_
     }
     __syncthreads();  // every count read (and used) before it is zeroed; the nonfinite flag set
     for (int c = threadIdx.x; c < k; c += kThreads) counts[c] = 0;
-    if (threadIdx.x == 0) {
-        // Liao's measure: the change count as a float over numObjs as a float.
-        const float delta = static_cast<float>(changed) / static_cast<float>(n);
-        fin.delta_history[iterations] = delta;
-        state->iterations = iterations + 1;
-        state->changed = 0;
-        state->finished_blocks = 0;
-        if (!(delta > fin.threshold) || iterations + 1 >= fin.max_iter || state->nonfinite) state->done = 1;
-    }
+    if (threadIdx.x == 0) record_loop(state, changed, n, fin.threshold, fin.max_iter, fin.delta_history);
 }
 
 // Chunk `chunk`'s x into xs (leaf l at xs + l * stage_stride(D)), by cp.async: 16-byte pieces for a whole chunk of

@@ -27,8 +27,6 @@ __all__ = ["conv2d_shape", "run_gpu"]
 
 def conv2d_shape(p: Conv2dProblem) -> Any:
     """The compiled module's ``Conv2dShape`` of a problem (needs a CUDA build, not a GPU)."""
-    if p.plain:
-        return cuda_host_module("conv2d").Conv2dShape(*p.dims)
     return cuda_host_module("conv2d").Conv2dShape(*p.dims, *p.dilation, p.groups)
 
 

@@ -88,14 +88,17 @@ def _check_window(h: int, w: int, r: int, s: int, ph: int, pw: int, dh: int = 1,
         raise ValueError(f"filter {r}x{s}{dilated} is larger than the padded input {h + 2 * ph}x{w + 2 * pw}")
 
 
-def _check_groups(c: int, k: int, wc: int, groups: int, what: str) -> None:
-    """w's channels against x's and groups: ValueError naming them."""
+def _check_groups(c: int, k: int, wc: int, groups: int, what: str, x_name: str) -> None:
+    """w's channels against x's and groups: ValueError naming them (``what``/``x_name``: the arguments' names)."""
+    if groups == 1:
+        if wc != c:
+            raise ValueError(f"{what} has {wc} input channels but {x_name} has {c} ({what} must be (K, C, R, S))")
+        return
     if c % groups or k % groups:
-        raise ValueError(f"groups={groups} must divide both C={c} (x's channels) and K={k} (w's maps)")
+        raise ValueError(f"groups={groups} must divide both C={c} ({x_name}'s channels) and K={k} ({what}'s maps)")
     if wc * groups != c:
-        need = f"C / groups = {c // groups}" if groups > 1 else f"{c}"
-        raise ValueError(f"{what} has {wc} input channels but x has {c} and groups={groups}: w must be "
-                         f"(K, C / groups, R, S) with {need} channels")
+        raise ValueError(f"{what} has {wc} input channels but {x_name} has {c} and groups={groups}: {what} must be "
+                         f"(K, C / groups, R, S) with C / groups = {c // groups} channels")
 
 
 def validate(x, w, stride, padding, bias, activation, dilation=1, groups=1) -> Conv2dProblem:
@@ -103,9 +106,7 @@ def validate(x, w, stride, padding, bias, activation, dilation=1, groups=1) -> C
     x = float_array(x, "x", 4, "(N, C, H, W)")
     w = float_array(w, "w", 4, "(K, C / groups, R, S)")
     groups = 1 if groups == 1 and type(groups) is int else integer(groups, "groups", 1)
-    if groups == 1 and w.shape[1] != x.shape[1]:
-        raise ValueError(f"w has {w.shape[1]} input channels but x has {x.shape[1]} (w must be (K, C, R, S))")
-    _check_groups(x.shape[1], w.shape[0], w.shape[1], groups, "w")
+    _check_groups(x.shape[1], w.shape[0], w.shape[1], groups, "w", "x")
     stride_hw = pair(stride, "stride", 1)
     pad_hw = pair(padding, "padding", 0)
     dil_hw = (1, 1) if dilation == 1 and type(dilation) is int else pair(dilation, "dilation", 1)
@@ -133,9 +134,7 @@ def _general_shapes(x_shape, w_shape, stride, padding, dilation, groups):
         shapes.append(tuple(integer(d, f"{name}[{i}]", 1) for i, d in enumerate(shape)))
     (n, c, h, w), (k, wc, r, s) = shapes
     groups = integer(groups, "groups", 1)
-    if groups == 1 and wc != c:
-        raise ValueError(f"w_shape has {wc} input channels but x_shape has {c}")
-    _check_groups(c, k, wc, groups, "w_shape")
+    _check_groups(c, k, wc, groups, "w_shape", "x_shape")
     (u, v), (ph, pw) = pair(stride, "stride", 1), pair(padding, "padding", 0)
     dh, dw = pair(dilation, "dilation", 1)
     _check_window(h, w, r, s, ph, pw, dh, dw)

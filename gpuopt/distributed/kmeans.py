@@ -34,7 +34,7 @@ from .. import _core
 from .._exec import Timing
 from .._ext import cuda_available, kernel_limits
 from .._validate import float_array, integer, real
-from ..cuda import DeviceArray, as_device_array, is_device_array, stream_handle
+from ..cuda import DeviceArray, stream_handle
 from ..kmeans import KMeansResult
 from . import kmeans_device
 from .comm import CollectiveError, Communicator, ThreadGroup
@@ -65,18 +65,7 @@ def _shard(x_local: Any, device_ok: bool = False) -> np.ndarray | DeviceArray:
     """x_local as a C-contiguous float32 (n_local, D) NumPy array, or (``device_ok``) a DeviceArray view of a
     device array; n_local may be 0 (a rank that owns no rows). Its values are checked where the loop reads them
     (:func:`_require_finite` on the host, the upload, or the device loop's close), not here."""
-    if type(x_local) is not DeviceArray and isinstance(x_local, np.ndarray) and x_local.ndim == 2 \
-            and x_local.shape[0] == 0 and x_local.shape[1] > 0:
-        if x_local.dtype.kind != "f":
-            raise TypeError(f"x_local must be a floating-point array; got {x_local.dtype}")
-        return np.empty(x_local.shape, np.float32)
-    if is_device_array(x_local) and len(getattr(x_local, "shape", ())) == 2 and x_local.shape[0] == 0 \
-            and x_local.shape[1] > 0:  # a device rank without rows: a (0, D) view
-        x = as_device_array(x_local, "x_local")
-        if x.dtype != np.float32:
-            raise TypeError(f"x_local is a device array of dtype {x.dtype}; gpuopt's kernels take float32")
-    else:
-        x = float_array(x_local, "x_local", 2, "(n_local, D); a rank without rows passes shape (0, D)")
+    x = float_array(x_local, "x_local", 2, "(n_local, D); a rank without rows passes shape (0, D)", empty_rows=True)
     if not isinstance(x, np.ndarray) and not device_ok:
         raise TypeError("x_local is a device array: kmeans_group_sums runs on the host; pass a NumPy array "
                         "(e.g. x_local.numpy())")

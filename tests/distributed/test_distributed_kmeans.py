@@ -210,6 +210,10 @@ def test_a_device_rank_without_rows_is_a_0_by_d_view():
         _shard(_DeviceRows(0, "<f8"), device_ok=True)
     with pytest.raises(TypeError, match="device array"):  # group sums run on the host
         _shard(_DeviceRows(0))
+    assert _shard(np.zeros((0, 3), np.float64)).dtype == np.float32  # a host rank without rows
+    for empty in (np.zeros((3, 0), np.float32), np.zeros((0, 0), np.float32)):  # only the rows may be none
+        with pytest.raises(ValueError, match="empty dimension"):
+            _shard(empty)
 
 
 @pytest.mark.parametrize("overlap", [1, "yes", 0])
