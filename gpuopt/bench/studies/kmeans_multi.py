@@ -7,9 +7,10 @@ many points of 16 coordinates as ``MULTI_WEAK_PER_GPU`` a GPU): the marginal tim
 ``MULTI_ITERS`` loops - a call of one) / (MULTI_ITERS - 1), the slowest rank's wall clock around the calls (what
 the run waits for), median over the repeats; the exchange apart (CUDA events around each loop's all-gather as the
 loop's stream sees it, the median loop after the first, which also waits out the ranks' different start times; and
-the all-gather alone, the same bytes in a loop of its own); speedup over one GPU's distributed run and over
-``gpuopt.kmeans`` on one GPU (``auto``, the same loop, measured in the one-GPU process), efficiency = speedup /
-GPUs; and whether the centres, delta history, loop count and every membership are those bits on every rank count
+the all-gather alone, the same bytes in a loop of its own); speedup over one GPU's distributed run, over
+``gpuopt.kmeans`` on one GPU (``auto``, the same loop, measured in the one-GPU process) and over the PyTorch Lloyd
+loop on one GPU (``baselines.torch_lloyd``, strict FP32, timed the same way: the whole-system alternative),
+efficiency = speedup / GPUs; and whether the centres, delta history, loop count and every membership are those bits on every rank count
 (SHA-256 compared: the memberships joined from every rank's shard).
 
 On the most GPUs only, two memory points (16 coordinates, k=256, each rank its own rows): the largest N whose
@@ -62,7 +63,8 @@ MULTI_HOST_SHARE = 0.75
 MULTI_SEED = 0
 MULTI_COLUMNS = ("shape", "N", "D", "k", "gpus", "overlap", "loop", "ms_per_loop", "call_ms", "exchange_ms_per_loop",
                  "exchange_ms_first", "allgather_ms", "exchange_share", "slot_mb", "single_gpu_ms_per_loop",
-                 "event_ms_per_loop", "speedup_vs_1", "speedup_vs_single", "efficiency", "identical", "iterations",
+                 "event_ms_per_loop", "speedup_vs_1", "speedup_vs_single", "torch_ms_per_loop",
+                 "speedup_vs_torch", "efficiency", "identical", "iterations",
                  "x_memory", "shard_gb", "error")
 #: NCCL here: NVLink multicast (NVLS) off, as the device machines' README asks.
 NCCL_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -173,7 +175,28 @@ def _shape(spec: Mapping[str, Any], comm: Any, torch: Any, dist: Any, rank: int,
         ref = gpuopt.kmeans(x, k, threshold=0.0, max_iter=MULTI_ITERS)
         row["single_digest"] = _digest(_host(ref.centroids), ref.delta, np.int64(ref.iterations))
         row["single_labels_digest"] = _digest(_host(ref.membership))
+        row["torch_ms_per_loop"] = _torch_loop_ms(torch, x, k, spec["repeats"])
     return row
+
+
+def _torch_loop_ms(torch: Any, x: Any, k: int, repeats: int) -> float | None:
+    """The PyTorch Lloyd loop (baselines.torch_lloyd, strict FP32) on one GPU, marginal ms a loop as above: the
+    whole-system alternative a user has without gpuopt."""
+    from ..baselines import torch_lloyd
+
+    calls = {it: torch_lloyd(x, k, it) for it in (MULTI_ITERS, 1)}
+    if calls[1] is None:
+        return None
+
+    def timed(loops: int) -> float:
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        calls[loops]()
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0
+    many = [timed(MULTI_ITERS) for _ in range(repeats + 1)][1:]
+    one = [timed(1) for _ in range(repeats + 1)][1:]
+    return (np.median(many) - np.median(one)) * 1e3 / (MULTI_ITERS - 1)
 
 
 def _host(a: Any) -> np.ndarray:
@@ -308,6 +331,8 @@ def _relate(rows: list[dict[str, Any]]) -> None:
         r["speedup_vs_1"] = scale * one["ms_per_loop"] / r["ms_per_loop"]
         r["speedup_vs_single"] = scale * single / r["ms_per_loop"] if single else None
         r["single_gpu_ms_per_loop"] = single
+        r["torch_ms_per_loop"] = one.get("torch_ms_per_loop")
+        r["speedup_vs_torch"] = scale * r["torch_ms_per_loop"] / r["ms_per_loop"] if r["torch_ms_per_loop"] else None
         r["efficiency"] = r["speedup_vs_1"] / r["gpus"]
         r["identical"] = bool(r.get("rank_digests_agree")) and (bool(r.get("own_rows")) or (
             r.get("digest") == one.get("digest") == one.get("single_digest") and r.get("labels_digest") is not None
@@ -320,15 +345,18 @@ def table_kmeans_multi(rows: list[dict[str, Any]], meta: Mapping[str, Any] | Non
              fmt_cell(r.get("allgather_ms"), ".3g"),
              fmt_cell(r.get("exchange_share"), ".1%"), fmt_cell(r.get("slot_mb"), ".3g"),
              fmt_cell(r.get("speedup_vs_1"), ".3g"), fmt_cell(r.get("speedup_vs_single"), ".3g"),
+             fmt_cell(r.get("speedup_vs_torch"), ".3g"),
              fmt_cell(r.get("efficiency"), ".1%"), _same_bits(r), fmt_cell(r.get("shard_gb"), ".3g"),
              r.get("x_memory") or "-"]
             for r in rows]
     head = ("gpuopt.distributed.kmeans, ms a loop (marginal, slowest rank; events: rank 0's CUDA events around a "
             "call's loops, over the loops); exchange: the loop's wait for the all-gather (median loop after the "
-            "first) / the all-gather alone; speedup over the 1-GPU distributed run and over gpuopt.kmeans on one "
-            "GPU (weak rows: points a second)\n")
+            "first) / the all-gather alone; speedup over the 1-GPU distributed run, over gpuopt.kmeans on one "
+            "GPU and over a PyTorch Lloyd loop on one GPU (baselines.torch_lloyd, strict FP32; weak rows: points a "
+            "second)\n")
     return head + format_table(["shape", "N", "GPUs", "loop", "ms/loop", "events ms/loop", "exchange ms",
-                                "all-gather ms", "exchange/loop", "slot MB", "x 1 GPU", "x gpuopt.kmeans", "efficiency",
+                                "all-gather ms", "exchange/loop", "slot MB", "x 1 GPU", "x gpuopt.kmeans", "x PyTorch",
+                                "efficiency",
                                 "same bits", "shard GB", "x_memory"], body) + errors_note(
                                     [{**r, "variant": f"{r['shape']} on {r['gpus']} GPUs"} for r in rows])
 
