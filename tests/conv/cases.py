@@ -156,6 +156,10 @@ def refusal(variant, w_shape, stride=1, padding=0, x_shape=None):
             crs_pad, nt = (c * r * s + 7) // 8 * 8, 1 if k <= 8 else 2 if k <= 16 else 4
             if 4 * (2 * ((plane + 3) // 4 * 4) + 2 * crs_pad * 8 * nt + crs_pad) > TF32X3_SMEM_LIMIT:
                 return "stages one whole"
+    if variant == "pointwise_tf32x3" and (tuple(w_shape[2:]) != (1, 1) or _pair(padding) != (0, 0)):
+        return "takes 1x1 filters without padding"
+    if variant == "depthwise" and w_shape[1] != 1:
+        return "takes depthwise layers only"  # these problems have groups = 1: depthwise only where C = 1
     if variant == "winograd":  # stride 1, 3x3/5x5 filters, any padding
         r, s = w_shape[2:]
         if _pair(stride) != (1, 1):

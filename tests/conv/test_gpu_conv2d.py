@@ -17,6 +17,21 @@ HAS_CUDNN = "cudnn" in gpuopt.variants("conv2d")
 TRANSFORM_ALGORITHMS = {"FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"}
 CUDNN_ALGORITHMS = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT"} | TRANSFORM_ALGORITHMS
 
+# Variants that take one kind of layer only (the generic problems below get one of that kind: problem_for).
+SHAPE_LIMITED = ("depthwise", "pointwise_tf32x3")
+
+
+def problem_for(variant, n, c, hw, k):
+    """(x shape, w shape, keyword arguments) of an n x c x hw x hw -> k problem that ``variant`` takes: a 3x3
+    filter, padding 1 (0 for the valid-only variants), a 1x1 filter for pointwise_tf32x3, groups = C (K = 2C)
+    for depthwise."""
+    if variant == "pointwise_tf32x3":
+        return (n, c, hw, hw), (k, c, 1, 1), {}
+    if variant == "depthwise":
+        return (n, c, hw, hw), (2 * c, 1, 3, 3), dict(padding=1, groups=c)
+    return (n, c, hw, hw), (k, c, 3, 3), dict(padding=0 if variant in VALID_STRIDE1_ONLY else 1)
+
+
 # The shared awkward shapes, plus 1x1 filters and C = 832 with 3x3 and 1x1 filters.
 SHAPES = AWKWARD_SHAPES + [
     (2, 7, 9, 9, 3, 1, 1, 1, 0),
@@ -82,31 +97,32 @@ def test_bias_and_activation(rng, variant, activation, with_bias, shape):
         assert (np.abs(y) <= 1).all()
 
 
-# winograd: its chained second layer here is 2x2 at stride 2, which it refuses; test_gpu_winograd.py has its own.
-# (direct_fused gets a 3x3 stride-1 second layer: cases.check_device_arrays.)
-@pytest.mark.parametrize("variant", [v for v in GPU_VARIANTS if v != "winograd"])
+# winograd: its chained second layer here is 2x2 at stride 2, which it refuses; depthwise and pointwise_tf32x3
+# take neither layer here: each of the three has its own device-array test. (direct_fused gets a 3x3 stride-1
+# second layer: cases.check_device_arrays.)
+@pytest.mark.parametrize("variant", [v for v in GPU_VARIANTS if v not in ("winograd",) + SHAPE_LIMITED])
 def test_device_arrays_in_device_array_out(rng, variant):
     check_device_arrays(rng, variant, exact=variant not in NONDETERMINISTIC)
 
 
 @pytest.mark.parametrize("variant", [v for v in GPU_VARIANTS if v not in NONDETERMINISTIC])
 def test_deterministic_variants_are_bitwise_reproducible(rng, variant):
-    x, w = uniform(rng, (3, 40, 11, 11)), uniform(rng, (20, 40, 3, 3))
-    pad = 0 if variant in VALID_STRIDE1_ONLY else 1
-    y1 = gpuopt.conv2d(x, w, padding=pad, variant=variant)
-    np.testing.assert_array_equal(y1, gpuopt.conv2d(x, w, padding=pad, variant=variant))
+    x_shape, w_shape, kw = problem_for(variant, 3, 40, 11, 20)
+    x, w = uniform(rng, x_shape), uniform(rng, w_shape)
+    y1 = gpuopt.conv2d(x, w, variant=variant, **kw)
+    np.testing.assert_array_equal(y1, gpuopt.conv2d(x, w, variant=variant, **kw))
 
 
 @pytest.mark.parametrize("variant", GPU_VARIANTS)
 def test_timing_record(rng, variant):
-    x, w = uniform(rng, (4, 16, 32, 32)), uniform(rng, (32, 16, 3, 3))
-    pad = 0 if variant in VALID_STRIDE1_ONLY else 1
-    y, t = gpuopt.conv2d(x, w, padding=pad, variant=variant, timing=True)
+    x_shape, w_shape, kw = problem_for(variant, 4, 16, 32, 32)
+    x, w = uniform(rng, x_shape), uniform(rng, w_shape)
+    y, t = gpuopt.conv2d(x, w, variant=variant, timing=True, **kw)
     assert isinstance(t, gpuopt.Timing) and t.device == "gpu"
     assert t.h2d_ms > 0 and t.kernel_ms > 0 and t.d2h_ms > 0
     assert t.total_ms == pytest.approx(t.h2d_ms + t.kernel_ms + t.d2h_ms)
-    assert relative_error(y, gpuopt.conv2d(x, w, padding=pad, variant="cpu")) < 1e-5
-    dy, td = gpuopt.conv2d(gpuopt.to_device(x), gpuopt.to_device(w), padding=pad, variant=variant, timing=True)
+    assert relative_error(y, gpuopt.conv2d(x, w, variant="cpu", **kw)) < 1e-5
+    dy, td = gpuopt.conv2d(gpuopt.to_device(x), gpuopt.to_device(w), variant=variant, timing=True, **kw)
     assert isinstance(dy, gpuopt.DeviceArray)
     assert td.h2d_ms == 0 and td.d2h_ms == 0 and td.kernel_ms > 0
 

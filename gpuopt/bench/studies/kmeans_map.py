@@ -39,14 +39,15 @@ FLASH_SHAPE = (8_000_000, 128, 1024)
 MAP_ITERS = 3
 MAP_SEED = 0
 MAP_N: dict[Any, int] = per_level(gpu_full=1_000_000, gpu_quick=200_000, tiny=2_000)
-MAP_REPEATS: dict[Any, dict[str, Any]] = per_level(gpu_full=repeats(1, 3, 2.0), gpu_quick=repeats(1, 2, 0.5),
+MAP_REPEATS: dict[Any, dict[str, Any]] = per_level(gpu_full=repeats(2, 7, 2.0), gpu_quick=repeats(1, 2, 0.5),
                                                    tiny=repeats(0, 1))
 #: the device memory a cell may plan for (its buffers over the GPU's total)
 MEMORY_SHARE = 0.8
 #: bytes of the device-to-device copy that measures the HBM bandwidth (read + write counted)
 BANDWIDTH_BYTES = 1 << 30
 MAP_COLUMNS = ("N", "D", "k", "dtype", "auto_variant", "us_per_iter", "call_us_per_iter", "torch_us_per_iter",
-               "floor_us", "memory_floor_us", "compute_floor_us", "bound", "x_floor", "x_pytorch", "skipped", "error")
+               "floor_us", "memory_floor_us", "compute_floor_us", "bound", "x_floor", "x_pytorch", "skipped",
+               "unresolved", "error")
 
 
 def map_floor(n: int, d: int, k: int, bandwidth: float | None, gflops: float | None) -> dict[str, float | None]:
@@ -87,11 +88,13 @@ def why_skipped(n: int, d: int, k: int, memory: int) -> str | None:
     return None
 
 
-def _marginal(call: Any, reps: Mapping[str, Any]) -> tuple[float, float]:
-    """(marginal µs a loop, µs a loop of the whole call) of ``call(iters)``."""
+def _marginal(call: Any, reps: Mapping[str, Any]) -> tuple[float | None, float]:
+    """(marginal µs a loop, µs a loop of the whole call) of ``call(iters)``; the marginal is None where the
+    longer call measured no slower than the one-loop call (noise larger than the loops: not a time)."""
     many = measure(lambda: call(MAP_ITERS), device="gpu", flush_l2=True, **reps)
     one = measure(lambda: call(1), device="gpu", flush_l2=True, **reps)
-    return (many.median_ms - one.median_ms) * 1e3 / (MAP_ITERS - 1), many.median_ms * 1e3 / MAP_ITERS
+    marginal = (many.median_ms - one.median_ms) * 1e3 / (MAP_ITERS - 1)
+    return (marginal if marginal > 0 else None), many.median_ms * 1e3 / MAP_ITERS
 
 
 def _cell(x_dev: Any, x_np: np.ndarray, k: int, reps: Mapping[str, Any], torch_ok: bool, row: dict[str, Any]) -> None:
@@ -105,9 +108,13 @@ def _cell(x_dev: Any, x_np: np.ndarray, k: int, reps: Mapping[str, Any], torch_o
     if torch_ok:
         lloyd = {it: torch_lloyd(x_dev, k, it) for it in (1, MAP_ITERS)}
         row["torch_us_per_iter"], _ = _marginal(lambda iters: lloyd[iters](), reps)
-    if row.get("floor_us") and row["us_per_iter"] > 0:
+    for who in ("us_per_iter", "torch_us_per_iter"):
+        if who in row and row[who] is None:
+            row["unresolved"] = (row.get("unresolved", "") + f" {who}: the {MAP_ITERS}-loop call measured no slower "
+                                 "than the 1-loop call").strip()
+    if row.get("floor_us") and row["us_per_iter"]:
         row["x_floor"] = row["us_per_iter"] / row["floor_us"]
-    if row.get("torch_us_per_iter") and row["us_per_iter"] > 0:
+    if row.get("torch_us_per_iter") and row["us_per_iter"]:
         row["x_pytorch"] = row["torch_us_per_iter"] / row["us_per_iter"]
 
 
@@ -181,7 +188,7 @@ def table_kmeans_map(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None 
     body = [[r["N"], r["k"], r["D"], r.get("dtype", "float32"), r.get("auto_variant") or "-",
              fmt_cell(r.get("us_per_iter"), ".4g"), fmt_cell(r.get("torch_us_per_iter"), ".4g"),
              fmt_cell(r.get("floor_us"), ".3g"), r.get("bound") or "-", fmt_cell(r.get("x_floor"), ".3g"),
-             fmt_cell(r.get("x_pytorch"), ".3g"), r.get("skipped") or ""] for r in rows]
+             fmt_cell(r.get("x_pytorch"), ".3g"), r.get("skipped") or r.get("unresolved") or ""] for r in rows]
     ratios = [r["x_pytorch"] for r in rows if r.get("x_pytorch") and r.get("dtype", "float32") == "float32"]
     summary = ""
     if ratios:
@@ -190,7 +197,7 @@ def table_kmeans_map(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None 
     head = (f"N = {(meta or {}).get('N', rows[0]['N'] if rows else '?')}, marginal µs per loop of auto and of the "
             "PyTorch Lloyd loop (strict FP32); floor = max(memory, compute)\n") + summary
     return head + format_table(["N", "k", "D", "points", "auto picks", "auto µs", "PyTorch µs", "floor µs", "bound",
-                                "auto/floor", "PyTorch/auto", "not run"], body) + errors_note(rows)
+                                "auto/floor", "PyTorch/auto", "not run / not timed"], body) + errors_note(rows)
 
 
 _SHORT = {"device": "dev", "device_fused": "fused", "device_gemm": "gemm", "device_tiled": "tiled",
@@ -216,7 +223,7 @@ def _heat_map(meta, rows, path: Path, value: str, label: str, what: str, higher_
     ds = sorted({r["D"] for r in rows})
     grid = np.full((len(ds), len(ks)), np.nan)
     for r in rows:
-        if r.get(value):
+        if r.get(value) and r[value] > 0:
             grid[ds.index(r["D"]), ks.index(r["k"])] = r[value]
     finite = grid[np.isfinite(grid)]
     lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (1.0, 10.0)
