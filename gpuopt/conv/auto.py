@@ -1,45 +1,53 @@
 """conv2d ``auto``: one of gpuopt's own kernels per shape, by a heuristic or by timing.
 
-The heuristic was read off the H200 measurements in benchmarks/results (conv2d.json,
-ece408.json and the tune_conv_auto study's sweep of every candidate and parameter on the
-eight layers auto is held to), fastest of gpuopt's kernels per shape. It was fitted on the
-reports' eight layers, so treat it as a starting point; ``autotune=True`` measures instead.
+The heuristic was read off the H200 measurements in benchmarks/results: conv2d.json, ece408.json, the
+tune_conv_auto study's sweep of every candidate on the reports' eight layers, and the conv_layers study (every
+unique layer of ResNet-50 at batch 32 and 1, VGG-16 at batch 16, MobileNetV2 at batch 32: each of gpuopt's kernels
+timed on each layer). No rule below picks a kernel slower than the one picked before it on any of those layers;
+``autotune=True`` measures instead.
 
-1. 1x1 filters, stride 1, no padding: a plain GEMM, so ``unroll`` (its im2col is a copy
-   and the product runs on the matmul ladder's ``async`` kernel): CS6235 conf2 4.5x and
-   conf4 1.15x cuDNN.
+Two precision classes (docs/glossary.md, "fast"). By default (``algorithms="precise"``) auto chooses among the
+variants with FP32-level error: the exact-order FP32 kernels, whose sums are the reference's products in some
+order, and the 3xTF32 tensor-core kernels (operands split into TF32 high and low parts, three products
+accumulated in FP32: their error against float64 is at or below cuDNN FP32's on every layer of conv_layers).
+``algorithms="fast"`` also allows ``winograd``, whose transforms round (about 1e-6 relative error on 5x5 layers
+instead of 1e-7), the counterpart of cuDNN's "any" search. MACs below = N*P*Q*K*C*R*S.
+
+0. 9 to 32 output maps, windows of 128 taps or more, stride 1, N*P*Q >= 65536 and images small enough to stage
+   whole (C*(H+2ph)*(W+2pw) <= 16384 floats, with the filters within the shared memory):
+   ``implicit_gemm_tf32x3``. Fashion conv2 (6 -> 16 maps, 150 taps): 0.91 ms against direct_fused's 1.18.
+0a. 1x1 filters, no padding, C >= 128, K >= 256 and MACs >= 2**29 on a Hopper GPU: ``pointwise_tf32x3``, the
+   layer as one 3xTF32 GEMM on the warpgroup MMA (ResNet-50 batch 32's 1x1 and stride-2 shortcut layers:
+   0.08-0.15 ms against unroll's 0.12-0.25 and implicit_gemm's 0.90-1.01 for the strided ones; with fewer
+   channels or maps its 128-wide tiles run part empty and implicit_gemm_fast wins).
+0b. (fast only) stride 1, 3x3 or 5x5 filters, at least 4 input channels (with fewer, the input transforms cost
+   more than the multiplies they save: MNIST conv1 and Fashion conv1 stay direct) and N*P*Q >= 65536 or MACs
+   >= 2**30: ``winograd`` (m = 4). MNIST conv2, VGG-16's and ResNet-50 batch 32's 3x3 layers.
+1. 1x1 filters, stride 1, no padding: with N*P*Q >= 6272 and C <= 256, ``implicit_gemm_fast`` (MobileNetV2's
+   and ResNet-50's narrow 1x1 layers at batch 32: 1.1-2.7x unroll); otherwise ``unroll``, a plain GEMM (its
+   im2col is a copy and the product runs on the matmul ladder's ``async`` kernel): CS6235 conf2 4.5x and conf4
+   1.15x cuDNN, every 1x1 layer at batch 1.
 2. Valid stride-1 3x3 or 5x5 layers with 32 maps or more (or 16 maps and windows of 150 taps and more) and
    enough output pixels (N*P*Q >= 65536): ``direct_fused``, conv2d_pool's persistent cp.async kernel unpooled
-   (H200: MNIST conv1 0.41 ms, conv2 1.56 ms, Fashion conv2 1.10 ms, against 0.60, 1.94 and direct_regblock's
-   1.64 before).
+   (H200: MNIST conv1 0.41 ms, conv2 1.56 ms, against 0.60 and 1.94 before).
 3. Short filter windows (C*R*S <= 160 taps) with few maps (K <= 16) or a stride above 1, and
    enough output pixels (N*P*Q >= 65536): the register-blocked direct kernel
    ``direct_regblock``. A GEMM over so few taps moves tiles more than it multiplies; with
    few maps its 32+ row tiles are mostly empty, and strided gathers slow its X tiles.
-   ECE408 Fashion conv1 (K=6) and conv2 (K=16, 150 taps), CS6235 conf3 (27 taps, stride 2).
+   ECE408 Fashion conv1 (K=6), CS6235 conf3 (27 taps, stride 2).
 4. Fewer than 16 output maps (small batches): GEMM tiles of 32+ rows would be mostly empty,
    so the direct shared-memory kernel ``tiled_unrolled``.
-5. Few output positions (N*P*Q < 65536, e.g. one image): ``implicit_gemm``, whose 16x16
-   tiles still fill the GPU: CS6235 conf1 1.16x cuDNN.
-6. Exactly 16 output maps, or a stride above 1, with a batch of 4+ images (longer windows
+5. Few output positions (N*P*Q < 65536, e.g. one image) and little work (MACs < 2**30): ``implicit_gemm``, whose
+   16x16 tiles still fill the GPU: CS6235 conf1 1.16x cuDNN, ResNet-50's layers at batch 1. With more work
+   (VGG-16's and ResNet-50 batch 32's deep 3x3 layers) implicit_gemm_fast's larger tiles fill it too and run
+   2.3-3.6x faster (rule 7).
+6. Exactly 16 output maps, or a stride above 1, with a batch of 4+ images and N*P*Q >= 65536 (longer windows
    than rule 3): the CS6235 unroll-and-jam ``unroll_nk``.
 7. Otherwise ``implicit_gemm_fast``, its tile by the number of output maps: 32x128x8 up to
    32 maps, 64x128x8 above.
 
-Two precision classes (docs/glossary.md, "fast"). By default (``algorithms="precise"``) auto chooses among the
-exact-order variants above, whose sums are the reference's products in some order. With
-``algorithms="fast"`` it may also choose the fast-algorithm ``winograd`` (transforms that round:
-about 1e-6 relative error on 5x5 layers instead of 1e-7) and the 3xTF32 tensor-core
-``implicit_gemm_tf32x3`` (FP32-level error, products of split operands), the counterpart of cuDNN's
-"any" search:
-
-0. (fast only) 9 to 32 output maps, windows of 128 taps or more, N*P*Q >= 65536 and images small enough to
-   stage whole (C*(H+2ph)*(W+2pw) <= 16384 floats): ``implicit_gemm_tf32x3``, the implicit GEMM on the TF32
-   tensor cores at FP32-level error (3xTF32). Fashion conv2 (6 -> 16 maps, 150 taps): 0.85 ms against
-   winograd's 1.08 and cuDNN-any's 1.04 (H200 probe).
-0b. (fast only) stride 1, 3x3 or 5x5 filters, at least 4 input channels (with fewer, the input
-   transforms cost more than the multiplies they save: MNIST conv1 and Fashion conv1 stay direct)
-   and N*P*Q >= 65536: ``winograd`` (m = 4). MNIST conv2 and Fashion conv2.
+Grouped and dilated layers (depthwise included) run on cuDNN: gpuopt's ``depthwise`` kernel measured 0.53-0.79x
+cuDNN on MobileNetV2's depthwise layers (conv_layers), so auto does not pick it.
 
 With ``autotune=True`` the first call for a problem (shapes, stride, padding, bias or
 not, activation) times every GPU variant of gpuopt on the call's own inputs (one warm-up
@@ -49,13 +57,14 @@ benchmark mode; later calls with that problem run the cached winner.
 
 from __future__ import annotations
 
+import functools
 import statistics
 import threading
 from typing import Any
 
 from .. import _plan
 from .._exec import ExecContext
-from .._ext import cuda_module
+from .._ext import cuda_module, device_info
 from ..registry import Param, register, resolve, variants
 from .api import conv2d
 from .problem import Conv2dProblem, check_shapes, conv2d_output_shape
@@ -66,7 +75,11 @@ __all__ = ["ALGORITHMS", "auto_choice", "autotune_cache", "clear_autotune_cache"
 _EXCLUDED = ("auto", "cpu", "cudnn")
 #: The precision classes: "precise" (exact-order variants only, the default) and "fast" (also these).
 ALGORITHMS = ("precise", "fast")
-_FAST_ONLY = ("winograd", "implicit_gemm_tf32x3")
+_FAST_ONLY = ("winograd",)
+#: Multiply-adds (N*P*Q*K*C*R*S) past which a layer fills the GPU whatever its N*P*Q (rules 0b and 5).
+LARGE_MACS = 1 << 30
+#: Multiply-adds from which a 1x1 layer with C >= 128 and K >= 256 runs pointwise_tf32x3 (rule 0a).
+POINTWISE_MACS = 1 << 29
 
 _cache: dict[tuple, tuple[str, dict[str, Any]]] = {}
 _cache_lock = threading.Lock()
@@ -77,13 +90,19 @@ def _heuristic(x_shape, w_shape, stride, padding, algorithms="precise") -> tuple
     k, _, r, s = w_shape
     _, _, p, q = conv2d_output_shape(x_shape, w_shape, stride, padding)
     ph, pw = padding
-    if (algorithms == "fast" and 8 < k <= 32 and c * r * s >= 128 and n * p * q >= 65536
-            and c * (h + 2 * ph) * (w + 2 * pw) <= 16384):
+    macs = n * p * q * k * c * r * s
+    one_by_one = r == 1 and s == 1 and tuple(padding) == (0, 0)
+    if (8 < k <= 32 and c * r * s >= 128 and n * p * q >= 65536 and tuple(stride) == (1, 1)
+            and c * (h + 2 * ph) * (w + 2 * pw) <= 16384 and _tf32x3_stages(c * (h + 2 * ph) * (w + 2 * pw), c * r * s, k)):
         return "implicit_gemm_tf32x3", {}
+    if one_by_one and c >= 128 and k >= 256 and macs >= POINTWISE_MACS and _hopper():
+        return "pointwise_tf32x3", {}
     if (algorithms == "fast" and tuple(stride) == (1, 1) and r == s and r in (3, 5) and c >= 4
-            and n * p * q >= 65536):
+            and (n * p * q >= 65536 or macs >= LARGE_MACS)):
         return "winograd", {}
-    if r == 1 and s == 1 and tuple(stride) == (1, 1) and tuple(padding) == (0, 0):
+    if one_by_one and tuple(stride) == (1, 1):
+        if n * p * q >= 6272 and c <= 256:
+            return "implicit_gemm_fast", {"tile": "32x128x8" if k <= 32 else "64x128x8"}
         return "unroll", {}
     strided = tuple(stride) != (1, 1)
     if not strided and tuple(padding) == (0, 0) and r == s and r in (3, 5) and (k >= 32 or (k >= 16 and c * r * s >= 150))\
@@ -93,11 +112,33 @@ def _heuristic(x_shape, w_shape, stride, padding, algorithms="precise") -> tuple
         return "direct_regblock", {}
     if k < 16:
         return "tiled_unrolled", {}
-    if n * p * q < 65536:
+    if n * p * q < 65536 and macs < LARGE_MACS:
         return "implicit_gemm", {}
-    if n >= 4 and (k == 16 or strided):
+    if n >= 4 and (k == 16 or strided) and n * p * q >= 65536:
         return "unroll_nk", {}
     return "implicit_gemm_fast", {"tile": "32x128x8" if k <= 32 else "64x128x8"}
+
+
+def _tf32x3_stages(plane: int, taps: int, k: int) -> bool:
+    """Whether implicit_gemm_tf32x3's shared memory holds the layer: the padded image's hi and lo planes, the
+    filters' hi and lo [taps to a multiple of 8][8 x (1, 2 or 4) tiles] and the tap offsets (smem_bytes in
+    csrc/conv/conv2d_tf32x3.cu), against the GPU's opt-in limit (227 KB on Hopper when no GPU answers)."""
+    taps8, tiles = (taps + 7) // 8 * 8, 1 if k <= 8 else 2 if k <= 16 else 4
+    need = 4 * (2 * ((plane + 3) // 4 * 4) + 2 * taps8 * 8 * tiles + taps8)
+    return need <= _device()[1]
+
+
+@functools.lru_cache(maxsize=None)
+def _device() -> tuple[bool, int]:
+    """(whether GPU 0 is a Hopper GPU, compute capability 9.0: pointwise_tf32x3's warpgroup MMA; its opt-in shared
+    memory a block, 227 KB when no GPU answers)."""
+    info = device_info() or {}
+    return (tuple(info.get("compute_capability") or ()) == (9, 0),
+            int(info.get("shared_memory_per_block_optin_bytes") or 232448))
+
+
+def _hopper() -> bool:
+    return _device()[0]
 
 
 def auto_choice(x_shape, w_shape, stride=1, padding=0, algorithms="precise") -> tuple[str, dict[str, Any]]:
@@ -189,5 +230,6 @@ register("conv2d", "auto",
          params=(Param("autotune", False, (False, True),
                        "time every gpuopt GPU variant on the first call for a problem and cache the fastest"),
                  Param("algorithms", "precise", ALGORITHMS,
-                       "precise: exact-order variants only; fast: may also pick winograd (rounds more, ~1e-6)")))(
+                       "precise: FP32-level error only (exact-order FP32 or 3xTF32 kernels); fast: may also pick winograd "
+                       "(rounds more, ~1e-6)")))(
     _run_auto)

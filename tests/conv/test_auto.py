@@ -12,9 +12,17 @@ from gpuopt.conv import auto_choice
     ((10000, 1, 64, 64), (6, 1, 5, 5), 1, "direct_regblock", {}),   # ECE408 Fashion conv1: 25 taps, K = 6
     ((10, 1, 20, 20), (6, 1, 5, 5), 1, "tiled_unrolled", {}),       # K = 6, 2560 outputs per map
     ((1, 3, 112, 112), (64, 3, 3, 3), 2, "implicit_gemm", {}),      # conf1: one image
-    ((10000, 6, 30, 30), (16, 6, 5, 5), 1, "direct_fused", {}),     # ECE408 Fashion conv2: 150 taps, K = 16
+    ((10000, 6, 30, 30), (16, 6, 5, 5), 1, "implicit_gemm_tf32x3", {}),  # ECE408 Fashion conv2: 150 taps, K = 16
     ((128, 3, 112, 112), (64, 3, 3, 3), 2, "direct_regblock", {}),  # conf3: 27 taps, stride 2
-    ((10000, 8, 30, 30), (16, 8, 5, 5), 1, "direct_fused", {}),     # 200 taps, K = 16
+    ((10000, 8, 30, 30), (16, 8, 5, 5), 1, "implicit_gemm_tf32x3", {}),  # 200 taps, K = 16
+    ((10000, 8, 94, 94), (16, 8, 5, 5), 1, "direct_fused", {}),     # ... on images too large to stage whole
+    ((32, 64, 56, 56), (64, 64, 1, 1), 1, "implicit_gemm_fast", {"tile": "64x128x8"}),  # ResNet-50 1x1, C <= 256
+    ((32, 32, 112, 112), (16, 32, 1, 1), 1, "implicit_gemm_fast", {"tile": "32x128x8"}),  # MobileNetV2 project
+    ((32, 960, 7, 7), (320, 960, 1, 1), 1, "unroll", {}),          # 1x1, C > 256
+    ((1, 64, 56, 56), (64, 64, 1, 1), 1, "unroll", {}),             # 1x1, one image
+    ((16, 256, 56, 56), (256, 256, 3, 3), 1, "implicit_gemm_fast", {"tile": "64x128x8"}),  # VGG-16: 2**30+ MACs
+    ((32, 128, 56, 56), (128, 128, 3, 3), 2, "implicit_gemm_fast", {"tile": "64x128x8"}),  # ResNet-50 3x3/2
+    ((1, 128, 56, 56), (128, 128, 3, 3), 2, "implicit_gemm", {}),   # the same at batch 1
     ((10000, 5, 30, 30), (16, 5, 5, 5), 1, "direct_regblock", {}),  # 125 taps, K = 16
     ((10000, 8, 30, 30), (16, 8, 5, 5), 2, "unroll_nk", {}),        # 200 taps, K = 16, strided
     ((100, 20, 61, 61), (24, 20, 3, 3), 2, "unroll_nk", {}),        # 180 taps, stride 2
@@ -27,6 +35,23 @@ def test_heuristic_picks(x_shape, w_shape, stride, expected, params):
     assert auto_choice(x_shape, w_shape, stride) == (expected, params)
     v = gpuopt.variants("conv2d")[expected]
     assert all(value in v.params[name].allowed for name, value in params.items())
+
+
+@pytest.mark.parametrize("hopper", [True, False])
+@pytest.mark.parametrize("x_shape,w_shape,stride", [((32, 256, 14, 14), (1024, 256, 1, 1), 1),
+                                                   ((32, 320, 7, 7), (1280, 320, 1, 1), 1)])
+def test_wide_1x1_layers_run_pointwise_on_hopper(monkeypatch, x_shape, w_shape, stride, hopper):
+    from gpuopt.conv import auto
+    monkeypatch.setattr(auto, "_device", lambda: (hopper, 232448))
+    assert (auto_choice(x_shape, w_shape, stride)[0] == "pointwise_tf32x3") == hopper
+
+
+def test_strided_wide_1x1_layers_run_pointwise_on_hopper(monkeypatch):
+    from gpuopt.conv import auto
+    monkeypatch.setattr(auto, "_device", lambda: (True, 232448))
+    assert auto_choice((32, 256, 56, 56), (512, 256, 1, 1), 2)[0] == "pointwise_tf32x3"  # ResNet-50's shortcut/2
+    assert auto_choice((32, 576, 7, 7), (160, 576, 1, 1), 1)[0] == "unroll"  # K < 256: its tiles run part empty
+    assert auto_choice((128, 832, 7, 7), (128, 832, 1, 1), 1)[0] == "unroll"  # CS6235 conf4
 
 
 def test_auto_is_registered_with_autotune_param():
@@ -62,7 +87,7 @@ def test_fast_class_may_pick_fast_algorithms(x_shape, w_shape, stride, padding, 
 @pytest.mark.parametrize("x_shape,w_shape", [((10000, 32, 12, 12), (64, 32, 5, 5)), ((10000, 6, 30, 30), (16, 6, 5, 5)),
                                              ((64, 16, 32, 32), (32, 16, 3, 3))])
 def test_precise_class_never_picks_fast_algorithms(x_shape, w_shape):
-    assert auto_choice(x_shape, w_shape)[0] not in ("winograd", "implicit_gemm_tf32x3")
+    assert auto_choice(x_shape, w_shape)[0] != "winograd"
     assert auto_choice(x_shape, w_shape, algorithms="precise") == auto_choice(x_shape, w_shape)
 
 

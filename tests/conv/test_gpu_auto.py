@@ -24,14 +24,19 @@ def check(rng, x_shape, w_shape, stride=1, padding=0, **kwargs):
     ((1, 83, 7, 7), (12, 83, 1, 1), 1, "unroll"),
     ((3, 1, 20, 20), (6, 1, 5, 5), 1, "tiled_unrolled"),
     ((1, 3, 30, 30), (20, 3, 3, 3), 2, "implicit_gemm"),
-    ((120, 6, 30, 30), (16, 6, 5, 5), 1, "direct_fused"),          # 150 taps, K = 16
+    ((120, 6, 30, 30), (16, 6, 5, 5), 1, "implicit_gemm_tf32x3"),  # 150 taps, K = 16, the image staged whole
+    ((40, 8, 48, 48), (16, 8, 5, 5), 1, "direct_fused"),           # ... too large to stage
+    ((32, 256, 14, 14), (512, 256, 1, 1), 1, "pointwise_tf32x3"),  # wide 1x1 (the H200 is a Hopper GPU)
+    ((32, 256, 28, 28), (512, 256, 1, 1), 2, "pointwise_tf32x3"),  # ... strided
+    ((32, 64, 28, 28), (64, 64, 1, 1), 1, "implicit_gemm_fast"),   # narrow 1x1, many pixels
+    ((10, 256, 30, 30), (256, 256, 3, 3), 2, "implicit_gemm_fast"),  # few pixels, 2**30+ MACs
     ((120, 5, 30, 30), (16, 5, 5, 5), 1, "direct_regblock"),       # 125 taps, K = 16
     ((200, 3, 41, 41), (24, 3, 3, 3), 2, "direct_regblock"),       # 27 taps, stride 2
     ((120, 8, 60, 60), (16, 8, 5, 5), 2, "unroll_nk"),             # 200 taps, K = 16, strided
     ((100, 20, 61, 61), (24, 20, 3, 3), 2, "unroll_nk"),           # 180 taps, stride 2
-    ((60, 8, 40, 40), (32, 8, 5, 5), 1, "direct_fused"),           # valid stride-1 5x5, K >= 32
+    ((60, 12, 40, 40), (32, 12, 5, 5), 1, "direct_fused"),         # valid stride-1 5x5, K >= 32
     ((300, 8, 20, 20), (64, 8, 3, 3), 1, "direct_fused"),          # 3x3
-    ((60, 8, 40, 40), (32, 8, 7, 7), 1, "implicit_gemm_fast"),     # tile 32x128x8 (7x7: not direct_fused)
+    ((60, 12, 40, 40), (32, 12, 7, 7), 1, "implicit_gemm_fast"),   # tile 32x128x8 (7x7: not direct_fused)
     ((400, 8, 20, 20), (64, 8, 7, 7), 1, "implicit_gemm_fast"),    # tile 64x128x8
 ])
 def test_each_heuristic_branch_is_correct(rng, x_shape, w_shape, stride, expected):
