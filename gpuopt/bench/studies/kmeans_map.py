@@ -238,8 +238,8 @@ def _heat_map(meta, rows, path: Path, value: str, label: str, what: str, higher_
                     ha="center", va="center", fontsize=7, color="white" if dark else "black")
         else:
             ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", edgecolor="0.6", lw=0))
-            label = "skipped" if r.get("skipped") else ("error" if r.get("error") else "-")
-            ax.text(j, i, label, ha="center", va="center", fontsize=7, color="0.3")
+            why = "skipped" if r.get("skipped") else ("error" if r.get("error") else "-")
+            ax.text(j, i, why, ha="center", va="center", fontsize=7, color="0.3")
     ax.set_xticks(range(len(ks)), [str(k) for k in ks])
     ax.set_yticks(range(len(ds)), [str(d) for d in ds])
     ax.set_xlabel("k (clusters)")
