@@ -20,7 +20,8 @@ pytestmark = pytest.mark.skipif(RESULTS is None, reason="no committed results")
 
 # Fields a perturbation scales: times (smaller is faster) and rates (larger is faster).
 _TIMES = ("median_ms", "kernel_ms", "computation_ms", "us_per_iter", "total_ms", "h2d_ms", "numpy_ms", "device_ms",
-          "us_per_call", "over_kernel_us", "over_device_us", "ratio", "report_ms", "resident_kernel_ms")
+          "us_per_call", "over_kernel_us", "over_device_us", "ratio", "report_ms", "resident_kernel_ms", "auto_ms",
+          "auto_fast_ms")
 _RATES = ("gflops", "speedup_vs_cudnn", "speedup_vs_cudnn_any", "speedup_vs_cpu", "accuracy")
 _GROUPS = ("variant", "label", "stage", "report_version", "layer", "conf", "dataset", "op", "caller", "impl",
            "best_variant", "nnz_per_slice", "input_density", "params.tile_width", "params.unroll",
@@ -40,10 +41,10 @@ def _rows(study: str) -> list[dict]:
     return read_results(path)[1]
 
 
-def _scaled(rows, field, value, factor):
+def _scaled(rows, field, value, factor, every=False):
     out = copy.deepcopy(rows)
     for r in out:
-        if _get(r, field) == value:
+        if every or _get(r, field) == value:
             for k in _TIMES:
                 if isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool):
                     r[k] = r[k] * factor
@@ -54,7 +55,10 @@ def _scaled(rows, field, value, factor):
 
 
 def _perturbations(rows):
-    """Copies of ``rows`` with one group (rows sharing a field's value) made 100x faster or slower, or dropped."""
+    """Copies of ``rows`` with every row, then one group (rows sharing a field's value), made 100x faster or
+    slower (gpuopt's own times: its baselines' fields are not scaled), or the group dropped."""
+    for factor in (0.01, 100.0):
+        yield _scaled(rows, None, None, factor, every=True)
     for field in _GROUPS:
         for value in sorted({str(_get(r, field)) for r in rows if _get(r, field) is not None}):
             raw = next(_get(r, field) for r in rows if str(_get(r, field)) == value)
