@@ -199,16 +199,18 @@ def _over_torch(rows: Rows, mine: str) -> dict[str, float]:
             if r.get("torch_ms") and r.get(mine)}
 
 
+def _every_one(vs: dict[str, float], what: str) -> Check | None:
+    """Whether every ratio (gpuopt over its baseline, by name) is 1x or more; the count, median and lowest."""
+    if not vs:
+        return None
+    below = sorted((v, k) for k, v in vs.items() if v < 1.0)
+    return Check(not below, f"{len(vs) - len(below)} of {len(vs)} {what} at 1x or more; median "
+                            f"{_median(list(vs.values())):.2f}x" + (f"; lowest {below[0][0]:.2f}x ({below[0][1]})"
+                                                                    if below else ""))
+
+
 def _every_layer(mine: str):
-    def check(rows: Rows) -> Check | None:
-        vs = _over_torch(rows, mine)
-        if not vs:
-            return None
-        below = sorted((v, k) for k, v in vs.items() if v < 1.0)
-        return Check(not below, f"{len(vs) - len(below)} of {len(vs)} layers at 1x or more; median "
-                                f"{_median(list(vs.values())):.2f}x" + (f"; lowest {below[0][0]:.2f}x ({below[0][1]})"
-                                                                        if below else ""))
-    return check
+    return lambda rows: _every_one(_over_torch(rows, mine), "layers")
 
 
 def _median(values: list[float]) -> float:
@@ -242,12 +244,7 @@ def _map_ratios(rows: Rows) -> dict[str, float]:
 
 
 def _every_cell(rows: Rows) -> Check | None:
-    vs = _map_ratios(rows)
-    if not vs:
-        return None
-    below = sorted((v, k) for k, v in vs.items() if v < 1.0)
-    return Check(not below, f"{len(vs) - len(below)} of {len(vs)} cells at 1x or more" +
-                 (f"; lowest {below[0][0]:.2f}x ({below[0][1]})" if below else ""))
+    return _every_one(_map_ratios(rows), "cells")
 
 
 def _median_cell(rows: Rows) -> Check | None:
