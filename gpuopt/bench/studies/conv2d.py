@@ -55,8 +55,8 @@ def run_conv2d(plan: RunSettings) -> StudyResult:
     names = select_variants("conv2d", _conv_listed(), plan, res.notes)
     # (label, variant, params): cuDNN twice, restricted to the precise algorithms (the
     # baseline) and free to pick FFT/Winograd (what a framework's benchmark mode gets).
-    # auto twice too: "auto" (exact-order variants) beside cuDNN precise, "auto-fast" (may pick winograd) beside
-    # cuDNN any (two precision classes: exact-order FP32, and fast algorithms that round differently).
+    # auto twice too: "auto" (FP32-level error: exact-order FP32 and 3xTF32 kernels) beside cuDNN precise,
+    # "auto-fast" (may pick winograd, which rounds differently) beside cuDNN any.
     entries = [(name, name, {}) for name in names]
     if "auto" in names:
         entries.append(("auto-fast", "auto", {"algorithms": "fast"}))
