@@ -73,7 +73,7 @@ __all__ = ["ALGORITHMS", "auto_choice", "autotune_cache", "clear_autotune_cache"
 
 # Not candidates: the library baseline and the reference.
 _EXCLUDED = ("auto", "cpu", "cudnn")
-#: The precision classes: "precise" (exact-order variants only, the default) and "fast" (also these).
+#: The precision classes: "precise" (FP32-level error only, the default) and "fast" (also these).
 ALGORITHMS = ("precise", "fast")
 _FAST_ONLY = ("winograd",)
 #: Multiply-adds (N*P*Q*K*C*R*S) past which a layer fills the GPU whatever its N*P*Q (rules 0b and 5).
@@ -90,12 +90,12 @@ def _heuristic(x_shape, w_shape, stride, padding, algorithms="precise") -> tuple
     k, _, r, s = w_shape
     _, _, p, q = conv2d_output_shape(x_shape, w_shape, stride, padding)
     ph, pw = padding
-    macs = n * p * q * k * c * r * s
+    macs, plane = n * p * q * k * c * r * s, c * (h + 2 * ph) * (w + 2 * pw)
     one_by_one = r == 1 and s == 1 and tuple(padding) == (0, 0)
-    if (8 < k <= 32 and c * r * s >= 128 and n * p * q >= 65536 and tuple(stride) == (1, 1)
-            and c * (h + 2 * ph) * (w + 2 * pw) <= 16384 and _tf32x3_stages(c * (h + 2 * ph) * (w + 2 * pw), c * r * s, k)):
+    if (8 < k <= 32 and c * r * s >= 128 and n * p * q >= 65536 and tuple(stride) == (1, 1) and plane <= 16384
+            and _tf32x3_stages(plane, c * r * s, k)):
         return "implicit_gemm_tf32x3", {}
-    if one_by_one and c >= 128 and k >= 256 and macs >= POINTWISE_MACS and _hopper():
+    if one_by_one and c >= 128 and k >= 256 and macs >= POINTWISE_MACS and _device()[0]:
         return "pointwise_tf32x3", {}
     if (algorithms == "fast" and tuple(stride) == (1, 1) and r == s and r in (3, 5) and c >= 4
             and (n * p * q >= 65536 or macs >= LARGE_MACS)):
@@ -144,10 +144,6 @@ def _device() -> tuple[bool, int]:
     info = device_info() or {}
     return (tuple(info.get("compute_capability") or ()) == (9, 0),
             int(info.get("shared_memory_per_block_optin_bytes") or 232448))
-
-
-def _hopper() -> bool:
-    return _device()[0]
 
 
 def auto_choice(x_shape, w_shape, stride=1, padding=0, algorithms="precise") -> tuple[str, dict[str, Any]]:
@@ -239,6 +235,6 @@ register("conv2d", "auto",
          params=(Param("autotune", False, (False, True),
                        "time every gpuopt GPU variant on the first call for a problem and cache the fastest"),
                  Param("algorithms", "precise", ALGORITHMS,
-                       "precise: FP32-level error only (exact-order FP32 or 3xTF32 kernels); fast: may also pick winograd "
-                       "(rounds more, ~1e-6)")))(
+                       "precise: FP32-level error only (exact-order FP32 or 3xTF32 kernels); fast: may also pick "
+                       "winograd (rounds more, ~1e-6)")))(
     _run_auto)

@@ -74,8 +74,8 @@ ITEMS: tuple[Item, ...] = (
          beyond.kmeans_loop, beyond.KMEANS_CLAIMS),
     Item("gpuopt", "conv2d auto on the layers users bring (ResNet-50, VGG-16, MobileNetV2)", "conv_layers",
          ("conv_layers.png",), beyond.conv_layers, beyond.LAYERS_CLAIMS),
-    Item("gpuopt", "k-means over the k x D map against PyTorch", "kmeans_map", ("kmeans_map_torch.png", "kmeans_map.png"),
-         beyond.kmeans_map, beyond.MAP_CLAIMS),
+    Item("gpuopt", "k-means over the k x D map against PyTorch", "kmeans_map",
+         ("kmeans_map_torch.png", "kmeans_map.png"), beyond.kmeans_map, beyond.MAP_CLAIMS),
 )
 
 #: Every item's claims, for the tests: (report and item title, the study whose rows they are checked on, claims).

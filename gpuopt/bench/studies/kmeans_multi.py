@@ -10,8 +10,8 @@ loop's stream sees it, the median loop after the first, which also waits out the
 the all-gather alone, the same bytes in a loop of its own); speedup over one GPU's distributed run, over
 ``gpuopt.kmeans`` on one GPU (``auto``, the same loop, measured in the one-GPU process) and over the PyTorch Lloyd
 loop on one GPU (``baselines.torch_lloyd``, strict FP32, timed the same way: the whole-system alternative),
-efficiency = speedup / GPUs; and whether the centres, delta history, loop count and every membership are those bits on every rank count
-(SHA-256 compared: the memberships joined from every rank's shard).
+efficiency = speedup / GPUs; and whether the centres, delta history, loop count and every membership are those bits
+on every rank count (SHA-256 compared: the memberships joined from every rank's shard).
 
 On the most GPUs only, two memory points (16 coordinates, k=256, each rank its own rows): the largest N whose
 points, memberships and chunk sums fit the GPUs' free memory (``x_memory="device"``), and a shard of each rank
