@@ -4,10 +4,12 @@ gets, device-resident, threshold 0), the same loop in PyTorch (strict FP32, five
 of at most 2 GiB, baselines.torch_lloyd), and the floor, max(one pass's bytes / the HBM bandwidth measured in the
 same run, 2 N k D FLOP / the FP32 peak); the ratios auto / floor and PyTorch / auto -> kmeans_map.csv/.json and two
 heat maps, kmeans_map.png (auto over its floor) and kmeans_map_torch.png (auto's speedup over PyTorch). Then
-flash-kmeans' published shape, 8M x 128, k = 1024, in float32 and float16 points.
+flash-kmeans' published shape, 8M x 128, k = 1024, in float32 and float16 points (gpuopt widens float16 points to
+float32 on the device once a call, so its float16 row times the float32 loop; PyTorch's loop runs in float16).
 
 The time per iteration is the marginal loop, (a call of ``MAP_ITERS`` loops - a call of one) / (MAP_ITERS - 1): the
-call's fixed costs (launch, the stop-flag copy, the initial centres) taken out. Cells are skipped, and say why,
+call's fixed costs (launch, the stop-flag copy, the initial centres, the float16 widening) taken out; one no longer
+than nothing is not a time (the cell says "unresolved"). Cells are skipped, and say why,
 where ``auto`` has no GPU loop for the shape (it would run on the CPU) or where the loop's buffers (the points, the
 memberships, device_tiled's k*D float64 chunk sums a 1024 points) would pass 80% of the GPU's memory.
 """
