@@ -163,15 +163,8 @@ def _shape(spec: Mapping[str, Any], comm: Any, torch: Any, dist: Any, rank: int,
         np.save(Path(spec["labels_dir"]) / f"{index}_{rank}.npy", _host(result.membership))
     row.update(_allgather(comm, torch, dist, n, d, k, size))
     if size == 1 and x is not None:
-        def single(loops: int) -> float:
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            r = gpuopt.kmeans(x, k, threshold=0.0, max_iter=loops)
-            r.centroids.numpy()
-            return time.perf_counter() - t0
-        s_many = [single(MULTI_ITERS) for _ in range(spec["repeats"] + 1)][1:]
-        s_one = [single(1) for _ in range(spec["repeats"] + 1)][1:]
-        row["single_gpu_ms_per_loop"] = (np.median(s_many) - np.median(s_one)) * 1e3 / (MULTI_ITERS - 1)
+        row["single_gpu_ms_per_loop"] = _marginal_ms(
+            torch, lambda loops: gpuopt.kmeans(x, k, threshold=0.0, max_iter=loops).centroids.numpy(), spec["repeats"])
         ref = gpuopt.kmeans(x, k, threshold=0.0, max_iter=MULTI_ITERS)
         row["single_digest"] = _digest(_host(ref.centroids), ref.delta, np.int64(ref.iterations))
         row["single_labels_digest"] = _digest(_host(ref.membership))
@@ -185,13 +178,16 @@ def _torch_loop_ms(torch: Any, x: Any, k: int, repeats: int) -> float | None:
     from ..baselines import torch_lloyd
 
     calls = {it: torch_lloyd(x, k, it) for it in (MULTI_ITERS, 1)}
-    if calls[1] is None:
-        return None
+    return None if calls[1] is None else _marginal_ms(torch, lambda loops: calls[loops](), repeats)
 
+
+def _marginal_ms(torch: Any, call: Any, repeats: int) -> float:
+    """One GPU's marginal ms a loop of ``call(loops)``: (MULTI_ITERS loops - one) / (MULTI_ITERS - 1), wall clock from
+    an idle GPU until the call's work is done, median of ``repeats`` after a warm-up each."""
     def timed(loops: int) -> float:
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        calls[loops]()
+        call(loops)
         torch.cuda.synchronize()
         return time.perf_counter() - t0
     many = [timed(MULTI_ITERS) for _ in range(repeats + 1)][1:]
