@@ -188,7 +188,8 @@ def _measured(x_dev: Any, x: np.ndarray, k: int, dtype: str, reps: Mapping[str, 
 def table_kmeans_map(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
     """Per (k, D): auto's pick and µs per loop, PyTorch's, the floor and which bound it is, the ratios."""
     body = [[r["N"], r["k"], r["D"], r.get("dtype", "float32"), r.get("auto_variant") or "-",
-             fmt_cell(r.get("us_per_iter"), ".4g"), fmt_cell(r.get("torch_us_per_iter"), ".4g"),
+             fmt_cell(r.get("us_per_iter"), ".4g"), fmt_cell(r.get("call_us_per_iter"), ".4g"),
+             fmt_cell(r.get("torch_us_per_iter"), ".4g"),
              fmt_cell(r.get("floor_us"), ".3g"), r.get("bound") or "-", fmt_cell(r.get("x_floor"), ".3g"),
              fmt_cell(r.get("x_pytorch"), ".3g"), r.get("skipped") or r.get("unresolved") or ""] for r in rows]
     ratios = [r["x_pytorch"] for r in rows if r.get("x_pytorch") and r.get("dtype", "float32") == "float32"]
@@ -197,8 +198,9 @@ def table_kmeans_map(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None 
         summary = (f"auto over PyTorch on the float32 map: min {min(ratios):.3g}x, median "
                    f"{float(np.median(ratios)):.3g}x, {sum(v < 1 for v in ratios)} of {len(ratios)} cells below 1x\n")
     head = (f"N = {(meta or {}).get('N', rows[0]['N'] if rows else '?')}, marginal µs per loop of auto and of the "
-            "PyTorch Lloyd loop (strict FP32); floor = max(memory, compute)\n") + summary
-    return head + format_table(["N", "k", "D", "points", "auto picks", "auto µs", "PyTorch µs", "floor µs", "bound",
+            f"PyTorch Lloyd loop (strict FP32); beside auto's, what a {MAP_ITERS}-loop call pays per loop (its fixed "
+            "costs in); floor = max(memory, compute)\n") + summary
+    return head + format_table(["N", "k", "D", "points", "auto picks", "auto µs", "call µs/loop", "PyTorch µs", "floor µs", "bound",
                                 "auto/floor", "PyTorch/auto", "not run / not timed"], body) + errors_note(rows)
 
 
