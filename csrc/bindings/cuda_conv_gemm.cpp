@@ -40,6 +40,16 @@ void bind_conv_gemm(py::module_& m) {
         run_conv(a, [&](auto... p) { conv::conv2d_pointwise_tf32x3(p...); });
     }, [](const conv::Conv2dShape& s) { conv::conv2d_pointwise_tf32x3_check(s); });
 
+    def_conv2d(m, "unroll_tf32x3", [](const Conv2dArgs& a, std::int64_t scratch_limit_bytes) {
+        run_conv(a, [&](auto... p) { conv::conv2d_unroll_tf32x3(p..., scratch_limit_bytes); });
+    }, [](const conv::Conv2dShape& s, std::int64_t scratch_limit_bytes) {
+        conv::conv2d_unroll_tf32x3_check(s, scratch_limit_bytes);
+    }, py::arg("scratch_limit_bytes") = conv::kUnrollScratchBytes);
+
+    m.def("conv2d_unroll_tf32x3_chunk_images", &conv::conv2d_unroll_tf32x3_chunk_images, py::arg("shape"),
+          py::arg("scratch_limit_bytes") = conv::kUnrollScratchBytes,
+          "Images per product of conv2d unroll_tf32x3 for this shape and scratch budget (host only).");
+
     m.def("conv2d_tf32x3_kernel_info", [] { return kernel_info_list(conv::conv2d_tf32x3_kernel_info()); },
           "Registers, local memory (stack + spills) and occupancy of implicit_gemm_tf32x3's kernels (1, 2, 4 map "
           "tiles; at no dynamic shared memory: it depends on the shape).");

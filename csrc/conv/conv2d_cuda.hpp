@@ -188,6 +188,15 @@ void conv2d_pointwise_tf32x3_check(const Conv2dShape& s);
 void conv2d_pointwise_tf32x3(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
                              Activation act);
 
+// "unroll_tf32x3" (conv2d_unroll_tf32x3_sm90a.cu): any plain convolution as GEMMs on Hopper's warpgroup MMA in
+// 3xTF32: w (K x C*R*S) times the unrolled input, written by the operand split as TF32 hi and lo, in chunks of
+// images whose split input fits scratch_limit_bytes (at least one image a chunk); the output into y's planes
+// with bias and activation. Hopper only. The check validates (host only).
+std::int64_t conv2d_unroll_tf32x3_chunk_images(const Conv2dShape& s, std::int64_t scratch_limit_bytes);
+void conv2d_unroll_tf32x3_check(const Conv2dShape& s, std::int64_t scratch_limit_bytes);
+void conv2d_unroll_tf32x3(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
+                          Activation act, std::int64_t scratch_limit_bytes);
+
 // Registers, shared memory and local memory (stack + spills) of every kernel instantiation in conv2d_gemm.cu
 // (the unroll variant's matmul kernels excepted: matmul_kernel_info has those).
 std::vector<KernelInfo> conv2d_gemm_kernel_info();

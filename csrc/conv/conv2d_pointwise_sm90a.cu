@@ -6,9 +6,9 @@
 // batch: the images are columns of one product, so a small image still fills the GPU.
 #include <climits>
 
-#include "../common/activation.hpp"
 #include "../matmul/tf32x3_wgmma.cuh"
 #include "conv2d_cuda.hpp"
+#include "conv2d_planes_store.cuh"
 
 namespace gpuopt::conv {
 
@@ -24,33 +24,6 @@ struct PixelsB {
     __device__ float operator()(int c, int col) const {
         const int n = col / PQ, j = col - n * PQ, p = j / Q, q = j - p * Q;
         return __ldg(x + n * chw + c * hw + static_cast<i64>(p) * u * W + static_cast<i64>(q) * v);
-    }
-};
-
-// The product's (k, col) into y[n][k][p][q], + bias[k], activation. vec: PQ even and y 8-byte aligned, so a pair
-// (col even) lies in one plane and is aligned.
-struct PlanesStore {
-    float* y;
-    const float* bias;
-    i64 kpq;
-    int PQ, cols;
-    Activation act;
-    bool vec;
-    __device__ void one(int k, int col, float x) const {
-        const int n = col / PQ;
-        y[n * kpq + static_cast<i64>(k) * PQ + (col - n * PQ)] = apply_activation(x + (bias ? bias[k] : 0.f), act);
-    }
-    __device__ void pair(int k, int col, float x0, float x1) const {
-        if (vec) {
-            if (col >= cols) return;
-            const float b = bias ? bias[k] : 0.f;
-            const int n = col / PQ;
-            *reinterpret_cast<float2*>(y + n * kpq + static_cast<i64>(k) * PQ + (col - n * PQ)) =
-                make_float2(apply_activation(x0 + b, act), apply_activation(x1 + b, act));
-        } else {
-            if (col < cols) one(k, col, x0);
-            if (col + 1 < cols) one(k, col + 1, x1);
-        }
     }
 };
 

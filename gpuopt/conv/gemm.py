@@ -95,6 +95,15 @@ register("conv2d", "pointwise_tf32x3",
          report="gpuopt", needs_cuda=True, kernel="csrc/conv/conv2d_pointwise_sm90a.cu",
          test="tests/conv/test_gpu_conv2d_pointwise.py")(run_gpu)
 
+register("conv2d", "unroll_tf32x3",
+         description="any plain convolution (filter, stride, padding; one group, no dilation) as GEMMs on Hopper's "
+                     "warpgroup MMA at FP32 accuracy (pointwise_tf32x3's product): W[K][C*R*S] x the unrolled input, "
+                     "which the operand split writes as TF32 hi and lo (8 bytes an entry; chunks of images within "
+                     "unroll's 1 GiB scratch budget, one product a chunk); bias and activation in the store into y's "
+                     "planes; Hopper GPUs only",
+         report="gpuopt", needs_cuda=True, kernel="csrc/conv/conv2d_unroll_tf32x3_sm90a.cu",
+         test="tests/conv/test_gpu_conv2d_unroll_tf32x3.py")(run_gpu)
+
 register("conv2d", "implicit_gemm_fast",
          description="implicit GEMM on the matmul ladder's warp tiles (8x8 / 8x4 outputs per thread): W tiles by "
                      "16-byte loads, X tiles gathered by cp.async with zero fill, double-buffered shared memory, "
