@@ -175,6 +175,26 @@ def refusal(variant, w_shape, stride=1, padding=0, x_shape=None):
     return None
 
 
+def check_device_and_torch_inputs(rng, variant, x_shape, w_shape, **kw):
+    """``variant`` on DeviceArrays returns a DeviceArray within 1e-5 of the float64 oracle, bitwise the same on a
+    second call, and on torch tensors the same answer (skipped without torch)."""
+    import pytest
+
+    import oracles
+
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    wt = rng.standard_normal(w_shape).astype(np.float32)
+    stride, padding = _pair(kw.get("stride", 1)), _pair(kw.get("padding", 0))
+    ref = oracles.conv2d(x, wt, None, stride, padding, "none")
+    dx, dw = gpuopt.to_device(x), gpuopt.to_device(wt)
+    y = gpuopt.conv2d(dx, dw, variant=variant, **kw)
+    assert isinstance(y, gpuopt.cuda.DeviceArray) and relative_error(y.numpy(), ref) < 1e-5
+    assert gpuopt.conv2d(dx, dw, variant=variant, **kw).numpy().tobytes() == y.numpy().tobytes()
+    torch = pytest.importorskip("torch")
+    yt = gpuopt.conv2d(torch.from_numpy(x).cuda(), torch.from_numpy(wt).cuda(), variant=variant, **kw)
+    assert relative_error(np.asarray(yt.cpu()) if hasattr(yt, "cpu") else yt.numpy(), ref) < 1e-5
+
+
 def check_device_arrays(rng, variant, *, exact=True, **params):
     """``variant`` with device inputs returns a DeviceArray equal to its NumPy result (bitwise when ``exact``:
     same kernel, same inputs; else to 1e-6, for atomics or library kernels), one device input is enough, and

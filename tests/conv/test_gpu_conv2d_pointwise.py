@@ -11,6 +11,7 @@ import pytest
 import gpuopt
 import oracles
 from conftest import relative_error
+from .cases import check_device_and_torch_inputs
 
 pytestmark = pytest.mark.gpu
 
@@ -62,16 +63,7 @@ def test_activations_and_bias(rng, activation, with_bias):
 
 def test_device_inputs_in_place_and_deterministic(rng):
     _hopper()
-    x = rng.standard_normal((4, 64, 14, 14)).astype(np.float32)
-    wt = rng.standard_normal((96, 64, 1, 1)).astype(np.float32)
-    ref = oracles.conv2d(x, wt, None, (1, 1), (0, 0), "none")
-    dx, dw = gpuopt.to_device(x), gpuopt.to_device(wt)
-    y = gpuopt.conv2d(dx, dw, variant="pointwise_tf32x3")
-    assert isinstance(y, gpuopt.cuda.DeviceArray) and relative_error(y.numpy(), ref) < 1e-5
-    assert gpuopt.conv2d(dx, dw, variant="pointwise_tf32x3").numpy().tobytes() == y.numpy().tobytes()
-    torch = pytest.importorskip("torch")
-    yt = gpuopt.conv2d(torch.from_numpy(x).cuda(), torch.from_numpy(wt).cuda(), variant="pointwise_tf32x3")
-    assert relative_error(np.asarray(yt.cpu()) if hasattr(yt, "cpu") else yt.numpy(), ref) < 1e-5
+    check_device_and_torch_inputs(rng, "pointwise_tf32x3", (4, 64, 14, 14), (96, 64, 1, 1))
 
 
 @pytest.mark.parametrize("kw, w_shape", [({}, (4, 3, 3, 3)), (dict(padding=1), (4, 3, 1, 1)),

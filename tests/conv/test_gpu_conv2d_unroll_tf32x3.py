@@ -12,7 +12,7 @@ import pytest
 import gpuopt
 import oracles
 from conftest import conv_call, relative_error
-from .cases import check_against_cpu, uniform
+from .cases import check_against_cpu, check_device_and_torch_inputs, uniform
 
 pytestmark = pytest.mark.gpu
 
@@ -86,16 +86,7 @@ def test_activations_and_bias(rng, activation, with_bias):
 
 def test_device_inputs_and_deterministic(rng):
     _hopper()
-    x = rng.standard_normal((4, 24, 14, 14)).astype(np.float32)
-    wt = rng.standard_normal((40, 24, 3, 3)).astype(np.float32)
-    ref = oracles.conv2d(x, wt, None, (1, 1), (1, 1), "none")
-    dx, dw = gpuopt.to_device(x), gpuopt.to_device(wt)
-    y = gpuopt.conv2d(dx, dw, padding=1, variant="unroll_tf32x3")
-    assert isinstance(y, gpuopt.cuda.DeviceArray) and relative_error(y.numpy(), ref) < 1e-5
-    assert gpuopt.conv2d(dx, dw, padding=1, variant="unroll_tf32x3").numpy().tobytes() == y.numpy().tobytes()
-    torch = pytest.importorskip("torch")
-    yt = gpuopt.conv2d(torch.from_numpy(x).cuda(), torch.from_numpy(wt).cuda(), padding=1, variant="unroll_tf32x3")
-    assert relative_error(np.asarray(yt.cpu()) if hasattr(yt, "cpu") else yt.numpy(), ref) < 1e-5
+    check_device_and_torch_inputs(rng, "unroll_tf32x3", (4, 24, 14, 14), (40, 24, 3, 3), padding=1)
 
 
 @pytest.mark.parametrize("kw, w_shape", [(dict(groups=3), (3, 1, 3, 3)), (dict(dilation=2), (4, 3, 3, 3))])
