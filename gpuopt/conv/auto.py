@@ -3,7 +3,8 @@
 The heuristic was read off the H200 measurements in benchmarks/results: conv2d.json, ece408.json, the
 tune_conv_auto study's sweep of every candidate on the reports' eight layers, and the conv_layers study (every
 unique layer of ResNet-50 at batch 32 and 1, VGG-16 at batch 16, MobileNetV2 at batch 32: each of gpuopt's kernels
-timed on each layer). No rule below picks a kernel slower than the one picked before it on any of those layers;
+timed on each layer). No rule below picks a kernel slower than the one picked before it on any of those layers
+(ties within 0.5% aside);
 ``autotune=True`` measures instead.
 
 Two precision classes (docs/glossary.md, "fast"). By default (``algorithms="precise"``) auto chooses among the
@@ -20,21 +21,32 @@ instead of 1e-7), the counterpart of cuDNN's "any" search. MACs below = N*P*Q*K*
    layer as one 3xTF32 GEMM on the warpgroup MMA (ResNet-50 batch 32's 1x1 and stride-2 shortcut layers:
    0.08-0.15 ms against unroll's 0.12-0.25 and implicit_gemm's 0.90-1.01 for the strided ones; with fewer
    channels or maps its 128-wide tiles run part empty and implicit_gemm_fast wins).
-0b. (fast only) stride 1, 3x3 or 5x5 filters, at least 4 input channels (with fewer, the input transforms cost
+0b. Filters wider than 1x1, C >= 256 or C >= 128 with K >= 256, on a Hopper GPU: ``unroll_tf32x3``, the
+   unrolled input split into TF32 planes and one 3xTF32 warpgroup-MMA GEMM (VGG-16's layers from 128 > 256 @56
+   on: 0.32-1.41 ms against implicit_gemm_fast's 0.55-2.05; ResNet-50 batch 32's stage 3 and 4 3x3 layers:
+   0.22-0.27 ms against 0.28-0.45; at batch 1 0.22 against 0.23, ties at stage 3). With fewer channels its
+   unrolled buffer costs more than the product saves (VGG-16 128 > 128 @112: 2.33 ms against 1.76). In the fast
+   class winograd keeps the stride-1 layers except those with K >= 512 on 14x14 outputs or more (VGG-16's
+   256 > 512 @28, 512 > 512 @28 and @14: 0.32-1.00 ms against winograd's 0.39-1.12).
+0c. (fast only) stride 1, 3x3 or 5x5 filters, at least 4 input channels (with fewer, the input transforms cost
    more than the multiplies they save: MNIST conv1 and Fashion conv1 stay direct) and N*P*Q >= 65536 or MACs
-   >= 2**30: ``winograd`` (m = 4). MNIST conv2, VGG-16's and ResNet-50 batch 32's 3x3 layers.
+   >= 2**30: ``winograd`` (m = 4). MNIST conv2, VGG-16's first 3x3 layers and ResNet-50 batch 32's stride-1 ones.
 1. 1x1 filters, stride 1, no padding: with N*P*Q >= 6272 and C <= 256, ``implicit_gemm_fast`` (MobileNetV2's
    and ResNet-50's narrow 1x1 layers at batch 32: 1.1-2.7x unroll); otherwise ``unroll``, a plain GEMM (its
    im2col is a copy and the product runs on the matmul ladder's ``async`` kernel): CS6235 conf2 4.5x and conf4
    1.15x cuDNN, every 1x1 layer at batch 1.
 2. Valid stride-1 3x3 or 5x5 layers with 32 maps or more (or 16 maps and windows of 150 taps and more) and
    enough output pixels (N*P*Q >= 65536): ``direct_fused``, conv2d_pool's persistent cp.async kernel unpooled
-   (H200: MNIST conv1 0.41 ms, conv2 1.56 ms, against 0.60 and 1.94 before).
+   (H200: MNIST conv1 0.41 ms, conv2 1.56 ms, against 0.60 and 1.94 before). One input channel with any number
+   of maps too: Fashion conv1 (6 maps) 0.76 ms against direct_regblock's 1.06 (conv_layers, two runs).
+2a. Strided layers with windows of 65 to 160 taps and 32 maps or more, the ResNet-50 stem (7x7/2, 147 taps, 64
+   maps): ``implicit_gemm_fast`` (batch 32: 0.31 ms against direct_regblock's 0.44; batch 1: 0.023 against
+   implicit_gemm's 0.041). Shorter strided windows stay direct (CS6235 conf3, MobileNetV2's 27-tap stem).
 3. Short filter windows (C*R*S <= 160 taps) with few maps (K <= 16) or a stride above 1, and
    enough output pixels (N*P*Q >= 65536): the register-blocked direct kernel
    ``direct_regblock``. A GEMM over so few taps moves tiles more than it multiplies; with
    few maps its 32+ row tiles are mostly empty, and strided gathers slow its X tiles.
-   ECE408 Fashion conv1 (K=6), CS6235 conf3 (27 taps, stride 2).
+   CS6235 conf3 (27 taps, stride 2), MobileNetV2's stem.
 4. Fewer than 16 output maps (small batches): GEMM tiles of 32+ rows would be mostly empty,
    so the direct shared-memory kernel ``tiled_unrolled``.
 5. Few output positions (N*P*Q < 65536, e.g. one image) and little work (MACs < 2**30): ``implicit_gemm``, whose
@@ -76,7 +88,7 @@ _EXCLUDED = ("auto", "cpu", "cudnn")
 #: The precision classes: "precise" (FP32-level error only, the default) and "fast" (also these).
 ALGORITHMS = ("precise", "fast")
 _FAST_ONLY = ("winograd",)
-#: Multiply-adds (N*P*Q*K*C*R*S) past which a layer fills the GPU whatever its N*P*Q (rules 0b and 5).
+#: Multiply-adds (N*P*Q*K*C*R*S) past which a layer fills the GPU whatever its N*P*Q (rules 0c and 5).
 LARGE_MACS = 2 ** 30
 #: Multiply-adds from which a 1x1 layer with C >= 128 and K >= 256 runs pointwise_tf32x3 (rule 0a).
 POINTWISE_MACS = 2 ** 29
@@ -97,17 +109,23 @@ def _heuristic(x_shape, w_shape, stride, padding, algorithms="precise") -> tuple
         return "implicit_gemm_tf32x3", {}
     if one_by_one and c >= 128 and k >= 256 and macs >= POINTWISE_MACS and _device()[0]:
         return "pointwise_tf32x3", {}
-    if (algorithms == "fast" and tuple(stride) == (1, 1) and r == s and r in (3, 5) and c >= 4
-            and (n * p * q >= 65536 or macs >= LARGE_MACS)):
+    winograd = (algorithms == "fast" and tuple(stride) == (1, 1) and r == s and r in (3, 5) and c >= 4
+                and (n * p * q >= 65536 or macs >= LARGE_MACS))
+    if (r * s > 1 and (c >= 256 or (c >= 128 and k >= 256)) and not (winograd and (k < 512 or p * q < 196))
+            and _device()[0]):
+        return "unroll_tf32x3", {}
+    if winograd:
         return "winograd", {}
     if one_by_one and tuple(stride) == (1, 1):
         if n * p * q >= 6272 and c <= 256:
             return "implicit_gemm_fast", {"tile": _fast_tile(k, n * p * q)}
         return "unroll", {}
     strided = tuple(stride) != (1, 1)
-    if not strided and tuple(padding) == (0, 0) and r == s and r in (3, 5) and (k >= 32 or (k >= 16 and c * r * s >= 150))\
-            and n * p * q >= 65536:
+    if not strided and tuple(padding) == (0, 0) and r == s and r in (3, 5) and n * p * q >= 65536 \
+            and (k >= 32 or (k >= 16 and c * r * s >= 150) or c == 1):
         return "direct_fused", {}
+    if strided and 64 < c * r * s <= 160 and k >= 32:
+        return "implicit_gemm_fast", {"tile": _fast_tile(k, n * p * q)}
     if c * r * s <= 160 and (k <= 16 or strided) and n * p * q >= 65536:
         return "direct_regblock", {}
     if k < 16:
@@ -139,7 +157,7 @@ def _tf32x3_stages(plane: int, taps: int, k: int) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _device() -> tuple[bool, int]:
-    """(whether GPU 0 is a Hopper GPU, compute capability 9.0: pointwise_tf32x3's warpgroup MMA; its opt-in shared
+    """(whether GPU 0 is a Hopper GPU, compute capability 9.0: the 3xTF32 warpgroup-MMA kernels; its opt-in shared
     memory a block, 227 KB when no GPU answers)."""
     info = device_info() or {}
     return (tuple(info.get("compute_capability") or ()) == (9, 0),

@@ -175,6 +175,17 @@ def refusal(variant, w_shape, stride=1, padding=0, x_shape=None):
     return None
 
 
+def check_fp32_level(err, x, w, ref, *, stride=1, padding=0, bias=None, activation=None):
+    """A 3xTF32 variant's error against float64 ``ref`` is FP32-level: at most 2x cuDNN FP32's own (strict, TF32
+    off) on the same inputs, or 2x 2^-22 where both are a few ulps (short sums: 3xTF32 drops the lo*lo product and
+    each split's residual, ~2^-22 of a product, so a 27-term layer can sit at 2.4e-7 against cuDNN's 7.8e-8)."""
+    if "cudnn" not in gpuopt.variants("conv2d"):
+        return
+    y_cudnn = gpuopt.conv2d(x, w, stride=stride, padding=padding, bias=bias, activation=activation, variant="cudnn")
+    cudnn_err = relative_error(y_cudnn, ref)
+    assert err <= 2 * max(cudnn_err, 2.0 ** -22), (err, cudnn_err)
+
+
 def check_device_and_torch_inputs(rng, variant, x_shape, w_shape, **kw):
     """``variant`` on DeviceArrays returns a DeviceArray within 1e-5 of the float64 oracle, bitwise the same on a
     second call, and on torch tensors the same answer (skipped without torch)."""

@@ -9,7 +9,11 @@ from gpuopt.conv import auto_choice
 @pytest.mark.parametrize("x_shape,w_shape,stride,expected,params", [
     ((1, 832, 7, 7), (128, 832, 1, 1), 1, "unroll", {}),            # CS6235 conf2: a plain GEMM
     ((128, 832, 7, 7), (128, 832, 1, 1), 1, "unroll", {}),          # conf4
-    ((10000, 1, 64, 64), (6, 1, 5, 5), 1, "direct_regblock", {}),   # ECE408 Fashion conv1: 25 taps, K = 6
+    ((10000, 1, 64, 64), (6, 1, 5, 5), 1, "direct_fused", {}),      # ECE408 Fashion conv1: one channel, K = 6
+    ((10000, 2, 64, 64), (6, 2, 5, 5), 1, "direct_regblock", {}),   # 50 taps, K = 6
+    ((32, 3, 230, 230), (64, 3, 7, 7), 2, "implicit_gemm_fast", {"tile": "64x128x8"}),  # ResNet-50's stem (padded)
+    ((1, 3, 230, 230), (64, 3, 7, 7), 2, "implicit_gemm_fast", {"tile": "64x64x8"}),    # ... at batch 1
+    ((32, 3, 225, 225), (32, 3, 3, 3), 2, "direct_regblock", {}),   # MobileNetV2's stem: 27 taps
     ((10, 1, 20, 20), (6, 1, 5, 5), 1, "tiled_unrolled", {}),       # K = 6, 2560 outputs per map
     ((1, 3, 112, 112), (64, 3, 3, 3), 2, "implicit_gemm", {}),      # conf1: one image
     ((10000, 6, 30, 30), (16, 6, 5, 5), 1, "implicit_gemm_tf32x3", {}),  # ECE408 Fashion conv2: 150 taps, K = 16
@@ -31,7 +35,9 @@ from gpuopt.conv import auto_choice
     ((10000, 32, 14, 14), (32, 32, 7, 7), 1, "implicit_gemm_fast", {"tile": "32x128x8"}),  # 7x7: not compiled
     ((10000, 32, 12, 12), (64, 32, 5, 5), 2, "unroll_nk", {}),      # strided
 ])
-def test_heuristic_picks(x_shape, w_shape, stride, expected, params):
+def test_heuristic_picks(monkeypatch, x_shape, w_shape, stride, expected, params):
+    from gpuopt.conv import auto
+    monkeypatch.setattr(auto, "_device", lambda: (False, 232448))  # the Hopper-only rules have their own tests
     assert auto_choice(x_shape, w_shape, stride) == (expected, params)
     v = gpuopt.variants("conv2d")[expected]
     assert all(value in v.params[name].allowed for name, value in params.items())
@@ -54,6 +60,29 @@ def test_strided_wide_1x1_layers_run_pointwise_on_hopper(monkeypatch):
     assert auto_choice((128, 832, 7, 7), (128, 832, 1, 1), 1)[0] == "unroll"  # CS6235 conf4
 
 
+@pytest.mark.parametrize("x_shape,w_shape,stride,precise,fast", [
+    ((16, 256, 56, 56), (256, 256, 3, 3), 1, "unroll_tf32x3", "winograd"),         # VGG-16 256 > 256 @56
+    ((16, 128, 56, 56), (256, 128, 3, 3), 1, "unroll_tf32x3", "winograd"),         # 128 > 256 @56
+    ((16, 512, 28, 28), (512, 512, 3, 3), 1, "unroll_tf32x3", "unroll_tf32x3"),    # K >= 512 on 28x28 outputs
+    ((16, 512, 14, 14), (512, 512, 3, 3), 1, "unroll_tf32x3", "unroll_tf32x3"),    # ... and on 14x14
+    ((32, 512, 7, 7), (512, 512, 3, 3), 1, "unroll_tf32x3", "winograd"),           # ResNet-50 s4: 7x7 outputs
+    ((32, 256, 28, 28), (256, 256, 3, 3), 2, "unroll_tf32x3", "unroll_tf32x3"),    # s3 3x3/2: no winograd
+    ((1, 512, 7, 7), (512, 512, 3, 3), 1, "unroll_tf32x3", "unroll_tf32x3"),       # batch 1
+    ((16, 128, 112, 112), (128, 128, 3, 3), 1, "implicit_gemm_fast", "winograd"),  # C = K = 128: the buffer costs more
+    ((32, 128, 28, 28), (128, 128, 3, 3), 1, "implicit_gemm_fast", "winograd"),
+    ((32, 3, 224, 224), (64, 3, 7, 7), 2, "implicit_gemm_fast", "implicit_gemm_fast"),  # the stem: 3 channels
+])
+def test_wide_layers_with_windows_run_unroll_tf32x3_on_hopper(monkeypatch, x_shape, w_shape, stride, precise, fast):
+    from gpuopt.conv import auto
+    monkeypatch.setattr(auto, "_device", lambda: (True, 232448))
+    padding = w_shape[2] // 2
+    assert auto_choice(x_shape, w_shape, stride, padding)[0] == precise
+    assert auto_choice(x_shape, w_shape, stride, padding, algorithms="fast")[0] == fast
+    monkeypatch.setattr(auto, "_device", lambda: (False, 232448))  # not Hopper: never
+    assert "unroll_tf32x3" not in (auto_choice(x_shape, w_shape, stride, padding)[0],
+                                   auto_choice(x_shape, w_shape, stride, padding, algorithms="fast")[0])
+
+
 def test_auto_is_registered_with_autotune_param():
     v = gpuopt.variants("conv2d")["auto"]
     assert v.needs_cuda and v.report == "gpuopt"
@@ -73,7 +102,7 @@ def test_auto_choice_checks_shapes():
     ((10000, 6, 94, 94), (16, 6, 5, 5), 1, 0, "winograd"),              # ... on images too large to stage whole
     ((64, 16, 32, 32), (32, 16, 3, 3), 1, 1, "winograd"),               # a 3x3 layer, padded
     ((10000, 1, 28, 28), (32, 1, 5, 5), 1, 0, "direct_fused"),          # MNIST conv1: C = 1, transforms dominate
-    ((10000, 1, 64, 64), (6, 1, 5, 5), 1, 0, "direct_regblock"),        # Fashion conv1
+    ((10000, 1, 64, 64), (6, 1, 5, 5), 1, 0, "direct_fused"),           # Fashion conv1
     ((10000, 3, 30, 30), (16, 3, 5, 5), 1, 0, "direct_regblock"),       # C = 3 < 4
     ((128, 3, 112, 112), (64, 3, 3, 3), 2, 0, "direct_regblock"),       # conf3: stride 2
     ((128, 832, 7, 7), (128, 832, 1, 1), 1, 0, "unroll"),               # conf4: 1x1

@@ -11,7 +11,7 @@ import pytest
 import gpuopt
 import oracles
 from conftest import relative_error
-from .cases import check_device_and_torch_inputs
+from .cases import check_device_and_torch_inputs, check_fp32_level
 
 pytestmark = pytest.mark.gpu
 
@@ -45,9 +45,7 @@ def test_pointwise_matches_float64(rng, shape):
     assert y.shape == ref.shape
     err = relative_error(y, ref)
     assert err < 1e-5, err
-    if "cudnn" in gpuopt.variants("conv2d"):  # within 2x of cuDNN FP32's own error
-        y_cudnn = gpuopt.conv2d(x, wt, stride=stride, bias=bias, activation="relu", variant="cudnn")
-        assert err <= 2 * max(relative_error(y_cudnn, ref), 1e-7), (err, relative_error(y_cudnn, ref))
+    check_fp32_level(err, x, wt, ref, stride=stride, bias=bias, activation="relu")
 
 
 @pytest.mark.parametrize("activation", ["none", "relu", "tanh"])
