@@ -29,7 +29,10 @@ def check(rng, x_shape, w_shape, stride=1, padding=0, **kwargs):
     ((32, 256, 14, 14), (512, 256, 1, 1), 1, "pointwise_tf32x3"),  # wide 1x1 (the H200 is a Hopper GPU)
     ((32, 256, 28, 28), (512, 256, 1, 1), 2, "pointwise_tf32x3"),  # ... strided
     ((32, 64, 28, 28), (64, 64, 1, 1), 1, "implicit_gemm_fast"),   # narrow 1x1, many pixels
-    ((10, 256, 30, 30), (256, 256, 3, 3), 2, "implicit_gemm_fast"),  # few pixels, 2**30+ MACs
+    ((10, 128, 60, 60), (128, 128, 3, 3), 2, "implicit_gemm_fast"),  # few pixels, 2**30+ MACs
+    ((10, 256, 30, 30), (256, 256, 3, 3), 2, "unroll_tf32x3"),     # wide, with a window (Hopper)
+    ((4, 3, 70, 70), (64, 3, 7, 7), 2, "implicit_gemm_fast"),      # a strided stem: 147 taps, 64 maps
+    ((40, 1, 48, 48), (6, 1, 5, 5), 1, "direct_fused"),            # one channel
     ((120, 5, 30, 30), (16, 5, 5, 5), 1, "direct_regblock"),       # 125 taps, K = 16
     ((200, 3, 41, 41), (24, 3, 3, 3), 2, "direct_regblock"),       # 27 taps, stride 2
     ((120, 8, 60, 60), (16, 8, 5, 5), 2, "unroll_nk"),             # 200 taps, K = 16, strided
