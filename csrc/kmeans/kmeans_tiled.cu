@@ -18,7 +18,8 @@
 //                 members in object order; one thread per (cluster, 4 coordinates) adds them, closing a leaf sum into
 //                 the chunk sum at each leaf boundary: the leaf/chunk tree of assign_and_sum (empty leaves add
 //                 +0.0: no change), work by members (N*D) instead of by k*D per leaf. D <= 16: the chunk's x copied
-//                 by cp.async during the sort, the next chunk's memberships loaded during the walks.
+//                 by cp.async during the sort, the next chunk's memberships loaded during the walks. D >= 64 in
+//                 16-byte rows: no staging, a thread per (cluster, 4 coordinates) of all D reads its members' rows.
 // Then finish_loop (kmeans_device.cu), unchanged: the same bits as device_gemm and cpu(summation="chunked").
 // D > 128, and D > 64 with FFMA products: the deep path (kmeans_tiled_deep.cu), the K loop over D (takes_deep).
 #include <cub/block/block_radix_sort.cuh>
@@ -460,6 +461,8 @@ __global__ void __launch_bounds__(kTileThreads, 2) sum_members(const float* __re
     // One column block of 16-byte rows (D <= 16, D % 4 == 0, x aligned): the chunk's x copied by cp.async while the
     // block sorts, and the next chunk's memberships loaded during this chunk's walks.
     const bool early = d <= kSumCols && d % 4 == 0 && (reinterpret_cast<std::uintptr_t>(x) & 15) == 0;
+    // Long 16-byte rows (D >= 64): no staging at all (below).
+    const bool direct = d >= 64 && d % 4 == 0 && (reinterpret_cast<std::uintptr_t>(x) & 15) == 0;
     unsigned members[kSortItems];  // blocked: thread t holds objects 4t..4t+3, so the stable sort keeps object order
     auto load_members = [&](std::int64_t chunk) {
         if (chunk >= chunks) return;
@@ -499,6 +502,34 @@ __global__ void __launch_bounds__(kTileThreads, 2) sum_members(const float* __re
         load_members(chunk + gridDim.x);
         __syncthreads();
         for (int c = threadIdx.x; c < k; c += kTileThreads) count_s[c] += end_s[c] - start_s[c];
+        if (direct) {
+            // A thread per (cluster, 4 coordinates) over all D at once, its members' float4 read from x itself: a
+            // warp's 32 items share a cluster and read 512 contiguous bytes of a member's row. Staged 16 columns at
+            // a time only k * 4 threads walked (32 of 256 at k = 8: 1.26 ms a loop at 1M x 256, 5 ms at D = 1024).
+            // Per coordinate the same adds in the same order: the same bits.
+            const int d4 = d / 4;
+            const float* xc = x + start * d;
+            for (int item = threadIdx.x; item < k * d4; item += kTileThreads) {
+                const int c = item / d4, jj = item % d4 * 4;
+                double chunk_sum[4] = {0.0, 0.0, 0.0, 0.0}, leaf_sum[4] = {0.0, 0.0, 0.0, 0.0};
+                int leaf = 0;
+#pragma unroll 4
+                for (int q = start_s[c], qe = end_s[c]; q < qe; ++q) {
+                    const int i = static_cast<int>(sorted_s[q] & (kChunk - 1));
+                    if (i / kLeaf != leaf) {
+#pragma unroll
+                        for (int r = 0; r < 4; ++r) chunk_sum[r] += leaf_sum[r], leaf_sum[r] = 0.0;
+                        leaf = i / kLeaf;
+                    }
+                    const float4 v = __ldg(reinterpret_cast<const float4*>(xc + static_cast<std::int64_t>(i) * d + jj));
+                    leaf_sum[0] += static_cast<double>(v.x), leaf_sum[1] += static_cast<double>(v.y);
+                    leaf_sum[2] += static_cast<double>(v.z), leaf_sum[3] += static_cast<double>(v.w);
+                }
+#pragma unroll
+                for (int r = 0; r < 4; ++r) chunk_sums[chunk * kd + c * d + jj + r] = chunk_sum[r] + leaf_sum[r];
+            }
+            continue;
+        }
         for (int j0 = 0; j0 < d; j0 += kSumCols) {
             const int w = d - j0 < kSumCols ? d - j0 : kSumCols;
             if (j0 > 0) __syncthreads();  // the last columns are read

@@ -23,7 +23,7 @@ Products resolve(Products p, std::int64_t d, std::int64_t k);
 namespace deep {
 struct Grid {
     unsigned assign_blocks = 0;   // persistent: as many as are resident, at most the tiles
-    unsigned resolve_blocks = 0;  // Liao's path for the queue, a warp a point
+    unsigned resolve_blocks = 0;  // the resolve pass over the queue (the assign kernel gathering its points)
 };
 std::size_t workspace_bytes(std::int64_t n, std::int64_t d, std::int64_t k);
 void check(std::int64_t d, std::int64_t k);

@@ -2,23 +2,30 @@
 // x D <= 128), so longer points took Liao's distance a thread a point (assign_any: 1M x 256, k=1000 ran 1.1 s a
 // loop on the H200, 50x slower than a PyTorch Lloyd loop). Here the dot form is a plain tiled SGEMM whose K loop
 // runs over D, for any D:
-//   prep     once a loop: -2c transposed and padded ([DP][kc], exact: a power of two), ||c||^2 by the same fmaf chain
-//            in coordinate order as centre_norms (pad centres +inf), max ||c|| rounded up (an integer atomicMax of
-//            non-negative floats: any order, the same value).
+//   shift    once a loop: m = the centres' mean, coordinate by coordinate (k adds in index order). The dot form
+//            runs on x' = fl(x - m) and c' = fl(c - m): distances do not move, but the rounding bound scales with
+//            B'^2 = (||x'|| + max ||c'||)^2 instead of (||x|| + max ||c||)^2, 3-8x smaller on data away from the
+//            origin (uniform in (0, 1]: every coordinate positive). The shift's own rounding moves ||x' - c'||^2 by at
+//            most ~2u B'^2, inside dot_bound's slack (8(D + 4) against the 6D + 8 its argument needs).
+//   prep     once a loop: -2c' transposed and padded ([DP][kc], exact: a power of two), ||c'||^2 by one fmaf chain in
+//            coordinate order (pad centres +inf), max ||c'|| rounded up (an integer atomicMax of non-negative
+//            floats: any order, the same value).
 //   assign   a block tile of 128 points x all centres, in centre tiles of 128 and K steps of 32 coordinates
 //            (cp.async, two stages: x transposed by 4-byte copies, lane (coordinate, point) so the stores hit 32
-//            banks; -2c by 16-byte copies); 256 threads, each an 8 x 8 register tile (points ty*4.., 64 + ty*4..;
-//            centres tx*4.., 64 + tx*4..: 4 LDS.128 per 64 FMAs, the x loads broadcast). The accumulators start at
-//            ||c||^2 and add x_j (-2 c_j) for j = 0, 1, ...: the chain of nearest_dot and assign_tiled, so the same g
-//            values. After a centre tile, the running (best, second, index) per point (centres in increasing index,
-//            strict <); after the last, the 16 threads of a point row merge theirs by shuffles. ||x||^2 (the bound's
-//            B) accumulates from the staged x during the first centre tile. A point whose gap clears dot_bound gets
-//            its membership; the others go to a queue in global memory.
-//   resolve  Liao's path for the queue (each entry: the point, its best g and its bound), a warp a point (the block
-//            tile never waits for it): each lane recomputes g for the centres lane, lane + 32, ... by the same chain,
-//            takes Liao's distance (liao_distance) for those within the bound of the best g, and the warp keeps the
-//            smallest (distance, index): Liao's membership, ties to the lower index (finite points; nearest_dot's
-//            argument).
+//            banks, then shifted by m in place by the thread that copied them; -2c' by 16-byte copies); 256
+//            threads, each an 8 x 8 register tile (points ty*4.., 64 + ty*4..; centres tx*4.., 64 + tx*4..: 4 LDS.128
+//            per 64 FMAs, the x loads broadcast). The accumulators start at ||c'||^2 and add x'_j (-2 c'_j) for
+//            j = 0, 1, ... After a centre tile, the running (best, second, index) per point (centres in increasing
+//            index, strict <); after the last, the 16 threads of a point row merge theirs by shuffles. ||x'||^2 (the
+//            bound's B') accumulates from the staged x' during the first centre tile. A point whose gap clears
+//            dot_bound gets its membership; the others go to a queue in global memory with their best g and bound.
+//   resolve  the same kernel over the queue (Gather): its points' rows gathered into the tiles, the same chains, so
+//            the same g for every centre; each centre within the bound of the point's best g is a candidate and
+//            gets Liao's distance (liao_distance, on x and c themselves), and the smallest (distance, index) wins by
+//            a 64-bit atomicMin of (distance bits, index) in shared memory: Liao's membership, ties to the lower
+//            index (a centre farther than the bound is strictly farther by Liao's distance too: nearest_dot's
+//            argument). The queue costs its share of an assign pass; a warp a point recomputing every g from L2
+//            (the first form) ran 205 ms a loop at 1M x 1024, k=512 on uniform data, against the assign's 26.
 // The change count is an integer (atomics in any order), so the result is the same bits for any grid.
 #include <algorithm>
 #include <climits>
@@ -57,16 +64,18 @@ __host__ __device__ inline std::int64_t padded_centres(std::int64_t k) { return 
 __host__ __device__ inline std::int64_t padded_dim(std::int64_t d) { return (d + kSlab - 1) / kSlab * kSlab; }
 inline std::size_t aligned(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-// The workspace: [Header][ct: DP x kc floats][cn: kc floats][queue_i: n int64][queue_b: n (best g, bound) pairs].
+// The workspace: [Header][ct: DP x kc floats][cn: kc floats][shift: DP floats][queue_i: n int64]
+// [queue_b: n (best g, bound) pairs].
 struct Parts {
-    std::size_t ct, cn, queue_i, queue_b, total;
+    std::size_t ct, cn, shift, queue_i, queue_b, total;
 };
 Parts parts(std::int64_t n, std::int64_t d, std::int64_t k) {
     const std::size_t kc = static_cast<std::size_t>(padded_centres(k)), dp = static_cast<std::size_t>(padded_dim(d));
     Parts p{};
     p.ct = aligned(sizeof(Header));
     p.cn = p.ct + aligned(dp * kc * sizeof(float));
-    p.queue_i = p.cn + aligned(kc * sizeof(float));
+    p.shift = p.cn + aligned(kc * sizeof(float));
+    p.queue_i = p.shift + aligned(dp * sizeof(float));
     p.queue_b = p.queue_i + aligned(static_cast<std::size_t>(n) * sizeof(std::int64_t));
     p.total = p.queue_b + aligned(static_cast<std::size_t>(n) * sizeof(float2));
     return p;
@@ -75,40 +84,79 @@ Parts parts(std::int64_t n, std::int64_t d, std::int64_t k) {
 constexpr std::size_t kAssignShared =
     (static_cast<std::size_t>(kStages) * kSlab * (kXStride + kCentres) + 3 * 8 * kDeepThreads) * sizeof(float);
 
+// m_j = the mean of the centres' coordinate j (0 for the pad coordinates): k adds in index order, one thread a
+// coordinate. Any m keeps the memberships Liao's; this one is near the data.
+__global__ void __launch_bounds__(kDeepThreads) centre_mean(const float* __restrict__ centres, int k, int d, int dp,
+                                                            float* __restrict__ shift,
+                                                            const LoopState* __restrict__ state) {
+    if (state->done) return;
+    for (int j = blockIdx.x * kDeepThreads + threadIdx.x; j < dp; j += gridDim.x * kDeepThreads) {
+        float sum = 0.f;
+        if (j < d)
+            for (int c = 0; c < k; ++c) sum = __fadd_rn(sum, centres[static_cast<std::int64_t>(c) * d + j]);
+        shift[j] = j < d ? __fdiv_rn(sum, static_cast<float>(k)) : 0.f;
+    }
+}
+
 __global__ void __launch_bounds__(kDeepThreads) prep(const float* __restrict__ centres, int k, int d, int kc, int dp,
-                                                     float* __restrict__ ct, float* __restrict__ cn,
-                                                     Header* __restrict__ hdr, const LoopState* __restrict__ state) {
+                                                     const float* __restrict__ shift, float* __restrict__ ct,
+                                                     float* __restrict__ cn, Header* __restrict__ hdr,
+                                                     const LoopState* __restrict__ state) {
     if (state->done) return;
     const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kDeepThreads;
     const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * kDeepThreads + threadIdx.x;
     for (std::int64_t t = first; t < static_cast<std::int64_t>(dp) * kc; t += stride) {
         const int j = static_cast<int>(t / kc), c = static_cast<int>(t % kc);
-        ct[t] = j < d && c < k ? -2.f * centres[static_cast<std::int64_t>(c) * d + j] : 0.f;
+        ct[t] = j < d && c < k ? -2.f * __fsub_rn(centres[static_cast<std::int64_t>(c) * d + j], shift[j]) : 0.f;
     }
     for (std::int64_t c = first; c < kc; c += stride) {
-        const float s = c < k ? squared_norm(centres + c * d, d) : __int_as_float(0x7f800000);
-        if (c < k) atomicMax(&hdr->cmax_bits, __float_as_int(__fsqrt_ru(s)));  // s >= 0 (or NaN: past every finite)
+        float s = __int_as_float(0x7f800000);
+        if (c < k) {
+            const float* cp = centres + c * d;
+            s = 0.f;
+            for (int j = 0; j < d; ++j) {
+                const float v = __fsub_rn(cp[j], shift[j]);
+                s = __fmaf_rn(v, v, s);
+            }
+            atomicMax(&hdr->cmax_bits, __float_as_int(__fsqrt_ru(s)));  // s >= 0 (or NaN: past every finite)
+        }
         cn[c] = s;
     }
 }
 
+// (Liao's distance bits, centre index): non-negative floats order as their bits, so the smallest packed value is
+// the smallest distance, ties to the lower index.
+__device__ __forceinline__ unsigned long long pack_candidate(float dist, int c) {
+    return static_cast<unsigned long long>(__float_as_uint(dist)) << 32 | static_cast<unsigned>(c);
+}
+
+// Gather false: the assign pass over all n points. Gather true: the resolve pass over the queue (module comment).
+template <bool Gather>
 __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restrict__ x, std::int64_t n, int d, int k,
                                                           int kc, int dp, const float* __restrict__ ct,
-                                                          const float* __restrict__ cn, Header* __restrict__ hdr,
+                                                          const float* __restrict__ cn,
+                                                          const float* __restrict__ shift,
+                                                          const float* __restrict__ centres,
+                                                          Header* __restrict__ hdr,
                                                           std::int64_t* __restrict__ queue_i,
                                                           float2* __restrict__ queue_b,
                                                           std::int32_t* __restrict__ membership,
                                                           LoopState* __restrict__ state) {
     if (state->done) return;
     extern __shared__ __align__(16) float dsm[];
-    float* const xs = dsm;                                 // [kStages][kSlab][kXStride]: x^T of the step's slab
-    float* const cs = dsm + kStages * kSlab * kXStride;    // [kStages][kSlab][kCentres]: -2c^T of the step's slab
+    float* const xs = dsm;                                 // [kStages][kSlab][kXStride]: x'^T of the step's slab
+    float* const cs = dsm + kStages * kSlab * kXStride;    // [kStages][kSlab][kCentres]: -2c'^T of the step's slab
     // The running (best, second, index) of a thread's 8 points, [8][threads]: in registers next to the 64
     // accumulators they spilled (128 registers: two blocks an SM); touched once a centre tile.
     float* const best_s = cs + kStages * kSlab * kCentres;
     float* const second_s = best_s + 8 * kDeepThreads;
     int* const index_s = reinterpret_cast<int*>(second_s + 8 * kDeepThreads);
-    __shared__ float bound_s[kPoints];  // ||x_p||^2 over the first centre tile's steps, then the point's gap bound
+    // Gather: the tile's queue entries (the point's row, its best g and bound) and each point's smallest packed
+    // candidate, in the space the running triples take in the assign pass.
+    auto* const rows_s = reinterpret_cast<std::int64_t*>(best_s);                 // [kPoints]
+    auto* const cand_s = reinterpret_cast<unsigned long long*>(rows_s + kPoints); // [kPoints]
+    auto* const qb_s = reinterpret_cast<float2*>(cand_s + kPoints);               // [kPoints]
+    __shared__ float bound_s[kPoints];  // ||x'_p||^2 over the first centre tile's steps, then the point's gap bound
     __shared__ int changed_s;            // (counters in shared memory: registers are held to 128)
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int tx = tid % kRowThreads, ty = tid / kRowThreads;
@@ -118,21 +166,26 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
     const int copy_j = warp % 4 * 8 + lane % 8, copy_p = warp / 4 * 4 + lane / 8;
     static_assert(kWarps == 8 && kSlab == 32 && kPoints == 128, "the copy map above");
     const int slabs = dp / kSlab, steps = slabs * (kc / kCentres);
-    const std::int64_t tiles = (n + kPoints - 1) / kPoints;
+    const std::int64_t count = Gather ? static_cast<std::int64_t>(hdr->queued) : n;  // (the queue: after assign)
+    const std::int64_t tiles = (count + kPoints - 1) / kPoints;
     for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         const std::int64_t p0 = tile * kPoints;
-        const int len = static_cast<int>(n - p0 < kPoints ? n - p0 : kPoints);
+        const int len = static_cast<int>(count - p0 < kPoints ? count - p0 : kPoints);
+        if constexpr (Gather) {
+            __syncthreads();  // the last tile's write-back read rows_s and cand_s
+            if (tid < len) rows_s[tid] = queue_i[p0 + tid], qb_s[tid] = queue_b[p0 + tid], cand_s[tid] = ~0ull;
+            __syncthreads();
+        }
         // Step s: centre tile s / slabs, coordinates (s % slabs) * kSlab .. + kSlab, into stage `stage`.
         auto issue = [&](int s, int stage) {
             const int j0 = s % slabs * kSlab, c0 = s / slabs * kCentres;
             float* xd = xs + stage * kSlab * kXStride + copy_j * kXStride + copy_p;
             const bool j_in = j0 + copy_j < d;
-            const float* src = x + (p0 + copy_p) * d + j0 + copy_j;
 #pragma unroll
             for (int r = 0; r < kPoints / 8; ++r) {
                 const bool in = j_in && copy_p + 8 * r < len;
-                dev::cp_async_4(xd + 8 * r, in ? src : x, in ? 4 : 0);
-                src += 8 * static_cast<std::int64_t>(d);
+                const std::int64_t row = Gather ? (copy_p + 8 * r < len ? rows_s[copy_p + 8 * r] : 0) : p0 + copy_p + 8 * r;
+                dev::cp_async_4(xd + 8 * r, in ? x + row * d + j0 + copy_j : x, in ? 4 : 0);
             }
             float* cd = cs + stage * kSlab * kCentres + warp * kCentres + lane * 4;
             const float* csrc = ct + static_cast<std::int64_t>(j0 + warp) * kc + c0 + lane * 4;
@@ -141,10 +194,12 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
                 dev::cp_async_16(cd + r * kWarps * kCentres, csrc + static_cast<std::int64_t>(r) * kWarps * kc, 16);
             dev::cp_async_commit();
         };
+        if constexpr (!Gather) {
 #pragma unroll
-        for (int a = 0; a < 8; ++a)
-            best_s[a * kDeepThreads + tid] = second_s[a * kDeepThreads + tid] = __int_as_float(0x7f800000),
-            index_s[a * kDeepThreads + tid] = 0;
+            for (int a = 0; a < 8; ++a)
+                best_s[a * kDeepThreads + tid] = second_s[a * kDeepThreads + tid] = __int_as_float(0x7f800000),
+                index_s[a * kDeepThreads + tid] = 0;
+        }
         float acc[8][8];
         issue(0, 0);
         for (int s = 0; s < steps; ++s) {
@@ -154,6 +209,12 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
                 dev::cp_async_wait<1>();
             } else {
                 dev::cp_async_wait<0>();
+            }
+            {  // x' = fl(x - m) in place: the thread's own copies of this step are complete and visible to it
+                const float mj = shift[sj * kSlab + copy_j];  // (0 past d: the pad coordinates stay 0)
+                float* xd = xs + stage * kSlab * kXStride + copy_j * kXStride + copy_p;
+#pragma unroll
+                for (int r = 0; r < kPoints / 8; ++r) xd[8 * r] = __fsub_rn(xd[8 * r], mj);
             }
             __syncthreads();
             if (sj == 0) {
@@ -179,30 +240,66 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
 #pragma unroll
                     for (int b = 0; b < 8; ++b) acc[a][b] = __fmaf_rn(xv[a], cv[b], acc[a][b]);
             }
-            if (ci == 0 && tid < kPoints) {  // the pad coordinates are 0: fma(0, 0, s) == s
+            if (!Gather && ci == 0 && tid < kPoints) {  // the pad coordinates are 0: fma(0, 0, s) == s
                 float xn2 = sj == 0 ? 0.f : bound_s[tid];  // (step 0: after its barrier, the last tile's tests read it)
 #pragma unroll 8
                 for (int j = 0; j < kSlab; ++j) xn2 = __fmaf_rn(xa[j * kXStride + tid], xa[j * kXStride + tid], xn2);
                 bound_s[tid] = xn2;
             }
             if (sj == slabs - 1) {
-                // Running (best, second, index): the thread's centres in increasing index, strict < keeps the lower.
+                if constexpr (Gather) {
+                    // The candidates: centres whose g is within the bound of the point's best g (a mask over the
+                    // thread's 8 x 8, then one Liao distance a candidate, in one call site).
+                    unsigned long long mask = 0;
 #pragma unroll
-                for (int a = 0; a < 8; ++a) {
-                    float best = best_s[a * kDeepThreads + tid], second = second_s[a * kDeepThreads + tid];
-                    int bi = index_s[a * kDeepThreads + tid];
+                    for (int a = 0; a < 8; ++a) {
+                        const int p = a < 4 ? ty * 4 + a : 64 + ty * 4 + a - 4;
+                        const float2 q = p < len ? qb_s[p] : make_float2(0.f, 0.f);
 #pragma unroll
-                    for (int b = 0; b < 8; ++b) {
-                        const float g = acc[a][b];
-                        second = fminf(second, fmaxf(best, g));
-                        if (g < best) bi = ci * kCentres + (b < 4 ? tx * 4 + b : 64 + tx * 4 + b - 4);
-                        best = fminf(best, g);
+                        for (int b = 0; b < 8; ++b) {
+                            const int c = ci * kCentres + (b < 4 ? tx * 4 + b : 64 + tx * 4 + b - 4);
+                            if (p < len && c < k && !(__fsub_rn(acc[a][b], q.x) > q.y)) mask |= 1ull << (a * 8 + b);
+                        }
                     }
-                    best_s[a * kDeepThreads + tid] = best, second_s[a * kDeepThreads + tid] = second;
-                    index_s[a * kDeepThreads + tid] = bi;
+                    while (mask) {
+                        const int bit = __ffsll(static_cast<long long>(mask)) - 1;
+                        mask &= mask - 1;
+                        const int a = bit / 8, b = bit % 8;
+                        const int p = a < 4 ? ty * 4 + a : 64 + ty * 4 + a - 4;
+                        const int c = ci * kCentres + (b < 4 ? tx * 4 + b : 64 + tx * 4 + b - 4);
+                        const float unused[1] = {0.f};  // (liao_distance<0> reads the point through its pointer)
+                        const float dist = liao_distance<0>(unused, x + rows_s[p] * d, centres + static_cast<std::int64_t>(c) * d, d);
+                        atomicMin(&cand_s[p], pack_candidate(dist, c));
+                    }
+                } else {
+                    // Running (best, second, index): the thread's centres in increasing index, strict < keeps the
+                    // lower.
+#pragma unroll
+                    for (int a = 0; a < 8; ++a) {
+                        float best = best_s[a * kDeepThreads + tid], second = second_s[a * kDeepThreads + tid];
+                        int bi = index_s[a * kDeepThreads + tid];
+#pragma unroll
+                        for (int b = 0; b < 8; ++b) {
+                            const float g = acc[a][b];
+                            second = fminf(second, fmaxf(best, g));
+                            if (g < best) bi = ci * kCentres + (b < 4 ? tx * 4 + b : 64 + tx * 4 + b - 4);
+                            best = fminf(best, g);
+                        }
+                        best_s[a * kDeepThreads + tid] = best, second_s[a * kDeepThreads + tid] = second;
+                        index_s[a * kDeepThreads + tid] = bi;
+                    }
                 }
             }
             __syncthreads();  // this stage is read before the next step's copies overwrite it
+        }
+        if constexpr (Gather) {  // (after the last step's barrier: every candidate is in)
+            if (tid < len) {
+                const std::int64_t i = rows_s[tid];
+                const int m = static_cast<int>(cand_s[tid] & 0xffffffffu);
+                if (membership[i] != m) atomicAdd(&changed_s, 1);
+                membership[i] = m;
+            }
+            continue;
         }
         if (tid < kPoints)
             bound_s[tid] = dot_bound(d, __fadd_ru(__fsqrt_ru(bound_s[tid]), __int_as_float(hdr->cmax_bits)));
@@ -236,58 +333,6 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
     add_changed<kDeepThreads>(tid == 0 ? changed_s : 0, state);
 }
 
-__global__ void __launch_bounds__(kDeepThreads) resolve(const float* __restrict__ x, int d, int k, int kc,
-                                                        const float* __restrict__ ct, const float* __restrict__ cn,
-                                                        const float* __restrict__ centres,
-                                                        const Header* __restrict__ hdr,
-                                                        const std::int64_t* __restrict__ queue_i,
-                                                        const float2* __restrict__ queue_b,
-                                                        std::int32_t* __restrict__ membership,
-                                                        LoopState* __restrict__ state) {
-    if (state->done) return;
-    const std::int64_t total = hdr->queued;
-    const int lane = threadIdx.x % 32;
-    int changed = 0;
-    for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32; e < total;
-         e += static_cast<std::int64_t>(gridDim.x) * kWarps) {
-        const std::int64_t i = queue_i[e];
-        const float b = queue_b[e].x, bound = queue_b[e].y;  // the best g and the point's bound, as assign had them
-        const float* xp = x + i * d;
-        const float unused[1] = {0.f};  // (liao_distance<0> reads the point through xp)
-        float best_dist = __int_as_float(0x7f800000);
-        int m = INT_MAX;
-        for (int c0 = 0; c0 < kc; c0 += 4 * 32) {  // four chains a lane: centres c0 + 32u + lane
-            float g[4];
-#pragma unroll
-            for (int u = 0; u < 4; ++u) g[u] = cn[c0 + 32 * u + lane];
-            for (int j = 0; j < d; ++j) {
-                const float xj = xp[j];
-                const float* row = ct + static_cast<std::int64_t>(j) * kc + c0 + lane;
-#pragma unroll
-                for (int u = 0; u < 4; ++u) g[u] = __fmaf_rn(xj, row[32 * u], g[u]);
-            }
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                const int c = c0 + 32 * u + lane;
-                if (c < k && !(__fsub_rn(g[u], b) > bound)) {
-                    const float dist = liao_distance<0>(unused, xp, centres + static_cast<std::int64_t>(c) * d, d);
-                    if (m == INT_MAX || dist < best_dist) best_dist = dist, m = c;  // a lane's centres ascend
-                }
-            }
-        }
-        for (int off = 16; off > 0; off /= 2) {  // the smallest (distance, index)
-            const float od = __shfl_xor_sync(0xffffffffu, best_dist, off);
-            const int om = __shfl_xor_sync(0xffffffffu, m, off);
-            if (od < best_dist || (od == best_dist && om < m)) best_dist = od, m = om;
-        }
-        if (lane == 0) {
-            changed += membership[i] != m;
-            membership[i] = m;
-        }
-    }
-    add_changed<kDeepThreads>(changed, state);
-}
-
 }  // namespace
 
 std::size_t workspace_bytes(std::int64_t n, std::int64_t d, std::int64_t k) { return parts(n, d, k).total; }
@@ -295,17 +340,18 @@ std::size_t workspace_bytes(std::int64_t n, std::int64_t d, std::int64_t k) { re
 void check(std::int64_t d, std::int64_t k) {
     GPUOPT_REQUIRE(padded_dim(d) * padded_centres(k) <= INT_MAX,
                    "kmeans device_tiled: k*D past 2^31 padded centre coordinates");
-    require_shared_memory(assign, kAssignShared, "kmeans device_tiled: assign (D > 128)");
+    require_shared_memory(assign<false>, kAssignShared, "kmeans device_tiled: assign (D > 128)");
+    require_shared_memory(assign<true>, kAssignShared, "kmeans device_tiled: resolve (D > 128)");
 }
 
 Grid plan(std::int64_t n, int blocks) {
     const std::int64_t tiles = (n + kPoints - 1) / kPoints;
     const int sms = multiprocessor_count();
     const std::int64_t resident = static_cast<std::int64_t>(sms) *
-                                  std::max(resident_blocks_per_sm(assign, kDeepThreads, kAssignShared), 1);
+                                  std::max(resident_blocks_per_sm(assign<false>, kDeepThreads, kAssignShared), 1);
     Grid g;
     g.assign_blocks = static_cast<unsigned>(std::min<std::int64_t>(tiles, blocks > 0 ? blocks : resident));
-    g.resolve_blocks = static_cast<unsigned>(blocks > 0 ? blocks : 8 * sms);
+    g.resolve_blocks = static_cast<unsigned>(blocks > 0 ? blocks : resident);  // (the queue's length is on the device)
     return g;
 }
 
@@ -317,21 +363,26 @@ void launch(const Grid& g, const float* x, std::int64_t n, std::int64_t d, std::
     auto* hdr = reinterpret_cast<Header*>(base);
     auto* ct = reinterpret_cast<float*>(base + p.ct);
     auto* cn = reinterpret_cast<float*>(base + p.cn);
+    auto* shift = reinterpret_cast<float*>(base + p.shift);
     auto* queue_i = reinterpret_cast<std::int64_t*>(base + p.queue_i);
     auto* queue_b = reinterpret_cast<float2*>(base + p.queue_b);
     const int di = static_cast<int>(d), ki = static_cast<int>(k);
     const int kc = static_cast<int>(padded_centres(k)), dp = static_cast<int>(padded_dim(d));
     const cudaStream_t stream = current_stream();
     GPUOPT_CUDA_CHECK(cudaMemsetAsync(hdr, 0, sizeof(Header), stream));
+    centre_mean<<<(dp + kDeepThreads - 1) / kDeepThreads, kDeepThreads, 0, stream>>>(centres, ki, di, dp, shift, state);
+    GPUOPT_CHECK_LAUNCH("kmeans device_tiled centre_mean (D > 128)");
     const unsigned prep_blocks = static_cast<unsigned>(std::min<std::int64_t>(
         (static_cast<std::int64_t>(dp) * kc + kDeepThreads - 1) / kDeepThreads, 4 * multiprocessor_count()));
-    prep<<<prep_blocks, kDeepThreads, 0, stream>>>(centres, ki, di, kc, dp, ct, cn, hdr, state);
+    prep<<<prep_blocks, kDeepThreads, 0, stream>>>(centres, ki, di, kc, dp, shift, ct, cn, hdr, state);
     GPUOPT_CHECK_LAUNCH("kmeans device_tiled prep (D > 128)");
-    assign<<<g.assign_blocks, kDeepThreads, kAssignShared, stream>>>(x, n, di, ki, kc, dp, ct, cn, hdr, queue_i,
-                                                                      queue_b, membership, state);
+    assign<false><<<g.assign_blocks, kDeepThreads, kAssignShared, stream>>>(x, n, di, ki, kc, dp, ct, cn, shift,
+                                                                             centres, hdr, queue_i, queue_b,
+                                                                             membership, state);
     GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign (D > 128)");
-    resolve<<<g.resolve_blocks, kDeepThreads, 0, stream>>>(x, di, ki, kc, ct, cn, centres, hdr, queue_i, queue_b,
-                                                           membership, state);
+    assign<true><<<g.resolve_blocks, kDeepThreads, kAssignShared, stream>>>(x, n, di, ki, kc, dp, ct, cn, shift,
+                                                                             centres, hdr, queue_i, queue_b,
+                                                                             membership, state);
     GPUOPT_CHECK_LAUNCH("kmeans device_tiled resolve (D > 128)");
 }
 

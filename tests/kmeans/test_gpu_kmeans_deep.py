@@ -1,9 +1,11 @@
 """``device_tiled``'s deep path, past D = 128 and for 64 < D <= 128 with FFMA products
 (csrc/kmeans/kmeans_tiled_deep.cu): the dot form as a tiled SGEMM whose K loop runs over D (128 points x 128
-centres a block, 32 coordinates a step), the near ties through Liao's path a warp a point, held to the bits of
+centres a block, 32 coordinates a step) on points and centres shifted by the centres' mean, the near ties through
+the resolve pass (the same tiles over the queue, Liao's distance for each candidate), held to the bits of
 ``cpu(summation="chunked")``: D just past a step and far past it, k around the 128-centre tile, ragged N, exact
-ties (integer grids, duplicates), near-tie-heavy data (most points through the queue), an empty cluster, rows off
-16-byte alignment, device arrays, and the same bits for any grid. Every device allocation is poisoned (NaN) first
+ties (integer grids, duplicates), near-tie-heavy data (most points through the queue), data far from the origin
+(where the shift matters), an empty cluster, rows off 16-byte alignment, device arrays, and the same bits for any
+grid. The sums of 16-byte rows with D >= 64 read x directly (no staging): D = 64, 68, 256, 1000 here. Every device allocation is poisoned (NaN) first
 (conftest)."""
 
 import numpy as np
@@ -32,6 +34,19 @@ pytestmark = pytest.mark.gpu
 def test_matches_chunked_cpu(rng, n, d, k):
     x = rng.uniform(-1, 1, (n, d)).astype(np.float32)
     assert_same_as_chunked_cpu(x, k, "device_tiled", threshold=0.0, max_iter=3)
+
+
+@pytest.mark.parametrize("n,d,k,offset", [
+    (4_000, 1_024, 8, 0.0),      # the study's data: uniform in (0, 1], most gaps near the unshifted bound
+    (3_000, 512, 130, 0.0),
+    (2_000, 256, 300, 1e3),      # far from the origin: unshifted, B^2 ~ 1e9 would queue every point
+    (3_001, 64, 5, 1e2),         # the tile path's D with the direct sums
+    (3_001, 68, 17, 0.0),
+], ids=str)
+def test_data_away_from_the_origin(rng, n, d, k, offset):
+    x = (offset + (1.0 - rng.random((n, d)))).astype(np.float32)
+    assert_same_as_chunked_cpu(x, k, "device_tiled", threshold=0.0, max_iter=3)
+    assert_same_as_chunked_cpu(x, k, "device_tiled", threshold=0.0, max_iter=2, blocks=1)
 
 
 @pytest.mark.slow
