@@ -11,13 +11,15 @@ were read off the H200's kmeans_loop study (6f14c66, µs per loop):
    against 20.3); Liao's three sets, whole call: 0.42-0.61 ms against device_fused's 0.50-0.73. At 1M x 16, k=64
    (past the limit) it lost: 265 against device_tiled's 215. Before: ``device_fused`` (kmeans04 22.6 against
    device 25.8; round 5 fused 17.9 / 17.6 against device 18.6 / 17.0).
-2. k*D <= 1024 and D <= 16 or k <= 2: ``device`` (1M x 16, k=64: 235 against device_gemm 264 and device_fused 304).
+2. k*D <= 1024 and D <= 16, or k <= 2 and D <= 256: ``device`` (1M x 16, k=64: 235 against device_gemm 264 and
+   device_fused 304).
    Longer points with more centres go to device_tiled (rule 3): its register tile re-reads no centre per point,
    where device's per-point loop and its finish over k*D chunk sums grow with D (H200, 1M uniform points,
    marginal ms a loop, development probe at 6332d19: D=32, k=8: 0.37 against device's 1.23; D=32, k=32: 0.35
-   against 4.65; D=64, k=8: 0.62 against 2.49; D=128, k=8: 1.91 against 4.83). At k=2 device stays ahead (D=64:
-   0.62 against 0.85; D=512: 5.6 against 20.5).
-2b. k <= 2 past device's k*D: ``device_gemm`` (k*D <= 4096; 1M x 1024, k=2: 27.4 against device_tiled's 82.5).
+   against 4.65; D=64, k=8: 0.62 against 2.49; D=128, k=8: 1.91 against 4.83). At k=2 device stays ahead up to
+   D = 256 (D=64: 0.62 against 0.85; D=256: 2.37 against 2.56); past it device_tiled's deep path wins since its
+   queue is resolved by tiles (probe at ee4fbfd: D=512 4.17 against device's 5.33; D=1024 12.6 against
+   device_gemm's 27.0, the rule before).
 3. Otherwise ``device_tiled`` (any k*D, k <= 8192: past 4096 centre coordinates the centres are streamed through
    shared memory in blocks; D > 64 a tiled SGEMM with its K loop over D), the dot form register-tiled with sorted sums
    (10M x 16, k=256, marginal loop
@@ -60,10 +62,8 @@ def auto_choice(n: int, d: int, k: int) -> str:
         return "device_persistent"
     if 9 <= d <= 16 and k >= 64 and fits("device_tiled", n, d, k):  # rule 3's tensor-core screen, before rule 2
         return "device_tiled"
-    if (d <= 16 or k <= 2) and fits("device", n, d, k):  # rule 2, where x in registers beats the tile
+    if (d <= 16 or (k <= 2 and d <= 256)) and fits("device", n, d, k):  # rule 2, where x in registers beats the tile
         return "device"
-    if k <= 2 and fits("device_gemm", n, d, k):  # rule 2b: two long centres
-        return "device_gemm"
     for name in ("device_tiled", "device", "liao_vec"):
         if fits(name, n, d, k):
             return name
@@ -77,7 +77,8 @@ def _run_auto(ctx: ExecContext, p: KMeansProblem) -> Any:
 
 
 register("kmeans", "auto", description="picks the variant predicted fastest for the shape: device_persistent for small "
-         "loops (k*D x chunks <= 65,536), else device_tiled for 9 <= D <= 16 and k >= 64, else device (k*D <= 1024), "
+         "loops (k*D x chunks <= 65,536), else device_tiled for 9 <= D <= 16 and k >= 64, else device (k*D <= 1024 "
+         "with D <= 16, or k <= 2 with D <= 256), "
          "else device_tiled (k <= 8192), else "
          "liao_vec, else cpu, as measured on the H200 (gpuopt/kmeans/auto.py)",
          report="gpuopt", needs_cuda=True, preferred=True, kernel="gpuopt/kmeans/auto.py",

@@ -118,7 +118,9 @@ def test_auto_picks_by_shape():
     assert auto_choice(1_000_000, 16, 32) == "device"
     assert auto_choice(1_000_000, 32, 8) == "device_tiled"  # longer points: the tile (H200: 0.37 against 1.23 ms)
     assert auto_choice(1_000_000, 64, 2) == "device"  # ... except for two centres
-    assert auto_choice(1_000_000, 1024, 2) == "device_gemm"  # two centres past device's k*D
+    assert auto_choice(1_000_000, 256, 2) == "device"
+    assert auto_choice(1_000_000, 512, 2) == "device_tiled"  # two long centres: the deep path (4.17 against 5.33 ms)
+    assert auto_choice(1_000_000, 1024, 2) == "device_tiled"  # (12.6 against device_gemm's 27.0)
     assert auto_choice(10_000_000, 8, 4) == "device"  # k*D x chunks = 312,512: past the fused finish
     assert auto_choice(1000, 4096, 2) == "device_tiled"  # past 4096 centre coordinates: the streamed centres
     assert auto_choice(1_000_000, 128, 1024) == "device_tiled"
