@@ -669,7 +669,7 @@ Launch plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks, Products
         });
     else {
         l.deep = true;
-        l.deep_grid = deep::plan(n, blocks);
+        l.deep_grid = deep::plan(n, k, blocks);
         l.workspace_bytes = deep::workspace_bytes(n, d, k);
     }
     l.sum_blocks = static_cast<unsigned>(std::min<std::int64_t>(chunks, resident_blocks(

@@ -27,7 +27,7 @@ struct Grid {
 };
 std::size_t workspace_bytes(std::int64_t n, std::int64_t d, std::int64_t k);
 void check(std::int64_t d, std::int64_t k);
-Grid plan(std::int64_t n, int blocks);
+Grid plan(std::int64_t n, std::int64_t k, int blocks);
 void launch(const Grid& g, const float* x, std::int64_t n, std::int64_t d, std::int64_t k, const float* centres,
             std::int32_t* membership, void* state, void* workspace);
 }  // namespace deep

@@ -10,7 +10,8 @@
 //   prep     once a loop: -2c' transposed and padded ([DP][kc], exact: a power of two), ||c'||^2 by one fmaf chain in
 //            coordinate order (pad centres +inf), max ||c'|| rounded up (an integer atomicMax of non-negative
 //            floats: any order, the same value).
-//   assign   a block tile of 128 points x all centres, in centre tiles of 128 and K steps of 32 coordinates
+//   assign   a block tile of 128 points x all centres, in centre tiles of 128 (k <= 64: 256 points x one tile of 64,
+//            DeepTile) and K steps of 32 coordinates
 //            (cp.async, two stages: x transposed by 4-byte copies, lane (coordinate, point) so the stores hit 32
 //            banks, then shifted by m in place by the thread that copied them; -2c' by 16-byte copies); 256
 //            threads, each an 8 x 8 register tile (points ty*4.., 64 + ty*4..; centres tx*4.., 64 + tx*4..: 4 LDS.128
@@ -45,14 +46,29 @@ namespace gpuopt::kmeans::tiled::deep {
 namespace {
 
 constexpr int kDeepThreads = 256;
-constexpr int kPoints = 128;                   // a block tile's points
-constexpr int kCentres = 128;                  // a centre tile
 constexpr int kSlab = 32;                      // coordinates a K step
 constexpr int kStages = 2;
-constexpr int kRowThreads = 16;                // threads along a point row (centres): 16 x 16 threads, 8 x 8 each
-constexpr int kXStride = kPoints + 4;          // x^T rows: float4 loads along points stay aligned
 constexpr int kWarps = kDeepThreads / 32;
-static_assert(kRowThreads * 8 == kCentres && kDeepThreads / kRowThreads * 8 == kPoints, "8 x 8 a thread");
+
+// A block tile: RowThreads threads along a point row (centres) x kDeepThreads / RowThreads rows, each thread an 8 x 8
+// register tile (points ty*4.., kPoints/2 + ty*4..; centres tx*4.., kCentres/2 + tx*4..). 16: 128 points x 128
+// centres; 8 (k <= 64): 256 points x 64 centres, so k = 8 pads to 64 centres, not 128 (the product is 16x the
+// FLOPs it needs at 128: 7.35 ms of a 14.3 ms loop at 1M x 1024, k = 8 on the H200). Both two blocks an SM.
+template <int RowThreads>
+struct DeepTile {
+    static constexpr int kRowThreads = RowThreads;
+    static constexpr int kCentres = RowThreads * 8;                    // a centre tile
+    static constexpr int kPoints = kDeepThreads / RowThreads * 8;      // a block tile's points
+    static constexpr int kXStride = kPoints + 4;  // x^T rows: float4 loads along points aligned, copies over 32 banks
+    static constexpr int kCopyRows = kWarps * 32 / (kCentres / 4);     // slab rows of -2c' copied a pass
+    static constexpr std::size_t kShared =
+        (static_cast<std::size_t>(kStages) * kSlab * (kXStride + kCentres) + 3 * 8 * kDeepThreads) * sizeof(float);
+    static_assert(kPoints <= kDeepThreads && kSlab % kCopyRows == 0 && RowThreads >= 8, "a thread a point; the copy "
+                  "passes; lane tx < 8 takes a point after the row's merge");
+};
+using WideTile = DeepTile<16>;
+using NarrowTile = DeepTile<8>;
+constexpr std::int64_t kNarrowMaxK = NarrowTile::kCentres;
 
 // The loop's scratch header: the queue's length and max ||c|| (float bits), zeroed before prep.
 struct Header {
@@ -60,7 +76,10 @@ struct Header {
     int cmax_bits;
 };
 
-__host__ __device__ inline std::int64_t padded_centres(std::int64_t k) { return (k + kCentres - 1) / kCentres * kCentres; }
+// Centres padded to the tile's width: one narrow tile, or wide tiles.
+__host__ __device__ inline std::int64_t padded_centres(std::int64_t k) {
+    return k <= kNarrowMaxK ? kNarrowMaxK : (k + WideTile::kCentres - 1) / WideTile::kCentres * WideTile::kCentres;
+}
 __host__ __device__ inline std::int64_t padded_dim(std::int64_t d) { return (d + kSlab - 1) / kSlab * kSlab; }
 inline std::size_t aligned(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
@@ -81,8 +100,6 @@ Parts parts(std::int64_t n, std::int64_t d, std::int64_t k) {
     return p;
 }
 
-constexpr std::size_t kAssignShared =
-    (static_cast<std::size_t>(kStages) * kSlab * (kXStride + kCentres) + 3 * 8 * kDeepThreads) * sizeof(float);
 
 // m_j = the mean of the centres' coordinate j (0 for the pad coordinates): k adds in index order, one thread a
 // coordinate. Any m keeps the memberships Liao's; this one is near the data.
@@ -131,7 +148,7 @@ __device__ __forceinline__ unsigned long long pack_candidate(float dist, int c) 
 }
 
 // Gather false: the assign pass over all n points. Gather true: the resolve pass over the queue (module comment).
-template <bool Gather>
+template <class T, bool Gather>
 __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restrict__ x, std::int64_t n, int d, int k,
                                                           int kc, int dp, const float* __restrict__ ct,
                                                           const float* __restrict__ cn,
@@ -142,6 +159,8 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
                                                           float2* __restrict__ queue_b,
                                                           std::int32_t* __restrict__ membership,
                                                           LoopState* __restrict__ state) {
+    constexpr int kRowThreads = T::kRowThreads, kCentres = T::kCentres, kPoints = T::kPoints, kXStride = T::kXStride;
+    constexpr int kHalfP = kPoints / 2, kHalfC = kCentres / 2;
     if (state->done) return;
     extern __shared__ __align__(16) float dsm[];
     float* const xs = dsm;                                 // [kStages][kSlab][kXStride]: x'^T of the step's slab
@@ -164,7 +183,7 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
     // x copies: the thread's coordinate in a slab and its first point (then every 8th): a warp's 32 copies are 4
     // points x 8 coordinates, 32-byte pieces of 4 rows, stored to banks 4j + p (all distinct).
     const int copy_j = warp % 4 * 8 + lane % 8, copy_p = warp / 4 * 4 + lane / 8;
-    static_assert(kWarps == 8 && kSlab == 32 && kPoints == 128, "the copy map above");
+    static_assert(kWarps == 8 && kSlab == 32, "the copy map above");
     const int slabs = dp / kSlab, steps = slabs * (kc / kCentres);
     const std::int64_t count = Gather ? static_cast<std::int64_t>(hdr->queued) : n;  // (the queue: after assign)
     const std::int64_t tiles = (count + kPoints - 1) / kPoints;
@@ -181,17 +200,22 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
             const int j0 = s % slabs * kSlab, c0 = s / slabs * kCentres;
             float* xd = xs + stage * kSlab * kXStride + copy_j * kXStride + copy_p;
             const bool j_in = j0 + copy_j < d;
-#pragma unroll
-            for (int r = 0; r < kPoints / 8; ++r) {
+            const float* src = x + (Gather ? 0 : (p0 + copy_p) * d) + j0 + copy_j;
+#pragma unroll 4
+            for (int r = 0; r < kPoints / 8; ++r) {  // (4, not all 32 of the narrow tile: their addresses spilled)
                 const bool in = j_in && copy_p + 8 * r < len;
-                const std::int64_t row = Gather ? (copy_p + 8 * r < len ? rows_s[copy_p + 8 * r] : 0) : p0 + copy_p + 8 * r;
-                dev::cp_async_4(xd + 8 * r, in ? x + row * d + j0 + copy_j : x, in ? 4 : 0);
+                const float* from = Gather ? src + (in ? rows_s[copy_p + 8 * r] : 0) * d
+                                           : src + static_cast<std::int64_t>(8 * r) * d;
+                dev::cp_async_4(xd + 8 * r, in ? from : x, in ? 4 : 0);
             }
-            float* cd = cs + stage * kSlab * kCentres + warp * kCentres + lane * 4;
-            const float* csrc = ct + static_cast<std::int64_t>(j0 + warp) * kc + c0 + lane * 4;
+            // -2c': a pass copies T::kCopyRows slab rows of kCentres floats, a lane 16 bytes.
+            constexpr int kLanesARow = kCentres / 4;
+            const int crow = warp * (32 / kLanesARow) + lane / kLanesARow, ccol = lane % kLanesARow * 4;
+            float* cd = cs + stage * kSlab * kCentres + crow * kCentres + ccol;
+            const float* csrc = ct + static_cast<std::int64_t>(j0 + crow) * kc + c0 + ccol;
 #pragma unroll
-            for (int r = 0; r < kSlab / kWarps; ++r)
-                dev::cp_async_16(cd + r * kWarps * kCentres, csrc + static_cast<std::int64_t>(r) * kWarps * kc, 16);
+            for (int r = 0; r < kSlab / T::kCopyRows; ++r)
+                dev::cp_async_16(cd + r * T::kCopyRows * kCentres, csrc + static_cast<std::int64_t>(r) * T::kCopyRows * kc, 16);
             dev::cp_async_commit();
         };
         if constexpr (!Gather) {
@@ -220,7 +244,7 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
             if (sj == 0) {
 #pragma unroll
                 for (int b = 0; b < 8; ++b) {
-                    const float nb = cn[ci * kCentres + (b < 4 ? tx * 4 + b : 64 + tx * 4 + b - 4)];
+                    const float nb = cn[ci * kCentres + (b < 4 ? tx * 4 + b : kHalfC + tx * 4 + b - 4)];
 #pragma unroll
                     for (int a = 0; a < 8; ++a) acc[a][b] = nb;
                 }
@@ -230,9 +254,9 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
 #pragma unroll 2
             for (int j = 0; j < kSlab; ++j) {
                 const float4 x0 = *reinterpret_cast<const float4*>(xa + j * kXStride + ty * 4);
-                const float4 x1 = *reinterpret_cast<const float4*>(xa + j * kXStride + 64 + ty * 4);
+                const float4 x1 = *reinterpret_cast<const float4*>(xa + j * kXStride + kHalfP + ty * 4);
                 const float4 c0 = *reinterpret_cast<const float4*>(ca + j * kCentres + tx * 4);
-                const float4 c1 = *reinterpret_cast<const float4*>(ca + j * kCentres + 64 + tx * 4);
+                const float4 c1 = *reinterpret_cast<const float4*>(ca + j * kCentres + kHalfC + tx * 4);
                 const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
                 const float cv[8] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
 #pragma unroll
@@ -253,11 +277,11 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
                     unsigned long long mask = 0;
 #pragma unroll
                     for (int a = 0; a < 8; ++a) {
-                        const int p = a < 4 ? ty * 4 + a : 64 + ty * 4 + a - 4;
+                        const int p = a < 4 ? ty * 4 + a : kHalfP + ty * 4 + a - 4;
                         const float2 q = p < len ? qb_s[p] : make_float2(0.f, 0.f);
 #pragma unroll
                         for (int b = 0; b < 8; ++b) {
-                            const int c = ci * kCentres + (b < 4 ? tx * 4 + b : 64 + tx * 4 + b - 4);
+                            const int c = ci * kCentres + (b < 4 ? tx * 4 + b : kHalfC + tx * 4 + b - 4);
                             if (p < len && c < k && !(__fsub_rn(acc[a][b], q.x) > q.y)) mask |= 1ull << (a * 8 + b);
                         }
                     }
@@ -265,8 +289,8 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
                         const int bit = __ffsll(static_cast<long long>(mask)) - 1;
                         mask &= mask - 1;
                         const int a = bit / 8, b = bit % 8;
-                        const int p = a < 4 ? ty * 4 + a : 64 + ty * 4 + a - 4;
-                        const int c = ci * kCentres + (b < 4 ? tx * 4 + b : 64 + tx * 4 + b - 4);
+                        const int p = a < 4 ? ty * 4 + a : kHalfP + ty * 4 + a - 4;
+                        const int c = ci * kCentres + (b < 4 ? tx * 4 + b : kHalfC + tx * 4 + b - 4);
                         const float unused[1] = {0.f};  // (liao_distance<0> reads the point through its pointer)
                         const float dist = liao_distance<0>(unused, x + rows_s[p] * d, centres + static_cast<std::int64_t>(c) * d, d);
                         atomicMin(&cand_s[p], pack_candidate(dist, c));
@@ -282,7 +306,7 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
                         for (int b = 0; b < 8; ++b) {
                             const float g = acc[a][b];
                             second = fminf(second, fmaxf(best, g));
-                            if (g < best) bi = ci * kCentres + (b < 4 ? tx * 4 + b : 64 + tx * 4 + b - 4);
+                            if (g < best) bi = ci * kCentres + (b < 4 ? tx * 4 + b : kHalfC + tx * 4 + b - 4);
                             best = fminf(best, g);
                         }
                         best_s[a * kDeepThreads + tid] = best, second_s[a * kDeepThreads + tid] = second;
@@ -318,7 +342,7 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
             if (tx == a) b = best, s2 = second, m = bi;
         }
         __syncthreads();  // bound_s
-        const int p = tx < 4 ? ty * 4 + tx : 64 + ty * 4 + tx - 4;
+        const int p = tx < 4 ? ty * 4 + tx : kHalfP + ty * 4 + tx - 4;
         if (tx < 8 && p < len) {
             if (__fsub_rn(s2, b) > bound_s[p]) {  // (NaN compares false: Liao's path)
                 if (membership[p0 + p] != m) atomicAdd(&changed_s, 1);
@@ -333,6 +357,13 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
     add_changed<kDeepThreads>(tid == 0 ? changed_s : 0, state);
 }
 
+// f(tile) for k centres: the narrow tile up to its width, else the wide one.
+template <class F>
+void with_tile(std::int64_t k, F&& f) {
+    if (k <= kNarrowMaxK) f(NarrowTile{});
+    else f(WideTile{});
+}
+
 }  // namespace
 
 std::size_t workspace_bytes(std::int64_t n, std::int64_t d, std::int64_t k) { return parts(n, d, k).total; }
@@ -340,18 +371,23 @@ std::size_t workspace_bytes(std::int64_t n, std::int64_t d, std::int64_t k) { re
 void check(std::int64_t d, std::int64_t k) {
     GPUOPT_REQUIRE(padded_dim(d) * padded_centres(k) <= INT_MAX,
                    "kmeans device_tiled: k*D past 2^31 padded centre coordinates");
-    require_shared_memory(assign<false>, kAssignShared, "kmeans device_tiled: assign (D > 128)");
-    require_shared_memory(assign<true>, kAssignShared, "kmeans device_tiled: resolve (D > 128)");
+    with_tile(k, [&](auto t) {
+        using T = decltype(t);
+        require_shared_memory(assign<T, false>, T::kShared, "kmeans device_tiled: assign (D > 128)");
+        require_shared_memory(assign<T, true>, T::kShared, "kmeans device_tiled: resolve (D > 128)");
+    });
 }
 
-Grid plan(std::int64_t n, int blocks) {
-    const std::int64_t tiles = (n + kPoints - 1) / kPoints;
-    const int sms = multiprocessor_count();
-    const std::int64_t resident = static_cast<std::int64_t>(sms) *
-                                  std::max(resident_blocks_per_sm(assign<false>, kDeepThreads, kAssignShared), 1);
+Grid plan(std::int64_t n, std::int64_t k, int blocks) {
     Grid g;
-    g.assign_blocks = static_cast<unsigned>(std::min<std::int64_t>(tiles, blocks > 0 ? blocks : resident));
-    g.resolve_blocks = static_cast<unsigned>(blocks > 0 ? blocks : resident);  // (the queue's length is on the device)
+    with_tile(k, [&](auto t) {
+        using T = decltype(t);
+        const std::int64_t tiles = (n + T::kPoints - 1) / T::kPoints;
+        const std::int64_t resident = static_cast<std::int64_t>(multiprocessor_count()) *
+                                      std::max(resident_blocks_per_sm(assign<T, false>, kDeepThreads, T::kShared), 1);
+        g.assign_blocks = static_cast<unsigned>(std::min<std::int64_t>(tiles, blocks > 0 ? blocks : resident));
+        g.resolve_blocks = static_cast<unsigned>(blocks > 0 ? blocks : resident);  // (the queue's length: on the device)
+    });
     return g;
 }
 
@@ -376,13 +412,16 @@ void launch(const Grid& g, const float* x, std::int64_t n, std::int64_t d, std::
         (static_cast<std::int64_t>(dp) * kc + kDeepThreads - 1) / kDeepThreads, 4 * multiprocessor_count()));
     prep<<<prep_blocks, kDeepThreads, 0, stream>>>(centres, ki, di, kc, dp, shift, ct, cn, hdr, state);
     GPUOPT_CHECK_LAUNCH("kmeans device_tiled prep (D > 128)");
-    assign<false><<<g.assign_blocks, kDeepThreads, kAssignShared, stream>>>(x, n, di, ki, kc, dp, ct, cn, shift,
-                                                                             centres, hdr, queue_i, queue_b,
-                                                                             membership, state);
-    GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign (D > 128)");
-    assign<true><<<g.resolve_blocks, kDeepThreads, kAssignShared, stream>>>(x, n, di, ki, kc, dp, ct, cn, shift,
-                                                                             centres, hdr, queue_i, queue_b,
-                                                                             membership, state);
+    with_tile(k, [&](auto t) {
+        using T = decltype(t);
+        assign<T, false><<<g.assign_blocks, kDeepThreads, T::kShared, stream>>>(x, n, di, ki, kc, dp, ct, cn, shift,
+                                                                                  centres, hdr, queue_i, queue_b,
+                                                                                  membership, state);
+        GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign (D > 128)");
+        assign<T, true><<<g.resolve_blocks, kDeepThreads, T::kShared, stream>>>(x, n, di, ki, kc, dp, ct, cn, shift,
+                                                                                 centres, hdr, queue_i, queue_b,
+                                                                                 membership, state);
+    });
     GPUOPT_CHECK_LAUNCH("kmeans device_tiled resolve (D > 128)");
 }
 
