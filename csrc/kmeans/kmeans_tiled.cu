@@ -438,6 +438,35 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
 
 using ChunkSort = cub::BlockRadixSort<unsigned, kTileThreads, kSortItems>;
 
+// One (cluster, 4 coordinates) item of a chunk's sums: the cluster's members in object order (its run q0..qe of the
+// sorted keys), each leaf's sum closed into the chunk sum at the leaf boundary (assign_and_sum's tree: an empty leaf
+// adds nothing), the member's 4 coordinates from load(i). Both walks of sum_members take it, so the tree that fixes
+// the bits is written once. Unroll: the member loop's unroll (0: the compiler's choice).
+template <int Unroll, class Load>
+__device__ __forceinline__ void walk_members(const unsigned* sorted_s, int q0, int qe, Load load, double (&sum)[4]) {
+    double chunk_sum[4] = {0.0, 0.0, 0.0, 0.0}, leaf_sum[4] = {0.0, 0.0, 0.0, 0.0};
+    int leaf = 0;
+    auto add = [&](int q) {
+        const int i = static_cast<int>(sorted_s[q] & (kChunk - 1));
+        if (i / kLeaf != leaf) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) chunk_sum[r] += leaf_sum[r], leaf_sum[r] = 0.0;
+            leaf = i / kLeaf;
+        }
+        const float4 v = load(i);
+        leaf_sum[0] += static_cast<double>(v.x), leaf_sum[1] += static_cast<double>(v.y);
+        leaf_sum[2] += static_cast<double>(v.z), leaf_sum[3] += static_cast<double>(v.w);
+    };
+    if constexpr (Unroll > 0) {
+#pragma unroll Unroll
+        for (int q = q0; q < qe; ++q) add(q);
+    } else {
+        for (int q = q0; q < qe; ++q) add(q);
+    }
+#pragma unroll
+    for (int r = 0; r < 4; ++r) sum[r] = chunk_sum[r] + leaf_sum[r];
+}
+
 // Chunk sums from the memberships: a stable sort of (cluster, index) by cluster, then a thread per (cluster, 4
 // coordinates; 1 where the staged columns are not a multiple of 4) walks its members in object order (leaf sums
 // closed at each leaf boundary). Member counts: integers.
@@ -511,22 +540,12 @@ __global__ void __launch_bounds__(kTileThreads, 2) sum_members(const float* __re
             const float* xc = x + start * d;
             for (int item = threadIdx.x; item < k * d4; item += kTileThreads) {
                 const int c = item / d4, jj = item % d4 * 4;
-                double chunk_sum[4] = {0.0, 0.0, 0.0, 0.0}, leaf_sum[4] = {0.0, 0.0, 0.0, 0.0};
-                int leaf = 0;
-#pragma unroll 4
-                for (int q = start_s[c], qe = end_s[c]; q < qe; ++q) {
-                    const int i = static_cast<int>(sorted_s[q] & (kChunk - 1));
-                    if (i / kLeaf != leaf) {
+                double sum[4];
+                walk_members<4>(sorted_s, start_s[c], end_s[c], [&](int i) {
+                    return __ldg(reinterpret_cast<const float4*>(xc + static_cast<std::int64_t>(i) * d + jj));
+                }, sum);
 #pragma unroll
-                        for (int r = 0; r < 4; ++r) chunk_sum[r] += leaf_sum[r], leaf_sum[r] = 0.0;
-                        leaf = i / kLeaf;
-                    }
-                    const float4 v = __ldg(reinterpret_cast<const float4*>(xc + static_cast<std::int64_t>(i) * d + jj));
-                    leaf_sum[0] += static_cast<double>(v.x), leaf_sum[1] += static_cast<double>(v.y);
-                    leaf_sum[2] += static_cast<double>(v.z), leaf_sum[3] += static_cast<double>(v.w);
-                }
-#pragma unroll
-                for (int r = 0; r < 4; ++r) chunk_sums[chunk * kd + c * d + jj + r] = chunk_sum[r] + leaf_sum[r];
+                for (int r = 0; r < 4; ++r) chunk_sums[chunk * kd + c * d + jj + r] = sum[r];
             }
             continue;
         }
@@ -548,21 +567,12 @@ __global__ void __launch_bounds__(kTileThreads, 2) sum_members(const float* __re
                 const int w4 = w / 4;
                 for (int item = threadIdx.x; item < k * w4; item += kTileThreads) {
                     const int c = item / w4, jj = item % w4 * 4;
-                    double chunk_sum[4] = {0.0, 0.0, 0.0, 0.0}, leaf_sum[4] = {0.0, 0.0, 0.0, 0.0};
-                    int leaf = 0;
-                    for (int q = start_s[c], qe = end_s[c]; q < qe; ++q) {
-                        const int i = static_cast<int>(sorted_s[q] & (kChunk - 1));
-                        if (i / kLeaf != leaf) {
+                    double sum[4];
+                    walk_members<0>(sorted_s, start_s[c], end_s[c], [&](int i) {
+                        return *reinterpret_cast<const float4*>(x_s + i * w + jj);
+                    }, sum);
 #pragma unroll
-                            for (int r = 0; r < 4; ++r) chunk_sum[r] += leaf_sum[r], leaf_sum[r] = 0.0;
-                            leaf = i / kLeaf;
-                        }
-                        const float4 v = *reinterpret_cast<const float4*>(x_s + i * w + jj);
-                        leaf_sum[0] += static_cast<double>(v.x), leaf_sum[1] += static_cast<double>(v.y);
-                        leaf_sum[2] += static_cast<double>(v.z), leaf_sum[3] += static_cast<double>(v.w);
-                    }
-#pragma unroll
-                    for (int r = 0; r < 4; ++r) chunk_sums[chunk * kd + c * d + j0 + jj + r] = chunk_sum[r] + leaf_sum[r];
+                    for (int r = 0; r < 4; ++r) chunk_sums[chunk * kd + c * d + j0 + jj + r] = sum[r];
                 }
             } else {
                 for (int item = threadIdx.x; item < k * w; item += kTileThreads) {
