@@ -186,6 +186,17 @@ def check_fp32_level(err, x, w, ref, *, stride=1, padding=0, bias=None, activati
     assert err <= 2 * max(cudnn_err, 2.0 ** -22), (err, cudnn_err)
 
 
+def check_activation_and_bias(rng, variant, x_shape, w_shape, activation, with_bias, padding=0):
+    """``variant`` with ``activation`` and with or without a bias, against the float64 oracle (1e-5 relative)."""
+    import oracles  # (tests/ is on the path of every test module)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    wt = rng.standard_normal(w_shape).astype(np.float32)
+    bias = rng.standard_normal(w_shape[0]).astype(np.float32) if with_bias else None
+    y = gpuopt.conv2d(x, wt, padding=padding, bias=bias, activation=activation, variant=variant)
+    ref = oracles.conv2d(x, wt, bias, (1, 1), (padding, padding), activation)
+    assert relative_error(y, ref) < 1e-5, (variant, activation, with_bias)
+
+
 def check_device_and_torch_inputs(rng, variant, x_shape, w_shape, **kw):
     """``variant`` on DeviceArrays returns a DeviceArray within 1e-5 of the float64 oracle, bitwise the same on a
     second call, and on torch tensors the same answer (skipped without torch)."""

@@ -11,7 +11,7 @@ import pytest
 import gpuopt
 import oracles
 from conftest import relative_error
-from .cases import check_device_and_torch_inputs, check_fp32_level
+from .cases import check_activation_and_bias, check_device_and_torch_inputs, check_fp32_level
 
 pytestmark = pytest.mark.gpu
 
@@ -52,11 +52,7 @@ def test_pointwise_matches_float64(rng, shape):
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_activations_and_bias(rng, activation, with_bias):
     _hopper()
-    x = rng.standard_normal((2, 40, 9, 9)).astype(np.float32)
-    wt = rng.standard_normal((36, 40, 1, 1)).astype(np.float32)
-    bias = rng.standard_normal(36).astype(np.float32) if with_bias else None
-    y = gpuopt.conv2d(x, wt, bias=bias, activation=activation, variant="pointwise_tf32x3")
-    assert relative_error(y, oracles.conv2d(x, wt, bias, (1, 1), (0, 0), activation)) < 1e-5
+    check_activation_and_bias(rng, "pointwise_tf32x3", (2, 40, 9, 9), (36, 40, 1, 1), activation, with_bias)
 
 
 def test_device_inputs_in_place_and_deterministic(rng):

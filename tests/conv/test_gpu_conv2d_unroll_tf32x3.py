@@ -12,7 +12,8 @@ import pytest
 import gpuopt
 import oracles
 from conftest import conv_call, relative_error
-from .cases import check_against_cpu, check_device_and_torch_inputs, check_fp32_level, uniform
+from .cases import (check_activation_and_bias, check_against_cpu, check_device_and_torch_inputs, check_fp32_level,
+                    uniform)
 
 pytestmark = pytest.mark.gpu
 
@@ -75,11 +76,7 @@ def test_chunks_of_images(rng, chunk):
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_activations_and_bias(rng, activation, with_bias):
     _hopper()
-    x = rng.standard_normal((2, 20, 9, 9)).astype(np.float32)
-    wt = rng.standard_normal((36, 20, 3, 3)).astype(np.float32)
-    bias = rng.standard_normal(36).astype(np.float32) if with_bias else None
-    y = gpuopt.conv2d(x, wt, padding=1, bias=bias, activation=activation, variant="unroll_tf32x3")
-    assert relative_error(y, oracles.conv2d(x, wt, bias, (1, 1), (1, 1), activation)) < 1e-5
+    check_activation_and_bias(rng, "unroll_tf32x3", (2, 20, 9, 9), (36, 20, 3, 3), activation, with_bias, padding=1)
 
 
 def test_device_inputs_and_deterministic(rng):
