@@ -42,10 +42,11 @@ def test_floors():
 
 def test_table_and_figure(tmp_path):
     rows = [dict(network="VGG-16 b16", layer="3x3 64>64 @224", gflop=59.2, torch_ms=1.0, auto_ms=2.0,
-                 auto_variant="implicit_gemm_fast", auto_x_torch=0.5, auto_fast_x_torch=1.2, best_kernel="winograd",
+                 auto_variant="implicit_gemm_fast", auto_x_torch=0.5, auto_x_cudnn_precise=1.7, auto_fast_x_torch=1.2, best_kernel="winograd",
                  best_x_torch=1.2, floor_ms=0.9, auto_x_floor=2.2, torch_err=1e-7, auto_err=2e-7, auto_fast_err=3e-5),
             dict(network="reports", layer="conf4", error="RuntimeError: x")]
     text = cl.table_conv_layers(rows)
     assert "implicit_gemm_fast" in text and "reports conf4: RuntimeError: x" in text
+    assert "auto x precise" in text and "1.70" in text
     assert cl.plot_conv_layers({}, rows, tmp_path / "f.png").exists()
     assert cl.plot_conv_layers({}, rows[1:], tmp_path / "g.png").exists()

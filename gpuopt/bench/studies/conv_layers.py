@@ -3,7 +3,8 @@ ResNet-50 (batch 32 and batch 1), VGG-16 (batch 16), MobileNetV2 (batch 32: its 
 and the reports' eight layers; per layer, kernel time (CUDA events, L2 flushed, median) of:
 
 * PyTorch's cuDNN (``torch.nn.functional.conv2d``, benchmark mode, TF32 off): what the user has;
-* gpuopt's ``cudnn`` with ``algorithms="any"`` (cuDNN free to pick FFT and Winograd);
+* gpuopt's ``cudnn`` with its precise algorithms (the default: no FFT or Winograd, FP32-level error, the class
+  ``auto``'s default is held to) and with ``algorithms="any"`` (cuDNN free to pick FFT and Winograd);
 * gpuopt ``auto`` (precise: FP32-level error only) and ``auto`` with ``algorithms="fast"`` (Winograd allowed), and
   the variant each ran;
 * each of gpuopt's own kernels that takes the layer (:data:`KERNELS`, at their defaults; the fastest is named);
@@ -45,9 +46,9 @@ LAYER_REPEATS: dict[Any, dict[str, Any]] = per_level(gpu_full=repeats(2, 15, 0.2
 #: The batch cap of a run level (full runs: the networks' batches).
 LAYER_BATCH_CAP: dict[Any, int | None] = per_level(gpu_full=None, gpu_quick=4, tiny=1)
 LAYER_COLUMNS = ("network", "layer", "N", "C", "H", "W", "K", "R", "S", "stride", "padding", "groups", "gflop",
-                 "torch_ms", "cudnn_any_ms", "auto_ms", "auto_variant", "auto_fast_ms", "auto_fast_variant",
-                 "best_kernel", "best_kernel_ms", "auto_x_torch", "auto_fast_x_torch", "best_x_torch",
-                 "torch_err", "cudnn_any_err", "auto_err", "auto_fast_err", "best_kernel_err", "fp32_floor_ms",
+                 "torch_ms", "cudnn_precise_ms", "cudnn_any_ms", "auto_ms", "auto_variant", "auto_fast_ms", "auto_fast_variant",
+                 "best_kernel", "best_kernel_ms", "auto_x_torch", "auto_x_cudnn_precise", "auto_fast_x_torch",
+                 "best_x_torch", "torch_err", "cudnn_precise_err", "cudnn_any_err", "auto_err", "auto_fast_err", "best_kernel_err", "fp32_floor_ms",
                  "tf32x3_floor_ms", "bytes_floor_ms", "floor_ms", "auto_x_floor", "kernels", "error")
 
 
@@ -171,7 +172,7 @@ def _layer(torch: Any, gen: Any, row: dict[str, Any], kernels: list[str], reps: 
         return lambda: gpuopt.conv2d(x, wt, stride=stride, padding=padding, groups=groups, variant=variant, **params)
 
     timed = [("torch", lambda: conv(x, wt, stride=stride, padding=padding, groups=groups)),
-             ("cudnn_any", ours("cudnn", algorithms="any")), ("auto", ours("auto")),
+             ("cudnn_precise", ours("cudnn")), ("cudnn_any", ours("cudnn", algorithms="any")), ("auto", ours("auto")),
              ("auto_fast", ours("auto", algorithms="fast"))]
     for key, fn in timed:
         row[f"{key}_err"] = err(fn())
@@ -193,6 +194,7 @@ def _layer(torch: Any, gen: Any, row: dict[str, Any], kernels: list[str], reps: 
     for key in ("auto", "auto_fast", "best"):
         ms = row.get(f"{key}_ms") if key != "best" else row.get("best_kernel_ms")
         row[f"{key}_x_torch"] = row["torch_ms"] / ms if ms else None
+    row["auto_x_cudnn_precise"] = row["cudnn_precise_ms"] / row["auto_ms"] if row.get("auto_ms") else None
     row["auto_x_floor"] = row["auto_ms"] / row["floor_ms"] if row.get("floor_ms") else None
 
 
@@ -207,14 +209,16 @@ def _auto_pick(row: Mapping[str, Any], algorithms: str) -> str:
 def table_conv_layers(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
     body = [[r["network"], r["layer"], fmt_cell(r.get("gflop"), ".3g"), fmt_cell(r.get("torch_ms"), ".4g"),
              fmt_cell(r.get("auto_ms"), ".4g"), r.get("auto_variant") or "-", fmt_cell(r.get("auto_x_torch"), ".2f"),
+             fmt_cell(r.get("auto_x_cudnn_precise"), ".2f"),
              fmt_cell(r.get("auto_fast_x_torch"), ".2f"), r.get("best_kernel") or "-",
              fmt_cell(r.get("best_x_torch"), ".2f"), fmt_cell(r.get("floor_ms"), ".3g"),
              fmt_cell(r.get("auto_x_floor"), ".2f"), fmt_cell(r.get("torch_err"), ".1e"),
              fmt_cell(r.get("auto_err"), ".1e"), fmt_cell(r.get("auto_fast_err"), ".1e")] for r in rows]
     head = ("conv2d on real networks' layers, kernel ms (L2 flushed); x torch: PyTorch's cuDNN (benchmark, TF32 off) "
-            "over ours; floor: max(FP32 FLOPs, bytes); errors against float64\n")
+            "over ours; x precise: cuDNN's precise algorithms over auto (precise); floor: max(FP32 FLOPs, bytes); "
+            "errors against float64\n")
     return head + format_table(["network", "layer", "GFLOP", "torch ms", "auto ms", "auto runs", "auto x torch",
-                                "fast x torch", "best kernel", "best x torch", "floor ms", "auto/floor",
+                                "auto x precise", "fast x torch", "best kernel", "best x torch", "floor ms", "auto/floor",
                                 "torch err", "auto err", "fast err"], body) + errors_note(
         [{**r, "variant": f"{r['network']} {r['layer']}"} for r in rows])
 
@@ -250,6 +254,7 @@ def _shown() -> tuple[str, ...]:
 
 STUDY = Study("conv_layers", "conv2d", "conv2d on real networks' layers",
               "every unique conv layer of ResNet-50 (b32, b1), VGG-16 (b16), MobileNetV2 (b32) and the reports' eight: "
-              "PyTorch's cuDNN, cudnn any, auto precise and fast, gpuopt's kernels, errors against float64, floors",
+              "PyTorch's cuDNN, cudnn precise and any, auto precise and fast, gpuopt's kernels, errors against "
+              "float64, floors",
               _shown, LAYER_COLUMNS, run_conv_layers, table_conv_layers,
               figures=plot_conv_layers, outputs=(Output("conv_layers.png"),), opt_in=True, gpu_only=True)
