@@ -421,6 +421,10 @@ PYBIND11_MODULE(_core, m) {
     m.def("softmax", &softmax_py, py::arg("x").noconvert(), nogil_doc);
     m.def("build_info", &build_info_py, "What this build was compiled with.");
     m.def("kernel_limits", &kernel_limits_py, "The GPU kernels' limits (constant bank, index ranges, switches).");
+    m.def("conv2d_implicit_gemm_tf32x3_shared_bytes", &conv::conv2d_implicit_gemm_tf32x3_shared_bytes, py::arg("C"),
+          py::arg("Hp"), py::arg("Wp"), py::arg("taps"), py::arg("K"),
+          "Shared memory (bytes) conv2d implicit_gemm_tf32x3 takes for a layer: C channels of Hp x Wp padded "
+          "planes, taps = C*R*S, K output maps (its check holds it to the GPU's opt-in limit).");
     m.def("kernel_choices", &kernel_choices_py,
           "The parameter tables of the kernels' *_choices.hpp headers: {'op/variant/param': {'allowed', 'default'}}.");
 }

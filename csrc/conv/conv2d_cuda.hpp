@@ -174,6 +174,16 @@ void conv2d_implicit_gemm_fast(const float* x, const float* w, const float* bias
 // "implicit_gemm_tf32x3" (conv2d_tf32x3.cu): the implicit GEMM on the TF32 tensor cores at FP32 accuracy (3xTF32,
 // mma.sync), one whole staged image per block at a time, for K <= 32 output maps. The check validates and returns
 // the shared memory a block needs (the whole padded image, split, must fit the GPU's opt-in limit).
+// Its map tiles (8 maps each: 1, 2 or 4) and shared memory for a layer: x hi and lo planes [C][Hp][Wp] (Hp, Wp
+// padded; to a multiple of 4 floats), the filters' hi and lo [taps to a multiple of 8][8 x map tiles] and the tap
+// offsets [taps to 8]. Host arithmetic: the check holds it to the GPU's opt-in limit, and conv2d auto's heuristic
+// reads it from _core (no GPU needed).
+inline int conv2d_implicit_gemm_tf32x3_map_tiles(std::int64_t K) { return K <= 8 ? 1 : K <= 16 ? 2 : 4; }
+inline std::int64_t conv2d_implicit_gemm_tf32x3_shared_bytes(std::int64_t C, std::int64_t Hp, std::int64_t Wp,
+                                                              std::int64_t taps, std::int64_t K) {
+    const std::int64_t taps8 = (taps + 7) / 8 * 8;
+    return 4 * (2 * ((C * Hp * Wp + 3) / 4 * 4) + 2 * taps8 * 8 * conv2d_implicit_gemm_tf32x3_map_tiles(K) + taps8);
+}
 std::int64_t conv2d_implicit_gemm_tf32x3_check(const Conv2dShape& s);
 void conv2d_implicit_gemm_tf32x3(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
                                  Activation act);

@@ -49,13 +49,6 @@ __device__ __forceinline__ void store_split(float v, std::uint32_t* hi, std::uin
     hi[i] = p.hi, lo[i] = p.lo;
 }
 
-std::int64_t round4(std::int64_t v) { return (v + 3) / 4 * 4; }
-
-// Shared memory: x hi and lo planes [C][Hp][Wp], B hi and lo [crs_pad][8 NT], tap offsets [crs_pad].
-std::int64_t smem_bytes(std::int64_t C, std::int64_t Hp, std::int64_t Wp, std::int64_t crs_pad, int nt) {
-    return 4 * (2 * round4(C * Hp * Wp) + 2 * crs_pad * 8 * nt + crs_pad);
-}
-
 template <int NT>
 __global__ void __launch_bounds__(kThreads) conv_tf32x3_kernel(Tf32Conv g) {
     extern __shared__ __align__(16) std::uint32_t smem[];
@@ -177,8 +170,6 @@ __global__ void __launch_bounds__(kThreads) conv_tf32x3_kernel(Tf32Conv g) {
     }
 }
 
-int n_tiles(std::int64_t K) { return K <= 8 ? 1 : K <= 16 ? 2 : 4; }
-
 const void* kernel_of(int nt) {
     return nt == 1 ? reinterpret_cast<const void*>(conv_tf32x3_kernel<1>)
                    : nt == 2 ? reinterpret_cast<const void*>(conv_tf32x3_kernel<2>)
@@ -194,7 +185,7 @@ std::int64_t conv2d_implicit_gemm_tf32x3_check(const Conv2dShape& s) {
     const std::int64_t Hp = s.H + 2 * s.pad_h, Wp = s.W + 2 * s.pad_w, crs = s.C * s.R * s.S;
     GPUOPT_REQUIRE(s.N < (1LL << 40) && s.P() * s.Q() < (1LL << 30) && crs < (1LL << 20),
                    "conv2d implicit_gemm_tf32x3: an image or filter too large for the kernel's 32-bit indices");
-    const std::int64_t bytes = smem_bytes(s.C, Hp, Wp, (crs + 7) / 8 * 8, n_tiles(s.K));
+    const std::int64_t bytes = conv2d_implicit_gemm_tf32x3_shared_bytes(s.C, Hp, Wp, crs, s.K);
     const int limit = max_shared_memory_per_block_optin();
     GPUOPT_REQUIRE(bytes <= limit,
                    "conv2d implicit_gemm_tf32x3: stages one whole (padded) image, split into TF32 hi and lo, in "
@@ -214,7 +205,7 @@ void conv2d_implicit_gemm_tf32x3(const float* x, const float* w, const float* bi
                static_cast<int>(s.pad_h), static_cast<int>(s.pad_w), static_cast<int>(s.H + 2 * s.pad_h),
                static_cast<int>(s.W + 2 * s.pad_w), static_cast<int>(s.C * s.R * s.S),
                static_cast<int>((s.C * s.R * s.S + 7) / 8 * 8), act};
-    const int nt = n_tiles(s.K);
+    const int nt = conv2d_implicit_gemm_tf32x3_map_tiles(s.K);
     const void* kernel = kernel_of(nt);
     require_shared_memory(kernel, static_cast<std::size_t>(bytes), "conv2d implicit_gemm_tf32x3");
     int per_sm = 0;

@@ -74,7 +74,7 @@ import statistics
 import threading
 from typing import Any
 
-from .. import _plan
+from .. import _core, _plan
 from .._exec import ExecContext
 from .._ext import cuda_module, device_info
 from ..registry import Param, register, resolve, variants
@@ -105,7 +105,7 @@ def _heuristic(x_shape, w_shape, stride, padding, algorithms="precise") -> tuple
     macs, plane = n * p * q * k * c * r * s, c * (h + 2 * ph) * (w + 2 * pw)
     one_by_one = r == 1 and s == 1 and tuple(padding) == (0, 0)
     if (8 < k <= 32 and c * r * s >= 128 and n * p * q >= 65536 and tuple(stride) == (1, 1) and plane <= 16384
-            and _tf32x3_stages(plane, c * r * s, k)):
+            and _tf32x3_stages(c, h + 2 * ph, w + 2 * pw, c * r * s, k)):
         return "implicit_gemm_tf32x3", {}
     if one_by_one and c >= 128 and k >= 256 and macs >= POINTWISE_MACS and _device()[0]:
         return "pointwise_tf32x3", {}
@@ -146,13 +146,11 @@ def _fast_tile(k: int, pixels: int) -> str:
     return "32x128x8" if k <= 32 else "64x128x8"
 
 
-def _tf32x3_stages(plane: int, taps: int, k: int) -> bool:
-    """Whether implicit_gemm_tf32x3's shared memory holds the layer: the padded image's hi and lo planes, the
-    filters' hi and lo [taps to a multiple of 8][8 x (1, 2 or 4) tiles] and the tap offsets (smem_bytes in
-    csrc/conv/conv2d_tf32x3.cu), against the GPU's opt-in limit (227 KB on Hopper when no GPU answers)."""
-    taps8, tiles = (taps + 7) // 8 * 8, 1 if k <= 8 else 2 if k <= 16 else 4
-    need = 4 * (2 * ((plane + 3) // 4 * 4) + 2 * taps8 * 8 * tiles + taps8)
-    return need <= _device()[1]
+def _tf32x3_stages(c: int, hp: int, wp: int, taps: int, k: int) -> bool:
+    """Whether implicit_gemm_tf32x3's shared memory holds the layer (its own formula, from _core: the padded image's
+    hi and lo planes, the filters' and the tap offsets) against the GPU's opt-in limit (227 KB on Hopper when no GPU
+    answers)."""
+    return _core.conv2d_implicit_gemm_tf32x3_shared_bytes(c, hp, wp, taps, k) <= _device()[1]
 
 
 @functools.lru_cache(maxsize=None)
