@@ -21,7 +21,8 @@
 //                 by cp.async during the sort, the next chunk's memberships loaded during the walks. D >= 64 in
 //                 16-byte rows: no staging, a thread per (cluster, 4 coordinates) of all D reads its members' rows.
 // Then finish_loop (kmeans_device.cu), unchanged: the same bits as device_gemm and cpu(summation="chunked").
-// D > 128, and D > 64 with FFMA products: the deep path (kmeans_tiled_deep.cu), the K loop over D (takes_deep).
+// D > 128, and D > 64 with FFMA products: the deep path (kmeans_tiled_deep.cu), the K loop over D (takes_deep), its
+// products FP32 FMAs or, with products "tf32x3", 3xTF32 mma.sync (kmeans_tiled_deep_tc.cuh).
 #include <cub/block/block_radix_sort.cuh>
 
 #include <algorithm>
@@ -645,7 +646,7 @@ static bool takes_deep(std::int64_t d, Products resolved) {
 Products resolve(Products p, std::int64_t d, std::int64_t k) {
     (void)k;
     if (p != Products::Auto) return p;
-    if (d > kMaxTiledDim) return Products::Ffma;  // the deep path
+    if (d > kMaxTiledDim) return Products::Ffma;  // the deep path (its tensor-core tile: not yet measured)
     return d > 4 && d <= 16 ? Products::Tf32x3 : Products::Ffma;
 }
 
@@ -661,10 +662,7 @@ void check(std::int64_t n, std::int64_t d, std::int64_t k, Products p) {
             require_shared_memory(kernel, shared, (what + ": assign_tiled").c_str());
         });
     } else {
-        GPUOPT_REQUIRE(p != Products::Tf32x3, what + ": products='tf32x3' runs for D <= " + std::to_string(kMaxTiledDim) +
-                                                  " (got D = " + std::to_string(d) + "; past it the products are FP32 FMAs: "
-                                                  "use 'ffma' or 'auto')");
-        deep::check(d, k);
+        deep::check(d, k, resolve(p, d, k) == Products::Tf32x3);
     }
     require_shared_memory(sum_members, sum_shared_bytes(static_cast<int>(k)), (what + ": sum_members").c_str());
 }
@@ -679,8 +677,9 @@ Launch plan(std::int64_t n, std::int64_t d, std::int64_t k, int blocks, Products
         });
     else {
         l.deep = true;
-        l.deep_grid = deep::plan(n, k, blocks);
-        l.workspace_bytes = deep::workspace_bytes(n, d, k);
+        const bool tc = l.products == Products::Tf32x3;
+        l.deep_grid = deep::plan(n, k, blocks, tc);
+        l.workspace_bytes = deep::workspace_bytes(n, d, k, tc);
     }
     l.sum_blocks = static_cast<unsigned>(std::min<std::int64_t>(chunks, resident_blocks(
         sum_members, sum_shared_bytes(static_cast<int>(k)), blocks)));
@@ -693,7 +692,8 @@ void launch(const Launch& l, const float* x, std::int64_t n, std::int64_t d, std
     auto* state = static_cast<LoopState*>(state_ptr);
     const int di = static_cast<int>(d), ki = static_cast<int>(k);
     if (l.deep) {
-        deep::launch(l.deep_grid, x, n, d, k, centres, membership, state_ptr, workspace);
+        deep::launch(l.deep_grid, x, n, d, k, centres, membership, state_ptr, workspace,
+                     l.products == Products::Tf32x3);
     } else {
         with_assign_tiled(d, k, l.products, [&](auto kernel, std::size_t shared) {
             kernel<<<l.assign_blocks, kTileThreads, shared, current_stream()>>>(x, n, di, ki, centres, membership, state);

@@ -18,18 +18,18 @@ constexpr int kMaxClusters = 8192;  // the norms (assign_tiled) and member count
 // The screen's products (Products, kTiledProducts: kmeans_choices.hpp); Auto picks by shape.
 Products resolve(Products p, std::int64_t d, std::int64_t k);
 
-// D > kMaxTiledDim, and D > 64 with FFMA products: prep, assign and resolve (kmeans_tiled_deep.cu); a workspace of
-// deep::workspace_bytes the caller allocates once a run.
+// D > kMaxTiledDim, and D > 64 with FFMA products: shift, prep, assign and resolve (kmeans_tiled_deep.cu; tc: the
+// 3xTF32 tile, products "tf32x3"); a workspace of deep::workspace_bytes the caller allocates once a run.
 namespace deep {
 struct Grid {
     unsigned assign_blocks = 0;   // persistent: as many as are resident, at most the tiles
     unsigned resolve_blocks = 0;  // the resolve pass over the queue (the assign kernel gathering its points)
 };
-std::size_t workspace_bytes(std::int64_t n, std::int64_t d, std::int64_t k);
-void check(std::int64_t d, std::int64_t k);
-Grid plan(std::int64_t n, std::int64_t k, int blocks);
+std::size_t workspace_bytes(std::int64_t n, std::int64_t d, std::int64_t k, bool tc);
+void check(std::int64_t d, std::int64_t k, bool tc);
+Grid plan(std::int64_t n, std::int64_t k, int blocks, bool tc);
 void launch(const Grid& g, const float* x, std::int64_t n, std::int64_t d, std::int64_t k, const float* centres,
-            std::int32_t* membership, void* state, void* workspace);
+            std::int32_t* membership, void* state, void* workspace, bool tc);
 }  // namespace deep
 
 struct Launch {

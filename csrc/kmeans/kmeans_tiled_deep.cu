@@ -42,110 +42,11 @@
 #include "kmeans_device.cuh"
 #include "kmeans_tiled.hpp"
 
+#include "kmeans_tiled_deep_parts.cuh"
+#include "kmeans_tiled_deep_tc.cuh"
+
 namespace gpuopt::kmeans::tiled::deep {
 namespace {
-
-constexpr int kDeepThreads = 256;
-constexpr int kSlab = 32;                      // coordinates a K step
-constexpr int kStages = 2;
-constexpr int kWarps = kDeepThreads / 32;
-
-// A block tile: RowThreads threads along a point row (centres) x kDeepThreads / RowThreads rows, each thread an 8 x 8
-// register tile (points ty*4.., kPoints/2 + ty*4..; centres tx*4.., kCentres/2 + tx*4..). 16: 128 points x 128
-// centres; 8 (k <= 64): 256 points x 64 centres, so k = 8 pads to 64 centres, not 128 (the product is 16x the
-// FLOPs it needs at 128: 7.35 ms of a 14.3 ms loop at 1M x 1024, k = 8 on the H200). Both two blocks an SM.
-template <int RowThreads>
-struct DeepTile {
-    static constexpr int kRowThreads = RowThreads;
-    static constexpr int kCentres = RowThreads * 8;                    // a centre tile
-    static constexpr int kPoints = kDeepThreads / RowThreads * 8;      // a block tile's points
-    static constexpr int kXStride = kPoints + 4;  // x^T rows: float4 loads along points aligned, copies over 32 banks
-    static constexpr int kCopyRows = kWarps * 32 / (kCentres / 4);     // slab rows of -2c' copied a pass
-    static constexpr std::size_t kShared =
-        (static_cast<std::size_t>(kStages) * kSlab * (kXStride + kCentres) + 3 * 8 * kDeepThreads) * sizeof(float);
-    static_assert(kPoints <= kDeepThreads && kSlab % kCopyRows == 0 && RowThreads >= 8, "a thread a point; the copy "
-                  "passes; lane tx < 8 takes a point after the row's merge");
-};
-using WideTile = DeepTile<16>;
-using NarrowTile = DeepTile<8>;
-constexpr std::int64_t kNarrowMaxK = NarrowTile::kCentres;
-
-// The loop's scratch header: the queue's length and max ||c|| (float bits), zeroed before prep.
-struct Header {
-    unsigned queued;
-    int cmax_bits;
-};
-
-// Centres padded to the tile's width: one narrow tile, or wide tiles.
-__host__ __device__ inline std::int64_t padded_centres(std::int64_t k) {
-    return k <= kNarrowMaxK ? kNarrowMaxK : (k + WideTile::kCentres - 1) / WideTile::kCentres * WideTile::kCentres;
-}
-__host__ __device__ inline std::int64_t padded_dim(std::int64_t d) { return (d + kSlab - 1) / kSlab * kSlab; }
-inline std::size_t aligned(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
-
-// The workspace: [Header][ct: DP x kc floats][cn: kc floats][shift: DP floats][queue_i: n int64]
-// [queue_b: n (best g, bound) pairs].
-struct Parts {
-    std::size_t ct, cn, shift, queue_i, queue_b, total;
-};
-Parts parts(std::int64_t n, std::int64_t d, std::int64_t k) {
-    const std::size_t kc = static_cast<std::size_t>(padded_centres(k)), dp = static_cast<std::size_t>(padded_dim(d));
-    Parts p{};
-    p.ct = aligned(sizeof(Header));
-    p.cn = p.ct + aligned(dp * kc * sizeof(float));
-    p.shift = p.cn + aligned(kc * sizeof(float));
-    p.queue_i = p.shift + aligned(dp * sizeof(float));
-    p.queue_b = p.queue_i + aligned(static_cast<std::size_t>(n) * sizeof(std::int64_t));
-    p.total = p.queue_b + aligned(static_cast<std::size_t>(n) * sizeof(float2));
-    return p;
-}
-
-
-// m_j = the mean of the centres' coordinate j (0 for the pad coordinates): k adds in index order, one thread a
-// coordinate. Any m keeps the memberships Liao's; this one is near the data.
-__global__ void __launch_bounds__(kDeepThreads) centre_mean(const float* __restrict__ centres, int k, int d, int dp,
-                                                            float* __restrict__ shift,
-                                                            const LoopState* __restrict__ state) {
-    if (state->done) return;
-    for (int j = blockIdx.x * kDeepThreads + threadIdx.x; j < dp; j += gridDim.x * kDeepThreads) {
-        float sum = 0.f;
-        if (j < d)
-            for (int c = 0; c < k; ++c) sum = __fadd_rn(sum, centres[static_cast<std::int64_t>(c) * d + j]);
-        shift[j] = j < d ? __fdiv_rn(sum, static_cast<float>(k)) : 0.f;
-    }
-}
-
-__global__ void __launch_bounds__(kDeepThreads) prep(const float* __restrict__ centres, int k, int d, int kc, int dp,
-                                                     const float* __restrict__ shift, float* __restrict__ ct,
-                                                     float* __restrict__ cn, Header* __restrict__ hdr,
-                                                     const LoopState* __restrict__ state) {
-    if (state->done) return;
-    const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * kDeepThreads;
-    const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * kDeepThreads + threadIdx.x;
-    for (std::int64_t t = first; t < static_cast<std::int64_t>(dp) * kc; t += stride) {
-        const int j = static_cast<int>(t / kc), c = static_cast<int>(t % kc);
-        ct[t] = j < d && c < k ? -2.f * __fsub_rn(centres[static_cast<std::int64_t>(c) * d + j], shift[j]) : 0.f;
-    }
-    for (std::int64_t c = first; c < kc; c += stride) {
-        float s = __int_as_float(0x7f800000);
-        if (c < k) {
-            const float* cp = centres + c * d;
-            s = 0.f;
-            for (int j = 0; j < d; ++j) {
-                const float v = __fsub_rn(cp[j], shift[j]);
-                s = __fmaf_rn(v, v, s);
-            }
-            atomicMax(&hdr->cmax_bits, __float_as_int(__fsqrt_ru(s)));  // s >= 0 (or NaN: past every finite)
-        }
-        cn[c] = s;
-    }
-}
-
-// (Liao's distance bits, centre index): non-negative floats order as their bits, so the smallest packed value is
-// the smallest distance, ties to the lower index.
-__device__ __forceinline__ unsigned long long pack_candidate(float dist, int c) {
-    return static_cast<unsigned long long>(__float_as_uint(dist)) << 32 | static_cast<unsigned>(c);
-}
 
 // Gather false: the assign pass over all n points. Gather true: the resolve pass over the queue (module comment).
 template <class T, bool Gather>
@@ -170,44 +71,24 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
     float* const best_s = cs + kStages * kSlab * kCentres;
     float* const second_s = best_s + 8 * kDeepThreads;
     int* const index_s = reinterpret_cast<int*>(second_s + 8 * kDeepThreads);
-    // Gather: the tile's queue entries (the point's row, its best g and bound) and each point's smallest packed
-    // candidate, in the space the running triples take in the assign pass.
-    auto* const rows_s = reinterpret_cast<std::int64_t*>(best_s);                 // [kPoints]
-    auto* const cand_s = reinterpret_cast<unsigned long long*>(rows_s + kPoints); // [kPoints]
-    auto* const qb_s = reinterpret_cast<float2*>(cand_s + kPoints);               // [kPoints]
+    const GatherTile gt = GatherTile::at<kPoints>(best_s);  // (Gather)
     __shared__ float bound_s[kPoints];  // ||x'_p||^2 over the first centre tile's steps, then the point's gap bound
     __shared__ int changed_s;            // (counters in shared memory: registers are held to 128)
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int tx = tid % kRowThreads, ty = tid / kRowThreads;
     if (tid == 0) changed_s = 0;  // seen after the first step's barrier
-    // x copies: the thread's coordinate in a slab and its first point (then every 8th): a warp's 32 copies are 4
-    // points x 8 coordinates, 32-byte pieces of 4 rows, stored to banks 4j + p (all distinct).
-    const int copy_j = warp % 4 * 8 + lane % 8, copy_p = warp / 4 * 4 + lane / 8;
-    static_assert(kWarps == 8 && kSlab == 32, "the copy map above");
+    const XCopy xc(tid);
     const int slabs = dp / kSlab, steps = slabs * (kc / kCentres);
     const std::int64_t count = Gather ? static_cast<std::int64_t>(hdr->queued) : n;  // (the queue: after assign)
     const std::int64_t tiles = (count + kPoints - 1) / kPoints;
     for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         const std::int64_t p0 = tile * kPoints;
         const int len = static_cast<int>(count - p0 < kPoints ? count - p0 : kPoints);
-        if constexpr (Gather) {
-            __syncthreads();  // the last tile's write-back read rows_s and cand_s
-            if (tid < len) rows_s[tid] = queue_i[p0 + tid], qb_s[tid] = queue_b[p0 + tid], cand_s[tid] = ~0ull;
-            __syncthreads();
-        }
+        if constexpr (Gather) gt.begin(queue_i, queue_b, p0, len);
         // Step s: centre tile s / slabs, coordinates (s % slabs) * kSlab .. + kSlab, into stage `stage`.
         auto issue = [&](int s, int stage) {
             const int j0 = s % slabs * kSlab, c0 = s / slabs * kCentres;
-            float* xd = xs + stage * kSlab * kXStride + copy_j * kXStride + copy_p;
-            const bool j_in = j0 + copy_j < d;
-            const float* src = x + (Gather ? 0 : (p0 + copy_p) * d) + j0 + copy_j;
-#pragma unroll 4
-            for (int r = 0; r < kPoints / 8; ++r) {  // (4, not all 32 of the narrow tile: their addresses spilled)
-                const bool in = j_in && copy_p + 8 * r < len;
-                const float* from = Gather ? src + (in ? rows_s[copy_p + 8 * r] : 0) * d
-                                           : src + static_cast<std::int64_t>(8 * r) * d;
-                dev::cp_async_4(xd + 8 * r, in ? from : x, in ? 4 : 0);
-            }
+            xc.issue<kPoints, kXStride, Gather>(xs + stage * kSlab * kXStride, x, d, p0, len, j0, gt.rows);
             // -2c': a pass copies T::kCopyRows slab rows of kCentres floats, a lane 16 bytes.
             constexpr int kLanesARow = kCentres / 4;
             const int crow = warp * (32 / kLanesARow) + lane / kLanesARow, ccol = lane % kLanesARow * 4;
@@ -234,12 +115,7 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
             } else {
                 dev::cp_async_wait<0>();
             }
-            {  // x' = fl(x - m) in place: the thread's own copies of this step are complete and visible to it
-                const float mj = shift[sj * kSlab + copy_j];  // (0 past d: the pad coordinates stay 0)
-                float* xd = xs + stage * kSlab * kXStride + copy_j * kXStride + copy_p;
-#pragma unroll
-                for (int r = 0; r < kPoints / 8; ++r) xd[8 * r] = __fsub_rn(xd[8 * r], mj);
-            }
+            xc.shift<kPoints, kXStride>(xs + stage * kSlab * kXStride, shift[sj * kSlab + xc.j]);
             __syncthreads();
             if (sj == 0) {
 #pragma unroll
@@ -278,7 +154,7 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
 #pragma unroll
                     for (int a = 0; a < 8; ++a) {
                         const int p = a < 4 ? ty * 4 + a : kHalfP + ty * 4 + a - 4;
-                        const float2 q = p < len ? qb_s[p] : make_float2(0.f, 0.f);
+                        const float2 q = p < len ? gt.qb[p] : make_float2(0.f, 0.f);
 #pragma unroll
                         for (int b = 0; b < 8; ++b) {
                             const int c = ci * kCentres + (b < 4 ? tx * 4 + b : kHalfC + tx * 4 + b - 4);
@@ -290,10 +166,7 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
                         mask &= mask - 1;
                         const int a = bit / 8, b = bit % 8;
                         const int p = a < 4 ? ty * 4 + a : kHalfP + ty * 4 + a - 4;
-                        const int c = ci * kCentres + (b < 4 ? tx * 4 + b : kHalfC + tx * 4 + b - 4);
-                        const float unused[1] = {0.f};  // (liao_distance<0> reads the point through its pointer)
-                        const float dist = liao_distance<0>(unused, x + rows_s[p] * d, centres + static_cast<std::int64_t>(c) * d, d);
-                        atomicMin(&cand_s[p], pack_candidate(dist, c));
+                        gt.offer(x, d, centres, p, ci * kCentres + (b < 4 ? tx * 4 + b : kHalfC + tx * 4 + b - 4));
                     }
                 } else {
                     // Running (best, second, index): the thread's centres in increasing index, strict < keeps the
@@ -317,12 +190,7 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
             __syncthreads();  // this stage is read before the next step's copies overwrite it
         }
         if constexpr (Gather) {  // (after the last step's barrier: every candidate is in)
-            if (tid < len) {
-                const std::int64_t i = rows_s[tid];
-                const int m = static_cast<int>(cand_s[tid] & 0xffffffffu);
-                if (membership[i] != m) atomicAdd(&changed_s, 1);
-                membership[i] = m;
-            }
+            gt.write_back(membership, len, &changed_s);
             continue;
         }
         if (tid < kPoints)
@@ -366,11 +234,18 @@ void with_tile(std::int64_t k, F&& f) {
 
 }  // namespace
 
-std::size_t workspace_bytes(std::int64_t n, std::int64_t d, std::int64_t k) { return parts(n, d, k).total; }
+std::size_t workspace_bytes(std::int64_t n, std::int64_t d, std::int64_t k, bool tc) {
+    return parts(n, d, k, tc).total;
+}
 
-void check(std::int64_t d, std::int64_t k) {
-    GPUOPT_REQUIRE(padded_dim(d) * padded_centres(k) <= INT_MAX,
+void check(std::int64_t d, std::int64_t k, bool tc) {
+    GPUOPT_REQUIRE(padded_dim(d) * padded_centres(k, tc) <= INT_MAX,
                    "kmeans device_tiled: k*D past 2^31 padded centre coordinates");
+    if (tc) {
+        require_shared_memory(assign_tc<false>, kTcShared, "kmeans device_tiled: assign (D > 128, tf32x3)");
+        require_shared_memory(assign_tc<true>, kTcShared, "kmeans device_tiled: resolve (D > 128, tf32x3)");
+        return;
+    }
     with_tile(k, [&](auto t) {
         using T = decltype(t);
         require_shared_memory(assign<T, false>, T::kShared, "kmeans device_tiled: assign (D > 128)");
@@ -378,23 +253,27 @@ void check(std::int64_t d, std::int64_t k) {
     });
 }
 
-Grid plan(std::int64_t n, std::int64_t k, int blocks) {
+Grid plan(std::int64_t n, std::int64_t k, int blocks, bool tc) {
     Grid g;
-    with_tile(k, [&](auto t) {
-        using T = decltype(t);
-        const std::int64_t tiles = (n + T::kPoints - 1) / T::kPoints;
+    auto fill = [&](auto kernel, std::size_t shared, int points) {
+        const std::int64_t tiles = (n + points - 1) / points;
         const std::int64_t resident = static_cast<std::int64_t>(multiprocessor_count()) *
-                                      std::max(resident_blocks_per_sm(assign<T, false>, kDeepThreads, T::kShared), 1);
+                                      std::max(resident_blocks_per_sm(kernel, kDeepThreads, shared), 1);
         g.assign_blocks = static_cast<unsigned>(std::min<std::int64_t>(tiles, blocks > 0 ? blocks : resident));
         g.resolve_blocks = static_cast<unsigned>(blocks > 0 ? blocks : resident);  // (the queue's length: on the device)
+    };
+    if (tc) fill(assign_tc<false>, kTcShared, WideTile::kPoints);
+    else with_tile(k, [&](auto t) {
+        using T = decltype(t);
+        fill(assign<T, false>, T::kShared, T::kPoints);
     });
     return g;
 }
 
 void launch(const Grid& g, const float* x, std::int64_t n, std::int64_t d, std::int64_t k, const float* centres,
-            std::int32_t* membership, void* state_ptr, void* workspace) {
+            std::int32_t* membership, void* state_ptr, void* workspace, bool tc) {
     auto* state = static_cast<LoopState*>(state_ptr);
-    const Parts p = parts(n, d, k);
+    const Parts p = parts(n, d, k, tc);
     auto* base = static_cast<unsigned char*>(workspace);
     auto* hdr = reinterpret_cast<Header*>(base);
     auto* ct = reinterpret_cast<float*>(base + p.ct);
@@ -403,24 +282,37 @@ void launch(const Grid& g, const float* x, std::int64_t n, std::int64_t d, std::
     auto* queue_i = reinterpret_cast<std::int64_t*>(base + p.queue_i);
     auto* queue_b = reinterpret_cast<float2*>(base + p.queue_b);
     const int di = static_cast<int>(d), ki = static_cast<int>(k);
-    const int kc = static_cast<int>(padded_centres(k)), dp = static_cast<int>(padded_dim(d));
+    const int kc = static_cast<int>(padded_centres(k, tc)), dp = static_cast<int>(padded_dim(d));
     const cudaStream_t stream = current_stream();
     GPUOPT_CUDA_CHECK(cudaMemsetAsync(hdr, 0, sizeof(Header), stream));
     centre_mean<<<(dp + kDeepThreads - 1) / kDeepThreads, kDeepThreads, 0, stream>>>(centres, ki, di, dp, shift, state);
     GPUOPT_CHECK_LAUNCH("kmeans device_tiled centre_mean (D > 128)");
     const unsigned prep_blocks = static_cast<unsigned>(std::min<std::int64_t>(
         (static_cast<std::int64_t>(dp) * kc + kDeepThreads - 1) / kDeepThreads, 4 * multiprocessor_count()));
-    prep<<<prep_blocks, kDeepThreads, 0, stream>>>(centres, ki, di, kc, dp, shift, ct, cn, hdr, state);
+    if (tc) prep<true><<<prep_blocks, kDeepThreads, 0, stream>>>(centres, ki, di, kc, dp, shift, ct, cn, hdr, state);
+    else prep<false><<<prep_blocks, kDeepThreads, 0, stream>>>(centres, ki, di, kc, dp, shift, ct, cn, hdr, state);
     GPUOPT_CHECK_LAUNCH("kmeans device_tiled prep (D > 128)");
+    if (tc) {
+        const auto* ct4 = reinterpret_cast<const float4*>(ct);
+        assign_tc<false><<<g.assign_blocks, kDeepThreads, kTcShared, stream>>>(x, n, di, ki, kc, dp, ct4, cn, shift,
+                                                                                centres, hdr, queue_i, queue_b,
+                                                                                membership, state);
+        GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign (D > 128, tf32x3)");
+        assign_tc<true><<<g.resolve_blocks, kDeepThreads, kTcShared, stream>>>(x, n, di, ki, kc, dp, ct4, cn, shift,
+                                                                               centres, hdr, queue_i, queue_b,
+                                                                               membership, state);
+        GPUOPT_CHECK_LAUNCH("kmeans device_tiled resolve (D > 128, tf32x3)");
+        return;
+    }
     with_tile(k, [&](auto t) {
         using T = decltype(t);
         assign<T, false><<<g.assign_blocks, kDeepThreads, T::kShared, stream>>>(x, n, di, ki, kc, dp, ct, cn, shift,
-                                                                                  centres, hdr, queue_i, queue_b,
-                                                                                  membership, state);
-        GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign (D > 128)");
-        assign<T, true><<<g.resolve_blocks, kDeepThreads, T::kShared, stream>>>(x, n, di, ki, kc, dp, ct, cn, shift,
                                                                                  centres, hdr, queue_i, queue_b,
                                                                                  membership, state);
+        GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign (D > 128)");
+        assign<T, true><<<g.resolve_blocks, kDeepThreads, T::kShared, stream>>>(x, n, di, ki, kc, dp, ct, cn, shift,
+                                                                                centres, hdr, queue_i, queue_b,
+                                                                                membership, state);
     });
     GPUOPT_CHECK_LAUNCH("kmeans device_tiled resolve (D > 128)");
 }

@@ -25,8 +25,8 @@ register("kmeans", "device_tiled", description="device_gemm with its two halves 
          "shared memory in blocks; D > 64 with FFMA products, any D past 128: a tiled SGEMM on points and centres "
          "shifted by the centres' mean whose K loop runs over D, 128 points x 128 centres a block (256 x 64 for "
          "k <= 64), its near ties resolved by the same tiles over the queued points), k <= 8192; the screen's "
-         "products in FP32 FMAs or, for D <= 128, on the tensor cores in 3xTF32 (a warp 32 points x 32 centres of "
-         "m16n8k8 mma.sync, with its own rounding bound for the near-tie test); the same bits as device_gemm and "
+         "products in FP32 FMAs or on the tensor cores in 3xTF32 (m16n8k8 mma.sync, with its own rounding bound for "
+         "the near-tie test; past D = 128 only when asked for); the same bits as device_gemm and "
          "cpu(summation='chunked')",
          params=(loops_per_sync("device_tiled"), blocks("device_tiled"),
                  Param.from_kernels("kmeans/device_tiled/products",

@@ -5,7 +5,8 @@ the resolve pass (the same tiles over the queue, Liao's distance for each candid
 ``cpu(summation="chunked")``: D just past a step and far past it, k around the 128-centre tile, ragged N, exact
 ties (integer grids, duplicates), near-tie-heavy data (most points through the queue), data far from the origin
 (where the shift matters), an empty cluster, rows off 16-byte alignment, device arrays, and the same bits for any
-grid. The sums of 16-byte rows with D >= 64 read x directly (no staging): D = 64, 68, 256, 1000 here. Every device allocation is poisoned (NaN) first
+grid. The sums of 16-byte rows with D >= 64 read x directly (no staging): D = 64, 68, 256, 1000 here. The 3xTF32
+tile (products="tf32x3") on the same kinds of data. Every device allocation is poisoned (NaN) first
 (conftest)."""
 
 import numpy as np
@@ -99,10 +100,34 @@ def test_rows_off_alignment_and_device_arrays(rng):
     assert res.iterations == ref.iterations
 
 
-def test_auto_takes_it_and_tf32x3_is_refused(rng):
+def test_auto_takes_it(rng):
     x = rng.uniform(-1, 1, (3_000, 200)).astype(np.float32)
     ref = gpuopt.kmeans(x, 20, threshold=0.0, max_iter=2, variant="cpu", summation="chunked")
     res = gpuopt.kmeans(x, 20, threshold=0.0, max_iter=2)
     np.testing.assert_array_equal(res.membership, ref.membership)
-    with pytest.raises(ValueError, match=r"products='tf32x3' runs for D <= 128 \(got D = 200"):
-        gpuopt.kmeans(x, 20, variant="device_tiled", products="tf32x3")
+
+
+# The 3xTF32 tile (products="tf32x3", kmeans_tiled_deep_tc.cuh): its own bound, the same bits.
+@pytest.mark.parametrize("n,d,k,offset", [
+    (3_001, 129, 7, 0.0),      # one coordinate past the tile path; k under one 128-centre tile
+    (2_000, 200, 130, 0.0),    # a second centre tile of pad centres
+    (1_100, 1_000, 40, 0.0),
+    (600, 2_049, 3, 0.0),      # 65 steps of 32 coordinates
+    (5_200, 129, 1_000, 0.0),
+    (3_000, 512, 130, 0.0),    # the map's data: most gaps near the bound
+    (2_000, 256, 300, 1e3),    # far from the origin
+    (500, 300, 1, 0.0),
+], ids=str)
+def test_tf32x3_tile_matches_chunked_cpu(rng, n, d, k, offset):
+    x = (offset + rng.uniform(-1, 1, (n, d))).astype(np.float32)
+    assert_same_as_chunked_cpu(x, k, "device_tiled", products="tf32x3", threshold=0.0, max_iter=3)
+
+
+@pytest.mark.parametrize("blocks", [0, 1, 3])
+def test_tf32x3_tile_ties_near_ties_and_any_grid(rng, blocks):
+    grid = rng.integers(0, 3, (3_000, 160)).astype(np.float32)  # exact ties and duplicates
+    x = np.concatenate([grid, grid[:500]])
+    assert_same_as_chunked_cpu(x, 40, "device_tiled", products="tf32x3", threshold=0.0, max_iter=3, blocks=blocks)
+    lattice, mid = lattice_and_midpoints(rng, 30, 150, 6_000)  # most points through the queue
+    x = np.concatenate([lattice, mid]).astype(np.float32)
+    assert_same_as_chunked_cpu(x, 30, "device_tiled", products="tf32x3", threshold=0.0, max_iter=3, blocks=blocks)

@@ -22,15 +22,6 @@ def products(request):
     return request.param
 
 
-def refused_past_the_tile(x, k, d, products):
-    """Past D = 128 the products are FP32 FMAs (the deep path): 'tf32x3' is refused there, by name."""
-    if d <= 128 or products != "tf32x3":
-        return False
-    with pytest.raises(ValueError, match="products='tf32x3' runs for D <= 128"):
-        gpuopt.kmeans(x, k, variant="device_tiled", products=products)
-    return True
-
-
 @pytest.mark.parametrize("n", [1, 127, 128, 129, 255, 256, 257, 1023, 1025, 33_000])
 def test_tile_and_chunk_tails(rng, n, products):
     x = rng.uniform(-1, 1, (n, 16)).astype(np.float32)
@@ -39,11 +30,9 @@ def test_tile_and_chunk_tails(rng, n, products):
 
 @pytest.mark.parametrize("d", [1, 2, 3, 4, 5, 8, 9, 12, 16, 17, 31, 32, 33, 48, 63, 64, 65, 100, 128, 129])
 def test_every_padded_dimension(rng, d, products):
-    # D padded to 4, 8, 16, 32, 64, 128 (zeros in x and c); D > 128: the deep path (FP32 FMAs only).
+    # D padded to 4, 8, 16, 32, 64, 128 (zeros in x and c); D > 128: the deep path (its FP32 or 3xTF32 tile).
     k = min(4096 // d, 40)
     x = rng.uniform(0, 1, (5_000, d)).astype(np.float32)
-    if refused_past_the_tile(x, k, d, products):
-        return
     assert_same_as_chunked_cpu(x, k, "device_tiled", products=products, threshold=0.0, max_iter=4)
     grid = rng.integers(0, 3, (5_000, d)).astype(np.float32)  # exact ties
     assert_same_as_chunked_cpu(grid, k, "device_tiled", products=products, threshold=0.0, max_iter=4)
@@ -121,8 +110,6 @@ def test_near_tie_heavy_data(rng, blocks, products):
 ])
 def test_centres_streamed_past_4096_coordinates(rng, n, d, k, products):
     x = rng.uniform(0, 1, (n, d)).astype(np.float32)
-    if refused_past_the_tile(x, k, d, products):
-        return
     assert_same_as_chunked_cpu(x, k, "device_tiled", products=products, threshold=0.0, max_iter=3)
     grid = rng.integers(0, 3, (n, d)).astype(np.float32)  # exact ties across centre blocks
     assert_same_as_chunked_cpu(grid, k, "device_tiled", products=products, threshold=0.0, max_iter=3)
