@@ -46,6 +46,10 @@ void bind_conv_gemm(py::module_& m) {
         conv::conv2d_unroll_tf32x3_check(s, scratch_limit_bytes);
     }, py::arg("scratch_limit_bytes") = conv::kUnrollScratchBytes);
 
+    def_conv2d(m, "implicit_gemm_tf32x3_wgmma", [](const Conv2dArgs& a) {
+        run_conv(a, [&](auto... p) { conv::conv2d_implicit_gemm_tf32x3_wgmma(p...); });
+    }, [](const conv::Conv2dShape& s) { conv::conv2d_implicit_gemm_tf32x3_wgmma_check(s); });
+
     m.def("conv2d_unroll_tf32x3_chunk_images", &conv::conv2d_unroll_tf32x3_chunk_images, py::arg("shape"),
           py::arg("scratch_limit_bytes") = conv::kUnrollScratchBytes,
           "Images per product of conv2d unroll_tf32x3 for this shape and scratch budget (host only).");

@@ -207,6 +207,13 @@ void conv2d_unroll_tf32x3_check(const Conv2dShape& s, std::int64_t scratch_limit
 void conv2d_unroll_tf32x3(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
                           Activation act, std::int64_t scratch_limit_bytes);
 
+// "implicit_gemm_tf32x3_wgmma" (conv2d_implicit_wgmma_sm90a.cu): any plain convolution as ONE GEMM on Hopper's
+// warpgroup MMA in 3xTF32, w (K x C*R*S) times the input windows gathered inside the product (no unrolled buffer, no
+// chunks); the output into y's planes with bias and activation. Hopper only. The check validates (host only).
+void conv2d_implicit_gemm_tf32x3_wgmma_check(const Conv2dShape& s);
+void conv2d_implicit_gemm_tf32x3_wgmma(const float* x, const float* w, const float* bias, float* y,
+                                       const Conv2dShape& s, Activation act);
+
 // Registers, shared memory and local memory (stack + spills) of every kernel instantiation in conv2d_gemm.cu
 // (the unroll variant's matmul kernels excepted: matmul_kernel_info has those).
 std::vector<KernelInfo> conv2d_gemm_kernel_info();

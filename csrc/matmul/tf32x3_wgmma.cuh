@@ -1,7 +1,8 @@
 // The 3xTF32 warpgroup-MMA product (matmul's ladder step 11, tf32x3_wgmma; its .cu has the method and the
 // measurements) as parts for any op whose product is a GEMM: the operand split kernels, the product kernel with
 // the output written through a Store (row-major c for matmul; conv2d_pointwise's NCHW y with bias and activation),
-// and run(), which splits, launches and owns the split buffers. B may be a gather (element (k, n) of a logical
+// and run(), which splits, launches and owns the split buffers; run_gathered(), B gathered inside the product
+// (conv2d's implicit GEMM: no unrolled input in memory). B may be a gather (element (k, n) of a logical
 // K x N matrix from any layout). Each _sm90a translation unit that includes this gets its own kernels (the
 // anonymous namespace): the templates are instantiated for that unit's operand and store types. A public header
 // of matmul (another family may include it): it includes only common/ headers.
@@ -182,6 +183,117 @@ __global__ void __launch_bounds__(THREADS, 1)
 #endif
 }
 
+// c (M x N) = a * b with B gathered inside the product (no split planes of B in memory: an implicit GEMM). a_hi,
+// a_lo as product_kernel's; B through a Gather: `Gather::Column column(int n) const` (n may be past N: zeros) and
+// `void values(const Column&, int k0, float (&v)[16]) const` (b(k0 .. k0 + 15, n), zeros past K). A thread owns one
+// column of a tile and 16 of a stage's 32 k: it loads them into registers a stage ahead (while the stage before runs
+// its MMAs), splits them and stores hi and lo as 16-byte rows pieces of the swizzled B tiles, so the loads' latency
+// hides under the products. A: cp.async from its split planes, STAGES deep, as product_kernel.
+template <class Gather, class Store>
+__global__ void __launch_bounds__(THREADS, 1)
+    product_gather_kernel(const float* __restrict__ a_hi, const float* __restrict__ a_lo, Gather b, Store store,
+                          int M, int Kp, int tiles_m, int tiles_n) {
+#if GPUOPT_HAS_WGMMA
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    unsigned char* smem = smem_raw + (1024 - static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_raw)) % 1024) % 1024;
+    const std::uint32_t base = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
+
+    const dev::TileCoord tile = dev::tile_of_block<GROUP_M>(static_cast<int>(blockIdx.x), tiles_m, tiles_n);
+    const int m0 = tile.m * BM, n0 = tile.n * BN;
+    const int tid = threadIdx.x, warpgroup = tid / 128;
+    const float* src[2] = {a_hi + static_cast<std::int64_t>(m0) * Kp, a_lo + static_cast<std::int64_t>(m0) * Kp};
+    auto load_a = [&](int stage, int kstep) {
+        unsigned char* st = smem + stage * STAGE_BYTES;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {  // 2 tiles x 1024 chunks of 16 bytes / 256 threads
+            const int t = i / 4, e = tid + (i % 4) * THREADS, r = e / 8, chunk = e % 8;
+            dev::cp_async_16(reinterpret_cast<float*>(st + t * TILE_BYTES + r * 128 + ((chunk ^ (r % 8)) * 16)),
+                             src[t] + static_cast<std::int64_t>(r) * Kp + kstep * BK + 4 * chunk, 16);
+        }
+    };
+    // B: the thread's column n0 + bcol (row bcol of the K-major B tiles) and k bk .. bk + 15 of each stage.
+    static_assert(THREADS == 2 * BN && BK == 32, "two threads a column, 16 k each");
+    const int bcol = tid % BN, bk = tid / BN * 16;
+    const typename Gather::Column column = b.column(n0 + bcol);
+    float v[16];
+    auto store_b = [&](int stage) {
+        unsigned char* st = smem + stage * STAGE_BYTES + 2 * TILE_BYTES + bcol * 128;
+#pragma unroll
+        for (int c4 = 0; c4 < 4; ++c4) {
+            std::uint32_t hi[4], lo[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const tf32::Split p = tf32::split(v[4 * c4 + i]);
+                hi[i] = p.hi, lo[i] = p.lo;
+            }
+            const int off = ((bk / 4 + c4) ^ (bcol % 8)) * 16;
+            *reinterpret_cast<uint4*>(st + off) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+            *reinterpret_cast<uint4*>(st + TILE_BYTES + off) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+        }
+    };
+
+    float acc[64], part[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.f, part[i] = 0.f;
+
+    const int ksteps = Kp / BK;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < ksteps) {
+            load_a(s, s);
+            b.values(column, s * BK + bk, v);
+            store_b(s);
+        }
+        dev::cp_async_commit();
+    }
+    for (int ks = 0; ks < ksteps; ++ks) {
+        dev::cp_async_wait<STAGES - 2>();
+        wgmma::fence_proxy_async();  // this thread's B stores (generic proxy) before the MMAs read them (async proxy)
+        __syncthreads();  // step ks landed for every thread; every warpgroup is done with step ks - 1's stage
+        const int next = ks + STAGES - 1;
+        if (next < ksteps) {
+            load_a(next % STAGES, next);
+            b.values(column, next * BK + bk, v);  // into registers: stored after this step's MMAs are issued
+        }
+        dev::cp_async_commit();
+
+        const std::uint32_t st = base + (ks % STAGES) * STAGE_BYTES, rows_a = warpgroup * 64 * 128;
+        const std::uint32_t ahi = st + rows_a, alo = st + TILE_BYTES + rows_a;
+        const std::uint32_t bhi = st + 2 * TILE_BYTES, blo = st + 3 * TILE_BYTES;
+        wgmma::fence();
+#pragma unroll
+        for (int k8 = 0; k8 < BK / 8; ++k8) {  // smallest terms first: lo*hi, hi*lo, then hi*hi
+            const std::uint32_t o = 32 * k8;
+            if (k8 == 0)
+                wgmma::m64n128k8_tf32<0>(part, wgmma::desc_k_major_sw128(alo + o), wgmma::desc_k_major_sw128(bhi + o));
+            else
+                wgmma::m64n128k8_tf32<1>(part, wgmma::desc_k_major_sw128(alo + o), wgmma::desc_k_major_sw128(bhi + o));
+            wgmma::m64n128k8_tf32<1>(part, wgmma::desc_k_major_sw128(ahi + o), wgmma::desc_k_major_sw128(blo + o));
+            wgmma::m64n128k8_tf32<1>(part, wgmma::desc_k_major_sw128(ahi + o), wgmma::desc_k_major_sw128(bhi + o));
+        }
+        wgmma::commit();
+        // Stage `next` was last read by step ks - 1's MMAs, which every thread waited for before this step's barrier.
+        if (next < ksteps) store_b(next % STAGES);
+        wgmma::wait<0>();
+#pragma unroll
+        for (int i = 0; i < 64; ++i) acc[i] += part[i];  // round to nearest
+    }
+    dev::cp_async_wait<0>();
+
+    // acc[4i + 2h + e]: row 16w + l/4 + 8h, column 8i + 2(l%4) + e of the warpgroup's 64 x 128 tile.
+    const int warp = (tid % 128) / 32, lane = tid % 32;
+    const int row0 = m0 + warpgroup * 64 + warp * 16 + lane / 4;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 8 * h;
+        if (row >= M) continue;
+#pragma unroll
+        for (int i = 0; i < 16; ++i)
+            store.pair(row, n0 + 8 * i + 2 * (lane % 4), acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]);
+    }
+#endif
+}
+
 void require_hopper(const char* what, const char* hint = "") {
     int device = 0, major = 0, minor = 0;
     GPUOPT_CUDA_CHECK(cudaGetDevice(&device));
@@ -218,6 +330,30 @@ void run(const float* a, std::int64_t M, std::int64_t K, bool vec_a, B b, std::i
     product_kernel<Store><<<blocks, THREADS, SMEM_BYTES, current_stream()>>>(
         a_hi.data(), a_lo.data(), b_hi.data(), b_lo.data(), store, static_cast<int>(M), static_cast<int>(Kp),
         static_cast<int>(Mp / BM), static_cast<int>(Np / BN));
+    GPUOPT_CUDA_CHECK(cudaGetLastError());
+}
+
+// store <- a (M x K, row-major) * B (K x N) gathered inside the product (product_gather_kernel): only a is split
+// (3x its bytes from the caching pool). b: a Gather over K x N whose values are 0 past K and past N.
+template <class Gather, class Store>
+void run_gathered(const float* a, std::int64_t M, std::int64_t K, bool vec_a, Gather b, std::int64_t N, Store store,
+                  const char* what, const char* hint = "") {
+    require_hopper(what, hint);
+    const std::int64_t Mp = ceil_div<std::int64_t>(M, BM) * BM, Np = ceil_div<std::int64_t>(N, BN) * BN;
+    const std::int64_t Kp = ceil_div<std::int64_t>(K, BK) * BK;
+    const std::int64_t tiles = Mp / BM * (Np / BN);
+    GPUOPT_REQUIRE(tiles < (std::int64_t{1} << 31), std::string(what) + ": " + std::to_string(tiles) +
+                                                        " output tiles of 128x128; the grid allows at most 2^31-1");
+    require_shared_memory(product_gather_kernel<Gather, Store>, SMEM_BYTES, what);
+    DeviceBuffer<float> a_hi(Mp * Kp), a_lo(Mp * Kp);
+    const unsigned kx = static_cast<unsigned>(ceil_div<std::int64_t>(Kp / 4, 128));
+    split_rows<<<dim3(kx, static_cast<unsigned>(std::min<std::int64_t>(Mp, 65535))), 128, 0, current_stream()>>>(
+        a, static_cast<int>(M), static_cast<int>(K), a_hi.data(), a_lo.data(), static_cast<int>(Mp),
+        static_cast<int>(Kp), vec_a);
+    GPUOPT_CUDA_CHECK(cudaGetLastError());
+    product_gather_kernel<Gather, Store><<<static_cast<unsigned>(tiles), THREADS, SMEM_BYTES, current_stream()>>>(
+        a_hi.data(), a_lo.data(), b, store, static_cast<int>(M), static_cast<int>(Kp), static_cast<int>(Mp / BM),
+        static_cast<int>(Np / BN));
     GPUOPT_CUDA_CHECK(cudaGetLastError());
 }
 

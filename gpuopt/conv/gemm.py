@@ -104,6 +104,15 @@ register("conv2d", "unroll_tf32x3",
          report="gpuopt", needs_cuda=True, kernel="csrc/conv/conv2d_unroll_tf32x3_sm90a.cu",
          test="tests/conv/test_gpu_conv2d_unroll_tf32x3.py")(run_gpu)
 
+register("conv2d", "implicit_gemm_tf32x3_wgmma",
+         description="any plain convolution (filter, stride, padding; one group, no dilation) as ONE GEMM on Hopper's "
+                     "warpgroup MMA at FP32 accuracy (unroll_tf32x3's product): W[K][C*R*S] split once, the input "
+                     "windows gathered inside the product (each thread loads its column's taps a stage ahead, splits "
+                     "them and stores them into the MMA's tiles: no unrolled buffer); bias and activation in the "
+                     "store into y's planes; Hopper GPUs only",
+         report="gpuopt", needs_cuda=True, kernel="csrc/conv/conv2d_implicit_wgmma_sm90a.cu",
+         test="tests/conv/test_gpu_conv2d_implicit_wgmma.py")(run_gpu)
+
 register("conv2d", "implicit_gemm_fast",
          description="implicit GEMM on the matmul ladder's warp tiles (8x8 / 8x4 outputs per thread): W tiles by "
                      "16-byte loads, X tiles gathered by cp.async with zero fill, double-buffered shared memory, "

@@ -38,7 +38,7 @@ __all__ = ["STUDY", "layers", "KERNELS"]
 FP32_PEAK, TF32X3_PEAK, BANDWIDTH = 66.9e12, 165e12, 4.8e12
 #: gpuopt's own conv2d kernels timed on every layer that takes them (defaults; absent ones skipped).
 KERNELS = ("implicit_gemm_fast", "direct_regblock", "direct_fused", "winograd", "implicit_gemm_tf32x3", "depthwise",
-           "pointwise_tf32x3", "unroll_tf32x3")
+           "pointwise_tf32x3", "unroll_tf32x3", "implicit_gemm_tf32x3_wgmma")
 #: measure() keywords: ~75 layers x ~11 timed calls must fit a device run of a few minutes (0.25 s a call at most).
 LAYER_REPEATS: dict[Any, dict[str, Any]] = per_level(gpu_full=repeats(2, 15, 0.25, flush_l2=True),
                                                      gpu_quick=repeats(2, 10, 0.2, flush_l2=True),
