@@ -21,8 +21,8 @@
 //                 by cp.async during the sort, the next chunk's memberships loaded during the walks. D >= 64 in
 //                 16-byte rows: no staging, a thread per (cluster, 4 coordinates) of all D reads its members' rows.
 // Then finish_loop (kmeans_device.cu), unchanged: the same bits as device_gemm and cpu(summation="chunked").
-// D > 128, and D > 64 with FFMA products: the deep path (kmeans_tiled_deep.cu), the K loop over D (takes_deep), its
-// products FP32 FMAs or, with products "tf32x3", 3xTF32 mma.sync (kmeans_tiled_deep_tc.cuh).
+// D > 64: the deep path (kmeans_tiled_deep.cu), the K loop over D (takes_deep), its products FP32 FMAs or, with
+// products "tf32x3", 3xTF32 mma.sync (kmeans_tiled_deep_tc.cuh).
 #include <cub/block/block_radix_sort.cuh>
 
 #include <algorithm>
@@ -601,8 +601,7 @@ void with_padded_dim(int d, F&& f) {
     else if (d <= 8) f(std::integral_constant<int, 8>{});
     else if (d <= 16) f(std::integral_constant<int, 16>{});
     else if (d <= 32) f(std::integral_constant<int, 32>{});
-    else if (d <= 64) f(std::integral_constant<int, 64>{});
-    else f(std::integral_constant<int, 128>{});
+    else f(std::integral_constant<int, 64>{});  // (D <= kMaxTiledDim = 64: past it the deep path)
 }
 
 // f(assign_tiled<DP, Blocked, Tc>, its dynamic shared memory) for D <= kMaxTiledDim, k clusters and resolved
@@ -636,17 +635,19 @@ int resident_blocks(Kernel kernel, std::size_t shared, int blocks) {
 // zeros). Measured on the H200 at c2976f6 (marginal µs a loop): 10M x 16, k=256 3,096 against ffma 3,859; 1M x 16,
 // k=64 212 against 219; but 1M x 64, k=256 2,212 against 1,941 and 1M x 128, k=128 5,530 against 3,001 (the A
 // fragments loaded and split a k8 step at a time in every pass).
-// The deep path past the tile (any D), and for 64 < D <= 128 with FP32 FMAs: the tile pads those to DP = 128 (x^T
-// 133 KB, one block an SM) while the deep path pads to a multiple of 32. Measured on the H200 (1M points, k=1024,
-// marginal loop): the tile at D = 128 13.8 ms, the deep path at D = 129 12.5 ms.
-static bool takes_deep(std::int64_t d, Products resolved) {
-    return d > kMaxTiledDim || (d > 64 && resolved == Products::Ffma);
-}
+// The deep path past D = 64 (any D): the tile pads 64 < D <= 128 to DP = 128 (x^T 133 KB, one block an SM) while the
+// deep path pads to a multiple of 32. Measured on the H200 (1M points, k=1024, marginal loop): the tile at D = 128
+// 13.8 ms, the deep path at D = 129 12.5 ms (FFMA); with products "tf32x3" the tile at 8M x 128, k=1024 ran 274 ms
+// against the FFMA deep path's 67.7 (at 7028975).
+static bool takes_deep(std::int64_t d, Products) { return d > kMaxTiledDim; }
 
+// The deep path (D > 64) with more than 64 centres: its 3xTF32 tile (H200 at 7028975, 1M uniform points, marginal
+// ms a loop, tf32x3 against ffma: D=256, k=1000 13.9 against 17.1; D=512, k=2048 61.2 against 74.0; D=1024, k=512
+// 38.3 against 44.9); with 64 centres or fewer the FFMA path's narrow tile (256 points x 64 centres) wins, the
+// tensor-core tile's 128 centres running part empty (D=1024, k=8: 11.4 against 10.2).
 Products resolve(Products p, std::int64_t d, std::int64_t k) {
-    (void)k;
     if (p != Products::Auto) return p;
-    if (d > kMaxTiledDim) return Products::Ffma;  // the deep path (its tensor-core tile: not yet measured)
+    if (d > kMaxTiledDim) return k > 64 ? Products::Tf32x3 : Products::Ffma;
     return d > 4 && d <= 16 ? Products::Tf32x3 : Products::Ffma;
 }
 

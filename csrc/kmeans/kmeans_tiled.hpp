@@ -10,15 +10,16 @@
 
 namespace gpuopt::kmeans::tiled {
 
-// Past it the deep path (kmeans_tiled_deep.cu: the K loop over D, any D): x^T of a 256-point tile would not fit
-// (at 128: 133 KB, one block an SM).
-constexpr int kMaxTiledDim = 128;
+// Past it the deep path (kmeans_tiled_deep.cu: the K loop over D, any D): x^T of a 256-point tile padded to 128
+// coordinates takes 133 KB (one block an SM), and the deep path, padding to a multiple of 32, ran faster there with
+// either products (kmeans_tiled.cu's takes_deep).
+constexpr int kMaxTiledDim = 64;
 constexpr int kMaxClusters = 8192;  // the norms (assign_tiled) and member counts (sum_members) in shared memory
 
 // The screen's products (Products, kTiledProducts: kmeans_choices.hpp); Auto picks by shape.
 Products resolve(Products p, std::int64_t d, std::int64_t k);
 
-// D > kMaxTiledDim, and D > 64 with FFMA products: shift, prep, assign and resolve (kmeans_tiled_deep.cu; tc: the
+// D > kMaxTiledDim: shift, prep, assign and resolve (kmeans_tiled_deep.cu; tc: the
 // 3xTF32 tile, products "tf32x3"); a workspace of deep::workspace_bytes the caller allocates once a run.
 namespace deep {
 struct Grid {

@@ -1,5 +1,5 @@
-// device_tiled past D = 128 ("deep"): assign_tiled keeps a tile's points whole in shared memory (x^T of 256 points
-// x D <= 128), so longer points took Liao's distance a thread a point (assign_any: 1M x 256, k=1000 ran 1.1 s a
+// device_tiled past D = 64 ("deep"): assign_tiled keeps a tile's points whole in shared memory (x^T of 256 points
+// x D <= 64; it took D <= 128 at one block an SM), so longer points took Liao's distance a thread a point (assign_any: 1M x 256, k=1000 ran 1.1 s a
 // loop on the H200, 50x slower than a PyTorch Lloyd loop). Here the dot form is a plain tiled SGEMM whose K loop
 // runs over D, for any D:
 //   shift    once a loop: m = the centres' mean, coordinate by coordinate (k adds in index order). The dot form
@@ -242,14 +242,14 @@ void check(std::int64_t d, std::int64_t k, bool tc) {
     GPUOPT_REQUIRE(padded_dim(d) * padded_centres(k, tc) <= INT_MAX,
                    "kmeans device_tiled: k*D past 2^31 padded centre coordinates");
     if (tc) {
-        require_shared_memory(assign_tc<false>, kTcShared, "kmeans device_tiled: assign (D > 128, tf32x3)");
-        require_shared_memory(assign_tc<true>, kTcShared, "kmeans device_tiled: resolve (D > 128, tf32x3)");
+        require_shared_memory(assign_tc<false>, kTcShared, "kmeans device_tiled: assign (D > 64, tf32x3)");
+        require_shared_memory(assign_tc<true>, kTcShared, "kmeans device_tiled: resolve (D > 64, tf32x3)");
         return;
     }
     with_tile(k, [&](auto t) {
         using T = decltype(t);
-        require_shared_memory(assign<T, false>, T::kShared, "kmeans device_tiled: assign (D > 128)");
-        require_shared_memory(assign<T, true>, T::kShared, "kmeans device_tiled: resolve (D > 128)");
+        require_shared_memory(assign<T, false>, T::kShared, "kmeans device_tiled: assign (D > 64)");
+        require_shared_memory(assign<T, true>, T::kShared, "kmeans device_tiled: resolve (D > 64)");
     });
 }
 
@@ -286,22 +286,22 @@ void launch(const Grid& g, const float* x, std::int64_t n, std::int64_t d, std::
     const cudaStream_t stream = current_stream();
     GPUOPT_CUDA_CHECK(cudaMemsetAsync(hdr, 0, sizeof(Header), stream));
     centre_mean<<<(dp + kDeepThreads - 1) / kDeepThreads, kDeepThreads, 0, stream>>>(centres, ki, di, dp, shift, state);
-    GPUOPT_CHECK_LAUNCH("kmeans device_tiled centre_mean (D > 128)");
+    GPUOPT_CHECK_LAUNCH("kmeans device_tiled centre_mean (D > 64)");
     const unsigned prep_blocks = static_cast<unsigned>(std::min<std::int64_t>(
         (static_cast<std::int64_t>(dp) * kc + kDeepThreads - 1) / kDeepThreads, 4 * multiprocessor_count()));
     if (tc) prep<true><<<prep_blocks, kDeepThreads, 0, stream>>>(centres, ki, di, kc, dp, shift, ct, cn, hdr, state);
     else prep<false><<<prep_blocks, kDeepThreads, 0, stream>>>(centres, ki, di, kc, dp, shift, ct, cn, hdr, state);
-    GPUOPT_CHECK_LAUNCH("kmeans device_tiled prep (D > 128)");
+    GPUOPT_CHECK_LAUNCH("kmeans device_tiled prep (D > 64)");
     if (tc) {
         const auto* ct4 = reinterpret_cast<const float4*>(ct);
         assign_tc<false><<<g.assign_blocks, kDeepThreads, kTcShared, stream>>>(x, n, di, ki, kc, dp, ct4, cn, shift,
                                                                                 centres, hdr, queue_i, queue_b,
                                                                                 membership, state);
-        GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign (D > 128, tf32x3)");
+        GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign (D > 64, tf32x3)");
         assign_tc<true><<<g.resolve_blocks, kDeepThreads, kTcShared, stream>>>(x, n, di, ki, kc, dp, ct4, cn, shift,
                                                                                centres, hdr, queue_i, queue_b,
                                                                                membership, state);
-        GPUOPT_CHECK_LAUNCH("kmeans device_tiled resolve (D > 128, tf32x3)");
+        GPUOPT_CHECK_LAUNCH("kmeans device_tiled resolve (D > 64, tf32x3)");
         return;
     }
     with_tile(k, [&](auto t) {
@@ -309,12 +309,12 @@ void launch(const Grid& g, const float* x, std::int64_t n, std::int64_t d, std::
         assign<T, false><<<g.assign_blocks, kDeepThreads, T::kShared, stream>>>(x, n, di, ki, kc, dp, ct, cn, shift,
                                                                                  centres, hdr, queue_i, queue_b,
                                                                                  membership, state);
-        GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign (D > 128)");
+        GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign (D > 64)");
         assign<T, true><<<g.resolve_blocks, kDeepThreads, T::kShared, stream>>>(x, n, di, ki, kc, dp, ct, cn, shift,
                                                                                 centres, hdr, queue_i, queue_b,
                                                                                 membership, state);
     });
-    GPUOPT_CHECK_LAUNCH("kmeans device_tiled resolve (D > 128)");
+    GPUOPT_CHECK_LAUNCH("kmeans device_tiled resolve (D > 64)");
 }
 
 }  // namespace gpuopt::kmeans::tiled::deep

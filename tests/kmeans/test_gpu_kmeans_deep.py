@@ -1,13 +1,12 @@
-"""``device_tiled``'s deep path, past D = 128 and for 64 < D <= 128 with FFMA products
-(csrc/kmeans/kmeans_tiled_deep.cu): the dot form as a tiled SGEMM whose K loop runs over D (128 points x 128
-centres a block, 32 coordinates a step) on points and centres shifted by the centres' mean, the near ties through
-the resolve pass (the same tiles over the queue, Liao's distance for each candidate), held to the bits of
-``cpu(summation="chunked")``: D just past a step and far past it, k around the 128-centre tile, ragged N, exact
-ties (integer grids, duplicates), near-tie-heavy data (most points through the queue), data far from the origin
-(where the shift matters), an empty cluster, rows off 16-byte alignment, device arrays, and the same bits for any
-grid. The sums of 16-byte rows with D >= 64 read x directly (no staging): D = 64, 68, 256, 1000 here. The 3xTF32
-tile (products="tf32x3") on the same kinds of data. Every device allocation is poisoned (NaN) first
-(conftest)."""
+"""``device_tiled``'s deep path, past D = 64 (csrc/kmeans/kmeans_tiled_deep.cu): the dot form as a tiled SGEMM whose K
+loop runs over D (128 points x 128 centres a block, 32 coordinates a step) on points and centres shifted by the
+centres' mean, the near ties through the resolve pass (the same tiles over the queue, Liao's distance for each
+candidate), held to the bits of ``cpu(summation="chunked")``: D just past a step and far past it, k around the
+128-centre tile, ragged N, exact ties (integer grids, duplicates), near-tie-heavy data (most points through the
+queue), data far from the origin (where the shift matters), an empty cluster, rows off 16-byte alignment, device
+arrays, and the same bits for any grid. The sums of 16-byte rows with D >= 64 read x directly (no staging): D = 64,
+68, 256, 1000 here. The 3xTF32 tile (products="tf32x3") on the same kinds of data. The auto products past D = 64
+with more than 64 centres (the 3xTF32 tile) too. Every device allocation is poisoned (NaN) first (conftest)."""
 
 import numpy as np
 import pytest
@@ -100,16 +99,20 @@ def test_rows_off_alignment_and_device_arrays(rng):
     assert res.iterations == ref.iterations
 
 
-def test_auto_takes_it(rng):
-    x = rng.uniform(-1, 1, (3_000, 200)).astype(np.float32)
-    ref = gpuopt.kmeans(x, 20, threshold=0.0, max_iter=2, variant="cpu", summation="chunked")
-    res = gpuopt.kmeans(x, 20, threshold=0.0, max_iter=2)
+@pytest.mark.parametrize("d,k", [(200, 20), (200, 100), (100, 100)])  # products "auto": FFMA (k <= 64), else 3xTF32
+def test_auto_takes_it(rng, d, k):
+    x = rng.uniform(-1, 1, (3_000, d)).astype(np.float32)
+    ref = gpuopt.kmeans(x, k, threshold=0.0, max_iter=2, variant="cpu", summation="chunked")
+    res = gpuopt.kmeans(x, k, threshold=0.0, max_iter=2)
     np.testing.assert_array_equal(res.membership, ref.membership)
+    np.testing.assert_array_equal(res.centroids, ref.centroids)
 
 
 # The 3xTF32 tile (products="tf32x3", kmeans_tiled_deep_tc.cuh): its own bound, the same bits.
 @pytest.mark.parametrize("n,d,k,offset", [
-    (3_001, 129, 7, 0.0),      # one coordinate past the tile path; k under one 128-centre tile
+    (3_001, 65, 7, 0.0),       # one coordinate past the tile path; k under one 128-centre tile
+    (2_000, 128, 300, 0.0),    # four whole steps of 32; three centre tiles, the last part pad
+    (3_001, 129, 7, 0.0),      # one coordinate past a step
     (2_000, 200, 130, 0.0),    # a second centre tile of pad centres
     (1_100, 1_000, 40, 0.0),
     (600, 2_049, 3, 0.0),      # 65 steps of 32 coordinates

@@ -30,7 +30,7 @@ def test_tile_and_chunk_tails(rng, n, products):
 
 @pytest.mark.parametrize("d", [1, 2, 3, 4, 5, 8, 9, 12, 16, 17, 31, 32, 33, 48, 63, 64, 65, 100, 128, 129])
 def test_every_padded_dimension(rng, d, products):
-    # D padded to 4, 8, 16, 32, 64, 128 (zeros in x and c); D > 128: the deep path (its FP32 or 3xTF32 tile).
+    # D padded to 4, 8, 16, 32, 64 (zeros in x and c); D > 64: the deep path (its FP32 or 3xTF32 tile).
     k = min(4096 // d, 40)
     x = rng.uniform(0, 1, (5_000, d)).astype(np.float32)
     assert_same_as_chunked_cpu(x, k, "device_tiled", products=products, threshold=0.0, max_iter=4)
@@ -105,7 +105,7 @@ def test_near_tie_heavy_data(rng, blocks, products):
     (3_000, 17, 300),     # D padded to 32: blocks of 128 centres, the last one 64 (k padded to 320)
     (5_000, 64, 97),      # blocks of 64 centres at D = 64, k not a multiple of a register pass
     (2_100, 4, 1_100),    # blocks of 1024 centres at D = 4, a second block of 96 with pad centres
-    (1_500, 80, 70),      # D padded to 128 (one block an SM): blocks of 32 centres, k*D = 5600
+    (1_500, 80, 70),      # D > 64: the deep path, k*D = 5600
     (1_200, 130, 40),     # D > 128: the deep path, k*D = 5200
 ])
 def test_centres_streamed_past_4096_coordinates(rng, n, d, k, products):
