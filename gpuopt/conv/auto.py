@@ -17,18 +17,27 @@ instead of 1e-7), the counterpart of cuDNN's "any" search. MACs below = N*P*Q*K*
 0. 9 to 32 output maps, windows of 128 taps or more, stride 1, N*P*Q >= 65536 and images small enough to stage
    whole (C*(H+2ph)*(W+2pw) <= 16384 floats, with the filters within the shared memory):
    ``implicit_gemm_tf32x3``. Fashion conv2 (6 -> 16 maps, 150 taps): 0.91 ms against direct_fused's 1.18.
-0a. 1x1 filters, no padding, C >= 128, K >= 256 and MACs >= 2**29 on a Hopper GPU: ``pointwise_tf32x3``, the
+0a. 128 to 256 output maps, C >= 64, on a Hopper GPU: ``implicit_gemm_tf32x3_wgmma``, the 3xTF32 warpgroup-MMA
+   product with the input windows gathered inside it (no unrolled buffer), for filters wider than 1x1 with
+   N*P*Q >= 6272 and 1x1 filters with C >= 256 and N*P*Q >= 25088 (conv_layers at 7028975: VGG-16's 64 > 128 and
+   128 > 128 @112, 128 > 256 and 256 > 256 @56: 0.60, 1.10, 0.57, 1.08 ms against 0.90, 1.76, 0.73, 1.41;
+   ResNet-50 batch 32's stride-2 3x3 and 1x1 layers of 128 and 256 maps: 0.10-0.21 ms against 0.16-0.25).
+   With 64 maps its 128-row tiles run half empty (VGG-16 64 > 64 @224: 2.30 against implicit_gemm_fast's 1.77),
+   with 512 unroll_tf32x3 and pointwise_tf32x3 stay ahead, with fewer pixels (batch 1) implicit_gemm and unroll.
+   In the fast class winograd keeps the stride-1 layers with outputs under 56x56 (ResNet-50 b32's 3x3/1 128 @28:
+   0.17 against 0.20).
+0b. 1x1 filters, no padding, C >= 128, K >= 256 and MACs >= 2**29 on a Hopper GPU: ``pointwise_tf32x3``, the
    layer as one 3xTF32 GEMM on the warpgroup MMA (ResNet-50 batch 32's 1x1 and stride-2 shortcut layers:
    0.08-0.15 ms against unroll's 0.12-0.25 and implicit_gemm's 0.90-1.01 for the strided ones; with fewer
    channels or maps its 128-wide tiles run part empty and implicit_gemm_fast wins).
-0b. Filters wider than 1x1, C >= 256 or C >= 128 with K >= 256, on a Hopper GPU: ``unroll_tf32x3``, the
+0c. Filters wider than 1x1, C >= 256 or C >= 128 with K >= 256, on a Hopper GPU: ``unroll_tf32x3``, the
    unrolled input split into TF32 planes and one 3xTF32 warpgroup-MMA GEMM (VGG-16's layers from 128 > 256 @56
    on: 0.32-1.41 ms against implicit_gemm_fast's 0.55-2.05; ResNet-50 batch 32's stage 3 and 4 3x3 layers:
    0.22-0.27 ms against 0.28-0.45; at batch 1 0.22 against 0.23, ties at stage 3). With fewer channels its
    unrolled buffer costs more than the product saves (VGG-16 128 > 128 @112: 2.33 ms against 1.76). In the fast
    class winograd keeps the stride-1 layers except those with K >= 512 on 14x14 outputs or more (VGG-16's
    256 > 512 @28, 512 > 512 @28 and @14: 0.32-1.00 ms against winograd's 0.39-1.12).
-0c. (fast only) stride 1, 3x3 or 5x5 filters, at least 4 input channels (with fewer, the input transforms cost
+0d. (fast only) stride 1, 3x3 or 5x5 filters, at least 4 input channels (with fewer, the input transforms cost
    more than the multiplies they save: MNIST conv1 and Fashion conv1 stay direct) and N*P*Q >= 65536 or MACs
    >= 2**30: ``winograd`` (m = 4). MNIST conv2, VGG-16's first 3x3 layers and ResNet-50 batch 32's stride-1 ones.
 1. 1x1 filters, stride 1, no padding: with N*P*Q >= 6272 and C <= 256, ``implicit_gemm_fast`` (MobileNetV2's
@@ -88,9 +97,9 @@ _EXCLUDED = ("auto", "cpu", "cudnn")
 #: The precision classes: "precise" (FP32-level error only, the default) and "fast" (also these).
 ALGORITHMS = ("precise", "fast")
 _FAST_ONLY = ("winograd",)
-#: Multiply-adds (N*P*Q*K*C*R*S) past which a layer fills the GPU whatever its N*P*Q (rules 0c and 5).
+#: Multiply-adds (N*P*Q*K*C*R*S) past which a layer fills the GPU whatever its N*P*Q (rules 0d and 5).
 LARGE_MACS = 2 ** 30
-#: Multiply-adds from which a 1x1 layer with C >= 128 and K >= 256 runs pointwise_tf32x3 (rule 0a).
+#: Multiply-adds from which a 1x1 layer with C >= 128 and K >= 256 runs pointwise_tf32x3 (rule 0b).
 POINTWISE_MACS = 2 ** 29
 
 _cache: dict[tuple, tuple[str, dict[str, Any]]] = {}
@@ -107,10 +116,14 @@ def _heuristic(x_shape, w_shape, stride, padding, algorithms="precise") -> tuple
     if (8 < k <= 32 and c * r * s >= 128 and n * p * q >= 65536 and tuple(stride) == (1, 1) and plane <= 16384
             and _tf32x3_stages(c, h + 2 * ph, w + 2 * pw, c * r * s, k)):
         return "implicit_gemm_tf32x3", {}
-    if one_by_one and c >= 128 and k >= 256 and macs >= POINTWISE_MACS and _device()[0]:
-        return "pointwise_tf32x3", {}
     winograd = (algorithms == "fast" and tuple(stride) == (1, 1) and r == s and r in (3, 5) and c >= 4
                 and (n * p * q >= 65536 or macs >= LARGE_MACS))
+    if (128 <= k <= 256 and c >= 64 and _device()[0]
+            and ((r * s > 1 and n * p * q >= 6272 and not (winograd and p * q < 3136))
+                 or (r * s == 1 and c >= 256 and n * p * q >= 25088))):
+        return "implicit_gemm_tf32x3_wgmma", {}
+    if one_by_one and c >= 128 and k >= 256 and macs >= POINTWISE_MACS and _device()[0]:
+        return "pointwise_tf32x3", {}
     if (r * s > 1 and (c >= 256 or (c >= 128 and k >= 256)) and not (winograd and (k < 512 or p * q < 196))
             and _device()[0]):
         return "unroll_tf32x3", {}

@@ -5,6 +5,8 @@ import pytest
 import gpuopt
 from gpuopt.conv import auto_choice
 
+WGMMA = "implicit_gemm_tf32x3_wgmma"
+
 
 @pytest.mark.parametrize("x_shape,w_shape,stride,expected,params", [
     ((1, 832, 7, 7), (128, 832, 1, 1), 1, "unroll", {}),            # CS6235 conf2: a plain GEMM
@@ -61,26 +63,29 @@ def test_strided_wide_1x1_layers_run_pointwise_on_hopper(monkeypatch):
 
 
 @pytest.mark.parametrize("x_shape,w_shape,stride,precise,fast", [
-    ((16, 256, 56, 56), (256, 256, 3, 3), 1, "unroll_tf32x3", "winograd"),         # VGG-16 256 > 256 @56
-    ((16, 128, 56, 56), (256, 128, 3, 3), 1, "unroll_tf32x3", "winograd"),         # 128 > 256 @56
-    ((16, 512, 28, 28), (512, 512, 3, 3), 1, "unroll_tf32x3", "unroll_tf32x3"),    # K >= 512 on 28x28 outputs
-    ((16, 512, 14, 14), (512, 512, 3, 3), 1, "unroll_tf32x3", "unroll_tf32x3"),    # ... and on 14x14
-    ((32, 512, 7, 7), (512, 512, 3, 3), 1, "unroll_tf32x3", "winograd"),           # ResNet-50 s4: 7x7 outputs
-    ((32, 256, 28, 28), (256, 256, 3, 3), 2, "unroll_tf32x3", "unroll_tf32x3"),    # s3 3x3/2: no winograd
-    ((1, 512, 7, 7), (512, 512, 3, 3), 1, "unroll_tf32x3", "unroll_tf32x3"),       # batch 1
-    ((16, 128, 112, 112), (128, 128, 3, 3), 1, "implicit_gemm_fast", "winograd"),  # C = K = 128: the buffer costs more
-    ((32, 128, 28, 28), (128, 128, 3, 3), 1, "implicit_gemm_fast", "winograd"),
+    ((16, 256, 56, 56), (256, 256, 3, 3), 1, WGMMA, WGMMA),                      # VGG-16 256 > 256 @56
+    ((16, 128, 56, 56), (256, 128, 3, 3), 1, WGMMA, WGMMA),                      # 128 > 256 @56
+    ((16, 128, 112, 112), (128, 128, 3, 3), 1, WGMMA, WGMMA),                    # 128 > 128 @112
+    ((32, 128, 28, 28), (128, 128, 3, 3), 1, WGMMA, "winograd"),                 # outputs under 56x56: winograd
+    ((32, 256, 28, 28), (256, 256, 3, 3), 2, WGMMA, WGMMA),                      # s3 3x3/2: no winograd
+    ((32, 512, 28, 28), (128, 512, 1, 1), 1, WGMMA, WGMMA),                      # 1x1, C >= 256, 25,088 pixels
+    ((16, 64, 224, 224), (64, 64, 3, 3), 1, "implicit_gemm_fast", "winograd"),  # 64 maps: half-empty tiles
+    ((16, 512, 28, 28), (512, 512, 3, 3), 1, "unroll_tf32x3", "unroll_tf32x3"),  # K >= 512 on 28x28 outputs
+    ((16, 512, 14, 14), (512, 512, 3, 3), 1, "unroll_tf32x3", "unroll_tf32x3"),  # ... and on 14x14
+    ((32, 512, 7, 7), (512, 512, 3, 3), 1, "unroll_tf32x3", "winograd"),         # ResNet-50 s4: 7x7 outputs
+    ((1, 512, 7, 7), (512, 512, 3, 3), 1, "unroll_tf32x3", "unroll_tf32x3"),     # batch 1
+    ((1, 256, 14, 14), (256, 256, 3, 3), 1, "unroll_tf32x3", "unroll_tf32x3"),   # ... 196 pixels: not the wgmma GEMM
     ((32, 3, 224, 224), (64, 3, 7, 7), 2, "implicit_gemm_fast", "implicit_gemm_fast"),  # the stem: 3 channels
 ])
-def test_wide_layers_with_windows_run_unroll_tf32x3_on_hopper(monkeypatch, x_shape, w_shape, stride, precise, fast):
+def test_wide_layers_run_the_3xtf32_wgmma_kernels_on_hopper(monkeypatch, x_shape, w_shape, stride, precise, fast):
     from gpuopt.conv import auto
     monkeypatch.setattr(auto, "_device", lambda: (True, 232448))
     padding = w_shape[2] // 2
     assert auto_choice(x_shape, w_shape, stride, padding)[0] == precise
     assert auto_choice(x_shape, w_shape, stride, padding, algorithms="fast")[0] == fast
     monkeypatch.setattr(auto, "_device", lambda: (False, 232448))  # not Hopper: never
-    assert "unroll_tf32x3" not in (auto_choice(x_shape, w_shape, stride, padding)[0],
-                                   auto_choice(x_shape, w_shape, stride, padding, algorithms="fast")[0])
+    assert not {"unroll_tf32x3", WGMMA} & {auto_choice(x_shape, w_shape, stride, padding)[0],
+                                           auto_choice(x_shape, w_shape, stride, padding, algorithms="fast")[0]}
 
 
 def test_auto_is_registered_with_autotune_param():

@@ -29,7 +29,9 @@ def check(rng, x_shape, w_shape, stride=1, padding=0, **kwargs):
     ((32, 256, 14, 14), (512, 256, 1, 1), 1, "pointwise_tf32x3"),  # wide 1x1 (the H200 is a Hopper GPU)
     ((32, 256, 28, 28), (512, 256, 1, 1), 2, "pointwise_tf32x3"),  # ... strided
     ((32, 64, 28, 28), (64, 64, 1, 1), 1, "implicit_gemm_fast"),   # narrow 1x1, many pixels
-    ((10, 128, 60, 60), (128, 128, 3, 3), 2, "implicit_gemm_fast"),  # few pixels, 2**30+ MACs
+    ((10, 64, 120, 120), (96, 64, 3, 3), 2, "implicit_gemm_fast"),  # few pixels, 2**30+ MACs
+    ((10, 128, 60, 60), (128, 128, 3, 3), 2, "implicit_gemm_tf32x3_wgmma"),  # 128-256 maps, windows (Hopper)
+    ((32, 512, 28, 28), (128, 512, 1, 1), 1, "implicit_gemm_tf32x3_wgmma"),  # ... 1x1, C >= 256
     ((10, 256, 30, 30), (256, 256, 3, 3), 2, "unroll_tf32x3"),     # wide, with a window (Hopper)
     ((4, 3, 70, 70), (64, 3, 7, 7), 2, "implicit_gemm_fast"),      # a strided stem: 147 taps, 64 maps
     ((40, 1, 48, 48), (6, 1, 5, 5), 1, "direct_fused"),            # one channel
