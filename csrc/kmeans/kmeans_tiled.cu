@@ -612,8 +612,12 @@ void with_assign_tiled(std::int64_t d, std::int64_t k, Products p, F&& f) {
         const bool b = blocked(d, k), tc = p == Products::Tf32x3;
         const std::size_t shared = tile_shared_bytes(dp.value, static_cast<int>(k), b, tc);
         if (tc) {
-            if (b) f(assign_tiled<dp.value, true, true>, shared);
-            else f(assign_tiled<dp.value, false, true>, shared);
+            if constexpr (dp.value <= kMaxTcTiledDim) {
+                if (b) f(assign_tiled<dp.value, true, true>, shared);
+                else f(assign_tiled<dp.value, false, true>, shared);
+            } else {
+                GPUOPT_REQUIRE(false, "kmeans device_tiled: the tile's tensor-core screen takes D <= 32 (internal)");
+            }
         } else {
             if (b) f(assign_tiled<dp.value, true, false>, shared);
             else f(assign_tiled<dp.value, false, false>, shared);
@@ -639,15 +643,20 @@ int resident_blocks(Kernel kernel, std::size_t shared, int blocks) {
 // deep path pads to a multiple of 32. Measured on the H200 (1M points, k=1024, marginal loop): the tile at D = 128
 // 13.8 ms, the deep path at D = 129 12.5 ms (FFMA); with products "tf32x3" the tile at 8M x 128, k=1024 ran 274 ms
 // against the FFMA deep path's 67.7 (at 7028975).
-static bool takes_deep(std::int64_t d, Products) { return d > kMaxTiledDim; }
+// With products "tf32x3" from D = 33 (kMaxTcTiledDim): the tile's screen there loads and splits its A fragments a k8
+// step at a time in every pass (1M x 64, k=256: 2,212 µs against FFMA's 1,941 at c2976f6), the deep path's 3xTF32
+// tile once a K step.
+static bool takes_deep(std::int64_t d, Products resolved) {
+    return d > kMaxTiledDim || (d > kMaxTcTiledDim && resolved == Products::Tf32x3);
+}
 
-// The deep path (D > 64) with more than 64 centres: its 3xTF32 tile (H200 at 7028975, 1M uniform points, marginal
+// From D = 33 with more than 64 centres: the deep path's 3xTF32 tile (H200 at 7028975, 1M uniform points, marginal
 // ms a loop, tf32x3 against ffma: D=256, k=1000 13.9 against 17.1; D=512, k=2048 61.2 against 74.0; D=1024, k=512
 // 38.3 against 44.9); with 64 centres or fewer the FFMA path's narrow tile (256 points x 64 centres) wins, the
 // tensor-core tile's 128 centres running part empty (D=1024, k=8: 11.4 against 10.2).
 Products resolve(Products p, std::int64_t d, std::int64_t k) {
     if (p != Products::Auto) return p;
-    if (d > kMaxTiledDim) return k > 64 ? Products::Tf32x3 : Products::Ffma;
+    if (d > kMaxTcTiledDim) return k > 64 ? Products::Tf32x3 : Products::Ffma;
     return d > 4 && d <= 16 ? Products::Tf32x3 : Products::Ffma;
 }
 

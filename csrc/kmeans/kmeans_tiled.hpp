@@ -14,13 +14,14 @@ namespace gpuopt::kmeans::tiled {
 // coordinates takes 133 KB (one block an SM), and the deep path, padding to a multiple of 32, ran faster there with
 // either products (kmeans_tiled.cu's takes_deep).
 constexpr int kMaxTiledDim = 64;
+constexpr int kMaxTcTiledDim = 32;  // past it products "tf32x3" run on the deep path's 3xTF32 tile (takes_deep)
 constexpr int kMaxClusters = 8192;  // the norms (assign_tiled) and member counts (sum_members) in shared memory
 
 // The screen's products (Products, kTiledProducts: kmeans_choices.hpp); Auto picks by shape.
 Products resolve(Products p, std::int64_t d, std::int64_t k);
 
-// D > kMaxTiledDim: shift, prep, assign and resolve (kmeans_tiled_deep.cu; tc: the
-// 3xTF32 tile, products "tf32x3"); a workspace of deep::workspace_bytes the caller allocates once a run.
+// D > kMaxTiledDim (kMaxTcTiledDim with products "tf32x3"): shift, prep, assign and resolve (kmeans_tiled_deep.cu;
+// tc: the 3xTF32 tile, products "tf32x3"); a workspace of deep::workspace_bytes the caller allocates once a run.
 namespace deep {
 struct Grid {
     unsigned assign_blocks = 0;   // persistent: as many as are resident, at most the tiles

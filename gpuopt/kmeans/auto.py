@@ -27,9 +27,9 @@ were read off the H200's kmeans_loop study (6f14c66, µs per loop):
    At 1M x 16, k=64 (k*D = 1024) device stayed ahead of the FFMA tile (228.8 against 237.5 with the 4 x 4 tile);
    with the screen on the tensor cores (round 6, H200 at c2976f6, marginal µs a loop) device_tiled 211.7 against
    device 231.0: ``device_tiled`` also for k*D <= 1024 where its tensor-core screen runs, 9 <= D <= 16, k >= 64.
-   Past D = 64 device_tiled runs its deep path (the K loop over D); with more than 64 centres its
-   products go to the tensor cores in 3xTF32 (kmeans_tiled.cu's resolve: H200 at 7028975, 1M uniform points,
-   marginal ms a loop: D=256, k=1000 13.9 against FFMA's 17.1; D=1024, k=512 38.3 against 44.9).
+   Past D = 64 device_tiled runs its deep path (the K loop over D); past D = 32 with more than 64 centres the deep
+   path with its products on the tensor cores in 3xTF32 (kmeans_tiled.cu's resolve: H200 at 7028975, 1M uniform
+   points, marginal ms a loop: D=256, k=1000 13.9 against FFMA's 17.1; D=1024, k=512 38.3 against 44.9).
 4. Past device_tiled's limits ``liao_vec`` (Liao's port, update on the host; equal to ``cpu``) where its centres
    fit, else ``cpu``.
 """

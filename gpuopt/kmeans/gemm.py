@@ -22,11 +22,12 @@ register("kmeans", "device_tiled", description="device_gemm with its two halves 
          "rounding bound cannot separate the two nearest, such points queued and run a tile's worth at once: Liao's "
          "memberships), then the chunk sums from a stable sort of each chunk's memberships (work by members, not "
          "k*D per leaf); finish as device; any k*D (past 4096 centre coordinates the centres are streamed through "
-         "shared memory in blocks; past D = 64 a tiled SGEMM on points and centres shifted by the centres' mean "
-         "whose K loop runs over D, 128 points x 128 centres a block (256 x 64 for k <= 64), its near ties "
-         "resolved by the same tiles over the queued points), k <= 8192; the screen's products in FP32 FMAs or on "
+         "shared memory in blocks; past D = 64, and past 32 with tf32x3 products, a tiled SGEMM on points and "
+         "centres shifted by the centres' mean whose K loop runs over D, 128 points x 128 centres a block (256 x 64 "
+         "for k <= 64), its near ties resolved by the same tiles over the queued points), k <= 8192; the screen's "
+         "products in FP32 FMAs or on "
          "the tensor cores in 3xTF32 (m16n8k8 mma.sync, with its own rounding bound for the near-tie test; by "
-         "default for 5 <= D <= 16, and past D = 64 with more than 64 centres); the same bits as device_gemm and "
+         "default for 5 <= D <= 16, and past D = 32 with more than 64 centres); the same bits as device_gemm and "
          "cpu(summation='chunked')",
          params=(loops_per_sync("device_tiled"), blocks("device_tiled"),
                  Param.from_kernels("kmeans/device_tiled/products",

@@ -1,12 +1,13 @@
-"""``device_tiled``'s deep path, past D = 64 (csrc/kmeans/kmeans_tiled_deep.cu): the dot form as a tiled SGEMM whose K
-loop runs over D (128 points x 128 centres a block, 32 coordinates a step) on points and centres shifted by the
-centres' mean, the near ties through the resolve pass (the same tiles over the queue, Liao's distance for each
-candidate), held to the bits of ``cpu(summation="chunked")``: D just past a step and far past it, k around the
-128-centre tile, ragged N, exact ties (integer grids, duplicates), near-tie-heavy data (most points through the
-queue), data far from the origin (where the shift matters), an empty cluster, rows off 16-byte alignment, device
-arrays, and the same bits for any grid. The sums of 16-byte rows with D >= 64 read x directly (no staging): D = 64,
-68, 256, 1000 here. The 3xTF32 tile (products="tf32x3") on the same kinds of data. The auto products past D = 64
-with more than 64 centres (the 3xTF32 tile) too. Every device allocation is poisoned (NaN) first (conftest)."""
+"""``device_tiled``'s deep path, past D = 64 and past D = 32 with products="tf32x3" (csrc/kmeans/kmeans_tiled_deep.cu):
+the dot form as a tiled SGEMM whose K loop runs over D (128 points x 128 centres a block, 32 coordinates a step) on
+points and centres shifted by the centres' mean, the near ties through the resolve pass (the same tiles over the
+queue, Liao's distance for each candidate), held to the bits of ``cpu(summation="chunked")``: D just past a step and
+far past it, k around the 128-centre tile, ragged N, exact ties (integer grids, duplicates), near-tie-heavy data
+(most points through the queue), data far from the origin (where the shift matters), an empty cluster, rows off
+16-byte alignment, device arrays, and the same bits for any grid. The sums of 16-byte rows with D >= 64 read x
+directly (no staging): D = 64, 68, 256, 1000 here. The 3xTF32 tile (products="tf32x3") on the same kinds of data.
+The auto products past D = 32 with more than 64 centres (the 3xTF32 tile) too. Every device allocation is poisoned
+(NaN) first (conftest)."""
 
 import numpy as np
 import pytest
@@ -99,7 +100,7 @@ def test_rows_off_alignment_and_device_arrays(rng):
     assert res.iterations == ref.iterations
 
 
-@pytest.mark.parametrize("d,k", [(200, 20), (200, 100), (100, 100)])  # products "auto": FFMA (k <= 64), else 3xTF32
+@pytest.mark.parametrize("d,k", [(200, 20), (200, 100), (100, 100), (40, 100)])  # "auto": k <= 64 FFMA, else 3xTF32
 def test_auto_takes_it(rng, d, k):
     x = rng.uniform(-1, 1, (3_000, d)).astype(np.float32)
     ref = gpuopt.kmeans(x, k, threshold=0.0, max_iter=2, variant="cpu", summation="chunked")
@@ -110,6 +111,8 @@ def test_auto_takes_it(rng, d, k):
 
 # The 3xTF32 tile (products="tf32x3", kmeans_tiled_deep_tc.cuh): its own bound, the same bits.
 @pytest.mark.parametrize("n,d,k,offset", [
+    (3_001, 33, 7, 0.0),       # one coordinate past the tile's 3xTF32 screen (D <= 32)
+    (2_500, 64, 200, 1e2),
     (3_001, 65, 7, 0.0),       # one coordinate past the tile path; k under one 128-centre tile
     (2_000, 128, 300, 0.0),    # four whole steps of 32; three centre tiles, the last part pad
     (3_001, 129, 7, 0.0),      # one coordinate past a step

@@ -30,7 +30,7 @@ def test_tile_and_chunk_tails(rng, n, products):
 
 @pytest.mark.parametrize("d", [1, 2, 3, 4, 5, 8, 9, 12, 16, 17, 31, 32, 33, 48, 63, 64, 65, 100, 128, 129])
 def test_every_padded_dimension(rng, d, products):
-    # D padded to 4, 8, 16, 32, 64 (zeros in x and c); D > 64: the deep path (its FP32 or 3xTF32 tile).
+    # D padded to 4, 8, 16, 32, 64 (zeros in x and c); D > 64, and D > 32 with tf32x3: the deep path.
     k = min(4096 // d, 40)
     x = rng.uniform(0, 1, (5_000, d)).astype(np.float32)
     assert_same_as_chunked_cpu(x, k, "device_tiled", products=products, threshold=0.0, max_iter=4)

@@ -3,7 +3,7 @@ near ties aimed at the tensor cores' rounding (gaps from a few ulps to 10% of th
 the split products or the mma accumulation shows as a membership Liao would not give), large offsets with a small
 spread, exact ties at every distance of the fragment layout (the four lanes of a quad, the n8 tiles, the 32-centre
 passes), every padded D (the A fragments hoisted for D <= 16, loaded a k8 step at a time past it; D = 4 padded to one
-k8 step; D = 128: the deep path's 3xTF32 tile) and k around the tile edges and past 4096 coordinates: all bit for bit ``cpu(summation="chunked")`` and
+k8 step; D = 64 and 128: the deep path's 3xTF32 tile) and k around the tile edges and past 4096 coordinates: all bit for bit ``cpu(summation="chunked")`` and
 ``products="ffma"``."""
 
 import numpy as np
