@@ -27,11 +27,16 @@
 //            index (a centre farther than the bound is strictly farther by Liao's distance too: nearest_dot's
 //            argument). The queue costs its share of an assign pass; a warp a point recomputing every g from L2
 //            (the first form) ran 205 ms a loop at 1M x 1024, k=512 on uniform data, against the assign's 26.
+//   pairs    (the narrow tile; the 3xTF32 tile from 256 padded coordinates) the assign pass keeps each point's two
+//            nearest and its third-nearest g (Top3): a queued point whose third is farther than the bound from its
+//            best has exactly two candidates, so it is settled there by their two Liao distances (liao_pair, the
+//            resolve pass's rule) and never queued.
 // The change count is an integer (atomics in any order), so the result is the same bits for any grid.
 #include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "../common/async_copy.cuh"
 #include "../common/cuda_check.cuh"
@@ -49,7 +54,10 @@ namespace gpuopt::kmeans::tiled::deep {
 namespace {
 
 // Gather false: the assign pass over all n points. Gather true: the resolve pass over the queue (module comment).
-template <class T, bool Gather>
+// Pairs (the narrow tile's one centre tile, Gather false): each point's two nearest and third-nearest value straight
+// from the accumulators; a point whose third is farther than the bound from its best is settled by two Liao
+// distances instead of the queue (Top3, liao_pair).
+template <class T, bool Gather, bool Pairs = false>
 __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restrict__ x, std::int64_t n, int d, int k,
                                                           int kc, int dp, const float* __restrict__ ct,
                                                           const float* __restrict__ cn,
@@ -62,6 +70,7 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
                                                           LoopState* __restrict__ state) {
     constexpr int kRowThreads = T::kRowThreads, kCentres = T::kCentres, kPoints = T::kPoints, kXStride = T::kXStride;
     constexpr int kHalfP = kPoints / 2, kHalfC = kCentres / 2;
+    static_assert(!Pairs || (!Gather && kCentres == kNarrowMaxK), "Pairs: the assign pass of the one-tile narrow tile");
     if (state->done) return;
     extern __shared__ __align__(16) float dsm[];
     float* const xs = dsm;                                 // [kStages][kSlab][kXStride]: x'^T of the step's slab
@@ -168,6 +177,20 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
                         const int p = a < 4 ? ty * 4 + a : kHalfP + ty * 4 + a - 4;
                         gt.offer(x, d, centres, p, ci * kCentres + (b < 4 ? tx * 4 + b : kHalfC + tx * 4 + b - 4));
                     }
+                } else if constexpr (Pairs) {
+                    // The only centre tile: a point's Top3 over its row's 8 threads (butterfly); lane tx keeps slot
+                    // tx's as (best, second, third, index, index2) in its slots 0 and 1 of the running arrays.
+#pragma unroll
+                    for (int a = 0; a < 8; ++a) {
+                        Top3 top;
+#pragma unroll
+                        for (int b = 0; b < 8; ++b) top.add(acc[a][b], b < 4 ? tx * 4 + b : kHalfC + tx * 4 + b - 4);
+#pragma unroll
+                        for (int off = 1; off < kRowThreads; off *= 2) top.merge(top.shfl_xor(off));
+                        if (tx == a)
+                            best_s[tid] = top.best, second_s[tid] = top.second, best_s[kDeepThreads + tid] = top.third,
+                            index_s[tid] = top.index, index_s[kDeepThreads + tid] = top.index2;
+                    }
                 } else {
                     // Running (best, second, index): the thread's centres in increasing index, strict < keeps the
                     // lower.
@@ -196,25 +219,33 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
         if (tid < kPoints)
             bound_s[tid] = dot_bound(d, __fadd_ru(__fsqrt_ru(bound_s[tid]), __int_as_float(hdr->cmax_bits)));
         // A point's row of 16 lanes merges (best, second, index): the butterfly leaves the result in every lane;
-        // lane tx < 8 keeps point tx's.
-        float b = 0.f, s2 = 0.f;
-        int m = 0;
+        // lane tx < 8 keeps point tx's. (Pairs: merged already.)
+        float b = 0.f, s2 = 0.f, t3 = 0.f;
+        int m = 0, m2 = 0;
+        if constexpr (Pairs) {
+            b = best_s[tid], s2 = second_s[tid], t3 = best_s[kDeepThreads + tid];
+            m = index_s[tid], m2 = index_s[kDeepThreads + tid];
+        } else {
 #pragma unroll
-        for (int a = 0; a < 8; ++a) {
-            float best = best_s[a * kDeepThreads + tid], second = second_s[a * kDeepThreads + tid];
-            int bi = index_s[a * kDeepThreads + tid];
+            for (int a = 0; a < 8; ++a) {
+                float best = best_s[a * kDeepThreads + tid], second = second_s[a * kDeepThreads + tid];
+                int bi = index_s[a * kDeepThreads + tid];
 #pragma unroll
-            for (int off = 1; off < kRowThreads; off *= 2)
-                merge_best(best, bi, second, __shfl_xor_sync(0xffffffffu, best, off),
-                           __shfl_xor_sync(0xffffffffu, bi, off), __shfl_xor_sync(0xffffffffu, second, off));
-            if (tx == a) b = best, s2 = second, m = bi;
+                for (int off = 1; off < kRowThreads; off *= 2)
+                    merge_best(best, bi, second, __shfl_xor_sync(0xffffffffu, best, off),
+                               __shfl_xor_sync(0xffffffffu, bi, off), __shfl_xor_sync(0xffffffffu, second, off));
+                if (tx == a) b = best, s2 = second, m = bi;
+            }
         }
         __syncthreads();  // bound_s
         const int p = tx < 4 ? ty * 4 + tx : kHalfP + ty * 4 + tx - 4;
         if (tx < 8 && p < len) {
-            if (__fsub_rn(s2, b) > bound_s[p]) {  // (NaN compares false: Liao's path)
-                if (membership[p0 + p] != m) atomicAdd(&changed_s, 1);
-                membership[p0 + p] = m;
+            int settled = -1;
+            if (__fsub_rn(s2, b) > bound_s[p]) settled = m;  // (NaN compares false: Liao's path)
+            else if (Pairs && __fsub_rn(t3, b) > bound_s[p]) settled = liao_pair(x, d, centres, p0 + p, m, m2);
+            if (settled >= 0) {
+                if (membership[p0 + p] != settled) atomicAdd(&changed_s, 1);
+                membership[p0 + p] = settled;
             } else {
                 const unsigned q = atomicAdd(&hdr->queued, 1u);  // < n: each point at most once a loop
                 queue_i[q] = p0 + p, queue_b[q] = make_float2(b, bound_s[p]);
@@ -232,6 +263,14 @@ void with_tile(std::int64_t k, F&& f) {
     else f(WideTile{});
 }
 
+// The narrow tile's assign pass (one centre tile) settles the pairs itself; the 3xTF32 tile's from 256 padded
+// coordinates, where the resolve pass cost 13-56% of the assign (profile at 091a38b: 1M x 1024, k=512 12.4 against
+// 22.2 ms; 1M x 512, k=2048 7.9 against 44.2) and the Top3's merges after every centre tile are small beside the
+// tile's products (at 8M x 128, k=1024 the resolve was 0.6 of 46 ms).
+template <class T>
+constexpr bool kPairs = std::is_same_v<T, NarrowTile>;
+constexpr int kTcPairsMinDim = 256;
+
 }  // namespace
 
 std::size_t workspace_bytes(std::int64_t n, std::int64_t d, std::int64_t k, bool tc) {
@@ -243,12 +282,13 @@ void check(std::int64_t d, std::int64_t k, bool tc) {
                    "kmeans device_tiled: k*D past 2^31 padded centre coordinates");
     if (tc) {
         require_shared_memory(assign_tc<false>, kTcShared, "kmeans device_tiled: assign (D > 64, tf32x3)");
+        require_shared_memory(assign_tc<false, true>, kTcShared, "kmeans device_tiled: assign (D > 64, tf32x3)");
         require_shared_memory(assign_tc<true>, kTcShared, "kmeans device_tiled: resolve (D > 64, tf32x3)");
         return;
     }
     with_tile(k, [&](auto t) {
         using T = decltype(t);
-        require_shared_memory(assign<T, false>, T::kShared, "kmeans device_tiled: assign (D > 64)");
+        require_shared_memory(assign<T, false, kPairs<T>>, T::kShared, "kmeans device_tiled: assign (D > 64)");
         require_shared_memory(assign<T, true>, T::kShared, "kmeans device_tiled: resolve (D > 64)");
     });
 }
@@ -265,7 +305,7 @@ Grid plan(std::int64_t n, std::int64_t k, int blocks, bool tc) {
     if (tc) fill(assign_tc<false>, kTcShared, WideTile::kPoints);
     else with_tile(k, [&](auto t) {
         using T = decltype(t);
-        fill(assign<T, false>, T::kShared, T::kPoints);
+        fill(assign<T, false, kPairs<T>>, T::kShared, T::kPoints);
     });
     return g;
 }
@@ -294,9 +334,12 @@ void launch(const Grid& g, const float* x, std::int64_t n, std::int64_t d, std::
     GPUOPT_CHECK_LAUNCH("kmeans device_tiled prep (D > 64)");
     if (tc) {
         const auto* ct4 = reinterpret_cast<const float4*>(ct);
-        assign_tc<false><<<g.assign_blocks, kDeepThreads, kTcShared, stream>>>(x, n, di, ki, kc, dp, ct4, cn, shift,
-                                                                                centres, hdr, queue_i, queue_b,
-                                                                                membership, state);
+        if (dp >= kTcPairsMinDim)  // (the same occupancy as plan's assign_tc<false>: launch bounds, shared memory)
+            assign_tc<false, true><<<g.assign_blocks, kDeepThreads, kTcShared, stream>>>(
+                x, n, di, ki, kc, dp, ct4, cn, shift, centres, hdr, queue_i, queue_b, membership, state);
+        else
+            assign_tc<false><<<g.assign_blocks, kDeepThreads, kTcShared, stream>>>(
+                x, n, di, ki, kc, dp, ct4, cn, shift, centres, hdr, queue_i, queue_b, membership, state);
         GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign (D > 64, tf32x3)");
         assign_tc<true><<<g.resolve_blocks, kDeepThreads, kTcShared, stream>>>(x, n, di, ki, kc, dp, ct4, cn, shift,
                                                                                centres, hdr, queue_i, queue_b,
@@ -306,9 +349,8 @@ void launch(const Grid& g, const float* x, std::int64_t n, std::int64_t d, std::
     }
     with_tile(k, [&](auto t) {
         using T = decltype(t);
-        assign<T, false><<<g.assign_blocks, kDeepThreads, T::kShared, stream>>>(x, n, di, ki, kc, dp, ct, cn, shift,
-                                                                                 centres, hdr, queue_i, queue_b,
-                                                                                 membership, state);
+        assign<T, false, kPairs<T>><<<g.assign_blocks, kDeepThreads, T::kShared, stream>>>(
+            x, n, di, ki, kc, dp, ct, cn, shift, centres, hdr, queue_i, queue_b, membership, state);
         GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign (D > 64)");
         assign<T, true><<<g.resolve_blocks, kDeepThreads, T::kShared, stream>>>(x, n, di, ki, kc, dp, ct, cn, shift,
                                                                                 centres, hdr, queue_i, queue_b,

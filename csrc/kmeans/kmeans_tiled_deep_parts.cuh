@@ -137,6 +137,52 @@ __device__ __forceinline__ unsigned long long pack_candidate(float dist, int c) 
     return static_cast<unsigned long long>(__float_as_uint(dist)) << 32 | static_cast<unsigned>(c);
 }
 
+// A point's two nearest centres by g (values and indices) and the third-nearest value: where the third is farther
+// than the gap bound from the best, only the two can be Liao's nearest (every other centre is farther by the
+// argument of nearest_dot), so two Liao distances settle the point without the resolve pass (assign's Pairs).
+// best, second and index follow the running triple's rules exactly (fminf/fmaxf: strict < keeps the lower index).
+struct Top3 {
+    float best = __builtin_huge_valf(), second = __builtin_huge_valf(), third = __builtin_huge_valf();
+    int index = 0, index2 = 0;
+    __device__ void add(float g, int c) {  // (centres in increasing index)
+        const bool below_best = g < best, below_second = g < second;
+        index2 = below_best ? index : (below_second ? c : index2);
+        third = fminf(third, fmaxf(second, g));
+        second = fminf(second, fmaxf(best, g));
+        if (below_best) index = c;
+        best = fminf(best, g);
+    }
+    // o's centres disjoint from this one's: the smaller (g, index) pairs first, as one sequence in index order would.
+    __device__ void merge(const Top3& o) {
+        auto before = [](float g1, int c1, float g2, int c2) { return g1 < g2 || (g1 == g2 && c1 < c2); };
+        Top3 a = *this, b = o;
+        if (before(b.best, b.index, a.best, a.index)) a = o, b = *this;
+        if (before(b.best, b.index, a.second, a.index2))
+            a.third = fminf(a.second, b.second), a.second = b.best, a.index2 = b.index;
+        else
+            a.third = fminf(a.third, b.best);
+        *this = a;
+    }
+    __device__ Top3 shfl_xor(int off) const {
+        Top3 o;
+        o.best = __shfl_xor_sync(0xffffffffu, best, off), o.second = __shfl_xor_sync(0xffffffffu, second, off);
+        o.third = __shfl_xor_sync(0xffffffffu, third, off), o.index = __shfl_xor_sync(0xffffffffu, index, off);
+        o.index2 = __shfl_xor_sync(0xffffffffu, index2, off);
+        return o;
+    }
+};
+
+// Point `row`'s Liao membership between two candidates: the smaller Liao distance, ties to the lower index (what
+// the resolve pass's atomicMin over pack_candidate gives them).
+__device__ inline int liao_pair(const float* __restrict__ x, int d, const float* __restrict__ centres,
+                                std::int64_t row, int c1, int c2) {
+    const float unused[1] = {0.f};  // (liao_distance<0> reads the point through its pointer)
+    const float* xr = x + row * d;
+    const unsigned long long p1 = pack_candidate(liao_distance<0>(unused, xr, centres + static_cast<std::int64_t>(c1) * d, d), c1);
+    const unsigned long long p2 = pack_candidate(liao_distance<0>(unused, xr, centres + static_cast<std::int64_t>(c2) * d, d), c2);
+    return static_cast<int>((p1 < p2 ? p1 : p2) & 0xffffffffu);
+}
+
 // A thread's share of a step's x slab (kSlab coordinates x kPoints points, transposed: x^T): its coordinate j and
 // first point p (then every 8th). A warp's 32 copies are 4 points x 8 coordinates, 32-byte pieces of 4 rows, stored
 // to banks 4j + p (all distinct: kXStride % 32 == 4).

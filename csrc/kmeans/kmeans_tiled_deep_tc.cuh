@@ -34,10 +34,14 @@ constexpr int kTcStageB = kTcS8 * kTcN8 * 32;   // float4 B fragments a stage (h
 constexpr std::size_t kTcShared =
     (static_cast<std::size_t>(kStages) * kSlab * WideTile::kXStride + 4 * kStages * kTcStageB + 3 * 4 * kDeepThreads) *
     sizeof(float);
-static_assert(3 * 2 * WideTile::kPoints <= 3 * 4 * kDeepThreads && kTcStageB % kDeepThreads == 0,
+static_assert(5 * 2 * WideTile::kPoints <= 3 * 4 * kDeepThreads && kTcStageB % kDeepThreads == 0,
               "the merged triples fit the running triples' space; the B copies divide among the threads");
 
-template <bool Gather>
+// Pairs (the assign pass, Gather false): a point's Top3 instead of its running triple, merged over the quad after
+// every centre tile and kept in the registers of the lane whose slot it is (the running arrays' shared memory would
+// not fit two blocks an SM with five values), so a point whose third-nearest is farther than the bound from its
+// best is settled by two Liao distances instead of the queue (liao_pair).
+template <bool Gather, bool Pairs = false>
 __global__ void __launch_bounds__(kDeepThreads, 2) assign_tc(const float* __restrict__ x, std::int64_t n, int d, int k,
                                                              int kc, int dp, const float4* __restrict__ ct4,
                                                              const float* __restrict__ cn,
@@ -49,6 +53,7 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign_tc(const float* __rest
                                                              std::int32_t* __restrict__ membership,
                                                              LoopState* __restrict__ state) {
     constexpr int kPoints = WideTile::kPoints, kCentres = WideTile::kCentres, kXStride = WideTile::kXStride;
+    static_assert(!(Gather && Pairs), "Pairs: the assign pass");
     if (state->done) return;
     extern __shared__ __align__(16) float dsm[];
     float* const xs = dsm;                                                  // [kStages][kSlab][kXStride]
@@ -59,6 +64,8 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign_tc(const float* __rest
     float* const mbest_s = best_s;                                          // [2][kPoints], after a tile
     float* const msecond_s = best_s + 2 * kPoints;
     int* const mindex_s = reinterpret_cast<int*>(best_s + 4 * kPoints);
+    float* const mthird_s = best_s + 6 * kPoints;                          // (Pairs) [2][kPoints]
+    int* const mindex2_s = reinterpret_cast<int*>(best_s + 8 * kPoints);  // (Pairs) [2][kPoints]
     const GatherTile gt = GatherTile::at<kPoints>(best_s);  // (Gather)
     __shared__ float bound_s[kPoints];  // ||x'_p||^2 over the first centre tile's steps, then the point's gap bound
     __shared__ int changed_s;
@@ -89,7 +96,8 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign_tc(const float* __rest
             }
             dev::cp_async_commit();
         };
-        if constexpr (!Gather) {
+        Top3 run;  // (Pairs) slot t's point over the centre tiles so far
+        if constexpr (!Gather && !Pairs) {
 #pragma unroll
             for (int a = 0; a < 4; ++a)
                 best_s[a * kDeepThreads + tid] = second_s[a * kDeepThreads + tid] = __int_as_float(0x7f800000),
@@ -174,6 +182,18 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign_tc(const float* __rest
                         const int a = bit / 16, ni = bit % 16 / 2, e = bit % 2;
                         gt.offer(x, d, centres, wr * 32 + 16 * (a / 2) + 8 * (a % 2) + g, cw + 8 * ni + 2 * t + e);
                     }
+                } else if constexpr (Pairs) {
+#pragma unroll
+                    for (int a = 0; a < 4; ++a) {
+                        Top3 top;
+#pragma unroll
+                        for (int ni = 0; ni < 8; ++ni)
+#pragma unroll
+                            for (int e = 0; e < 2; ++e) top.add(acc[a / 2][ni][2 * (a % 2) + e], cw + 8 * ni + 2 * t + e);
+#pragma unroll
+                        for (int off = 1; off < 4; off *= 2) top.merge(top.shfl_xor(off));
+                        if (t == a) run.merge(top);  // (earlier centre tiles: lower indices)
+                    }
                 } else {
 #pragma unroll
                     for (int a = 0; a < 4; ++a) {
@@ -201,31 +221,48 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign_tc(const float* __rest
         }
         // A quad's four lanes hold the same points (centres 2t, 2t + 1 of each n8 tile): the butterfly leaves each
         // point's merged triple in all four; lane t keeps slot t's, point wr*32 + 16 (t / 2) + 8 (t % 2) + g.
-        float b = 0.f, s2 = 0.f;
-        int m = 0;
+        float b = run.best, s2 = run.second;  // (Pairs: merged already)
+        int m = run.index;
+        if constexpr (!Pairs) {
 #pragma unroll
-        for (int a = 0; a < 4; ++a) {
-            float best = best_s[a * kDeepThreads + tid], second = second_s[a * kDeepThreads + tid];
-            int bi = index_s[a * kDeepThreads + tid];
+            for (int a = 0; a < 4; ++a) {
+                float best = best_s[a * kDeepThreads + tid], second = second_s[a * kDeepThreads + tid];
+                int bi = index_s[a * kDeepThreads + tid];
 #pragma unroll
-            for (int off = 1; off < 4; off *= 2)
-                merge_best(best, bi, second, __shfl_xor_sync(0xffffffffu, best, off),
-                           __shfl_xor_sync(0xffffffffu, bi, off), __shfl_xor_sync(0xffffffffu, second, off));
-            if (t == a) b = best, s2 = second, m = bi;
+                for (int off = 1; off < 4; off *= 2)
+                    merge_best(best, bi, second, __shfl_xor_sync(0xffffffffu, best, off),
+                               __shfl_xor_sync(0xffffffffu, bi, off), __shfl_xor_sync(0xffffffffu, second, off));
+                if (t == a) b = best, s2 = second, m = bi;
+            }
         }
         if (tid < kPoints)
             bound_s[tid] = tc::tc_bound(d, dp / 8, __fadd_ru(__fsqrt_ru(bound_s[tid]), __int_as_float(hdr->cmax_bits)));
         __syncthreads();  // every running triple is read: their space takes the warp columns' merged triples
         const int p = wr * 32 + 16 * (t / 2) + 8 * (t % 2) + g;
         mbest_s[wc * kPoints + p] = b, msecond_s[wc * kPoints + p] = s2, mindex_s[wc * kPoints + p] = m;
+        if constexpr (Pairs) mthird_s[wc * kPoints + p] = run.third, mindex2_s[wc * kPoints + p] = run.index2;
         __syncthreads();
         if (tid < len) {  // point tid: its two warp columns' triples (disjoint centres), then the gap test
-            float best = mbest_s[tid], second = msecond_s[tid];
-            int bi = mindex_s[tid];
-            merge_best(best, bi, second, mbest_s[kPoints + tid], mindex_s[kPoints + tid], msecond_s[kPoints + tid]);
-            if (__fsub_rn(second, best) > bound_s[tid]) {  // (NaN compares false: Liao's path)
-                if (membership[p0 + tid] != bi) atomicAdd(&changed_s, 1);
-                membership[p0 + tid] = bi;
+            float best = mbest_s[tid], second = msecond_s[tid], third = 0.f;
+            int bi = mindex_s[tid], bi2 = 0;
+            if constexpr (Pairs) {
+                Top3 top, other;  // column 0's centres are the lower of each centre tile, not of all: merge by index
+                top.best = best, top.second = second, top.third = mthird_s[tid], top.index = bi;
+                top.index2 = mindex2_s[tid];
+                other.best = mbest_s[kPoints + tid], other.second = msecond_s[kPoints + tid];
+                other.third = mthird_s[kPoints + tid], other.index = mindex_s[kPoints + tid];
+                other.index2 = mindex2_s[kPoints + tid];
+                top.merge(other);
+                best = top.best, second = top.second, third = top.third, bi = top.index, bi2 = top.index2;
+            } else {
+                merge_best(best, bi, second, mbest_s[kPoints + tid], mindex_s[kPoints + tid], msecond_s[kPoints + tid]);
+            }
+            int settled = -1;
+            if (__fsub_rn(second, best) > bound_s[tid]) settled = bi;  // (NaN compares false: Liao's path)
+            else if (Pairs && __fsub_rn(third, best) > bound_s[tid]) settled = liao_pair(x, d, centres, p0 + tid, bi, bi2);
+            if (settled >= 0) {
+                if (membership[p0 + tid] != settled) atomicAdd(&changed_s, 1);
+                membership[p0 + tid] = settled;
             } else {
                 const unsigned q = atomicAdd(&hdr->queued, 1u);  // < n: each point at most once a loop
                 queue_i[q] = p0 + tid, queue_b[q] = make_float2(best, bound_s[tid]);

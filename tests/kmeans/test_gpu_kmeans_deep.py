@@ -6,8 +6,9 @@ far past it, k around the 128-centre tile, ragged N, exact ties (integer grids, 
 (most points through the queue), data far from the origin (where the shift matters), an empty cluster, rows off
 16-byte alignment, device arrays, and the same bits for any grid. The sums of 16-byte rows with D >= 64 read x
 directly (no staging): D = 64, 68, 256, 1000 here. The 3xTF32 tile (products="tf32x3") on the same kinds of data.
-The auto products past D = 32 with more than 64 centres (the 3xTF32 tile) too. Every device allocation is poisoned
-(NaN) first (conftest)."""
+The auto products past D = 32 with more than 64 centres (the 3xTF32 tile) too. Points settled in the assign pass by
+two Liao distances (their third-nearest clear of the bound). Every device allocation is poisoned (NaN) first
+(conftest)."""
 
 import numpy as np
 import pytest
@@ -137,3 +138,16 @@ def test_tf32x3_tile_ties_near_ties_and_any_grid(rng, blocks):
     lattice, mid = lattice_and_midpoints(rng, 30, 150, 6_000)  # most points through the queue
     x = np.concatenate([lattice, mid]).astype(np.float32)
     assert_same_as_chunked_cpu(x, 30, "device_tiled", products="tf32x3", threshold=0.0, max_iter=3, blocks=blocks)
+
+
+# Points whose third-nearest centre is clear of the bound but whose two nearest are not: settled in the assign pass by
+# two Liao distances (Top3, liao_pair) in the narrow tile (k <= 64) and in the 3xTF32 tile from 256 padded
+# coordinates; exact ties of three and more (integer grids) still through the resolve pass.
+@pytest.mark.parametrize("products", ["auto", "tf32x3", "ffma"])
+@pytest.mark.parametrize("d,k", [(300, 100), (260, 40), (100, 30)])
+@pytest.mark.parametrize("blocks", [0, 1])
+def test_pairs_settled_by_two_liao_distances(rng, products, d, k, blocks):
+    lattice, mid = lattice_and_midpoints(rng, k, d, 4_000)  # midpoints: two candidates each
+    grid = rng.integers(0, 3, (1_000, d)).astype(np.float32)
+    x = np.concatenate([lattice, mid, grid, mid[:300]]).astype(np.float32)
+    assert_same_as_chunked_cpu(x, k, "device_tiled", products=products, threshold=0.0, max_iter=3, blocks=blocks)
