@@ -263,13 +263,12 @@ void with_tile(std::int64_t k, F&& f) {
     else f(WideTile{});
 }
 
-// The narrow tile's assign pass (one centre tile) settles the pairs itself; the 3xTF32 tile's from 256 padded
-// coordinates, where the resolve pass cost 13-56% of the assign (profile at 091a38b: 1M x 1024, k=512 12.4 against
-// 22.2 ms; 1M x 512, k=2048 7.9 against 44.2) and the Top3's merges after every centre tile are small beside the
-// tile's products (at 8M x 128, k=1024 the resolve was 0.6 of 46 ms).
-template <class T>
-constexpr bool kPairs = std::is_same_v<T, NarrowTile>;
-constexpr int kTcPairsMinDim = 256;
+// Where the assign pass settles the pairs itself (Pairs): the narrow tile past 512 padded coordinates, the 3xTF32
+// tile from 512. kmeans_map on the H200 (61ca4a6, pairs in every narrow tile and in the 3xTF32 tile from 256,
+// against 3687f7f without; marginal loop, 1M uniform points): D = 1024 1.08-1.15x faster (k = 2..8192), D = 512
+// 1.00-1.10x with k >= 128, but D = 512 with k = 8, 32 0.91x and 0.98x and D = 256 0.87-0.99x: where few points
+// queue, the Top3's merges and the inline Liao distances cost more than the resolve pass they save.
+constexpr int kNarrowPairsAbove = 512, kTcPairsMinDim = 512;
 
 }  // namespace
 
@@ -288,7 +287,9 @@ void check(std::int64_t d, std::int64_t k, bool tc) {
     }
     with_tile(k, [&](auto t) {
         using T = decltype(t);
-        require_shared_memory(assign<T, false, kPairs<T>>, T::kShared, "kmeans device_tiled: assign (D > 64)");
+        require_shared_memory(assign<T, false>, T::kShared, "kmeans device_tiled: assign (D > 64)");
+        if constexpr (std::is_same_v<T, NarrowTile>)
+            require_shared_memory(assign<T, false, true>, T::kShared, "kmeans device_tiled: assign (D > 64)");
         require_shared_memory(assign<T, true>, T::kShared, "kmeans device_tiled: resolve (D > 64)");
     });
 }
@@ -305,7 +306,7 @@ Grid plan(std::int64_t n, std::int64_t k, int blocks, bool tc) {
     if (tc) fill(assign_tc<false>, kTcShared, WideTile::kPoints);
     else with_tile(k, [&](auto t) {
         using T = decltype(t);
-        fill(assign<T, false, kPairs<T>>, T::kShared, T::kPoints);
+        fill(assign<T, false>, T::kShared, T::kPoints);  // (Pairs: the same launch bounds and shared memory)
     });
     return g;
 }
@@ -334,12 +335,10 @@ void launch(const Grid& g, const float* x, std::int64_t n, std::int64_t d, std::
     GPUOPT_CHECK_LAUNCH("kmeans device_tiled prep (D > 64)");
     if (tc) {
         const auto* ct4 = reinterpret_cast<const float4*>(ct);
-        if (dp >= kTcPairsMinDim)  // (the same occupancy as plan's assign_tc<false>: launch bounds, shared memory)
-            assign_tc<false, true><<<g.assign_blocks, kDeepThreads, kTcShared, stream>>>(
-                x, n, di, ki, kc, dp, ct4, cn, shift, centres, hdr, queue_i, queue_b, membership, state);
-        else
-            assign_tc<false><<<g.assign_blocks, kDeepThreads, kTcShared, stream>>>(
-                x, n, di, ki, kc, dp, ct4, cn, shift, centres, hdr, queue_i, queue_b, membership, state);
+        // (Pairs: the same occupancy as plan's assign_tc<false>: launch bounds, shared memory)
+        auto* assign_pass = dp >= kTcPairsMinDim ? assign_tc<false, true> : assign_tc<false>;
+        assign_pass<<<g.assign_blocks, kDeepThreads, kTcShared, stream>>>(x, n, di, ki, kc, dp, ct4, cn, shift, centres,
+                                                                         hdr, queue_i, queue_b, membership, state);
         GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign (D > 64, tf32x3)");
         assign_tc<true><<<g.resolve_blocks, kDeepThreads, kTcShared, stream>>>(x, n, di, ki, kc, dp, ct4, cn, shift,
                                                                                centres, hdr, queue_i, queue_b,
@@ -349,8 +348,11 @@ void launch(const Grid& g, const float* x, std::int64_t n, std::int64_t d, std::
     }
     with_tile(k, [&](auto t) {
         using T = decltype(t);
-        assign<T, false, kPairs<T>><<<g.assign_blocks, kDeepThreads, T::kShared, stream>>>(
-            x, n, di, ki, kc, dp, ct, cn, shift, centres, hdr, queue_i, queue_b, membership, state);
+        auto* assign_pass = assign<T, false>;
+        if constexpr (std::is_same_v<T, NarrowTile>)
+            if (dp > kNarrowPairsAbove) assign_pass = assign<T, false, true>;
+        assign_pass<<<g.assign_blocks, kDeepThreads, T::kShared, stream>>>(x, n, di, ki, kc, dp, ct, cn, shift, centres,
+                                                                          hdr, queue_i, queue_b, membership, state);
         GPUOPT_CHECK_LAUNCH("kmeans device_tiled assign (D > 64)");
         assign<T, true><<<g.resolve_blocks, kDeepThreads, T::kShared, stream>>>(x, n, di, ki, kc, dp, ct, cn, shift,
                                                                                 centres, hdr, queue_i, queue_b,

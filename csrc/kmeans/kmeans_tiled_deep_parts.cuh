@@ -178,8 +178,10 @@ __device__ inline int liao_pair(const float* __restrict__ x, int d, const float*
                                 std::int64_t row, int c1, int c2) {
     const float unused[1] = {0.f};  // (liao_distance<0> reads the point through its pointer)
     const float* xr = x + row * d;
-    const unsigned long long p1 = pack_candidate(liao_distance<0>(unused, xr, centres + static_cast<std::int64_t>(c1) * d, d), c1);
-    const unsigned long long p2 = pack_candidate(liao_distance<0>(unused, xr, centres + static_cast<std::int64_t>(c2) * d, d), c2);
+    const unsigned long long p1 =
+        pack_candidate(liao_distance<0>(unused, xr, centres + static_cast<std::int64_t>(c1) * d, d), c1);
+    const unsigned long long p2 =
+        pack_candidate(liao_distance<0>(unused, xr, centres + static_cast<std::int64_t>(c2) * d, d), c2);
     return static_cast<int>((p1 < p2 ? p1 : p2) & 0xffffffffu);
 }
 

@@ -259,7 +259,8 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign_tc(const float* __rest
             }
             int settled = -1;
             if (__fsub_rn(second, best) > bound_s[tid]) settled = bi;  // (NaN compares false: Liao's path)
-            else if (Pairs && __fsub_rn(third, best) > bound_s[tid]) settled = liao_pair(x, d, centres, p0 + tid, bi, bi2);
+            else if (Pairs && __fsub_rn(third, best) > bound_s[tid])
+                settled = liao_pair(x, d, centres, p0 + tid, bi, bi2);
             if (settled >= 0) {
                 if (membership[p0 + tid] != settled) atomicAdd(&changed_s, 1);
                 membership[p0 + tid] = settled;
