@@ -101,6 +101,45 @@ __global__ void split_cols(B b, int K, int N, float* __restrict__ hi, float* __r
     }
 }
 
+// One stage's products into part (part = the stage's 32 k; the first wgmma overwrites it): a warpgroup's 64 rows of
+// the A tiles against the 128 columns of the B tiles, stage layout [A hi][A lo][B hi][B lo] at shared address st,
+// each 128 rows x 128 bytes, swizzled. Issued and committed; the caller waits.
+__device__ __forceinline__ void mma_stage(float (&part)[64], std::uint32_t st, int warpgroup) {
+#if GPUOPT_HAS_WGMMA
+    const std::uint32_t rows_a = warpgroup * 64 * 128;
+    const std::uint32_t ahi = st + rows_a, alo = st + TILE_BYTES + rows_a;
+    const std::uint32_t bhi = st + 2 * TILE_BYTES, blo = st + 3 * TILE_BYTES;
+    wgmma::fence();
+#pragma unroll
+    for (int k8 = 0; k8 < BK / 8; ++k8) {  // smallest terms first: lo*hi, hi*lo, then hi*hi
+        const std::uint32_t o = 32 * k8;
+        if (k8 == 0)
+            wgmma::m64n128k8_tf32<0>(part, wgmma::desc_k_major_sw128(alo + o), wgmma::desc_k_major_sw128(bhi + o));
+        else
+            wgmma::m64n128k8_tf32<1>(part, wgmma::desc_k_major_sw128(alo + o), wgmma::desc_k_major_sw128(bhi + o));
+        wgmma::m64n128k8_tf32<1>(part, wgmma::desc_k_major_sw128(ahi + o), wgmma::desc_k_major_sw128(blo + o));
+        wgmma::m64n128k8_tf32<1>(part, wgmma::desc_k_major_sw128(ahi + o), wgmma::desc_k_major_sw128(bhi + o));
+    }
+    wgmma::commit();
+#endif
+}
+
+// The block's 128 x 128 tile at (m0, n0) through store.pair; rows past M skipped (columns past N: the Store's).
+// acc[4i + 2h + e]: row 16w + l/4 + 8h, column 8i + 2(l%4) + e of the warpgroup's 64 x 128 tile.
+template <class Store>
+__device__ __forceinline__ void store_tile(const float (&acc)[64], const Store& store, int M, int m0, int n0, int tid) {
+    const int warpgroup = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+    const int row0 = m0 + warpgroup * 64 + warp * 16 + lane / 4;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 8 * h;
+        if (row >= M) continue;
+#pragma unroll
+        for (int i = 0; i < 16; ++i)
+            store.pair(row, n0 + 8 * i + 2 * (lane % 4), acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]);
+    }
+}
+
 // c (M x N) = a * b from the split operands: a_hi, a_lo (Mp x Kp), b_hi, b_lo (Np x Kp), all K-major; each output
 // pair (row, col), (row, col + 1) (col even) goes through store.pair, which owns c's layout and its bounds past N.
 template <class Store>
@@ -148,38 +187,14 @@ __global__ void __launch_bounds__(THREADS, 1)
         if (ks + STAGES - 1 < ksteps) load((ks + STAGES - 1) % STAGES, ks + STAGES - 1);
         dev::cp_async_commit();
 
-        const std::uint32_t st = base + (ks % STAGES) * STAGE_BYTES, rows_a = warpgroup * 64 * 128;
-        const std::uint32_t ahi = st + rows_a, alo = st + TILE_BYTES + rows_a;
-        const std::uint32_t bhi = st + 2 * TILE_BYTES, blo = st + 3 * TILE_BYTES;
-        wgmma::fence();
-#pragma unroll
-        for (int k8 = 0; k8 < BK / 8; ++k8) {  // smallest terms first: lo*hi, hi*lo, then hi*hi
-            const std::uint32_t o = 32 * k8;
-            if (k8 == 0)
-                wgmma::m64n128k8_tf32<0>(part, wgmma::desc_k_major_sw128(alo + o), wgmma::desc_k_major_sw128(bhi + o));
-            else
-                wgmma::m64n128k8_tf32<1>(part, wgmma::desc_k_major_sw128(alo + o), wgmma::desc_k_major_sw128(bhi + o));
-            wgmma::m64n128k8_tf32<1>(part, wgmma::desc_k_major_sw128(ahi + o), wgmma::desc_k_major_sw128(blo + o));
-            wgmma::m64n128k8_tf32<1>(part, wgmma::desc_k_major_sw128(ahi + o), wgmma::desc_k_major_sw128(bhi + o));
-        }
-        wgmma::commit();
+        mma_stage(part, base + (ks % STAGES) * STAGE_BYTES, warpgroup);
         wgmma::wait<0>();
 #pragma unroll
         for (int i = 0; i < 64; ++i) acc[i] += part[i];  // round to nearest
     }
     dev::cp_async_wait<0>();  // only empty groups remain; leave nothing in flight
 
-    // acc[4i + 2h + e]: row 16w + l/4 + 8h, column 8i + 2(l%4) + e of the warpgroup's 64 x 128 tile.
-    const int warp = (tid % 128) / 32, lane = tid % 32;
-    const int row0 = m0 + warpgroup * 64 + warp * 16 + lane / 4;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const int row = row0 + 8 * h;
-        if (row >= M) continue;
-#pragma unroll
-        for (int i = 0; i < 16; ++i)
-            store.pair(row, n0 + 8 * i + 2 * (lane % 4), acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]);
-    }
+    store_tile(acc, store, M, m0, n0, tid);
 #endif
 }
 
@@ -257,21 +272,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
         dev::cp_async_commit();
 
-        const std::uint32_t st = base + (ks % STAGES) * STAGE_BYTES, rows_a = warpgroup * 64 * 128;
-        const std::uint32_t ahi = st + rows_a, alo = st + TILE_BYTES + rows_a;
-        const std::uint32_t bhi = st + 2 * TILE_BYTES, blo = st + 3 * TILE_BYTES;
-        wgmma::fence();
-#pragma unroll
-        for (int k8 = 0; k8 < BK / 8; ++k8) {  // smallest terms first: lo*hi, hi*lo, then hi*hi
-            const std::uint32_t o = 32 * k8;
-            if (k8 == 0)
-                wgmma::m64n128k8_tf32<0>(part, wgmma::desc_k_major_sw128(alo + o), wgmma::desc_k_major_sw128(bhi + o));
-            else
-                wgmma::m64n128k8_tf32<1>(part, wgmma::desc_k_major_sw128(alo + o), wgmma::desc_k_major_sw128(bhi + o));
-            wgmma::m64n128k8_tf32<1>(part, wgmma::desc_k_major_sw128(ahi + o), wgmma::desc_k_major_sw128(blo + o));
-            wgmma::m64n128k8_tf32<1>(part, wgmma::desc_k_major_sw128(ahi + o), wgmma::desc_k_major_sw128(bhi + o));
-        }
-        wgmma::commit();
+        mma_stage(part, base + (ks % STAGES) * STAGE_BYTES, warpgroup);
         // Stage `next` was last read by step ks - 1's MMAs, which every thread waited for before this step's barrier.
         if (next < ksteps) store_b(next % STAGES);
         wgmma::wait<0>();
@@ -280,17 +281,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
     dev::cp_async_wait<0>();
 
-    // acc[4i + 2h + e]: row 16w + l/4 + 8h, column 8i + 2(l%4) + e of the warpgroup's 64 x 128 tile.
-    const int warp = (tid % 128) / 32, lane = tid % 32;
-    const int row0 = m0 + warpgroup * 64 + warp * 16 + lane / 4;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const int row = row0 + 8 * h;
-        if (row >= M) continue;
-#pragma unroll
-        for (int i = 0; i < 16; ++i)
-            store.pair(row, n0 + 8 * i + 2 * (lane % 4), acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]);
-    }
+    store_tile(acc, store, M, m0, n0, tid);
 #endif
 }
 
