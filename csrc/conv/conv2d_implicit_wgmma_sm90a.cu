@@ -13,7 +13,7 @@
 
 namespace gpuopt::conv {
 
-namespace {
+namespace implicit_wgmma {  // (not anonymous: for targets without wgmma the kernel is empty and these go unused)
 
 using i64 = std::int64_t;
 
@@ -52,7 +52,11 @@ struct WindowsGather {
 
 constexpr const char* kWhat = "conv2d/implicit_gemm_tf32x3_wgmma";
 
-}  // namespace
+}  // namespace implicit_wgmma
+
+using implicit_wgmma::i64;
+using implicit_wgmma::kWhat;
+using implicit_wgmma::WindowsGather;
 
 void conv2d_implicit_gemm_tf32x3_wgmma_check(const Conv2dShape& s) {
     s.validate();
