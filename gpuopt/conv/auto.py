@@ -21,7 +21,7 @@ instead of 1e-7), the counterpart of cuDNN's "any" search. MACs below = N*P*Q*K*
    product with the input windows gathered inside it (no unrolled buffer), for filters wider than 1x1 with
    N*P*Q >= 6272 and 1x1 filters with C >= 256 and N*P*Q >= 25088 (conv_layers at 7028975: VGG-16's 64 > 128 and
    128 > 128 @112, 128 > 256 and 256 > 256 @56: 0.60, 1.10, 0.57, 1.08 ms against 0.90, 1.76, 0.73, 1.41;
-   ResNet-50 batch 32's stride-2 3x3 and 1x1 layers of 128 and 256 maps: 0.10-0.21 ms against 0.16-0.25).
+   ResNet-50 batch 32's layers of 128 and 256 maps in stages 2-3: 0.10-0.21 ms against 0.16-0.25).
    With 64 maps its 128-row tiles run half empty (VGG-16 64 > 64 @224: 2.30 against implicit_gemm_fast's 1.77),
    with 512 unroll_tf32x3 and pointwise_tf32x3 stay ahead, with fewer pixels (batch 1) implicit_gemm and unroll.
    In the fast class winograd keeps the stride-1 layers with outputs under 56x56 (ResNet-50 b32's 3x3/1 128 @28:
