@@ -186,6 +186,29 @@ def check_fp32_level(err, x, w, ref, *, stride=1, padding=0, bias=None, activati
     assert err <= 2 * max(cudnn_err, 2.0 ** -22), (err, cudnn_err)
 
 
+def require_hopper(variant):
+    """Skip unless GPU 0 is a Hopper GPU: the 3xTF32 warpgroup-MMA variants run there only."""
+    import pytest
+    if tuple(gpuopt.device_info()["compute_capability"]) != (9, 0):
+        pytest.skip(f"{variant} runs on Hopper GPUs only")
+
+
+def check_tf32x3_against_float64(rng, variant, shape):
+    """``variant`` on a random (N, C, H, W, K, R, S, stride, padding) layer with a bias and relu, against the float64
+    oracle: under 1e-5 relative and FP32-level (check_fp32_level)."""
+    import oracles  # (tests/ is on the path of every test module)
+    n, c, h, w, k, r, s, stride, padding = shape
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((k, c, r, s)).astype(np.float32)
+    bias = rng.standard_normal(k).astype(np.float32)
+    y = gpuopt.conv2d(x, wt, stride=stride, padding=padding, bias=bias, activation="relu", variant=variant)
+    ref = oracles.conv2d(x, wt, bias, (stride, stride), (padding, padding), "relu")
+    assert y.shape == ref.shape
+    err = relative_error(y, ref)
+    assert err < 1e-5, err
+    check_fp32_level(err, x, wt, ref, stride=stride, padding=padding, bias=bias, activation="relu")
+
+
 def check_activation_and_bias(rng, variant, x_shape, w_shape, activation, with_bias, padding=0):
     """``variant`` with ``activation`` and with or without a bias, against the float64 oracle (1e-5 relative)."""
     import oracles  # (tests/ is on the path of every test module)

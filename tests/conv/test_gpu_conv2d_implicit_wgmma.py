@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 import gpuopt
-import oracles
-from conftest import relative_error
-from .cases import check_activation_and_bias, check_device_and_torch_inputs, check_fp32_level
+from .cases import (check_activation_and_bias, check_device_and_torch_inputs, check_tf32x3_against_float64,
+                    require_hopper)
 
 pytestmark = pytest.mark.gpu
 
@@ -34,30 +33,16 @@ SHAPES = [
 ]
 
 
-def _hopper():
-    if tuple(gpuopt.device_info()["compute_capability"]) != (9, 0):
-        pytest.skip(f"{VARIANT} runs on Hopper GPUs only")
-
-
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 def test_matches_float64(rng, shape):
-    _hopper()
-    n, c, h, w, k, r, s, stride, padding = shape
-    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
-    wt = rng.standard_normal((k, c, r, s)).astype(np.float32)
-    bias = rng.standard_normal(k).astype(np.float32)
-    y = gpuopt.conv2d(x, wt, stride=stride, padding=padding, bias=bias, activation="relu", variant=VARIANT)
-    ref = oracles.conv2d(x, wt, bias, (stride, stride), (padding, padding), "relu")
-    assert y.shape == ref.shape
-    err = relative_error(y, ref)
-    assert err < 1e-5, err
-    check_fp32_level(err, x, wt, ref, stride=stride, padding=padding, bias=bias, activation="relu")
+    require_hopper(VARIANT)
+    check_tf32x3_against_float64(rng, VARIANT, shape)
 
 
 def test_same_bits_as_unroll_tf32x3(rng):
     # The same products in the same order (the split of the same values, the same MMA sequence): the same bits as
     # the variant whose B is split in memory.
-    _hopper()
+    require_hopper(VARIANT)
     x = rng.standard_normal((3, 24, 15, 13)).astype(np.float32)
     wt = rng.standard_normal((40, 24, 3, 3)).astype(np.float32)
     a = gpuopt.conv2d(x, wt, padding=1, variant=VARIANT)
@@ -68,12 +53,12 @@ def test_same_bits_as_unroll_tf32x3(rng):
 @pytest.mark.parametrize("activation", ["none", "relu", "tanh"])
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_activations_and_bias(rng, activation, with_bias):
-    _hopper()
+    require_hopper(VARIANT)
     check_activation_and_bias(rng, VARIANT, (2, 20, 9, 9), (36, 20, 3, 3), activation, with_bias, padding=1)
 
 
 def test_device_inputs_and_deterministic(rng):
-    _hopper()
+    require_hopper(VARIANT)
     check_device_and_torch_inputs(rng, VARIANT, (4, 24, 14, 14), (40, 24, 3, 3), padding=1)
 
 

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 import gpuopt
-import oracles
-from conftest import relative_error
-from .cases import check_activation_and_bias, check_device_and_torch_inputs, check_fp32_level
+from .cases import (check_activation_and_bias, check_device_and_torch_inputs, check_tf32x3_against_float64,
+                    require_hopper)
 
 pytestmark = pytest.mark.gpu
+
+VARIANT = "pointwise_tf32x3"
 
 # (N, C, H, W, K, stride)
 SHAPES = [
@@ -28,36 +29,23 @@ SHAPES = [
 ]
 
 
-def _hopper():
-    if tuple(gpuopt.device_info()["compute_capability"]) != (9, 0):
-        pytest.skip("pointwise_tf32x3 runs on Hopper GPUs only")
-
-
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 def test_pointwise_matches_float64(rng, shape):
-    _hopper()
+    require_hopper(VARIANT)
     n, c, h, w, k, stride = shape
-    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
-    wt = rng.standard_normal((k, c, 1, 1)).astype(np.float32)
-    bias = rng.standard_normal(k).astype(np.float32)
-    y = gpuopt.conv2d(x, wt, stride=stride, bias=bias, activation="relu", variant="pointwise_tf32x3")
-    ref = oracles.conv2d(x, wt, bias, (stride, stride), (0, 0), "relu")
-    assert y.shape == ref.shape
-    err = relative_error(y, ref)
-    assert err < 1e-5, err
-    check_fp32_level(err, x, wt, ref, stride=stride, bias=bias, activation="relu")
+    check_tf32x3_against_float64(rng, VARIANT, (n, c, h, w, k, 1, 1, stride, 0))
 
 
 @pytest.mark.parametrize("activation", ["none", "relu", "tanh"])
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_activations_and_bias(rng, activation, with_bias):
-    _hopper()
-    check_activation_and_bias(rng, "pointwise_tf32x3", (2, 40, 9, 9), (36, 40, 1, 1), activation, with_bias)
+    require_hopper(VARIANT)
+    check_activation_and_bias(rng, VARIANT, (2, 40, 9, 9), (36, 40, 1, 1), activation, with_bias)
 
 
 def test_device_inputs_in_place_and_deterministic(rng):
-    _hopper()
-    check_device_and_torch_inputs(rng, "pointwise_tf32x3", (4, 64, 14, 14), (96, 64, 1, 1))
+    require_hopper(VARIANT)
+    check_device_and_torch_inputs(rng, VARIANT, (4, 64, 14, 14), (96, 64, 1, 1))
 
 
 @pytest.mark.parametrize("kw, w_shape", [({}, (4, 3, 3, 3)), (dict(padding=1), (4, 3, 1, 1)),

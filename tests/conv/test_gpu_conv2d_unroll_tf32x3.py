@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 
 import gpuopt
-import oracles
-from conftest import conv_call, relative_error
-from .cases import (check_activation_and_bias, check_against_cpu, check_device_and_torch_inputs, check_fp32_level,
-                    uniform)
+from conftest import conv_call
+from .cases import (check_activation_and_bias, check_against_cpu, check_device_and_torch_inputs,
+                    check_tf32x3_against_float64, require_hopper, uniform)
 
 pytestmark = pytest.mark.gpu
+
+VARIANT = "unroll_tf32x3"
 
 # (N, C, H, W, K, R, S, stride, padding)
 SHAPES = [
@@ -30,11 +31,6 @@ SHAPES = [
 ]
 
 
-def _hopper():
-    if tuple(gpuopt.device_info()["compute_capability"]) != (9, 0):
-        pytest.skip("unroll_tf32x3 runs on Hopper GPUs only")
-
-
 def _cuda():
     from gpuopt._ext import cuda_module
     return cuda_module()
@@ -42,17 +38,8 @@ def _cuda():
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 def test_unroll_tf32x3_matches_float64(rng, shape):
-    _hopper()
-    n, c, h, w, k, r, s, stride, padding = shape
-    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
-    wt = rng.standard_normal((k, c, r, s)).astype(np.float32)
-    bias = rng.standard_normal(k).astype(np.float32)
-    y = gpuopt.conv2d(x, wt, stride=stride, padding=padding, bias=bias, activation="relu", variant="unroll_tf32x3")
-    ref = oracles.conv2d(x, wt, bias, (stride, stride), (padding, padding), "relu")
-    assert y.shape == ref.shape
-    err = relative_error(y, ref)
-    assert err < 1e-5, err
-    check_fp32_level(err, x, wt, ref, stride=stride, padding=padding, bias=bias, activation="relu")
+    require_hopper(VARIANT)
+    check_tf32x3_against_float64(rng, VARIANT, shape)
 
 
 @pytest.mark.parametrize("chunk", [1, 3, 7], ids=lambda c: f"chunk{c}")
@@ -64,7 +51,7 @@ def test_chunks_of_images(rng, chunk):
     budget = chunk * 8 * 64 * p * q + 3  # C*R*S = 45 taps, split to 64: 8 bytes an entry
     cuda = _cuda()
     assert cuda.conv2d_unroll_tf32x3_chunk_images(cuda.Conv2dShape(*shape), scratch_limit_bytes=budget) == chunk
-    _hopper()
+    require_hopper(VARIANT)
     dx, dw, db = gpuopt.to_device(x), gpuopt.to_device(wt), gpuopt.to_device(bias)
     y = gpuopt.cuda.empty((n, k, p, q))
     cuda.conv2d_unroll_tf32x3(conv_call(cuda, dx.ptr, dw.ptr, db.ptr, y.ptr, shape, "tanh"), scratch_limit_bytes=budget)
@@ -75,13 +62,13 @@ def test_chunks_of_images(rng, chunk):
 @pytest.mark.parametrize("activation", ["none", "relu", "tanh"])
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_activations_and_bias(rng, activation, with_bias):
-    _hopper()
-    check_activation_and_bias(rng, "unroll_tf32x3", (2, 20, 9, 9), (36, 20, 3, 3), activation, with_bias, padding=1)
+    require_hopper(VARIANT)
+    check_activation_and_bias(rng, VARIANT, (2, 20, 9, 9), (36, 20, 3, 3), activation, with_bias, padding=1)
 
 
 def test_device_inputs_and_deterministic(rng):
-    _hopper()
-    check_device_and_torch_inputs(rng, "unroll_tf32x3", (4, 24, 14, 14), (40, 24, 3, 3), padding=1)
+    require_hopper(VARIANT)
+    check_device_and_torch_inputs(rng, VARIANT, (4, 24, 14, 14), (40, 24, 3, 3), padding=1)
 
 
 @pytest.mark.parametrize("kw, w_shape", [(dict(groups=3), (3, 1, 3, 3)), (dict(dilation=2), (4, 3, 3, 3))])
