@@ -46,10 +46,11 @@ LAYER_REPEATS: dict[Any, dict[str, Any]] = per_level(gpu_full=repeats(2, 15, 0.2
 #: The batch cap of a run level (full runs: the networks' batches).
 LAYER_BATCH_CAP: dict[Any, int | None] = per_level(gpu_full=None, gpu_quick=4, tiny=1)
 LAYER_COLUMNS = ("network", "layer", "N", "C", "H", "W", "K", "R", "S", "stride", "padding", "groups", "gflop",
-                 "torch_ms", "cudnn_precise_ms", "cudnn_any_ms", "auto_ms", "auto_variant", "auto_fast_ms", "auto_fast_variant",
-                 "best_kernel", "best_kernel_ms", "auto_x_torch", "auto_x_cudnn_precise", "auto_fast_x_torch",
-                 "best_x_torch", "torch_err", "cudnn_precise_err", "cudnn_any_err", "auto_err", "auto_fast_err", "best_kernel_err", "fp32_floor_ms",
-                 "tf32x3_floor_ms", "bytes_floor_ms", "floor_ms", "auto_x_floor", "kernels", "error")
+                 "torch_ms", "cudnn_precise_ms", "cudnn_any_ms", "auto_ms", "auto_variant", "auto_fast_ms",
+                 "auto_fast_variant", "best_kernel", "best_kernel_ms", "auto_x_torch", "auto_x_cudnn_precise",
+                 "auto_fast_x_torch", "best_x_torch", "torch_err", "cudnn_precise_err", "cudnn_any_err", "auto_err",
+                 "auto_fast_err", "best_kernel_err", "fp32_floor_ms", "tf32x3_floor_ms", "bytes_floor_ms", "floor_ms",
+                 "auto_x_floor", "kernels", "error")
 
 
 def _resnet50(n: int) -> list[tuple]:
@@ -218,8 +219,8 @@ def table_conv_layers(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None
             "over ours; x precise: cuDNN's precise algorithms over auto (precise); floor: max(FP32 FLOPs, bytes); "
             "errors against float64\n")
     return head + format_table(["network", "layer", "GFLOP", "torch ms", "auto ms", "auto runs", "auto x torch",
-                                "auto x precise", "fast x torch", "best kernel", "best x torch", "floor ms", "auto/floor",
-                                "torch err", "auto err", "fast err"], body) + errors_note(
+                                "auto x precise", "fast x torch", "best kernel", "best x torch", "floor ms",
+                                "auto/floor", "torch err", "auto err", "fast err"], body) + errors_note(
         [{**r, "variant": f"{r['network']} {r['layer']}"} for r in rows])
 
 
