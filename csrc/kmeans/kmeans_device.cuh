@@ -224,6 +224,15 @@ __device__ inline void centre_norms(const float* __restrict__ centres, int k, in
     }
 }
 
+// A running (best b, its index i, second s) takes centre c's g, centres in increasing index: strict < keeps the lower
+// index; s = min(s, max(b, g)) holds the second smallest (equal to b on a tie; a NaN g leaves b and sets s = b, so
+// such a point fails every gap test: Liao's path).
+__device__ __forceinline__ void add_best(float& b, int& i, float& s, float g, int c) {
+    s = fminf(s, fmaxf(b, g));
+    if (g < b) i = c;
+    b = fminf(b, g);
+}
+
 // (best, index, second) of two disjoint centre sets: ties to the lower index, an equal best makes second = best
 // (zero gap: Liao's path decides).
 __device__ __forceinline__ void merge_best(float& b, int& i, float& s, float b2, int i2, float s2) {

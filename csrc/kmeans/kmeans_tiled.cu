@@ -383,17 +383,13 @@ __global__ void __launch_bounds__(kTileThreads, kMinBlocks) assign_tiled(const f
 #pragma unroll
                     for (int b = 0; b < kCentresT; ++b) acc[a][b] = __fmaf_rn(xv[a], cv[b], acc[a][b]);
             }
-            // Running (best, second, index), centres in increasing index: strict < keeps the lower index;
-            // second = min(second, max(best, g)) holds the second smallest (equal to best on a tie).
+            // Running (best, second, index), centres in increasing index (add_best).
 #pragma unroll
             for (int a = 0; a < 4; ++a)
 #pragma unroll
                 for (int b = 0; b < kCentresT; ++b) {
                     const float g = acc[a][b];
-                    const int c = cb0 + c0 + b / 4 * 4 * kCols + tx * 4 + b % 4;
-                    second[a] = fminf(second[a], fmaxf(best[a], g));
-                    if (g < best[a]) bi[a] = c;
-                    best[a] = fminf(best[a], g);
+                    add_best(best[a], bi[a], second[a], g, cb0 + c0 + b / 4 * 4 * kCols + tx * 4 + b % 4);
                 }
            }
           }

@@ -199,12 +199,8 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign(const float* __restric
                         float best = best_s[a * kDeepThreads + tid], second = second_s[a * kDeepThreads + tid];
                         int bi = index_s[a * kDeepThreads + tid];
 #pragma unroll
-                        for (int b = 0; b < 8; ++b) {
-                            const float g = acc[a][b];
-                            second = fminf(second, fmaxf(best, g));
-                            if (g < best) bi = ci * kCentres + (b < 4 ? tx * 4 + b : kHalfC + tx * 4 + b - 4);
-                            best = fminf(best, g);
-                        }
+                        for (int b = 0; b < 8; ++b)
+                            add_best(best, bi, second, acc[a][b], ci * kCentres + (b < 4 ? tx * 4 + b : kHalfC + tx * 4 + b - 4));
                         best_s[a * kDeepThreads + tid] = best, second_s[a * kDeepThreads + tid] = second;
                         index_s[a * kDeepThreads + tid] = bi;
                     }

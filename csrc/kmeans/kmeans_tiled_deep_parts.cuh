@@ -140,17 +140,14 @@ __device__ __forceinline__ unsigned long long pack_candidate(float dist, int c) 
 // A point's two nearest centres by g (values and indices) and the third-nearest value: where the third is farther
 // than the gap bound from the best, only the two can be Liao's nearest (every other centre is farther by the
 // argument of nearest_dot), so two Liao distances settle the point without the resolve pass (assign's Pairs).
-// best, second and index follow the running triple's rules exactly (fminf/fmaxf: strict < keeps the lower index).
+// best, second and index follow the running triple's rules exactly (add_best).
 struct Top3 {
     float best = __builtin_huge_valf(), second = __builtin_huge_valf(), third = __builtin_huge_valf();
     int index = 0, index2 = 0;
     __device__ void add(float g, int c) {  // (centres in increasing index)
-        const bool below_best = g < best, below_second = g < second;
-        index2 = below_best ? index : (below_second ? c : index2);
+        index2 = g < best ? index : (g < second ? c : index2);
         third = fminf(third, fmaxf(second, g));
-        second = fminf(second, fmaxf(best, g));
-        if (below_best) index = c;
-        best = fminf(best, g);
+        add_best(best, index, second, g, c);
     }
     // o's centres disjoint from this one's: the smaller (g, index) pairs first, as one sequence in index order would.
     __device__ void merge(const Top3& o) {

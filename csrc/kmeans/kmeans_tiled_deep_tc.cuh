@@ -202,12 +202,8 @@ __global__ void __launch_bounds__(kDeepThreads, 2) assign_tc(const float* __rest
 #pragma unroll
                         for (int ni = 0; ni < 8; ++ni)
 #pragma unroll
-                            for (int e = 0; e < 2; ++e) {  // the thread's centres in increasing index
-                                const float gv = acc[a / 2][ni][2 * (a % 2) + e];
-                                second = fminf(second, fmaxf(best, gv));
-                                if (gv < best) bi = cw + 8 * ni + 2 * t + e;
-                                best = fminf(best, gv);
-                            }
+                            for (int e = 0; e < 2; ++e)  // the thread's centres in increasing index
+                                add_best(best, bi, second, acc[a / 2][ni][2 * (a % 2) + e], cw + 8 * ni + 2 * t + e);
                         best_s[a * kDeepThreads + tid] = best, second_s[a * kDeepThreads + tid] = second;
                         index_s[a * kDeepThreads + tid] = bi;
                     }

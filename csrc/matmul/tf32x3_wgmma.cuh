@@ -294,6 +294,29 @@ void require_hopper(const char* what, const char* hint = "") {
                                "this GPU is " + std::to_string(major) + "." + std::to_string(minor) + hint);
 }
 
+// The product's padded extents (M, N to the 128-row and -column tiles, K to the 32-k stages) and its grid of tiles,
+// checked against the grid's limit.
+struct Padded {
+    std::int64_t Mp, Np, Kp, tiles;
+};
+inline Padded padded(std::int64_t M, std::int64_t N, std::int64_t K, const char* what) {
+    Padded p;
+    p.Mp = ceil_div<std::int64_t>(M, BM) * BM, p.Np = ceil_div<std::int64_t>(N, BN) * BN;
+    p.Kp = ceil_div<std::int64_t>(K, BK) * BK;
+    p.tiles = p.Mp / BM * (p.Np / BN);
+    GPUOPT_REQUIRE(p.tiles < (std::int64_t{1} << 31), std::string(what) + ": " + std::to_string(p.tiles) +
+                                                          " output tiles of 128x128; the grid allows at most 2^31-1");
+    return p;
+}
+
+// a (M x K, row-major) split into hi, lo (Mp x Kp) on the current stream (split_rows).
+inline void split_a(const float* a, std::int64_t M, std::int64_t K, bool vec_a, const Padded& p, float* hi, float* lo) {
+    const unsigned kx = static_cast<unsigned>(ceil_div<std::int64_t>(p.Kp / 4, 128));
+    split_rows<<<dim3(kx, static_cast<unsigned>(std::min<std::int64_t>(p.Mp, 65535))), 128, 0, current_stream()>>>(
+        a, static_cast<int>(M), static_cast<int>(K), hi, lo, static_cast<int>(p.Mp), static_cast<int>(p.Kp), vec_a);
+    GPUOPT_CUDA_CHECK(cudaGetLastError());
+}
+
 // store <- a (M x K, row-major) * b (K x N, element (k, n) = b(k, n)) on the current stream: the operands split
 // into TF32 hi and lo (3x their bytes, from the caching pool, freed into it after the launches, which the stream
 // orders before any later use), then the product. vec_a: K % 4 == 0 and a 16-byte aligned.
@@ -301,19 +324,12 @@ template <class B, class Store>
 void run(const float* a, std::int64_t M, std::int64_t K, bool vec_a, B b, std::int64_t N, Store store,
          const char* what, const char* hint = "") {
     require_hopper(what, hint);
-    const std::int64_t Mp = ceil_div<std::int64_t>(M, BM) * BM, Np = ceil_div<std::int64_t>(N, BN) * BN;
-    const std::int64_t Kp = ceil_div<std::int64_t>(K, BK) * BK;
-    const std::int64_t tiles = Mp / BM * (Np / BN);
-    GPUOPT_REQUIRE(tiles < (std::int64_t{1} << 31), std::string(what) + ": " + std::to_string(tiles) +
-                                                        " output tiles of 128x128; the grid allows at most 2^31-1");
+    const Padded p = padded(M, N, K, what);
+    const std::int64_t Mp = p.Mp, Np = p.Np, Kp = p.Kp, tiles = p.tiles;
     const unsigned blocks = static_cast<unsigned>(tiles);
     require_shared_memory(product_kernel<Store>, SMEM_BYTES, what);
     DeviceBuffer<float> a_hi(Mp * Kp), a_lo(Mp * Kp), b_hi(Np * Kp), b_lo(Np * Kp);
-    const unsigned kx = static_cast<unsigned>(ceil_div<std::int64_t>(Kp / 4, 128));
-    split_rows<<<dim3(kx, static_cast<unsigned>(std::min<std::int64_t>(Mp, 65535))), 128, 0, current_stream()>>>(
-        a, static_cast<int>(M), static_cast<int>(K), a_hi.data(), a_lo.data(), static_cast<int>(Mp),
-        static_cast<int>(Kp), vec_a);
-    GPUOPT_CUDA_CHECK(cudaGetLastError());
+    split_a(a, M, K, vec_a, p, a_hi.data(), a_lo.data());
     split_cols<<<dim3(static_cast<unsigned>(Np / 32), static_cast<unsigned>(std::min<std::int64_t>(Kp / 32, 65535))),
                  dim3(32, 8), 0, current_stream()>>>(b, static_cast<int>(K), static_cast<int>(N), b_hi.data(),
                                                       b_lo.data(), static_cast<int>(Kp));
@@ -330,18 +346,11 @@ template <class Gather, class Store>
 void run_gathered(const float* a, std::int64_t M, std::int64_t K, bool vec_a, Gather b, std::int64_t N, Store store,
                   const char* what, const char* hint = "") {
     require_hopper(what, hint);
-    const std::int64_t Mp = ceil_div<std::int64_t>(M, BM) * BM, Np = ceil_div<std::int64_t>(N, BN) * BN;
-    const std::int64_t Kp = ceil_div<std::int64_t>(K, BK) * BK;
-    const std::int64_t tiles = Mp / BM * (Np / BN);
-    GPUOPT_REQUIRE(tiles < (std::int64_t{1} << 31), std::string(what) + ": " + std::to_string(tiles) +
-                                                        " output tiles of 128x128; the grid allows at most 2^31-1");
+    const Padded p = padded(M, N, K, what);
+    const std::int64_t Mp = p.Mp, Np = p.Np, Kp = p.Kp, tiles = p.tiles;
     require_shared_memory(product_gather_kernel<Gather, Store>, SMEM_BYTES, what);
     DeviceBuffer<float> a_hi(Mp * Kp), a_lo(Mp * Kp);
-    const unsigned kx = static_cast<unsigned>(ceil_div<std::int64_t>(Kp / 4, 128));
-    split_rows<<<dim3(kx, static_cast<unsigned>(std::min<std::int64_t>(Mp, 65535))), 128, 0, current_stream()>>>(
-        a, static_cast<int>(M), static_cast<int>(K), a_hi.data(), a_lo.data(), static_cast<int>(Mp),
-        static_cast<int>(Kp), vec_a);
-    GPUOPT_CUDA_CHECK(cudaGetLastError());
+    split_a(a, M, K, vec_a, p, a_hi.data(), a_lo.data());
     product_gather_kernel<Gather, Store><<<static_cast<unsigned>(tiles), THREADS, SMEM_BYTES, current_stream()>>>(
         a_hi.data(), a_lo.data(), b, store, static_cast<int>(M), static_cast<int>(Kp), static_cast<int>(Mp / BM),
         static_cast<int>(Np / BN));
