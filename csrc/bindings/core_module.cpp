@@ -332,6 +332,7 @@ py::dict kernel_choices_py() {
     d["conv2d/unroll_k/unroll"] = choices_dict(conv::kCs6235UnrollK);
     d["conv2d/unroll_c/unroll"] = choices_dict(conv::kCs6235UnrollC);
     d["conv2d/direct_regblock/k_tile"] = choices_dict(conv::kDirectKTiles);
+    d["conv2d/depthwise/kernel"] = choices_dict(conv::kDepthwiseKernels);
     d["conv2d/depthwise/tile"] = choices_dict(conv::kDepthwiseTiles);
     d["conv2d/direct_regblock/pixels"] = choices_dict(conv::kDirectPixels);
     d["conv2d/direct_fused/channels_per_block"] = choices_dict(nn::kFusedChannelsPerBlock);

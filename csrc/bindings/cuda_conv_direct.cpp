@@ -1,7 +1,7 @@
 // conv2d direct_regblock (conv2d_direct.cu): its binding, its check (the plan, host only), the plan itself and
 // its kernels' resources. k_tile and pixels: 0 picks per shape (gpuopt's "auto").
 // conv2d direct_fused: conv2d_pool's fused kernel (csrc/nn/conv2d_pool.cu) with pool_size 1, for valid stride-1
-// 3x3 and 5x5 layers. conv2d depthwise (conv2d_depthwise.cu): groups = C; tile 0 picks per shape.
+// 3x3 and 5x5 layers. conv2d depthwise (conv2d_depthwise.cu): groups = C; kernel auto and tile 0 pick per shape.
 #include <pybind11/stl.h>
 
 #include <vector>
@@ -69,9 +69,13 @@ void bind_conv_direct(py::module_& m) {
           py::arg("multiprocessors") = 132,
           "What conv2d_direct_regblock runs for this shape (host only; multiprocessors: the GPU's).");
 
-    def_conv2d(m, "depthwise", [](const Conv2dArgs& a, int tile) {
-        run_conv(a, [&](auto... p) { conv::conv2d_depthwise(p..., tile); });
-    }, [](const conv::Conv2dShape& s, int tile) { conv::conv2d_depthwise_tile(s, tile); }, py::arg("tile"));
+    def_conv2d(m, "depthwise", [](const Conv2dArgs& a, const std::string& kernel, int tile) {
+        const auto k = choice<conv::DepthwiseKernel>(conv::kDepthwiseKernels, kernel, "conv2d depthwise");
+        run_conv(a, [&](auto... p) { conv::conv2d_depthwise(p..., k, tile); });
+    }, [](const conv::Conv2dShape& s, const std::string& kernel, int tile) {
+        conv::conv2d_depthwise_check(s, choice<conv::DepthwiseKernel>(conv::kDepthwiseKernels, kernel,
+                                                                      "conv2d depthwise"), tile);
+    }, py::arg("kernel"), py::arg("tile"));
 
     m.def("conv2d_depthwise_kernel_info", [] { return kernel_info_list(conv::conv2d_depthwise_kernel_info()); },
           "Registers, shared memory, local memory (stack + spills) and occupancy of every depthwise kernel.");

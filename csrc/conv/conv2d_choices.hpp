@@ -55,8 +55,15 @@ inline constexpr IntChoices<2> kImplicitGemmTiles{"tile", {16, 32}, 0};
 inline constexpr IntChoices<3> kDirectKTiles{"k_tile", {0, 8, 16}, 0, "auto"};
 inline constexpr IntChoices<4> kDirectPixels{"pixels", {0, 1, 2, 4}, 0, "auto"};
 
-// depthwise: the output tile side a block computes of each of its planes (32: one plane a block, 16: two, 8: four;
-// 256 threads each); auto: by the plane's larger side (> 24: 32, > 12: 16, else 8), the tile that idles fewest.
+// depthwise: which kernel. rows: a block stages whole input rows (a band of one plane, or whole small planes) by
+// 16-byte loads and each thread sums 4 outputs down a column from registers; square 3x3, 5x5 and 7x7 filters,
+// stride 1 or 2, no dilation. patch: any filter, stride and dilation (an output tile's input patch staged).
+// auto: rows where it takes the layer and no patch tile is asked for, else patch.
+enum class DepthwiseKernel : int { Auto = 0, Rows = 1, Patch = 2 };
+inline constexpr NameChoices<3> kDepthwiseKernels{"kernel", {"auto", "rows", "patch"}, 0};
+// depthwise patch kernel: the output tile side a block computes of each of its planes (32: one plane a block, 16:
+// two, 8: four; 256 threads each); auto: by the plane's larger side (> 24: 32, > 12: 16, else 8), the tile that
+// idles fewest.
 inline constexpr IntChoices<4> kDepthwiseTiles{"tile", {0, 32, 16, 8}, 0, "auto"};
 
 // winograd (conv2d's and conv2d_pool's): the output tile side m of F(m x m, r x r); auto: kWinogradDefaultTile.

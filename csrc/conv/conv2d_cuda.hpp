@@ -257,23 +257,33 @@ std::vector<KernelInfo> conv2d_direct_kernel_info();
 }  // namespace gpuopt::conv
 // ================================================================ end of direct_regblock section
 
-// ================================================================ depthwise (conv2d_depthwise.cu; its header
-// comment has the kernel). groups = C: each input channel with its own K / C filters, any stride, padding and
-// dilation; memory-bound, a block stages the input patch of an output tile of 1, 2 or 4 planes.
+// ================================================================ depthwise (conv2d_depthwise.cu and
+// conv2d_depthwise_rows.cu; their header comments have the kernels). groups = C: each input channel with its own
+// K / C filters. Memory-bound. The rows kernel (square 3x3, 5x5, 7x7 filters, stride 1 or 2, no dilation) stages
+// whole input rows by 16-byte loads; the patch kernel (any filter, stride, padding and dilation) stages the input
+// patch of an output tile of 1, 2 or 4 planes.
 namespace gpuopt::conv {
 
 enum class DepthwiseTileKind : int { Tile32 = 32, Tile16 = 16, Tile8 = 8 };
 
-// The tile conv2d_depthwise runs (tile: a value of kDepthwiseTiles, 0: by the plane's size); validates like the
-// launcher (groups = C, 32-bit positions inside a plane). Host only.
-DepthwiseTileKind conv2d_depthwise_tile(const Conv2dShape& s, int tile);
+// What conv2d_depthwise runs: the rows kernel, or the patch kernel with `tile`.
+struct DepthwiseChoice {
+    bool rows = false;
+    DepthwiseTileKind tile = DepthwiseTileKind::Tile32;
+};
 
-// y = act(conv(x, w) + bias) for groups = C (K a multiple of C); InvalidArgument where the staged patch exceeds
-// the GPU's shared memory (large dilated filters with large strides).
+// Validates like the launcher (groups = C, 32-bit positions inside a plane; kernel Rows on a layer it does not
+// take, or with a patch tile, is InvalidArgument) and says what runs (kernel Auto: rows where it takes the layer
+// and tile is 0 (auto), else the patch kernel; tile 0: by the plane's size). Host only; asks the device's limits.
+DepthwiseChoice conv2d_depthwise_check(const Conv2dShape& s, DepthwiseKernel kernel, int tile);
+
+// y = act(conv(x, w) + bias) for groups = C (K a multiple of C); InvalidArgument where the patch kernel's staged
+// patch exceeds the GPU's shared memory (large dilated filters with large strides).
 void conv2d_depthwise(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
-                      Activation act, int tile);
+                      Activation act, DepthwiseKernel kernel, int tile);
 
-// Registers, shared memory (at a 16 KiB patch), local memory and occupancy of each tile's kernel.
+// Registers, shared memory (at 16 KiB), local memory and occupancy of each patch tile's kernel, then of each rows
+// kernel (filter and stride).
 std::vector<KernelInfo> conv2d_depthwise_kernel_info();
 
 }  // namespace gpuopt::conv

@@ -1,9 +1,11 @@
 // conv2d depthwise: groups = C, every input channel c convolved with its own M = K / C filters into maps
 // [c*M, (c+1)*M) (MobileNet's depthwise layers: M = 1, any stride, padding and dilation). Each output reads the
 // R*S taps of one channel: a handful of FMAs per 8 bytes moved, so the floor is bytes (x read once, y written
-// once) over bandwidth, not FLOPs.
+// once) over bandwidth, not FLOPs. Two kernels: the rows kernel (conv2d_depthwise_rows.cu: square 3x3 to 7x7
+// filters, stride 1 or 2, no dilation; whole input rows staged by 16-byte loads) where it takes the layer, and
+// this file's patch kernel for every other filter, stride and dilation.
 //
-// A block owns `Planes` output planes (n, k), a TileQ x TileP output tile of each: it stages the input patch the
+// The patch kernel: a block owns `Planes` output planes (n, k), a TileQ x TileP output tile of each: it stages the input patch the
 // tile reads, ((TileP - 1) * u + R_span) x ((TileQ - 1) * v + S_span) floats, zero outside the image, with
 // consecutive threads on consecutive columns (coalesced), and the map's R*S taps; then each thread sums Rows
 // outputs down one column, taps in (r, s) order (one float FMA chain: deterministic). Stores run along q.
@@ -17,6 +19,7 @@
 #include "../common/launch.cuh"
 #include "conv2d_choices.hpp"
 #include "conv2d_cuda.hpp"
+#include "conv2d_depthwise_rows.hpp"
 
 namespace gpuopt::conv {
 
@@ -124,7 +127,7 @@ void launch(const float* x, const float* w, const float* bias, float* y, Depthwi
 
 }  // namespace
 
-DepthwiseTileKind conv2d_depthwise_tile(const Conv2dShape& s, int tile) {
+DepthwiseChoice conv2d_depthwise_check(const Conv2dShape& s, DepthwiseKernel kernel, int tile) {
     const std::string what = "conv2d/depthwise";
     s.validate();
     require_choice(kDepthwiseTiles, tile, what);
@@ -136,17 +139,27 @@ DepthwiseTileKind conv2d_depthwise_tile(const Conv2dShape& s, int tile) {
                        (P + 32) * s.stride_h + s.R_span() <= INT_MAX && (Q + 32) * s.stride_w + s.S_span() <= INT_MAX,
                    what + ": a plane is too large for 32-bit positions (H*W, P*Q and the padded extents must be "
                           "< 2^31)");
-    if (tile != 0) return static_cast<DepthwiseTileKind>(tile);
+    if (kernel == DepthwiseKernel::Rows) {
+        GPUOPT_REQUIRE(tile == 0, what + ": tile applies to the patch kernel; kernel='rows' takes tile='auto' (got "
+                                         "tile=" + std::to_string(tile) + ")");
+        const std::string unfit = depthwise_rows_unfit(s);
+        GPUOPT_REQUIRE(unfit.empty(), what + ": kernel='rows' takes " + unfit + "; kernel='patch' takes any layer");
+        return {true, DepthwiseTileKind::Tile32};
+    }
+    if (kernel == DepthwiseKernel::Auto && tile == 0 && depthwise_rows_unfit(s).empty())
+        return {true, DepthwiseTileKind::Tile32};
+    if (tile != 0) return {false, static_cast<DepthwiseTileKind>(tile)};
     // The tile that wastes the fewest outputs at the plane's size: 32x32 from 25 outputs a side.
     const i64 side = std::max(P, Q);
-    return side > 24 ? DepthwiseTileKind::Tile32 : side > 12 ? DepthwiseTileKind::Tile16 : DepthwiseTileKind::Tile8;
+    return {false, side > 24 ? DepthwiseTileKind::Tile32 : side > 12 ? DepthwiseTileKind::Tile16 : DepthwiseTileKind::Tile8};
 }
 
 void conv2d_depthwise(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
-                      Activation act, int tile) {
-    const DepthwiseTileKind kind = conv2d_depthwise_tile(s, tile);
+                      Activation act, DepthwiseKernel kernel, int tile) {
+    const DepthwiseChoice choice = conv2d_depthwise_check(s, kernel, tile);
     GPUOPT_REQUIRE(x != nullptr && w != nullptr && y != nullptr,
                    "conv2d depthwise: x, w and y must be device pointers");
+    if (choice.rows) return conv2d_depthwise_rows(x, w, bias, y, s, act);
     DepthwiseArgs a{};
     a.C = static_cast<int>(s.C), a.H = static_cast<int>(s.H), a.W = static_cast<int>(s.W);
     a.K = static_cast<int>(s.K), a.M = static_cast<int>(s.K / s.C), a.R = static_cast<int>(s.R);
@@ -156,7 +169,7 @@ void conv2d_depthwise(const float* x, const float* w, const float* bias, float* 
     a.dh = static_cast<int>(s.dilation_h), a.dw = static_cast<int>(s.dilation_w);
     a.planes = s.N * s.K;
     const std::string what = "conv2d/depthwise";
-    switch (kind) {
+    switch (choice.tile) {
         case DepthwiseTileKind::Tile32: launch<Tile32>(x, w, bias, y, a, act, what); break;
         case DepthwiseTileKind::Tile16: launch<Tile16>(x, w, bias, y, a, act, what); break;
         case DepthwiseTileKind::Tile8: launch<Tile8>(x, w, bias, y, a, act, what); break;
@@ -173,6 +186,7 @@ std::vector<KernelInfo> conv2d_depthwise_kernel_info() {
     add(Tile32{}, "depthwise_32x32");
     add(Tile16{}, "depthwise_16x16");
     add(Tile8{}, "depthwise_8x8");
+    for (KernelInfo& info : conv2d_depthwise_rows_kernel_info()) out.push_back(std::move(info));
     return out;
 }
 

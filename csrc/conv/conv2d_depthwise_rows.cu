@@ -1,0 +1,240 @@
+// conv2d depthwise, rows kernel: square 3x3, 5x5 and 7x7 filters, stride 1 or 2, no dilation (MobileNet's and
+// ConvNeXt's depthwise layers), any padding, M = K / C filters a channel.
+//
+// The layer is memory-bound (a few FMAs per 8 bytes of x and y), so the kernel is built around its bytes. A block
+// owns a unit of work whose input is ONE contiguous run of x: a band of output rows of one plane (its input rows
+// are whole rows, contiguous in NCHW), or, where a plane has at most kUnitOutputs outputs, whole consecutive
+// planes. It copies that run into shared memory by 16-byte loads (a head and tail of single floats where the run
+// is not 16-byte aligned), no index arithmetic per element, and the unit's taps beside it. Each thread then sums
+// kStripRows outputs down one column: every input row the strip reads is loaded once into registers (R values,
+// zero outside the image) and feeds each output row it touches, taps in (r, s) order: one float FMA chain an
+// output, deterministic. Consecutive threads take consecutive columns: stores coalesce along q. Bands of one plane
+// are consecutive blocks, so the R - U halo rows two bands share are mostly re-read from L2, not DRAM.
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "../common/activation.hpp"
+#include "../common/device.hpp"
+#include "../common/launch.cuh"
+#include "conv2d_cuda.hpp"
+#include "conv2d_depthwise_rows.hpp"
+
+namespace gpuopt::conv {
+
+namespace {
+
+using i64 = std::int64_t;
+
+constexpr int kThreads = 256;
+constexpr int kStripRows = 4;       // outputs a thread sums down one column
+constexpr int kUnitOutputs = 2048;  // outputs a block aims at: 8 a thread
+constexpr int kBlocksPerSm = 8;     // 256-thread blocks an SM holds: a wave of units
+
+// What every block of a launch shares. A unit: input planes [unit / bands * unit_planes, + unit_planes) (whole
+// planes when bands == 1) and output rows [band * band_rows, + band_rows) of each.
+struct RowsArgs {
+    int C, H, W, M, P, Q, ph, pw;
+    int unit_planes, bands, band_rows;
+    int taps_offset;  // floats: where the taps start in shared memory
+    i64 in_planes;    // N * C
+};
+
+// Copies n floats from src to dst, whose addresses agree mod 16 bytes, by 16-byte loads between a head and a tail
+// of single floats; four loads in flight a thread.
+__device__ __forceinline__ void stage_run(const float* __restrict__ src, float* dst, int n, int tid) {
+    const int head = min(n, static_cast<int>((4 - (reinterpret_cast<std::uintptr_t>(src) >> 2 & 3)) & 3));
+    const int n4 = (n - head) >> 2;
+    const float4* s4 = reinterpret_cast<const float4*>(src + head);
+    float4* d4 = reinterpret_cast<float4*>(dst + head);
+    int i = tid;
+    for (; i + 3 * kThreads < n4; i += 4 * kThreads) {
+        const float4 a = __ldg(s4 + i), b = __ldg(s4 + i + kThreads), c = __ldg(s4 + i + 2 * kThreads),
+                     d = __ldg(s4 + i + 3 * kThreads);
+        d4[i] = a, d4[i + kThreads] = b, d4[i + 2 * kThreads] = c, d4[i + 3 * kThreads] = d;
+    }
+    for (; i < n4; i += kThreads) d4[i] = __ldg(s4 + i);
+    const int tail = head + 4 * n4;
+    if (tid < head) dst[tid] = __ldg(src + tid);
+    if (tid < n - tail) dst[tail + tid] = __ldg(src + tail + tid);
+}
+
+template <int R, int U, Activation Act>
+__global__ void __launch_bounds__(kThreads) depthwise_rows_kernel(const float* __restrict__ x,
+                                                                  const float* __restrict__ w,
+                                                                  const float* __restrict__ bias,
+                                                                  float* __restrict__ y, RowsArgs a) {
+    extern __shared__ float4 shared4[];
+    float* shared = reinterpret_cast<float*>(shared4);
+    constexpr int kTaps = R * R, kSpan = (kStripRows - 1) * U + R;  // input rows a strip reads
+    const int tid = threadIdx.x;
+    const i64 plane0 = static_cast<i64>(blockIdx.x / a.bands) * a.unit_planes;
+    const int band = static_cast<int>(blockIdx.x % a.bands);
+    const int planes = static_cast<int>(min(static_cast<i64>(a.unit_planes), a.in_planes - plane0));
+    const int p_lo = band * a.band_rows, p_hi = min(a.P, p_lo + a.band_rows);
+    // The input rows staged of each plane: all of them for whole planes (consecutive planes are one run), the
+    // band's (clipped to the image; none where the band reads only padding).
+    const int row_lo = a.bands == 1 ? 0 : max(0, p_lo * U - a.ph);
+    const int row_hi = a.bands == 1 ? a.H - 1 : min(a.H - 1, (p_hi - 1) * U - a.ph + R - 1);
+    const int rows = max(0, row_hi - row_lo + 1);
+    const float* src = x + (plane0 * a.H + row_lo) * a.W;
+    float* staged = shared + (reinterpret_cast<std::uintptr_t>(src) >> 2 & 3);  // 16-byte loads land aligned
+    stage_run(src, staged, planes * rows * a.W, tid);
+    float* taps = shared + a.taps_offset;
+    const int unit_maps = planes * a.M;  // output planes: (plane0 + g) * M + m, consecutive
+    for (int i = tid; i < unit_maps * kTaps; i += kThreads) {
+        const int om = i / kTaps;
+        const int k = static_cast<int>((plane0 + om / a.M) % a.C) * a.M + om % a.M;
+        taps[i] = __ldg(w + static_cast<i64>(k) * kTaps + (i - om * kTaps));
+    }
+    __syncthreads();
+
+    const int strips = (p_hi - p_lo + kStripRows - 1) / kStripRows;
+    const int items = unit_maps * strips * a.Q;
+    for (int item = tid; item < items; item += kThreads) {
+        const int q = item % a.Q, rest = item / a.Q;
+        const int strip = rest % strips, om = rest / strips;
+        const int p0 = p_lo + strip * kStripRows;
+        float tap[kTaps];
+#pragma unroll
+        for (int t = 0; t < kTaps; ++t) tap[t] = taps[om * kTaps + t];
+        // Row `row` of the unit's plane om / M at staged[base + row * W]; columns outside the image read as zero.
+        const float* base = staged + (om / a.M * rows - row_lo) * a.W;
+        const int col0 = q * U - a.pw, row0 = p0 * U - a.ph;
+        bool col_in[R];
+#pragma unroll
+        for (int s = 0; s < R; ++s) col_in[s] = col0 + s >= 0 && col0 + s < a.W;
+        float acc[kStripRows];
+#pragma unroll
+        for (int j = 0; j < kStripRows; ++j) acc[j] = 0.f;
+#pragma unroll
+        for (int i = 0; i < kSpan; ++i) {
+            const int row = row0 + i;
+            const bool row_in = row >= row_lo && row <= row_hi;
+            float v[R];
+#pragma unroll
+            for (int s = 0; s < R; ++s) v[s] = row_in && col_in[s] ? base[row * a.W + col0 + s] : 0.f;
+#pragma unroll
+            for (int j = 0; j < kStripRows; ++j) {
+                const int r = i - j * U;  // this input row is tap row r of output row j (both known here)
+                if (r < 0 || r >= R) continue;
+#pragma unroll
+                for (int s = 0; s < R; ++s) acc[j] = fmaf(v[s], tap[r * R + s], acc[j]);
+            }
+        }
+        const i64 map = plane0 * a.M + om;  // (n, k) of y
+        const float b = bias ? __ldg(bias + map % (static_cast<i64>(a.C) * a.M)) : 0.f;
+        float* yq = y + map * a.P * a.Q + q;
+#pragma unroll
+        for (int j = 0; j < kStripRows; ++j)
+            if (p0 + j < p_hi) yq[static_cast<i64>(p0 + j) * a.Q] = apply_activation(acc[j] + b, Act);
+    }
+}
+
+template <int R, int U>
+struct RowsKernel {
+    template <Activation Act>
+    static constexpr auto kernel = depthwise_rows_kernel<R, U, Act>;
+};
+
+// Calls f(RowsKernel<R, U>{}) for the shape's filter and stride (depthwise_rows_unfit has accepted them).
+template <class F>
+void with_rows_kernel(const Conv2dShape& s, F&& f) {
+    const auto by_stride = [&](auto r) {
+        if (s.stride_h == 1) f(RowsKernel<decltype(r)::value, 1>{});
+        else f(RowsKernel<decltype(r)::value, 2>{});
+    };
+    if (s.R == 3) by_stride(std::integral_constant<int, 3>{});
+    else if (s.R == 5) by_stride(std::integral_constant<int, 5>{});
+    else by_stride(std::integral_constant<int, 7>{});
+}
+
+}  // namespace
+
+std::string depthwise_rows_unfit(const Conv2dShape& s) {
+    if (s.R != s.S || (s.R != 3 && s.R != 5 && s.R != 7))
+        return "square 3x3, 5x5 or 7x7 filters (got " + std::to_string(s.R) + "x" + std::to_string(s.S) + ")";
+    if (s.stride_h != s.stride_w || (s.stride_h != 1 && s.stride_h != 2))
+        return "stride 1 or 2 (got (" + std::to_string(s.stride_h) + ", " + std::to_string(s.stride_w) + "))";
+    if (s.dilation_h != 1 || s.dilation_w != 1)
+        return "no dilation (got (" + std::to_string(s.dilation_h) + ", " + std::to_string(s.dilation_w) + "))";
+    const DepthwiseRowsPlan plan = depthwise_rows_plan(s);
+    if (plan.shared_bytes > static_cast<std::size_t>(max_shared_memory_per_block_optin()))
+        return "a unit's input rows in shared memory (" + std::to_string(plan.shared_bytes) + " bytes needed, " +
+               std::to_string(max_shared_memory_per_block_optin()) + " available: W = " + std::to_string(s.W) +
+               " is too wide)";
+    if (plan.units > INT_MAX) return "at most 2^31 - 1 units of work";
+    return "";
+}
+
+DepthwiseRowsPlan depthwise_rows_plan(const Conv2dShape& s) {
+    const i64 P = s.P(), Q = s.Q(), M = s.K / s.C, in_planes = s.N * s.C;
+    const i64 U = s.stride_h, plane_outputs = P * Q * M;
+    const i64 slots = static_cast<i64>(multiprocessor_count()) * kBlocksPerSm;
+    DepthwiseRowsPlan plan;
+    i64 staged;
+    if (plane_outputs <= kUnitOutputs) {
+        // Whole planes, as many as make kUnitOutputs, but no fewer units than a wave of blocks where there are
+        // enough planes.
+        i64 g = std::max<i64>(1, kUnitOutputs / plane_outputs);
+        g = std::min(g, std::max<i64>(1, in_planes / slots));
+        plan.unit_planes = static_cast<int>(g), plan.bands = 1, plan.band_rows = static_cast<int>(P);
+        staged = g * s.H * s.W;
+    } else {
+        // Bands of whole output rows, kUnitOutputs a band at most, fewer where a wave would not fill otherwise
+        // (batch 1); equal bands in multiples of a strip.
+        i64 most = std::max<i64>(kStripRows, kUnitOutputs / (Q * M) / kStripRows * kStripRows);
+        if (in_planes < slots) {
+            const i64 bands_wanted = ceil_div(slots, in_planes);
+            most = std::min(most, std::max<i64>(kStripRows, P / bands_wanted / kStripRows * kStripRows));
+        }
+        const i64 bands = ceil_div(P, most);
+        const i64 band_rows = ceil_div(ceil_div(P, bands), static_cast<i64>(kStripRows)) * kStripRows;
+        plan.unit_planes = 1, plan.band_rows = static_cast<int>(band_rows);
+        plan.bands = static_cast<int>(ceil_div(P, band_rows));
+        staged = std::min<i64>(s.H, (band_rows - 1) * U + s.R) * s.W;
+    }
+    // Staged run (shifted by up to 3 floats to keep 16-byte loads aligned), then the unit's taps.
+    plan.taps_offset = static_cast<int>(std::min<i64>(INT_MAX / 2, ceil_div<i64>(staged + 3, 4) * 4));
+    plan.units = ceil_div<i64>(in_planes, plan.unit_planes) * plan.bands;
+    plan.shared_bytes = static_cast<std::size_t>(plan.taps_offset + plan.unit_planes * M * s.R * s.S) * sizeof(float);
+    return plan;
+}
+
+void conv2d_depthwise_rows(const float* x, const float* w, const float* bias, float* y, const Conv2dShape& s,
+                           Activation act) {
+    const DepthwiseRowsPlan plan = depthwise_rows_plan(s);
+    RowsArgs a{};
+    a.C = static_cast<int>(s.C), a.H = static_cast<int>(s.H), a.W = static_cast<int>(s.W);
+    a.M = static_cast<int>(s.K / s.C), a.P = static_cast<int>(s.P()), a.Q = static_cast<int>(s.Q());
+    a.ph = static_cast<int>(s.pad_h), a.pw = static_cast<int>(s.pad_w);
+    a.unit_planes = plan.unit_planes, a.bands = plan.bands, a.band_rows = plan.band_rows;
+    a.taps_offset = plan.taps_offset, a.in_planes = s.N * s.C;
+    with_rows_kernel(s, [&](auto rk) {
+        with_activation(act, [&](auto act_c) {
+            const auto kernel = decltype(rk)::template kernel<decltype(act_c)::value>;
+            require_shared_memory(kernel, plan.shared_bytes, "conv2d/depthwise (rows)");
+            kernel<<<static_cast<unsigned>(plan.units), kThreads, plan.shared_bytes, current_stream()>>>(x, w, bias,
+                                                                                                         y, a);
+        });
+    });
+    GPUOPT_CHECK_LAUNCH("conv2d depthwise_rows_kernel");
+}
+
+std::vector<KernelInfo> conv2d_depthwise_rows_kernel_info() {
+    std::vector<KernelInfo> out;
+    const auto add = [&](auto rk, const char* name) {
+        const auto kernel = decltype(rk)::template kernel<Activation::None>;
+        out.push_back(kernel_info(reinterpret_cast<const void*>(kernel), name, kThreads, 16 * 1024));
+    };
+    add(RowsKernel<3, 1>{}, "depthwise_rows_3x3_s1");
+    add(RowsKernel<3, 2>{}, "depthwise_rows_3x3_s2");
+    add(RowsKernel<5, 1>{}, "depthwise_rows_5x5_s1");
+    add(RowsKernel<5, 2>{}, "depthwise_rows_5x5_s2");
+    add(RowsKernel<7, 1>{}, "depthwise_rows_7x7_s1");
+    add(RowsKernel<7, 2>{}, "depthwise_rows_7x7_s2");
+    return out;
+}
+
+}  // namespace gpuopt::conv
