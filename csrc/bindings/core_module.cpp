@@ -426,6 +426,10 @@ PYBIND11_MODULE(_core, m) {
           py::arg("Hp"), py::arg("Wp"), py::arg("taps"), py::arg("K"),
           "Shared memory (bytes) conv2d implicit_gemm_tf32x3 takes for a layer: C channels of Hp x Wp padded "
           "planes, taps = C*R*S, K output maps (its check holds it to the GPU's opt-in limit).");
+    m.def("conv2d_depthwise_rows_min_shared_bytes", &conv::conv2d_depthwise_rows_min_shared_bytes, py::arg("H"),
+          py::arg("W"), py::arg("R"), py::arg("stride"), py::arg("M"),
+          "Shared memory (bytes) conv2d depthwise's rows kernel needs at its narrowest unit (4 output rows of one "
+          "H x W plane, R x R filter, M maps a channel): past the GPU's opt-in limit it does not take the layer.");
     m.def("kernel_choices", &kernel_choices_py,
           "The parameter tables of the kernels' *_choices.hpp headers: {'op/variant/param': {'allowed', 'default'}}.");
 }

@@ -272,6 +272,16 @@ struct DepthwiseChoice {
     DepthwiseTileKind tile = DepthwiseTileKind::Tile32;
 };
 
+// The rows kernel's dynamic shared memory at its narrowest unit, 4 output rows of one plane (H x W input planes,
+// an R x R filter at `stride`, M maps a channel): those input rows, padded to 16 bytes, then the taps. Its launcher
+// narrows bands to stay within 64 KiB down to that; past the GPU's opt-in limit the kernel does not take the layer.
+// auto reads it (gpuopt._core).
+inline std::int64_t conv2d_depthwise_rows_min_shared_bytes(std::int64_t H, std::int64_t W, std::int64_t R,
+                                                          std::int64_t stride, std::int64_t M) {
+    const std::int64_t rows = H < 3 * stride + R ? H : 3 * stride + R;
+    return 4 * ((rows * W + 3 + 3) / 4 * 4 + M * R * R);
+}
+
 // Validates like the launcher (groups = C, 32-bit positions inside a plane; kernel Rows on a layer it does not
 // take, or with a patch tile, is InvalidArgument) and says what runs (kernel Auto: rows where it takes the layer
 // and tile is 0 (auto), else the patch kernel; tile 0: by the plane's size). Host only; asks the device's limits.

@@ -31,11 +31,13 @@ constexpr int kThreads = 256;
 constexpr int kStripRows = 4;       // outputs a thread sums down one column
 constexpr int kUnitOutputs = 2048;  // outputs a block aims at: 8 a thread
 constexpr int kBlocksPerSm = 8;     // 256-thread blocks an SM holds: a wave of units
+constexpr int kStageFloats = 16384; // a unit's staged input at most (64 KiB), but for the narrowest bands
 
 // What every block of a launch shares. A unit: input planes [unit / bands * unit_planes, + unit_planes) (whole
-// planes when bands == 1) and output rows [band * band_rows, + band_rows) of each.
+// planes) and output rows [band * band_rows, + band_rows) of each.
 struct RowsArgs {
     int C, H, W, M, P, Q, ph, pw;
+    int whole_planes;  // units of whole planes (bands == 1), else of one plane's band
     int unit_planes, bands, band_rows;
     int taps_offset;  // floats: where the taps start in shared memory
     i64 in_planes;    // N * C
@@ -75,8 +77,8 @@ __global__ void __launch_bounds__(kThreads) depthwise_rows_kernel(const float* _
     const int p_lo = band * a.band_rows, p_hi = min(a.P, p_lo + a.band_rows);
     // The input rows staged of each plane: all of them for whole planes (consecutive planes are one run), the
     // band's (clipped to the image; none where the band reads only padding).
-    const int row_lo = a.bands == 1 ? 0 : max(0, p_lo * U - a.ph);
-    const int row_hi = a.bands == 1 ? a.H - 1 : min(a.H - 1, (p_hi - 1) * U - a.ph + R - 1);
+    const int row_lo = a.whole_planes ? 0 : max(0, p_lo * U - a.ph);
+    const int row_hi = a.whole_planes ? a.H - 1 : min(a.H - 1, (p_hi - 1) * U - a.ph + R - 1);
     const int rows = max(0, row_hi - row_lo + 1);
     const float* src = x + (plane0 * a.H + row_lo) * a.W;
     float* staged = shared + (reinterpret_cast<std::uintptr_t>(src) >> 2 & 3);  // 16-byte loads land aligned
@@ -160,11 +162,12 @@ std::string depthwise_rows_unfit(const Conv2dShape& s) {
     if (s.dilation_h != 1 || s.dilation_w != 1)
         return "no dilation (got (" + std::to_string(s.dilation_h) + ", " + std::to_string(s.dilation_w) + "))";
     const DepthwiseRowsPlan plan = depthwise_rows_plan(s);
-    if (plan.shared_bytes > static_cast<std::size_t>(max_shared_memory_per_block_optin()))
-        return "a unit's input rows in shared memory (" + std::to_string(plan.shared_bytes) + " bytes needed, " +
+    const std::int64_t least = conv2d_depthwise_rows_min_shared_bytes(s.H, s.W, s.R, s.stride_h, s.K / s.C);
+    if (least > max_shared_memory_per_block_optin())
+        return "a unit's input rows in shared memory (" + std::to_string(least) + " bytes needed, " +
                std::to_string(max_shared_memory_per_block_optin()) + " available: W = " + std::to_string(s.W) +
                " is too wide)";
-    if (plan.units > INT_MAX) return "at most 2^31 - 1 units of work";
+    if (depthwise_rows_plan(s).units > INT_MAX) return "at most 2^31 - 1 units of work";
     return "";
 }
 
@@ -172,19 +175,24 @@ DepthwiseRowsPlan depthwise_rows_plan(const Conv2dShape& s) {
     const i64 P = s.P(), Q = s.Q(), M = s.K / s.C, in_planes = s.N * s.C;
     const i64 U = s.stride_h, plane_outputs = P * Q * M;
     const i64 slots = static_cast<i64>(multiprocessor_count()) * kBlocksPerSm;
+    const i64 plane = s.H * s.W;
     DepthwiseRowsPlan plan;
     i64 staged;
-    if (plane_outputs <= kUnitOutputs) {
-        // Whole planes, as many as make kUnitOutputs, but no fewer units than a wave of blocks where there are
-        // enough planes.
-        i64 g = std::max<i64>(1, kUnitOutputs / plane_outputs);
-        g = std::min(g, std::max<i64>(1, in_planes / slots));
-        plan.unit_planes = static_cast<int>(g), plan.bands = 1, plan.band_rows = static_cast<int>(P);
-        staged = g * s.H * s.W;
+    if (plane_outputs <= kUnitOutputs && plane <= kStageFloats) {
+        // Whole planes, as many as make kUnitOutputs within kStageFloats, but no fewer units than a wave of
+        // blocks where there are enough planes.
+        const i64 g = std::max<i64>(1, std::min({kUnitOutputs / plane_outputs, in_planes / slots,
+                                                 static_cast<i64>(kStageFloats) / plane}));
+        plan.whole_planes = true, plan.unit_planes = static_cast<int>(g), plan.bands = 1;
+        plan.band_rows = static_cast<int>(P);
+        staged = g * plane;
     } else {
         // Bands of whole output rows, kUnitOutputs a band at most, fewer where a wave would not fill otherwise
-        // (batch 1); equal bands in multiples of a strip.
+        // (batch 1) or the rows would pass kStageFloats (wide planes; 4 rows at least: their bytes are
+        // conv2d_depthwise_rows_min_shared_bytes); equal bands in multiples of a strip.
         i64 most = std::max<i64>(kStripRows, kUnitOutputs / (Q * M) / kStripRows * kStripRows);
+        const i64 fit_rows = (kStageFloats / s.W - s.R) / U + 1;  // output rows whose input rows fit
+        most = std::min(most, std::max<i64>(kStripRows, fit_rows / kStripRows * kStripRows));
         if (in_planes < slots) {
             const i64 bands_wanted = ceil_div(slots, in_planes);
             most = std::min(most, std::max<i64>(kStripRows, P / bands_wanted / kStripRows * kStripRows));
@@ -209,7 +217,8 @@ void conv2d_depthwise_rows(const float* x, const float* w, const float* bias, fl
     a.C = static_cast<int>(s.C), a.H = static_cast<int>(s.H), a.W = static_cast<int>(s.W);
     a.M = static_cast<int>(s.K / s.C), a.P = static_cast<int>(s.P()), a.Q = static_cast<int>(s.Q());
     a.ph = static_cast<int>(s.pad_h), a.pw = static_cast<int>(s.pad_w);
-    a.unit_planes = plan.unit_planes, a.bands = plan.bands, a.band_rows = plan.band_rows;
+    a.whole_planes = plan.whole_planes, a.unit_planes = plan.unit_planes, a.bands = plan.bands;
+    a.band_rows = plan.band_rows;
     a.taps_offset = plan.taps_offset, a.in_planes = s.N * s.C;
     with_rows_kernel(s, [&](auto rk) {
         with_activation(act, [&](auto act_c) {

@@ -16,6 +16,7 @@ namespace gpuopt::conv {
 // What the rows kernel runs for a shape: units (a block each) of `unit_planes` whole input planes (bands == 1) or
 // of one plane's band of `band_rows` output rows; the dynamic shared memory a block needs.
 struct DepthwiseRowsPlan {
+    bool whole_planes = false;
     int unit_planes = 1, bands = 1, band_rows = 0;
     int taps_offset = 0;  // floats: the staged input run (padded to 16 bytes), then the unit's taps
     std::int64_t units = 0;
@@ -23,7 +24,8 @@ struct DepthwiseRowsPlan {
 };
 
 // "" when the rows kernel takes a validated depthwise shape, else what it takes (for a message): square 3x3, 5x5
-// or 7x7 filters, stride 1 or 2, no dilation, a unit's rows within the GPU's shared memory.
+// or 7x7 filters, stride 1 or 2, no dilation, its narrowest unit's rows within the GPU's shared memory
+// (conv2d_depthwise_rows_min_shared_bytes).
 std::string depthwise_rows_unfit(const Conv2dShape& s);
 DepthwiseRowsPlan depthwise_rows_plan(const Conv2dShape& s);
 

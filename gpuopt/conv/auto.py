@@ -67,8 +67,10 @@ instead of 1e-7), the counterpart of cuDNN's "any" search. MACs below = N*P*Q*K*
 7. Otherwise ``implicit_gemm_fast``, its tile by the number of output maps: 32x128x8 up to
    32 maps, 64x128x8 above; 64x64x8 under 16,384 output pixels (the most blocks).
 
-Grouped and dilated layers (depthwise included) run on cuDNN: gpuopt's ``depthwise`` kernel measured 0.53-0.79x
-cuDNN on MobileNetV2's depthwise layers (conv_layers), so auto does not pick it.
+Grouped and dilated layers: depthwise ones (groups = C) that ``depthwise``'s rows kernel takes (square 3x3, 5x5
+and 7x7 filters, stride 1 or 2, no dilation) run on it, in both precision classes (it sums each output's taps in
+order in FP32). MEASURED_DEPTHWISE. Every other grouped or dilated layer runs on cuDNN, in auto's precision class
+(the patch kernel measured 0.53-0.79x cuDNN on MobileNetV2's layers).
 
 With ``autotune=True`` the first call for a problem (shapes, stride, padding, bias or
 not, activation) times every GPU variant of gpuopt on the call's own inputs (one warm-up
@@ -88,7 +90,8 @@ from .._exec import ExecContext
 from .._ext import cuda_module, device_info
 from ..registry import Param, register, resolve, variants
 from .api import conv2d
-from .problem import Conv2dProblem, check_shapes, conv2d_output_shape
+from .depthwise import rows_takes
+from .problem import Conv2dProblem, _general_shapes, check_shapes, conv2d_output_shape
 
 __all__ = ["ALGORITHMS", "auto_choice", "autotune_cache", "clear_autotune_cache"]
 
@@ -175,15 +178,28 @@ def _device() -> tuple[bool, int]:
             int(info.get("shared_memory_per_block_optin_bytes") or 232448))
 
 
-def auto_choice(x_shape, w_shape, stride=1, padding=0, algorithms="precise") -> tuple[str, dict[str, Any]]:
-    """The variant and parameters ``auto`` runs for this problem and precision class
-    (``algorithms``: "precise" or "fast").
+def _general_choice(x_shape, w_shape, stride, dilation, groups, algorithms) -> tuple[str, dict[str, Any]]:
+    """Grouped or dilated layers: depthwise's rows kernel where it takes the layer, else cuDNN in ``algorithms``'
+    class."""
+    if rows_takes(x_shape, w_shape, stride, dilation, groups, _device()[1]):
+        return "depthwise", {"kernel": "rows"}
+    return "cudnn", {"algorithms": algorithms}
 
-    The autotuned winner when one is cached for these shapes and class (any bias/activation),
-    else the heuristic's pick (see the module docstring).
+
+def auto_choice(x_shape, w_shape, stride=1, padding=0, algorithms="precise", *, dilation=1,
+                groups=1) -> tuple[str, dict[str, Any]]:
+    """The variant and parameters ``auto`` runs for this problem and precision class
+    (``algorithms``: "precise" or "fast"); w_shape is (K, C / groups, R, S).
+
+    Grouped or dilated layers: ``depthwise`` (its rows kernel) or ``cudnn``. Otherwise the autotuned winner when
+    one is cached for these shapes and class (any bias/activation), else the heuristic's pick (see the module
+    docstring).
     """
     if algorithms not in ALGORITHMS:
         raise ValueError(f"algorithms must be one of {ALGORITHMS}, got {algorithms!r}")
+    if groups != 1 or dilation not in (1, (1, 1)):
+        xs, ws, st, _, dl, g = _general_shapes(x_shape, w_shape, stride, padding, dilation, groups)
+        return _general_choice(xs, ws, st, dl, g, algorithms)
     (n, c, h, w), (k, _, r, s), st, pd = check_shapes(x_shape, w_shape, stride, padding)
     with _cache_lock:
         for key, choice in _cache.items():
@@ -246,8 +262,9 @@ def _autotune(ctx: ExecContext, p: Conv2dProblem, algorithms: str) -> tuple[str,
 
 
 def _run_auto(ctx: ExecContext, p: Conv2dProblem, autotune: bool, algorithms: str) -> Any:
-    if not p.plain:  # groups or dilation: none of gpuopt's kernels takes them yet (problem.GROUPED_DILATED)
-        v, resolved = resolve("conv2d", "cudnn", {"algorithms": algorithms})  # (the same two classes)
+    if not p.plain:  # groups or dilation: depthwise's rows kernel or cuDNN (the same two classes)
+        name, params = _general_choice(p.x.shape, p.w.shape, p.stride, p.dilation, p.groups, algorithms)
+        v, resolved = resolve("conv2d", name, params)
         return ctx.run(v, p, **resolved)
     if autotune:
         name, params = _autotune(ctx, p, algorithms)

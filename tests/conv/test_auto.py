@@ -88,6 +88,29 @@ def test_wide_layers_run_the_3xtf32_wgmma_kernels_on_hopper(monkeypatch, x_shape
                                            auto_choice(x_shape, w_shape, stride, padding, algorithms="fast")[0]}
 
 
+@pytest.mark.parametrize("x_shape,w_shape,stride,dilation,groups,expected", [
+    ((32, 96, 112, 112), (96, 1, 3, 3), 2, 1, 96, "depthwise"),     # MobileNetV2's depthwise 3x3/2
+    ((32, 960, 7, 7), (960, 1, 3, 3), 1, 1, 960, "depthwise"),      # ... its last
+    ((32, 96, 56, 56), (96, 1, 7, 7), 1, 1, 96, "depthwise"),       # ConvNeXt's 7x7
+    ((8, 16, 30, 30), (32, 1, 5, 5), 1, 1, 16, "depthwise"),        # two maps a channel
+    ((32, 96, 112, 112), (96, 1, 3, 3), 1, 2, 96, "cudnn"),         # dilated: the patch kernel's only
+    ((32, 96, 112, 112), (96, 1, 3, 3), 3, 1, 96, "cudnn"),         # stride 3
+    ((32, 96, 56, 56), (96, 1, 3, 1), 1, 1, 96, "cudnn"),           # not square
+    ((4, 128, 14, 14), (128, 4, 3, 3), 1, 1, 32, "cudnn"),          # ResNeXt's 32 groups
+    ((2, 64, 33, 33), (64, 64, 3, 3), 1, 2, 1, "cudnn"),            # dilated, one group
+    ((1, 2, 8, 20000), (2, 1, 3, 3), 1, 1, 2, "cudnn"),             # 4 rows of 20,000 past shared memory
+])
+def test_grouped_and_dilated_layers(monkeypatch, x_shape, w_shape, stride, dilation, groups, expected):
+    from gpuopt.conv import auto
+    monkeypatch.setattr(auto, "_device", lambda: (True, 232448))
+    for algorithms in ("precise", "fast"):  # the rows kernel is exact-order FP32: both classes
+        choice = auto_choice(x_shape, w_shape, stride, 1, algorithms, dilation=dilation, groups=groups)
+        assert choice == (("depthwise", {"kernel": "rows"}) if expected == "depthwise" else
+                          ("cudnn", {"algorithms": algorithms}))
+    with pytest.raises(ValueError, match="groups"):
+        auto_choice(x_shape, w_shape, stride, 1, groups=groups + 1 if groups > 1 else 3)
+
+
 def test_auto_is_registered_with_autotune_param():
     v = gpuopt.variants("conv2d")["auto"]
     assert v.needs_cuda and v.report == "gpuopt"

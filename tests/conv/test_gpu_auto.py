@@ -1,9 +1,12 @@
-"""conv2d `auto` on the GPU: correct on every heuristic branch; autotune caches a winner."""
+"""conv2d `auto` on the GPU: correct on every heuristic branch; autotune caches a winner; depthwise layers run on
+``depthwise``'s rows kernel where it takes them, other grouped and dilated layers on cuDNN."""
 
 import numpy as np
 import pytest
 
 import gpuopt
+import oracles
+from conftest import relative_error
 from gpuopt.conv import auto_choice, autotune_cache, clear_autotune_cache
 
 pytestmark = pytest.mark.gpu
@@ -74,3 +77,24 @@ def test_autotune_skips_variants_that_reject_the_shape(rng):
     check(rng, (1, 832, 7, 7), (128, 832, 1, 1), autotune=True)
     assert next(iter(autotune_cache().values()))[0] != "unroll_constmem"
     clear_autotune_cache()
+
+
+@pytest.mark.parametrize("shape, expected", [
+    ((4, 24, 56, 56, 1, 3, 2, 1), "depthwise"),    # (N, C, H, W, M, R, stride, dilation): MobileNetV2's 3x3/2
+    ((2, 16, 30, 30, 1, 7, 1, 1), "depthwise"),    # ConvNeXt's 7x7
+    ((2, 16, 30, 30, 1, 3, 1, 2), "cudnn"),        # dilated
+])
+def test_auto_runs_depthwise_layers_on_the_rows_kernel(rng, monkeypatch, shape, expected):
+    from gpuopt.conv import auto
+    if "cudnn" not in gpuopt.variants("conv2d"):
+        pytest.skip("built without cuDNN")
+    n, c, h, w, m, r, stride, dilation = shape
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((c * m, 1, r, r)).astype(np.float32)
+    seen, resolve = [], auto.resolve
+    monkeypatch.setattr(auto, "resolve", lambda op, name, params, **kw: seen.append(name) or resolve(op, name, params,
+                                                                                                    **kw))
+    y = gpuopt.conv2d(x, wt, stride=stride, padding=r // 2, dilation=dilation, groups=c, variant="auto")
+    assert seen == [expected]
+    ref = oracles.conv2d(x, wt, None, (stride, stride), (r // 2, r // 2), "none", (dilation, dilation), c)
+    assert relative_error(y, ref) < 1e-5

@@ -200,11 +200,9 @@ def _layer(torch: Any, gen: Any, row: dict[str, Any], kernels: list[str], reps: 
 
 
 def _auto_pick(row: Mapping[str, Any], algorithms: str) -> str:
-    """The variant auto runs for the layer (groups and dilation: cuDNN)."""
-    if row["groups"] != 1:
-        return "cudnn"
-    xs, ws = (row["N"], row["C"], row["H"], row["W"]), (row["K"], row["C"], row["R"], row["S"])
-    return gpuopt.conv.auto_choice(xs, ws, row["stride"], row["padding"], algorithms)[0]
+    """The variant auto runs for the layer (grouped ones: depthwise's rows kernel or cuDNN)."""
+    xs, ws = (row["N"], row["C"], row["H"], row["W"]), (row["K"], row["C"] // row["groups"], row["R"], row["S"])
+    return gpuopt.conv.auto_choice(xs, ws, row["stride"], row["padding"], algorithms, groups=row["groups"])[0]
 
 
 def table_conv_layers(rows: list[dict[str, Any]], meta: Mapping[str, Any] | None = None) -> str:
