@@ -273,13 +273,13 @@ struct DepthwiseChoice {
 };
 
 // The rows kernel's dynamic shared memory at its narrowest unit, 4 output rows of one plane (H x W input planes,
-// an R x R filter at `stride`, M maps a channel): those input rows, padded to 16 bytes, then the taps. Its launcher
-// narrows bands to stay within 64 KiB down to that; past the GPU's opt-in limit the kernel does not take the layer.
-// auto reads it (gpuopt._core).
+// an R x R filter at `stride`, M maps a channel): two buffers of those input rows (padded to 16 bytes) and the
+// taps. Its launcher narrows bands to stay within 32 KiB a buffer down to that; past the GPU's opt-in limit the
+// kernel does not take the layer. auto reads it (gpuopt._core).
 inline std::int64_t conv2d_depthwise_rows_min_shared_bytes(std::int64_t H, std::int64_t W, std::int64_t R,
                                                           std::int64_t stride, std::int64_t M) {
     const std::int64_t rows = H < 3 * stride + R ? H : 3 * stride + R;
-    return 4 * ((rows * W + 3 + 3) / 4 * 4 + M * R * R);
+    return 2 * 4 * ((rows * W + 3 + 3) / 4 * 4 + (M * R * R + 3) / 4 * 4);
 }
 
 // Validates like the launcher (groups = C, 32-bit positions inside a plane; kernel Rows on a layer it does not

@@ -13,12 +13,13 @@
 
 namespace gpuopt::conv {
 
-// What the rows kernel runs for a shape: units (a block each) of `unit_planes` whole input planes (bands == 1) or
+// What the rows kernel runs for a shape: units (persistent blocks loop over them, two buffers each) of `unit_planes` whole input planes (bands == 1) or
 // of one plane's band of `band_rows` output rows; the dynamic shared memory a block needs.
 struct DepthwiseRowsPlan {
     bool whole_planes = false;
     int unit_planes = 1, bands = 1, band_rows = 0;
-    int taps_offset = 0;  // floats: the staged input run (padded to 16 bytes), then the unit's taps
+    int taps_offset = 0;    // floats: the staged input run (padded to 16 bytes), then the unit's taps
+    int buffer_floats = 0;  // one of a block's two buffers
     std::int64_t units = 0;
     std::size_t shared_bytes = 0;
 };

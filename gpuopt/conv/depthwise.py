@@ -5,10 +5,11 @@ filters.
 Memory-bound: an output reads R*S taps of one channel, a few FMAs per 8 bytes of x and y, so the floor is the
 bytes (x read once, y written once) over the GPU's bandwidth. Two kernels (``kernel``):
 
-* ``rows`` (square 3x3, 5x5 and 7x7 filters, stride 1 or 2, no dilation): a block of 256 threads owns a band of
-  output rows of one plane, or whole small planes, whose input is one contiguous run of x; it copies the run into
-  shared memory by 16-byte loads, and each thread sums 4 outputs down a column, every input row it reads loaded
-  once into registers. csrc/conv/conv2d_depthwise_rows.cu.
+* ``rows`` (square 3x3, 5x5 and 7x7 filters, stride 1 or 2, no dilation): a unit of work is a band of output
+  rows of one plane, or whole small planes, whose input is one contiguous run of x. Persistent blocks of 256
+  threads loop over units, double-buffered: the next unit's run comes into shared memory by 16-byte cp.async
+  copies while each thread sums 4 outputs of the current one down a column, every input row it reads loaded once
+  into registers. csrc/conv/conv2d_depthwise_rows.cu.
 * ``patch`` (any filter, stride and dilation): a block owns a tile of 1, 2 or 4 output planes (32x32, 16x16 or
   8x8 outputs: ``tile``, by default the one that idles fewest threads at the plane's size) and stages the input
   patch the tile reads, zero outside the image. csrc/conv/conv2d_depthwise.cu.
@@ -20,7 +21,7 @@ Limits a caller can see: groups must equal C (ValueError naming the variant othe
 layer it does not take, or with a ``tile``, is a ValueError saying what it takes; the patch kernel's staged patch,
 ((tile - 1) * stride + (R - 1) * dilation + 1) squared floats, must fit the GPU's shared memory (ValueError naming
 it: only very large dilated filters with large strides reach it), as must the rows kernel's input rows of a unit
-(planes over ~4,000 columns wide fall to the patch kernel); positions inside a plane are 32-bit.
+(two buffers of 4 output rows' input: planes over ~2,200 (7x7, stride 2) to ~4,800 (3x3, stride 1) columns wide fall to the patch kernel); positions inside a plane are 32-bit.
 """
 
 from __future__ import annotations
@@ -51,8 +52,9 @@ def rows_takes(x_shape, w_shape, stride, dilation, groups, shared_limit: int) ->
 
 @register("conv2d", "depthwise",
           description="depthwise layers (groups = C, K a multiple of C), any stride, padding and dilation; rows "
-                      "kernel (3x3/5x5/7x7, stride 1-2): whole input rows of a band or of small planes staged by "
-                      "16-byte loads, 4 outputs a thread down a column from registers; patch kernel (any layer): "
+                      "kernel (3x3/5x5/7x7, stride 1-2): persistent blocks, whole input rows of a band or of small "
+                      "planes double-buffered by 16-byte cp.async, 4 outputs a thread down a column from registers; "
+                      "patch kernel (any layer): "
                       "the input patch of an output tile of 1, 2 or 4 planes staged (memory-bound: measured against "
                       "the bytes floor)",
           report="gpuopt", needs_cuda=True, kernel="csrc/conv/conv2d_depthwise.cu",
