@@ -3,7 +3,7 @@ plane sizes around every tile's edge (the 32x32, 16x16 and 8x8 tiles, each force
 (2, 1), padding past the filter's half, dilation 2 and 3, filters 1x1 to 7x7 and non-square, 1 and 2 maps a
 channel, N = 1 and more planes than a grid step. The rows kernel: 3x3, 5x5 and 7x7 at stride 1 and 2, bands of one
 plane (many where a batch is small, one reading only padding) and units of whole planes across image boundaries
-with a short last unit, more units than resident blocks (the persistent blocks' double-buffered loop), x at every 4-byte offset from 16-byte alignment (the staged run's head and tail), planes
+with a short last unit, more units than resident blocks (stride 2: the persistent blocks' double-buffered loop), x at every 4-byte offset from 16-byte alignment (the staged run's head and tail), planes
 wider than 48 KiB of rows (the opt-in) and too wide (refused, auto falls to the patch kernel); bitwise equal to the
 patch kernel (the same FMA chain). Every activation with and without bias; host, DeviceArray and torch inputs.
 Outputs poisoned first (conftest). Bad input: groups other than C, kernel='rows' on a layer it does not take or
@@ -47,8 +47,10 @@ ROWS_SHAPES = [
     (2, 8, 30, 30, 1, 7, 7, 2, 3, 1),              # 7x7 stride 2
     (4, 10, 29, 29, 1, 5, 5, 2, 2, 1),             # 5x5 stride 2 (EfficientNet), odd
     (1, 1, 6, 3000, 1, 3, 3, 1, 1, 1),             # 3,000 wide: two buffers of 72 KiB (the shared-memory opt-in)
-    (32, 32, 56, 56, 1, 3, 3, 1, 1, 1),            # 2,048 bands, more than resident blocks: each block loops
-    (64, 480, 7, 7, 1, 3, 3, 1, 1, 1),             # 30,720 planes, 41 a unit: 750 units, blocks loop
+    (32, 32, 56, 56, 1, 3, 3, 1, 1, 1),            # stride 1: 2,048 bands, a block each
+    (32, 48, 56, 56, 1, 3, 3, 2, 1, 1),            # stride 2: 768 units of two planes, more than resident blocks
+    (64, 480, 14, 14, 1, 3, 3, 2, 1, 1),           # ... 750 units of 41 planes: the persistent blocks loop
+    (16, 64, 60, 60, 1, 7, 7, 2, 3, 1),            # ... 7x7: 512 units, two blocks an SM
 ]
 
 def _rows_takes(shape):
