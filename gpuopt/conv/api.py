@@ -36,8 +36,8 @@ def conv2d(x, w, *, stride=1, padding=0, bias=None, activation=None, variant: st
         Channel groups, dividing C and K: map k reads only its group's C / groups channels (groups = C:
         depthwise). ``cpu``, ``cudnn`` and ``auto`` take any groups and dilation, ``depthwise`` depthwise layers
         (groups = C), the others neither (ValueError naming the variant). ``auto`` runs depthwise layers of
-        3x3, 5x5 and 7x7 filters at stride 1 or 2 on ``depthwise``'s rows kernel and every other grouped or
-        dilated layer on cuDNN; ``variant=None`` runs cuDNN on a GPU.
+        3x3, 5x5 and 7x7 filters at stride 1 or 2 with 2**20 inputs or more on ``depthwise``'s rows kernel and
+        every other grouped or dilated layer on cuDNN; ``variant=None`` runs cuDNN on a GPU.
     bias : array_like, float, shape (K,), optional
         Added to every output of map k before the activation.
     activation : None, "relu" or "tanh"

@@ -68,9 +68,13 @@ instead of 1e-7), the counterpart of cuDNN's "any" search. MACs below = N*P*Q*K*
    32 maps, 64x128x8 above; 64x64x8 under 16,384 output pixels (the most blocks).
 
 Grouped and dilated layers: depthwise ones (groups = C) that ``depthwise``'s rows kernel takes (square 3x3, 5x5
-and 7x7 filters, stride 1 or 2, no dilation) run on it, in both precision classes (it sums each output's taps in
-order in FP32). MEASURED_DEPTHWISE. Every other grouped or dilated layer runs on cuDNN, in auto's precision class
-(the patch kernel measured 0.53-0.79x cuDNN on MobileNetV2's layers).
+and 7x7 filters, stride 1 or 2, no dilation) with at least 2**20 input elements (N*C*H*W) run on it, in both
+precision classes (it sums each output's taps in order in FP32). conv_layers at 2775157: MobileNetV2 batch 32's ten
+depthwise layers 1.06-2.00x PyTorch's cuDNN (14.9-75.7 us against 17.2-141; cuDNN's precise algorithms 0.99-1.83x,
+the 576-channel 3x3/2 layer 16.2 against 16.0 us); ConvNeXt's 7x7 and EfficientNet's 5x5 at batch 32 2.1-2.8x and
+1.8-2.2x (a probe in the same run). Smaller ones stay on cuDNN: at batch 1 the kernel ran 0.90-1.10x (MobileNetV2's
+960 @7x7, 0.05M elements: 7.5 against 6.7 us; 32 @112, 0.4M: 0.97x). Every other grouped or dilated layer runs on
+cuDNN, in auto's precision class (the patch kernel measured 0.53-0.79x cuDNN on MobileNetV2's layers).
 
 With ``autotune=True`` the first call for a problem (shapes, stride, padding, bias or
 not, activation) times every GPU variant of gpuopt on the call's own inputs (one warm-up
@@ -102,6 +106,8 @@ ALGORITHMS = ("precise", "fast")
 _FAST_ONLY = ("winograd",)
 #: Multiply-adds (N*P*Q*K*C*R*S) past which a layer fills the GPU whatever its N*P*Q (rules 0d and 5).
 LARGE_MACS = 2 ** 30
+#: Input elements (N*C*H*W) from which a depthwise layer the rows kernel takes runs on it (else cuDNN).
+DEPTHWISE_ROWS_ELEMENTS = 2 ** 20
 #: Multiply-adds from which a 1x1 layer with C >= 128 and K >= 256 runs pointwise_tf32x3 (rule 0b).
 POINTWISE_MACS = 2 ** 29
 
@@ -179,9 +185,11 @@ def _device() -> tuple[bool, int]:
 
 
 def _general_choice(x_shape, w_shape, stride, dilation, groups, algorithms) -> tuple[str, dict[str, Any]]:
-    """Grouped or dilated layers: depthwise's rows kernel where it takes the layer, else cuDNN in ``algorithms``'
-    class."""
-    if rows_takes(x_shape, w_shape, stride, dilation, groups, _device()[1]):
+    """Grouped or dilated layers: depthwise's rows kernel where it takes the layer and it has
+    DEPTHWISE_ROWS_ELEMENTS inputs, else cuDNN in ``algorithms``' class."""
+    n, c, h, w = x_shape
+    if n * c * h * w >= DEPTHWISE_ROWS_ELEMENTS and rows_takes(x_shape, w_shape, stride, dilation, groups,
+                                                                 _device()[1]):
         return "depthwise", {"kernel": "rows"}
     return "cudnn", {"algorithms": algorithms}
 

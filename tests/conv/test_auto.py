@@ -92,7 +92,10 @@ def test_wide_layers_run_the_3xtf32_wgmma_kernels_on_hopper(monkeypatch, x_shape
     ((32, 96, 112, 112), (96, 1, 3, 3), 2, 1, 96, "depthwise"),     # MobileNetV2's depthwise 3x3/2
     ((32, 960, 7, 7), (960, 1, 3, 3), 1, 1, 960, "depthwise"),      # ... its last
     ((32, 96, 56, 56), (96, 1, 7, 7), 1, 1, 96, "depthwise"),       # ConvNeXt's 7x7
-    ((8, 16, 30, 30), (32, 1, 5, 5), 1, 1, 16, "depthwise"),        # two maps a channel
+    ((32, 16, 48, 48), (32, 1, 5, 5), 1, 1, 16, "depthwise"),       # two maps a channel
+    ((1, 960, 7, 7), (960, 1, 3, 3), 1, 1, 960, "cudnn"),           # batch 1, 47,040 inputs: cuDNN's
+    ((1, 32, 112, 112), (32, 1, 3, 3), 1, 1, 32, "cudnn"),          # ... 401,408
+    ((16, 64, 32, 32), (64, 1, 3, 3), 1, 1, 64, "depthwise"),       # 2**20 inputs exactly
     ((32, 96, 112, 112), (96, 1, 3, 3), 1, 2, 96, "cudnn"),         # dilated: the patch kernel's only
     ((32, 96, 112, 112), (96, 1, 3, 3), 3, 1, 96, "cudnn"),         # stride 3
     ((32, 96, 56, 56), (96, 1, 3, 1), 1, 1, 96, "cudnn"),           # not square

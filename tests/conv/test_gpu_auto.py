@@ -80,9 +80,10 @@ def test_autotune_skips_variants_that_reject_the_shape(rng):
 
 
 @pytest.mark.parametrize("shape, expected", [
-    ((4, 24, 56, 56, 1, 3, 2, 1), "depthwise"),    # (N, C, H, W, M, R, stride, dilation): MobileNetV2's 3x3/2
-    ((2, 16, 30, 30, 1, 7, 1, 1), "depthwise"),    # ConvNeXt's 7x7
-    ((2, 16, 30, 30, 1, 3, 1, 2), "cudnn"),        # dilated
+    ((16, 24, 56, 56, 1, 3, 2, 1), "depthwise"),   # (N, C, H, W, M, R, stride, dilation): MobileNetV2's 3x3/2
+    ((8, 64, 46, 46, 1, 7, 1, 1), "depthwise"),    # ConvNeXt's 7x7 (2**20 inputs and more)
+    ((2, 16, 30, 30, 1, 7, 1, 1), "cudnn"),        # 28,800 inputs: cuDNN's
+    ((8, 64, 46, 46, 1, 3, 1, 2), "cudnn"),        # dilated
 ])
 def test_auto_runs_depthwise_layers_on_the_rows_kernel(rng, monkeypatch, shape, expected):
     from gpuopt.conv import auto
