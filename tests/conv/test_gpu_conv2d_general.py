@@ -1,5 +1,5 @@
-"""conv2d with groups and dilation on the GPU: cuDNN (both algorithm sets), ``auto`` (which hands them to cuDNN)
-and ``variant=None``, against the float64 oracle on the CPU tests' shapes (odd sizes, stride 2, padding past the
+"""conv2d with groups and dilation on the GPU: cuDNN (both algorithm sets), ``auto`` (which hands them to cuDNN, or
+large depthwise layers to ``depthwise``'s rows kernel: tests/conv/test_gpu_auto.py) and ``variant=None``, against the float64 oracle on the CPU tests' shapes (odd sizes, stride 2, padding past the
 filter's half, dilation 2 and 3, groups 2, 4 and C) and a few of real networks' (MobileNet's depthwise 3x3, a
 dilated 3x3 of DeepLab's kind, ResNeXt's 32 groups), host and device inputs. Outputs poisoned first (conftest)."""
 
