@@ -186,7 +186,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<R, U>) depthwise_rows_ker
 template <int R, int U>
 struct RowsKernel {
     template <Activation Act>
-    static constexpr auto kernel = depthwise_rows_kernel<R, U, Act>;
+    static auto kernel() { return depthwise_rows_kernel<R, U, Act>; }
 };
 
 // Calls f(RowsKernel<R, U>{}) for the shape's filter and stride (depthwise_rows_unfit has accepted them).
@@ -273,7 +273,7 @@ void conv2d_depthwise_rows(const float* x, const float* w, const float* bias, fl
     a.in_planes = s.N * s.C, a.units = plan.units;
     with_rows_kernel(s, [&](auto rk) {
         with_activation(act, [&](auto act_c) {
-            const auto kernel = decltype(rk)::template kernel<decltype(act_c)::value>;
+            const auto kernel = decltype(rk)::template kernel<decltype(act_c)::value>();
             require_shared_memory(kernel, plan.shared_bytes, "conv2d/depthwise (rows)");
             // Stride 2: persistent blocks (as many as are resident at once), each looping over units with the next
             // one's copies in flight. Stride 1 (four times the outputs a byte): a block a unit, the hardware's
@@ -293,7 +293,7 @@ void conv2d_depthwise_rows(const float* x, const float* w, const float* bias, fl
 std::vector<KernelInfo> conv2d_depthwise_rows_kernel_info() {
     std::vector<KernelInfo> out;
     const auto add = [&](auto rk, const char* name) {
-        const auto kernel = decltype(rk)::template kernel<Activation::None>;
+        const auto kernel = decltype(rk)::template kernel<Activation::None>();
         out.push_back(kernel_info(reinterpret_cast<const void*>(kernel), name, kThreads, 16 * 1024));
     };
     add(RowsKernel<3, 1>{}, "depthwise_rows_3x3_s1");
