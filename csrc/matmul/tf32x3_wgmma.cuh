@@ -140,6 +140,24 @@ __device__ __forceinline__ void store_tile(const float (&acc)[64], const Store& 
     }
 }
 
+// Bytes from the dynamic shared memory's start to its stages, which are 1024-byte aligned (the swizzle atoms).
+__device__ __forceinline__ std::uint32_t stages_offset(const unsigned char* smem_raw) {
+    return (1024 - static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_raw)) % 1024) % 1024;
+}
+
+// Queues k-step `kstep` of Tiles K-major tiles (rows of src[t], Kp floats apart) into a stage's first Tiles tiles,
+// 128 rows x 128 bytes each, swizzled: 1024 chunks of 16 bytes a tile over the block's threads.
+template <int Tiles>
+__device__ __forceinline__ void load_tiles(unsigned char* st, const float* const (&src)[Tiles], int Kp, int kstep,
+                                           int tid) {
+#pragma unroll
+    for (int i = 0; i < 4 * Tiles; ++i) {
+        const int t = i / 4, e = tid + (i % 4) * THREADS, r = e / 8, chunk = e % 8;
+        dev::cp_async_16(reinterpret_cast<float*>(st + t * TILE_BYTES + r * 128 + ((chunk ^ (r % 8)) * 16)),
+                         src[t] + static_cast<std::int64_t>(r) * Kp + kstep * BK + 4 * chunk, 16);
+    }
+}
+
 // c (M x N) = a * b from the split operands: a_hi, a_lo (Mp x Kp), b_hi, b_lo (Np x Kp), all K-major; each output
 // pair (row, col), (row, col + 1) (col even) goes through store.pair, which owns c's layout and its bounds past N.
 template <class Store>
@@ -148,27 +166,17 @@ __global__ void __launch_bounds__(THREADS, 1)
                    const float* __restrict__ b_lo, Store store, int M, int Kp, int tiles_m, int tiles_n) {
 #if GPUOPT_HAS_WGMMA
     extern __shared__ __align__(1024) unsigned char smem_raw[];
-    // The stages 1024-byte aligned (the swizzle atoms): as a generic pointer for the copies, a shared address
-    // for the descriptors.
-    unsigned char* smem = smem_raw + (1024 - static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_raw)) % 1024) % 1024;
-    const std::uint32_t base = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
+    unsigned char* smem = smem_raw + stages_offset(smem_raw);
+    const std::uint32_t base = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));  // for the descriptors
 
     const dev::TileCoord tile = dev::tile_of_block<GROUP_M>(static_cast<int>(blockIdx.x), tiles_m, tiles_n);
     const int m0 = tile.m * BM, n0 = tile.n * BN;
 
     const int tid = threadIdx.x, warpgroup = tid / 128;
     // Stage layout: [A hi][A lo][B hi][B lo], each 128 rows x 128 bytes, swizzled.
-    const float* src[4] = {a_hi + static_cast<std::int64_t>(m0) * Kp, a_lo + static_cast<std::int64_t>(m0) * Kp,
-                           b_hi + static_cast<std::int64_t>(n0) * Kp, b_lo + static_cast<std::int64_t>(n0) * Kp};
-    auto load = [&](int stage, int kstep) {
-        unsigned char* st = smem + stage * STAGE_BYTES;
-#pragma unroll
-        for (int i = 0; i < 16; ++i) {  // 4 tiles x 1024 chunks of 16 bytes / 256 threads
-            const int t = i / 4, e = tid + (i % 4) * THREADS, r = e / 8, chunk = e % 8;
-            dev::cp_async_16(reinterpret_cast<float*>(st + t * TILE_BYTES + r * 128 + ((chunk ^ (r % 8)) * 16)),
-                             src[t] + static_cast<std::int64_t>(r) * Kp + kstep * BK + 4 * chunk, 16);
-        }
-    };
+    const float* const src[4] = {a_hi + static_cast<std::int64_t>(m0) * Kp, a_lo + static_cast<std::int64_t>(m0) * Kp,
+                                 b_hi + static_cast<std::int64_t>(n0) * Kp, b_lo + static_cast<std::int64_t>(n0) * Kp};
+    auto load = [&](int stage, int kstep) { load_tiles(smem + stage * STAGE_BYTES, src, Kp, kstep, tid); };
 
     float acc[64], part[64];
 #pragma unroll
@@ -210,22 +218,14 @@ __global__ void __launch_bounds__(THREADS, 1)
                           int M, int Kp, int tiles_m, int tiles_n) {
 #if GPUOPT_HAS_WGMMA
     extern __shared__ __align__(1024) unsigned char smem_raw[];
-    unsigned char* smem = smem_raw + (1024 - static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_raw)) % 1024) % 1024;
-    const std::uint32_t base = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
+    unsigned char* smem = smem_raw + stages_offset(smem_raw);
+    const std::uint32_t base = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));  // for the descriptors
 
     const dev::TileCoord tile = dev::tile_of_block<GROUP_M>(static_cast<int>(blockIdx.x), tiles_m, tiles_n);
     const int m0 = tile.m * BM, n0 = tile.n * BN;
     const int tid = threadIdx.x, warpgroup = tid / 128;
-    const float* src[2] = {a_hi + static_cast<std::int64_t>(m0) * Kp, a_lo + static_cast<std::int64_t>(m0) * Kp};
-    auto load_a = [&](int stage, int kstep) {
-        unsigned char* st = smem + stage * STAGE_BYTES;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {  // 2 tiles x 1024 chunks of 16 bytes / 256 threads
-            const int t = i / 4, e = tid + (i % 4) * THREADS, r = e / 8, chunk = e % 8;
-            dev::cp_async_16(reinterpret_cast<float*>(st + t * TILE_BYTES + r * 128 + ((chunk ^ (r % 8)) * 16)),
-                             src[t] + static_cast<std::int64_t>(r) * Kp + kstep * BK + 4 * chunk, 16);
-        }
-    };
+    const float* const src[2] = {a_hi + static_cast<std::int64_t>(m0) * Kp, a_lo + static_cast<std::int64_t>(m0) * Kp};
+    auto load_a = [&](int stage, int kstep) { load_tiles(smem + stage * STAGE_BYTES, src, Kp, kstep, tid); };
     // B: the thread's column n0 + bcol (row bcol of the K-major B tiles) and k bk .. bk + 15 of each stage.
     static_assert(THREADS == 2 * BN && BK == 32, "two threads a column, 16 k each");
     const int bcol = tid % BN, bk = tid / BN * 16;
