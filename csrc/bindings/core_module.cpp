@@ -426,6 +426,10 @@ PYBIND11_MODULE(_core, m) {
           py::arg("Hp"), py::arg("Wp"), py::arg("taps"), py::arg("K"),
           "Shared memory (bytes) conv2d implicit_gemm_tf32x3 takes for a layer: C channels of Hp x Wp padded "
           "planes, taps = C*R*S, K output maps (its check holds it to the GPU's opt-in limit).");
+    m.def("conv2d_depthwise_rows_takes", &conv::conv2d_depthwise_rows_takes, py::arg("R"), py::arg("S"),
+          py::arg("stride_h"), py::arg("stride_w"), py::arg("dilation_h"), py::arg("dilation_w"),
+          "Whether conv2d depthwise's rows kernel takes a filter, stride and dilation (square 3x3, 5x5 or 7x7, "
+          "stride 1 or 2, no dilation; its shared memory apart).");
     m.def("conv2d_depthwise_rows_min_shared_bytes", &conv::conv2d_depthwise_rows_min_shared_bytes, py::arg("H"),
           py::arg("W"), py::arg("R"), py::arg("stride"), py::arg("M"),
           "Shared memory (bytes) conv2d depthwise's rows kernel needs at its narrowest unit (4 output rows of one "

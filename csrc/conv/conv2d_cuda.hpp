@@ -272,14 +272,28 @@ struct DepthwiseChoice {
     DepthwiseTileKind tile = DepthwiseTileKind::Tile32;
 };
 
+// Whether the rows kernel takes a depthwise layer's filter, stride and dilation: square 3x3, 5x5 or 7x7 filters,
+// stride 1 or 2 along both axes, no dilation (its launcher's rule; auto reads it through gpuopt._core).
+inline bool conv2d_depthwise_rows_takes(std::int64_t R, std::int64_t S, std::int64_t stride_h, std::int64_t stride_w,
+                                        std::int64_t dilation_h, std::int64_t dilation_w) {
+    return R == S && (R == 3 || R == 5 || R == 7) && stride_h == stride_w && (stride_h == 1 || stride_h == 2) &&
+           dilation_h == 1 && dilation_w == 1;
+}
+
+// One of a rows-kernel block's two buffers, in floats: a staged run of `staged` floats (shifted by up to 3 to keep
+// its 16-byte copies aligned), then `taps` taps, each part padded to 16 bytes.
+inline std::int64_t conv2d_depthwise_rows_buffer_floats(std::int64_t staged, std::int64_t taps) {
+    return (staged + 3 + 3) / 4 * 4 + (taps + 3) / 4 * 4;
+}
+
 // The rows kernel's dynamic shared memory at its narrowest unit, 4 output rows of one plane (H x W input planes,
-// an R x R filter at `stride`, M maps a channel): two buffers of those input rows (padded to 16 bytes) and the
-// taps. Its launcher narrows bands to stay within 32 KiB a buffer down to that; past the GPU's opt-in limit the
-// kernel does not take the layer. auto reads it (gpuopt._core).
+// an R x R filter at `stride`, M maps a channel): two buffers of those input rows and the taps. Its launcher
+// narrows bands to stay within 32 KiB a buffer down to that; past the GPU's opt-in limit the kernel does not take
+// the layer. auto reads it (gpuopt._core).
 inline std::int64_t conv2d_depthwise_rows_min_shared_bytes(std::int64_t H, std::int64_t W, std::int64_t R,
                                                           std::int64_t stride, std::int64_t M) {
     const std::int64_t rows = H < 3 * stride + R ? H : 3 * stride + R;
-    return 2 * 4 * ((rows * W + 3 + 3) / 4 * 4 + (M * R * R + 3) / 4 * 4);
+    return 2 * 4 * conv2d_depthwise_rows_buffer_floats(rows * W, M * R * R);
 }
 
 // Validates like the launcher (groups = C, 32-bit positions inside a plane; kernel Rows on a layer it does not

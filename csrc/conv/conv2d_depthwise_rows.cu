@@ -204,13 +204,10 @@ void with_rows_kernel(const Conv2dShape& s, F&& f) {
 }  // namespace
 
 std::string depthwise_rows_unfit(const Conv2dShape& s) {
-    if (s.R != s.S || (s.R != 3 && s.R != 5 && s.R != 7))
-        return "square 3x3, 5x5 or 7x7 filters (got " + std::to_string(s.R) + "x" + std::to_string(s.S) + ")";
-    if (s.stride_h != s.stride_w || (s.stride_h != 1 && s.stride_h != 2))
-        return "stride 1 or 2 (got (" + std::to_string(s.stride_h) + ", " + std::to_string(s.stride_w) + "))";
-    if (s.dilation_h != 1 || s.dilation_w != 1)
-        return "no dilation (got (" + std::to_string(s.dilation_h) + ", " + std::to_string(s.dilation_w) + "))";
-    const DepthwiseRowsPlan plan = depthwise_rows_plan(s);
+    if (!conv2d_depthwise_rows_takes(s.R, s.S, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w))
+        return "square 3x3, 5x5 or 7x7 filters at stride 1 or 2 without dilation (got " + std::to_string(s.R) + "x" +
+               std::to_string(s.S) + ", stride (" + std::to_string(s.stride_h) + ", " + std::to_string(s.stride_w) +
+               "), dilation (" + std::to_string(s.dilation_h) + ", " + std::to_string(s.dilation_w) + "))";
     const std::int64_t least = conv2d_depthwise_rows_min_shared_bytes(s.H, s.W, s.R, s.stride_h, s.K / s.C);
     if (least > max_shared_memory_per_block_optin())
         return "a unit's input rows in shared memory (" + std::to_string(least) + " bytes needed, " +
@@ -254,7 +251,8 @@ DepthwiseRowsPlan depthwise_rows_plan(const Conv2dShape& s) {
     }
     // Two buffers of: the staged run (shifted by up to 3 floats to keep 16-byte copies aligned), the unit's taps.
     plan.taps_offset = static_cast<int>(std::min<i64>(INT_MAX / 4, ceil_div<i64>(staged + 3, 4) * 4));
-    plan.buffer_floats = plan.taps_offset + static_cast<int>(ceil_div<i64>(plan.unit_planes * M * s.R * s.S, 4) * 4);
+    plan.buffer_floats = static_cast<int>(
+        std::min<i64>(INT_MAX / 4, conv2d_depthwise_rows_buffer_floats(staged, plan.unit_planes * M * s.R * s.S)));
     plan.units = ceil_div<i64>(in_planes, plan.unit_planes) * plan.bands;
     plan.shared_bytes = 2 * static_cast<std::size_t>(plan.buffer_floats) * sizeof(float);
     return plan;

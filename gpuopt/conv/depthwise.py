@@ -34,20 +34,13 @@ from .problem import Conv2dProblem
 
 __all__ = ["rows_takes"]
 
-#: The rows kernel's filters (square) and strides (the same along both axes); it takes no dilation.
-ROWS_FILTERS = (3, 5, 7)
-ROWS_STRIDES = (1, 2)
-
-
 def rows_takes(x_shape, w_shape, stride, dilation, groups, shared_limit: int) -> bool:
     """Whether the rows kernel takes the layer (checked shapes; ``shared_limit``: the GPU's opt-in shared memory a
-    block, bytes): groups = C, square 3x3, 5x5 or 7x7 filters, stride 1 or 2, no dilation, its narrowest unit's
-    input rows within ``shared_limit`` (the launcher's own rule: csrc/conv/conv2d_depthwise_rows.cu)."""
+    block, bytes): groups = C and the launcher's own rules, read from gpuopt._core (square 3x3, 5x5 or 7x7 filters,
+    stride 1 or 2, no dilation; its narrowest unit's input rows within ``shared_limit``)."""
     (_, c, h, w), (k, _, r, s) = x_shape, w_shape
-    u, v = stride
-    if groups != c or r != s or r not in ROWS_FILTERS or u != v or u not in ROWS_STRIDES or tuple(dilation) != (1, 1):
-        return False
-    return _core.conv2d_depthwise_rows_min_shared_bytes(h, w, r, u, k // c) <= shared_limit
+    return (groups == c and _core.conv2d_depthwise_rows_takes(r, s, *stride, *dilation)
+            and _core.conv2d_depthwise_rows_min_shared_bytes(h, w, r, stride[0], k // c) <= shared_limit)
 
 
 @register("conv2d", "depthwise",
