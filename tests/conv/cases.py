@@ -365,3 +365,30 @@ def check_more_than_2_31_input_elements(rng, runs):
         del x
         gpuopt.cuda.synchronize()
         gpuopt.cuda.empty_cache()
+
+
+def plain_tf32x3_tests(variant):
+    """The tests a Hopper 3xTF32 variant that takes any plain layer shares with the others (bind them in its test
+    module: ``test_activations_and_bias, test_device_inputs_and_deterministic, test_only_plain_layers =
+    plain_tf32x3_tests(VARIANT)``): every activation with and without bias, DeviceArray and torch inputs (bitwise
+    reproducible), and groups or dilation refused with a ValueError naming the variant."""
+    import pytest
+
+    @pytest.mark.parametrize("activation", ["none", "relu", "tanh"])
+    @pytest.mark.parametrize("with_bias", [False, True])
+    def test_activations_and_bias(rng, activation, with_bias):
+        require_hopper(variant)
+        check_activation_and_bias(rng, variant, (2, 20, 9, 9), (36, 20, 3, 3), activation, with_bias, padding=1)
+
+    def test_device_inputs_and_deterministic(rng):
+        require_hopper(variant)
+        check_device_and_torch_inputs(rng, variant, (4, 24, 14, 14), (40, 24, 3, 3), padding=1)
+
+    @pytest.mark.parametrize("kw, w_shape", [(dict(groups=3), (3, 1, 3, 3)), (dict(dilation=2), (4, 3, 3, 3))])
+    def test_only_plain_layers(rng, kw, w_shape):
+        x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+        wt = rng.standard_normal(w_shape).astype(np.float32)
+        with pytest.raises(ValueError, match=variant):
+            gpuopt.conv2d(x, wt, variant=variant, **kw)
+
+    return test_activations_and_bias, test_device_inputs_and_deterministic, test_only_plain_layers

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 import gpuopt
-from .cases import (check_activation_and_bias, check_device_and_torch_inputs, check_tf32x3_against_float64,
-                    require_hopper)
+from .cases import check_tf32x3_against_float64, plain_tf32x3_tests, require_hopper
 
 pytestmark = pytest.mark.gpu
 
@@ -50,21 +49,5 @@ def test_same_bits_as_unroll_tf32x3(rng):
     np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("activation", ["none", "relu", "tanh"])
-@pytest.mark.parametrize("with_bias", [False, True])
-def test_activations_and_bias(rng, activation, with_bias):
-    require_hopper(VARIANT)
-    check_activation_and_bias(rng, VARIANT, (2, 20, 9, 9), (36, 20, 3, 3), activation, with_bias, padding=1)
+test_activations_and_bias, test_device_inputs_and_deterministic, test_only_plain_layers = plain_tf32x3_tests(VARIANT)
 
-
-def test_device_inputs_and_deterministic(rng):
-    require_hopper(VARIANT)
-    check_device_and_torch_inputs(rng, VARIANT, (4, 24, 14, 14), (40, 24, 3, 3), padding=1)
-
-
-@pytest.mark.parametrize("kw, w_shape", [(dict(groups=3), (3, 1, 3, 3)), (dict(dilation=2), (4, 3, 3, 3))])
-def test_only_plain_layers(rng, kw, w_shape):
-    x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
-    wt = rng.standard_normal(w_shape).astype(np.float32)
-    with pytest.raises(ValueError, match=VARIANT):
-        gpuopt.conv2d(x, wt, variant=VARIANT, **kw)
